@@ -1,0 +1,201 @@
+"""The one error hierarchy of corral.
+
+Every error a user can see is a :class:`CorralError`. Each class carries a stable
+machine-readable ``code`` (what RAPI puts in error bodies and luxi sends over the
+wire), the ``exit_code`` a command-line tool returns and the ``http_status`` RAPI
+answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 11 not the
+master, 13 confirmation needed, 14 unknown field) so that shell scripts keep working.
+
+    CorralError                      code "error"              exit 1   HTTP 500
+    ├── ParameterError               "parameter-error"         exit 1   HTTP 400
+    │   ├── UnknownParameterError    "unknown-parameter"       exit 1   HTTP 400
+    │   └── UnknownFieldError        "unknown-field"           exit 14  HTTP 400
+    ├── NotFoundError                "not-found"               exit 1   HTTP 404
+    ├── AlreadyExistsError           "already-exists"          exit 1   HTTP 409
+    │   └── ClusterExistsError       "cluster-exists"          exit 1   HTTP 409
+    ├── ConfigurationError           "config-invariant"        exit 1   HTTP 409
+    │   └── SerialConflictError      "serial-conflict"         exit 1   HTTP 409
+    ├── ConfigStoreError             "config-store"            exit 1   HTTP 500
+    ├── NotClusterError              "not-cluster"             exit 5   HTTP 500
+    ├── NotMasterError               "not-master"              exit 11  HTTP 502
+    ├── MasterUnreachableError       "master-unreachable"      exit 1   HTTP 502
+    ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
+    ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
+    ├── DaemonError                  "daemon-error"            exit 1   HTTP 500
+    └── InternalError                "internal-error"          exit 1   HTTP 500
+
+Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
+side by :func:`from_wire`, so a client catches the same class the server raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AlreadyExistsError",
+    "ClusterExistsError",
+    "ConfigStoreError",
+    "ConfigurationError",
+    "ConfirmationRequiredError",
+    "CorralError",
+    "DaemonError",
+    "InternalError",
+    "MasterUnreachableError",
+    "NotClusterError",
+    "NotFoundError",
+    "NotMasterError",
+    "ParameterError",
+    "ProtocolError",
+    "SerialConflictError",
+    "UnknownFieldError",
+    "UnknownParameterError",
+    "from_wire",
+    "to_wire",
+]
+
+
+class CorralError(Exception):
+    """Base of every error corral reports to a user."""
+
+    code: ClassVar[str] = "error"
+    exit_code: ClassVar[int] = 1
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ParameterError(CorralError):
+    """A value given by the user is malformed or out of range."""
+
+    code = "parameter-error"
+    http_status = 400
+
+
+class UnknownParameterError(ParameterError):
+    """A parameter name is not one corral knows; the message lists the valid ones."""
+
+    code = "unknown-parameter"
+
+
+class UnknownFieldError(ParameterError):
+    """An output or filter field does not exist for the resource."""
+
+    code = "unknown-field"
+    exit_code = 14
+
+
+class NotFoundError(CorralError):
+    """The named object (node, instance, job, ...) does not exist."""
+
+    code = "not-found"
+    http_status = 404
+
+
+class AlreadyExistsError(CorralError):
+    """An object with this name or identity is already there."""
+
+    code = "already-exists"
+    http_status = 409
+
+
+class ClusterExistsError(AlreadyExistsError):
+    """``gnt-cluster init`` found an initialised cluster; nothing was touched."""
+
+    code = "cluster-exists"
+
+
+class ConfigurationError(CorralError):
+    """A configuration change would break an invariant; it was not committed."""
+
+    code = "config-invariant"
+    http_status = 409
+
+
+class SerialConflictError(ConfigurationError):
+    """An object changed since it was read; re-read and retry."""
+
+    code = "serial-conflict"
+
+
+class ConfigStoreError(CorralError):
+    """The configuration store cannot be read, is corrupt or has a newer schema."""
+
+    code = "config-store"
+
+
+class NotClusterError(CorralError):
+    """This machine is not part of an initialised cluster."""
+
+    code = "not-cluster"
+    exit_code = 5
+
+
+class NotMasterError(CorralError):
+    """The request needs the master node and this is not it."""
+
+    code = "not-master"
+    exit_code = 11
+    http_status = 502
+
+
+class MasterUnreachableError(CorralError):
+    """The master daemon does not answer on its socket."""
+
+    code = "master-unreachable"
+    http_status = 502
+
+
+class ProtocolError(CorralError):
+    """A peer sent a message that does not follow the protocol."""
+
+    code = "protocol-error"
+    http_status = 502
+
+
+class ConfirmationRequiredError(CorralError):
+    """A destructive command was not confirmed (for example ``--yes-do-it``)."""
+
+    code = "confirmation-required"
+    exit_code = 13
+    http_status = 400
+
+
+class DaemonError(CorralError):
+    """A daemon could not be started, stopped or queried."""
+
+    code = "daemon-error"
+
+
+class InternalError(CorralError):
+    """A bug: something that should not happen did. The message says what."""
+
+    code = "internal-error"
+
+
+def _registry() -> dict[str, type[CorralError]]:
+    found: dict[str, type[CorralError]] = {}
+    pending: list[type[CorralError]] = [CorralError]
+    while pending:
+        cls = pending.pop()
+        found[cls.code] = cls
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def to_wire(err: CorralError) -> dict[str, Any]:
+    """Encode an error for a luxi or RAPI answer."""
+    return {"code": err.code, "message": err.message}
+
+
+def from_wire(data: Any) -> CorralError:
+    """Rebuild the error a peer sent; unknown codes become a plain :class:`CorralError`."""
+    if not isinstance(data, dict) or not isinstance(data.get("message"), str):
+        return ProtocolError(f"malformed error from peer: {data!r}")
+    cls = _registry().get(str(data.get("code")), CorralError)
+    return cls(data["message"])

@@ -1,0 +1,226 @@
+"""The configuration objects: cluster, node groups, nodes, instances, disks, NICs, filters.
+
+Every object has a persistent ``uuid`` that never changes (design 2.1), a ``serial_no``
+bumped by each committed change, ``ctime``/``mtime`` in seconds since the epoch and a
+list of ``tags``. Objects refer to each other by UUID, never by name, so renames touch
+one object. Field names follow Ganeti's configuration where Ganeti has the field.
+
+Objects are plain msgspec Structs: cheap to copy, to encode and to validate. The
+configuration store hands out shared instances to readers; code that wants to change
+one takes a copy through a transaction (see :mod:`corral.config`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as _uuid
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from corral.objects import params as P
+
+__all__ = [
+    "KINDS",
+    "NIC",
+    "AdminState",
+    "AllocPolicy",
+    "Cluster",
+    "ConfigObject",
+    "Disk",
+    "FilterRule",
+    "Instance",
+    "Node",
+    "NodeGroup",
+    "default_cluster_params",
+    "new_uuid",
+]
+
+AdminState = Literal["up", "down", "offline"]
+AllocPolicy = Literal["preferred", "last_resort", "unallocable"]
+DiskMode = Literal["rw", "ro"]
+
+
+def new_uuid() -> str:
+    """A fresh random UUID in its canonical text form."""
+    return str(_uuid.uuid4())
+
+
+def _now() -> float:
+    return time.time()
+
+
+class ConfigObject(msgspec.Struct, kw_only=True):
+    """Fields every configuration object has."""
+
+    #: The kind under which the store keeps objects of this class.
+    KIND: ClassVar[str] = ""
+
+    uuid: str = msgspec.field(default_factory=new_uuid)
+    serial_no: int = 1
+    ctime: float = msgspec.field(default_factory=_now)
+    mtime: float = msgspec.field(default_factory=_now)
+    tags: list[str] = msgspec.field(default_factory=list)
+
+
+class NIC(ConfigObject, kw_only=True):
+    """A network interface of an instance; lives inside its instance."""
+
+    name: str | None = None
+    mac: str = ""
+    ip: str | None = None
+    network: str | None = None
+    #: Overrides of the cluster's NIC parameters (``mode``, ``link``, ``vlan``).
+    nicparams: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Disk(ConfigObject, kw_only=True):
+    """A virtual disk; a top-level object referenced by its instance."""
+
+    KIND: ClassVar[str] = "disk"
+
+    name: str | None = None
+    dev_type: str = "plain"
+    size: int = 0
+    """Size in MiB."""
+    mode: DiskMode = "rw"
+    logical_id: list[str] = msgspec.field(default_factory=list)
+    iv_name: str = ""
+    nodes: list[str] = msgspec.field(default_factory=list)
+    """UUIDs of the nodes that hold this disk's data."""
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    spindles: int | None = None
+
+
+class Instance(ConfigObject, kw_only=True):
+    """A virtual machine."""
+
+    KIND: ClassVar[str] = "instance"
+
+    name: str
+    primary_node: str
+    """UUID of the node the instance runs on."""
+    os: str = ""
+    hypervisor: str = "fake"
+    hvparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    beparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    osparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    admin_state: AdminState = "down"
+    disk_template: str = "diskless"
+    disks: list[str] = msgspec.field(default_factory=list)
+    """UUIDs of the instance's disks, in order."""
+    nics: list[NIC] = msgspec.field(default_factory=list)
+    network_port: int | None = None
+
+
+class Node(ConfigObject, kw_only=True):
+    """A physical machine running corral-noded."""
+
+    KIND: ClassVar[str] = "node"
+
+    name: str
+    primary_ip: str
+    secondary_ip: str = ""
+    group: str
+    """UUID of the node group."""
+    master_candidate: bool = True
+    offline: bool = False
+    drained: bool = False
+    master_capable: bool = True
+    vm_capable: bool = True
+    ndparams: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class NodeGroup(ConfigObject, kw_only=True):
+    """A set of nodes; parameters set here override the cluster's for its members."""
+
+    KIND: ClassVar[str] = "nodegroup"
+
+    name: str
+    alloc_policy: AllocPolicy = "preferred"
+    ndparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    hvparams: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    beparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    nicparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    diskparams: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+class FilterRule(ConfigObject, kw_only=True):
+    """A job filter rule (seed 000): predicates decide, the action says what happens."""
+
+    KIND: ClassVar[str] = "filter"
+
+    watermark: int = 0
+    priority: int = 0
+    predicates: list[Any] = msgspec.field(default_factory=list)
+    action: str | list[Any] = "CONTINUE"
+    reason_trail: list[list[Any]] = msgspec.field(default_factory=list)
+
+
+def default_cluster_params() -> dict[str, Any]:
+    """Every cluster-level parameter family filled with the built-in defaults."""
+    return {
+        "hvparams": {hv: P.defaults(specs) for hv, specs in P.HV_PARAMS.items()},
+        "beparams": {"default": P.defaults(P.BE_PARAMS)},
+        "nicparams": {"default": P.defaults(P.NIC_PARAMS)},
+        "ndparams": P.defaults(P.ND_PARAMS),
+        "diskparams": {dt: P.defaults(specs) for dt, specs in P.DISK_PARAMS.items()},
+    }
+
+
+def _dflt(key: str) -> Any:
+    return msgspec.field(default_factory=lambda: default_cluster_params()[key])
+
+
+class Cluster(ConfigObject, kw_only=True):
+    """The cluster-wide settings; exactly one per configuration."""
+
+    KIND: ClassVar[str] = "cluster"
+
+    name: str
+    master_node: str
+    """UUID of the master node."""
+    master_netdev: str = ""
+    master_ip: str = ""
+    enabled_hypervisors: list[str] = msgspec.field(default_factory=lambda: ["fake"])
+    enabled_disk_templates: list[str] = msgspec.field(
+        default_factory=lambda: ["file", "sharedfile", "diskless"]
+    )
+    hvparams: dict[str, dict[str, Any]] = _dflt("hvparams")
+    os_hvp: dict[str, dict[str, dict[str, Any]]] = msgspec.field(default_factory=dict)
+    beparams: dict[str, dict[str, Any]] = _dflt("beparams")
+    nicparams: dict[str, dict[str, Any]] = _dflt("nicparams")
+    ndparams: dict[str, Any] = _dflt("ndparams")
+    diskparams: dict[str, dict[str, Any]] = _dflt("diskparams")
+    osparams: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """OS parameters per ``os`` or ``os+variant``."""
+    hidden_os: list[str] = msgspec.field(default_factory=list)
+    blacklisted_os: list[str] = msgspec.field(default_factory=list)
+    uid_pool: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    default_iallocators: list[str] = msgspec.field(default_factory=list)
+    """Allocators tried in turn when a request names none."""
+    default_iallocator_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    candidate_pool_size: int = 10
+    max_running_jobs: int = 20
+    max_tracked_jobs: int = 25
+    file_storage_dir: str = ""
+    shared_file_storage_dir: str = ""
+    volume_group_name: str = ""
+    mac_prefix: str = "aa:00:00"
+    os_search_path: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def default_hypervisor(self) -> str:
+        """The first enabled hypervisor, used when an instance names none."""
+        return self.enabled_hypervisors[0] if self.enabled_hypervisors else ""
+
+
+#: Top-level kinds in the order the store loads them (referenced kinds first).
+KINDS: dict[str, type[ConfigObject]] = {
+    "cluster": Cluster,
+    "nodegroup": NodeGroup,
+    "node": Node,
+    "disk": Disk,
+    "instance": Instance,
+    "filter": FilterRule,
+}

@@ -1,0 +1,128 @@
+"""Every file and directory a corral process uses, derived from one root.
+
+On a real node the root is ``/`` and the places are the FHS ones
+(``/var/lib/corral``, ``/run/corral``, ``/var/log/corral``). Setting ``CORRAL_ROOT``
+moves all of them under another directory, which is how the testbed runs a whole
+cluster unprivileged inside a temporary directory: no code builds a path by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ROOT_ENV", "Paths"]
+
+#: Environment variable that relocates every path.
+ROOT_ENV = "CORRAL_ROOT"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The places of one corral node, all below ``root``."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        """Paths for this process: ``$CORRAL_ROOT`` if set, else ``/``."""
+        return cls(Path(os.environ.get(ROOT_ENV) or "/"))
+
+    def _under(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    # -- directories ---------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        """Persistent state: configuration store, keys, certificates."""
+        return self._under("/var/lib/corral")
+
+    @property
+    def run_dir(self) -> Path:
+        """Sockets and pid files; may be wiped at boot."""
+        return self._under("/run/corral")
+
+    @property
+    def log_dir(self) -> Path:
+        """One log file per daemon."""
+        return self._under("/var/log/corral")
+
+    @property
+    def default_file_storage_dir(self) -> Path:
+        """Cluster default for ``file`` disks (Ganeti: /srv/ganeti/file-storage)."""
+        return self._under("/srv/corral/file-storage")
+
+    @property
+    def default_shared_file_storage_dir(self) -> Path:
+        """Cluster default for ``sharedfile`` disks."""
+        return self._under("/srv/corral/shared-file-storage")
+
+    @property
+    def default_os_search_path(self) -> list[str]:
+        """Where OS definitions are looked up; Ganeti's places first so theirs work."""
+        return [
+            str(self._under(p))
+            for p in (
+                "/srv/ganeti/os",
+                "/usr/local/lib/ganeti/os",
+                "/usr/lib/ganeti/os",
+                "/usr/share/ganeti/os",
+                "/srv/corral/os",
+            )
+        ]
+
+    # -- files ---------------------------------------------------------------
+    @property
+    def config_db(self) -> Path:
+        """The SQLite configuration store."""
+        return self.data_dir / "config.db"
+
+    @property
+    def ca_cert(self) -> Path:
+        """The cluster CA certificate (PEM), trusted by every daemon."""
+        return self.data_dir / "ca.pem"
+
+    @property
+    def ca_key(self) -> Path:
+        """The cluster CA private key (PEM, mode 0400); only on the master."""
+        return self.data_dir / "ca-key.pem"
+
+    @property
+    def node_cert(self) -> Path:
+        """This node's certificate signed by the cluster CA (PEM)."""
+        return self.data_dir / "server.pem"
+
+    @property
+    def node_key(self) -> Path:
+        """This node's private key (PEM, mode 0400)."""
+        return self.data_dir / "server-key.pem"
+
+    @property
+    def confd_hmac_key(self) -> Path:
+        """The shared HMAC key confd signs its packets with (mode 0400)."""
+        return self.data_dir / "confd.key"
+
+    @property
+    def rapi_users(self) -> Path:
+        """RAPI users file: ``user password [read,write]`` per line."""
+        return self.data_dir / "rapi" / "users"
+
+    @property
+    def master_socket(self) -> Path:
+        """The master daemon's luxi Unix socket."""
+        return self.run_dir / "master.sock"
+
+    def pid_file(self, daemon: str) -> Path:
+        """Pid file of ``daemon`` (for example ``masterd``)."""
+        return self.run_dir / f"{daemon}.pid"
+
+    def log_file(self, daemon: str) -> Path:
+        """Log file of ``daemon``."""
+        return self.log_dir / f"{daemon}.log"
+
+    def ensure_dirs(self) -> None:
+        """Create the data, run and log directories (data with mode 0700)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
+        self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o750)

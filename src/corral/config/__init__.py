@@ -1,0 +1,21 @@
+"""The configuration store (engine layer).
+
+The whole cluster configuration lives in memory as msgspec Structs and is persisted
+in SQLite (WAL) as one row per object plus the cluster serial. Changes go through
+transactions that check the invariants (unique names, UUIDs, IPs and MACs; existing
+references) and bump the serials; a commit costs O(objects changed).
+
+    store = ConfigStore.open(paths.config_db)
+    node = store.get("node", "node1")              # shared: read, never mutate
+    with store.transaction() as txn:
+        instance = txn.get("instance", "web1")     # a private copy
+        instance.admin_state = "up"
+        txn.update(instance)                       # committed at the end of the block
+"""
+
+from __future__ import annotations
+
+from corral.config.store import ConfigStore
+from corral.config.transaction import Transaction
+
+__all__ = ["ConfigStore", "Transaction"]

@@ -1,0 +1,174 @@
+"""The checks a commit must pass, looking only at the objects it changes.
+
+:func:`check` takes the current model and the changes of one commit (keyed by
+UUID) and raises on the first broken invariant:
+
+* every object has the class of its kind, a UUID, and a name where its kind needs one;
+* UUIDs are unique across all kinds; there is exactly one cluster object;
+* names (node groups, nodes, instances, named disks), NIC IPs and MACs are unique,
+  and a disk belongs to at most one instance (:class:`~corral.config.relations.Claim`);
+* references point at existing objects of the right kind, and nothing still
+  referenced is removed (:class:`~corral.config.relations.Reference`).
+
+Every lookup goes through the model's indexes, so the cost is proportional to the
+changed objects (and, for a removal, to the objects that referred to it).
+Duplicate names and UUIDs raise :class:`AlreadyExistsError`, everything else
+:class:`ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from corral.config.model import Change, Model
+from corral.config.relations import (
+    LABELS,
+    NAMED_KINDS,
+    Claim,
+    claims,
+    describe,
+    name_of,
+    references,
+)
+from corral.errors import AlreadyExistsError, ConfigurationError
+from corral.objects import KINDS, ConfigObject
+
+__all__ = ["check"]
+
+
+def check(model: Model, changes: Mapping[str, Change]) -> None:
+    """Raise if applying ``changes`` to ``model`` would break an invariant."""
+    for uuid, change in changes.items():
+        _check_shape(model, uuid, change)
+    _check_single_cluster(model, changes)
+    _check_claims(model, changes)
+    _check_removals(model, changes)
+    _check_references(model, changes)
+
+
+def _check_shape(model: Model, uuid: str, change: Change) -> None:
+    new = change.new
+    if new is None:
+        if change.kind == "cluster":
+            raise ConfigurationError("the cluster object cannot be removed")
+        return
+    expected = KINDS[change.kind]
+    if type(new) is not expected:
+        raise ConfigurationError(
+            f"{describe(change.kind, new)}: is a {type(new).__name__}, not a {expected.__name__}"
+        )
+    if not uuid or new.uuid != uuid:
+        raise ConfigurationError(f"{describe(change.kind, new)}: has no valid uuid ({uuid!r})")
+    if change.kind in NAMED_KINDS and not name_of(new):
+        raise ConfigurationError(f"{LABELS[change.kind]} {uuid}: the name must not be empty")
+    if change.old is None and uuid in model.kind_of:
+        other = model.get_any(uuid)
+        assert other is not None
+        raise AlreadyExistsError(
+            f"cannot add {describe(change.kind, new)}: uuid {uuid} is already used by "
+            f"{describe(model.kind_of[uuid], other)}"
+        )
+
+
+def _check_single_cluster(model: Model, changes: Mapping[str, Change]) -> None:
+    clusters = {u: c for u, c in model.objects["cluster"].items() if u not in changes}
+    for uuid, change in changes.items():
+        if change.kind == "cluster" and change.new is not None:
+            clusters[uuid] = change.new
+    if not clusters:
+        raise ConfigurationError("the configuration has no cluster object")
+    if len(clusters) > 1:
+        names = ", ".join(sorted(describe("cluster", c) for c in clusters.values()))
+        raise AlreadyExistsError(f"there can be only one cluster object, not several ({names})")
+
+
+def _current(model: Model, changes: Mapping[str, Change], uuid: str) -> tuple[str, ConfigObject]:
+    """Kind and object for ``uuid`` as the commit leaves it (must exist)."""
+    change = changes.get(uuid)
+    if change is not None and change.new is not None:
+        return change.kind, change.new
+    obj = model.get_any(uuid)
+    assert obj is not None
+    return model.kind_of[uuid], obj
+
+
+def _clash(
+    kind: str, obj: ConfigObject, claim: Claim, other_uuid: str, other_kind: str,
+    other: ConfigObject, other_claim: Claim | None,
+) -> Exception:
+    if claim.is_name:
+        return AlreadyExistsError(
+            f"{LABELS[kind]} '{claim.key}' already exists (uuid {other_uuid})"
+        )
+    if other_uuid == obj.uuid and other_claim is not None:
+        return ConfigurationError(
+            f"{describe(kind, obj)}: {claim.what} is also its {other_claim.what}"
+        )
+    return ConfigurationError(
+        f"{describe(kind, obj)}: {claim.what} is already used by {describe(other_kind, other)}"
+    )
+
+
+def _check_claims(model: Model, changes: Mapping[str, Change]) -> None:
+    taken: dict[tuple[str, str], tuple[str, Claim]] = {}
+    for uuid, change in changes.items():
+        if change.new is None:
+            continue
+        for claim in claims(change.kind, change.new):
+            previous = taken.get(claim.slot)
+            if previous is not None:
+                other_uuid, other_claim = previous
+                other_kind, other = _current(model, changes, other_uuid)
+                raise _clash(
+                    change.kind, change.new, claim, other_uuid, other_kind, other, other_claim
+                )
+            taken[claim.slot] = (uuid, claim)
+    for slot, (uuid, claim) in taken.items():
+        owner = model.claims.get(slot)
+        if owner is None or owner == uuid or owner in changes:
+            # An owner that is part of this commit released the slot or, if it
+            # still holds it, was caught above.
+            continue
+        kind, obj = _current(model, changes, uuid)
+        owner_kind, owner_obj = _current(model, changes, owner)
+        raise _clash(kind, obj, claim, owner, owner_kind, owner_obj, None)
+
+
+def _check_removals(model: Model, changes: Mapping[str, Change]) -> None:
+    for uuid, change in changes.items():
+        if change.new is not None or change.old is None:
+            continue
+        # Holders changed by this commit are judged by _check_references.
+        blocking = [h for h in model.referrers.get(uuid, ()) if h not in changes]
+        if not blocking:
+            continue
+        blocking.sort()
+        holder_kind, holder = _current(model, changes, blocking[0])
+        field = next(r.field for r in references(holder) if r.uuid == uuid)
+        more = f" (and {len(blocking) - 1} other objects do too)" if len(blocking) > 1 else ""
+        raise ConfigurationError(
+            f"cannot remove {describe(change.kind, change.old)}: "
+            f"{describe(holder_kind, holder)} still refers to it as its {field}{more}"
+        )
+
+
+def _check_references(model: Model, changes: Mapping[str, Change]) -> None:
+    for change in changes.values():
+        if change.new is None:
+            continue
+        for ref in references(change.new):
+            target_change = changes.get(ref.uuid)
+            if target_change is not None:
+                target_kind, target = target_change.kind, target_change.new
+            else:
+                target_kind = model.kind_of.get(ref.uuid, "")
+                target = model.get_any(ref.uuid)
+            label = LABELS[ref.kind]
+            where = f"{describe(change.kind, change.new)}: its {ref.field} {ref.uuid!r}"
+            if target is None:
+                gone = "is being removed" if target_change is not None else "does not exist"
+                raise ConfigurationError(f"{where} {gone} (expected the uuid of a {label})")
+            if target_kind != ref.kind:
+                raise ConfigurationError(
+                    f"{where} is {describe(target_kind, target)}, not a {label}"
+                )

@@ -1,0 +1,277 @@
+"""SQLite persistence of the configuration: one row per object plus a meta table.
+
+Schema (version :data:`corral.CONFIG_SCHEMA_VERSION`)::
+
+    objects(kind TEXT, uuid TEXT PRIMARY KEY, serial INTEGER, json TEXT)
+    meta(key TEXT PRIMARY KEY, value)      -- 'schema_version', 'serial'
+
+The database runs in WAL mode with ``synchronous=FULL``: a commit is durable once
+:meth:`Database.write` returns, and a crash at any point leaves either the old or
+the new rows. Every SQLite or OS error becomes a :class:`ConfigStoreError` naming
+the file and what went wrong. Only stdlib :mod:`sqlite3` is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from corral.errors import ConfigStoreError
+
+__all__ = ["Database", "RawRow", "Row", "sidecar_files"]
+
+_HEADER = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    kind TEXT NOT NULL,
+    uuid TEXT NOT NULL PRIMARY KEY,
+    serial INTEGER NOT NULL,
+    json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT NOT NULL PRIMARY KEY,
+    value
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RawRow:
+    """A row as stored, before decoding (``uuid`` may be missing in old stores)."""
+
+    kind: str
+    uuid: str | None
+    json: str | bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A row to write."""
+
+    kind: str
+    uuid: str
+    serial: int
+    json: bytes
+
+
+def _create_schema(cur: sqlite3.Cursor, schema_version: int) -> None:
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            cur.execute(statement)
+    cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", (schema_version,))
+    cur.execute("INSERT INTO meta VALUES ('serial', 0)")
+
+
+def sidecar_files(path: Path) -> list[Path]:
+    """The WAL and shared-memory files SQLite keeps next to ``path``."""
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+
+
+class Database:
+    """One open configuration database file."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+
+    # -- opening -----------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, schema_version: int) -> Database:
+        """Create a new, empty store at ``path`` (which must not exist)."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as err:
+            raise ConfigStoreError(
+                f"configuration store {path}: cannot create: {err.strerror}"
+            ) from None
+        os.close(fd)
+        for stale in sidecar_files(path):
+            stale.unlink(missing_ok=True)
+        db = cls._connect(path)
+        try:
+            with db._errors("create the schema"), db._transaction() as cur:
+                _create_schema(cur, schema_version)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @classmethod
+    def open(cls, path: Path) -> Database:
+        """Open an existing store, refusing files that are not SQLite databases."""
+        try:
+            with open(path, "rb") as handle:
+                header = handle.read(len(_HEADER))
+            if not os.access(path, os.R_OK | os.W_OK):
+                raise PermissionError(13, "Permission denied")
+        except OSError as err:
+            raise ConfigStoreError(
+                f"configuration store {path}: cannot open: {err.strerror or err}"
+            ) from None
+        if not header:
+            raise ConfigStoreError(f"configuration store {path}: the file is empty")
+        if header != _HEADER:
+            raise ConfigStoreError(
+                f"configuration store {path}: not a SQLite database (corrupt or another kind "
+                "of file)"
+            )
+        db = cls._connect(path)
+        try:
+            with db._errors("check its integrity"):
+                problems = [r[0] for r in db._conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise ConfigStoreError(
+                    f"configuration store {path}: the database is corrupt: "
+                    f"{'; '.join(str(p) for p in problems[:5])}"
+                )
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @classmethod
+    def _connect(cls, path: Path) -> Database:
+        uri = f"{path.absolute().as_uri()}?mode=rw"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0)
+        except sqlite3.Error as err:
+            raise ConfigStoreError(f"configuration store {path}: cannot open: {err}") from None
+        db = cls(path, conn)
+        try:
+            with db._errors("configure the connection"):
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL on the last close)."""
+        self._conn.close()
+
+    # -- errors and transactions ---------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as err:
+            text = str(err)
+            if "not a database" in text:
+                text = "not a SQLite database (corrupt or another kind of file)"
+            raise ConfigStoreError(
+                f"configuration store {self.path}: cannot {doing}: {text}"
+            ) from None
+        except OSError as err:
+            raise ConfigStoreError(
+                f"configuration store {self.path}: cannot {doing}: {err}"
+            ) from None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+            cur.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.rollback()
+            raise
+
+    # -- reading -------------------------------------------------------------
+    def _has_table(self, name: str) -> bool:
+        row = self._conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        return row is not None
+
+    def _meta(self, key: str) -> object:
+        if not self._has_table("meta"):
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _meta_int(self, key: str) -> int:
+        value = self._meta(key)
+        if value is None:
+            return 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigStoreError(
+                f"configuration store {self.path}: meta value {key!r} is {value!r}, "
+                "not a non-negative integer"
+            )
+        return value
+
+    def schema_version(self) -> int:
+        """The stored schema version; 0 when the store predates the meta table."""
+        with self._errors("read the schema version"):
+            return self._meta_int("schema_version")
+
+    def serial(self) -> int:
+        """The stored cluster configuration serial (0 when missing)."""
+        with self._errors("read the configuration serial"):
+            return self._meta_int("serial")
+
+    def rows(self) -> list[RawRow]:
+        """Every object row, undecoded."""
+        with self._errors("read the objects"):
+            if not self._has_table("objects"):
+                raise ConfigStoreError(
+                    f"configuration store {self.path}: has no 'objects' table; "
+                    "it is not a corral configuration"
+                )
+            result: list[RawRow] = []
+            for kind, uuid, data in self._conn.execute("SELECT kind, uuid, json FROM objects"):
+                if not isinstance(kind, str) or not isinstance(data, str | bytes):
+                    raise ConfigStoreError(
+                        f"configuration store {self.path}: malformed row "
+                        f"(kind {kind!r}, uuid {uuid!r})"
+                    )
+                result.append(RawRow(kind, uuid if isinstance(uuid, str) else None, data))
+            return result
+
+    # -- writing -------------------------------------------------------------
+    def write(
+        self, expected_serial: int, new_serial: int, upserts: Sequence[Row],
+        deletes: Sequence[str],
+    ) -> None:
+        """Write one commit in one SQLite transaction.
+
+        Refuses (nothing written) if the stored serial is not ``expected_serial``,
+        which means another process changed the store behind this one's back.
+        """
+        with self._errors("commit"), self._transaction() as cur:
+            stored = self._meta_int("serial")
+            if stored != expected_serial:
+                raise ConfigStoreError(
+                    f"configuration store {self.path}: changed by another process "
+                    f"(serial {stored}, expected {expected_serial}); reopen it"
+                )
+            self._put(cur, upserts, deletes, new_serial)
+
+    def rebuild(self, schema_version: int, new_serial: int, rows: Sequence[Row]) -> None:
+        """Replace the whole content with ``rows`` under the current schema (upgrade)."""
+        with self._errors("write the upgraded configuration"), self._transaction() as cur:
+            cur.execute("DROP TABLE IF EXISTS objects")
+            cur.execute("DROP TABLE IF EXISTS meta")
+            _create_schema(cur, schema_version)
+            self._put(cur, rows, (), new_serial)
+
+    @staticmethod
+    def _put(
+        cur: sqlite3.Cursor, upserts: Sequence[Row], deletes: Sequence[str], serial: int
+    ) -> None:
+        if deletes:
+            cur.executemany("DELETE FROM objects WHERE uuid = ?", [(u,) for u in deletes])
+        if upserts:
+            cur.executemany(
+                "INSERT OR REPLACE INTO objects (kind, uuid, serial, json) VALUES (?, ?, ?, ?)",
+                [(r.kind, r.uuid, r.serial, r.json.decode()) for r in upserts],
+            )
+        cur.execute("UPDATE meta SET value = ? WHERE key = 'serial'", (serial,))

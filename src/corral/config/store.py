@@ -1,0 +1,289 @@
+"""The configuration store: the in-memory model backed by its SQLite file.
+
+Readers use :meth:`ConfigStore.get`, :meth:`~ConfigStore.find`,
+:meth:`~ConfigStore.all` and :attr:`~ConfigStore.cluster`. They return the
+**shared** objects of the model: never mutate them. To change something, open a
+transaction, take a private copy with :meth:`Transaction.get` and pass it to
+:meth:`Transaction.update`.
+
+The store is not thread-safe: use it from one thread (the master daemon's event
+loop). A commit is synchronous and waits for the disk (``synchronous=FULL``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, overload
+
+from corral import CONFIG_SCHEMA_VERSION
+from corral.config import invariants
+from corral.config.codec import encode
+from corral.config.model import Change, Model
+from corral.config.relations import LABELS
+from corral.config.storage import Database, Row, sidecar_files
+from corral.config.transaction import Transaction
+from corral.config.upgrade import upgrade
+from corral.errors import (
+    ClusterExistsError,
+    ConfigStoreError,
+    ConfigurationError,
+    InternalError,
+    NotFoundError,
+    ParameterError,
+)
+from corral.objects import (
+    KINDS,
+    Cluster,
+    ConfigObject,
+    Disk,
+    FilterRule,
+    Instance,
+    Node,
+    NodeGroup,
+)
+
+__all__ = ["ConfigStore"]
+
+
+def check_kind(kind: str) -> None:
+    """Raise :class:`ParameterError` unless ``kind`` is a configuration kind."""
+    if kind not in KINDS:
+        raise ParameterError(
+            f"unknown configuration kind {kind!r}; known: {', '.join(KINDS)}"
+        )
+
+
+class ConfigStore:
+    """The cluster configuration: objects in memory, persisted in SQLite.
+
+    Create one with :meth:`create` (``gnt-cluster init``) or :meth:`open`.
+    """
+
+    def __init__(self, path: Path, db: Database, model: Model, serial: int) -> None:
+        #: The SQLite file.
+        self.path = path
+        self._db: Database | None = db
+        self._model = model
+        self._serial = serial
+
+    # -- life cycle ----------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, cluster: Cluster, nodegroup: NodeGroup, node: Node) -> ConfigStore:
+        """Create a new store holding ``cluster``, its first ``nodegroup`` and ``node``.
+
+        Raises :class:`ClusterExistsError`, touching nothing, if ``path`` exists.
+        The file appears complete or not at all: it is built under a temporary name
+        and linked into place.
+        """
+        path = Path(path)
+        if path.exists() or path.is_symlink():
+            raise ClusterExistsError(
+                f"a cluster configuration already exists at {path}; nothing was changed"
+            )
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            db = Database.create(tmp, CONFIG_SCHEMA_VERSION)
+            store = cls(tmp, db, Model(), 0)
+            try:
+                with store.transaction() as txn:
+                    txn.add(nodegroup)
+                    txn.add(node)
+                    txn.add(cluster)
+            finally:
+                store.close()
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise ClusterExistsError(
+                    f"a cluster configuration already exists at {path}; nothing was changed"
+                ) from None
+            except OSError as err:
+                raise ConfigStoreError(
+                    f"configuration store {path}: cannot create: {err.strerror or err}"
+                ) from None
+            _fsync_dir(path.parent)
+        finally:
+            for leftover in (tmp, *sidecar_files(tmp)):
+                leftover.unlink(missing_ok=True)
+        return cls.open(path)
+
+    @classmethod
+    def open(cls, path: Path) -> ConfigStore:
+        """Open the store at ``path``, upgrading older formats in place.
+
+        Raises :class:`ConfigStoreError` naming the file if it is missing,
+        unreadable, corrupt, inconsistent or written by a newer corral.
+        """
+        path = Path(path)
+        db = Database.open(path)
+        try:
+            version = db.schema_version()
+            if version > CONFIG_SCHEMA_VERSION:
+                raise ConfigStoreError(
+                    f"configuration store {path} has schema version {version}, newer than "
+                    f"version {CONFIG_SCHEMA_VERSION} which this corral understands; "
+                    "upgrade corral"
+                )
+            serial = db.serial()
+            result = upgrade(path, db.rows())
+            changes = {
+                uuid: Change(kind, None, obj) for uuid, (kind, obj) in result.objects.items()
+            }
+            model = Model()
+            try:
+                invariants.check(model, changes)
+            except ConfigurationError as err:
+                raise ConfigStoreError(
+                    f"configuration store {path}: the configuration is inconsistent: {err}"
+                ) from None
+            if version < CONFIG_SCHEMA_VERSION:
+                serial += 1
+                db.rebuild(CONFIG_SCHEMA_VERSION, serial, [
+                    _row(kind, obj) for kind, obj in result.objects.values()
+                ])
+            elif result.changed or result.stale_rows:
+                db.write(serial, serial + 1, [
+                    _row(*result.objects[uuid]) for uuid in sorted(result.changed)
+                ], result.stale_rows)
+                serial += 1
+            model.apply(changes)
+        except BaseException:
+            db.close()
+            raise
+        return cls(path, db, model, serial)
+
+    def close(self) -> None:
+        """Close the file; the store cannot be used afterwards."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> ConfigStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reading -------------------------------------------------------------
+    @property
+    def serial(self) -> int:
+        """The cluster configuration serial: bumped by one by every commit."""
+        return self._serial
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster object (shared: do not mutate)."""
+        for obj in self._model.objects["cluster"].values():
+            assert isinstance(obj, Cluster)
+            return obj
+        raise InternalError("the configuration has no cluster object")
+
+    @overload
+    def find(self, kind: Literal["cluster"], key: str) -> Cluster | None: ...
+    @overload
+    def find(self, kind: Literal["nodegroup"], key: str) -> NodeGroup | None: ...
+    @overload
+    def find(self, kind: Literal["node"], key: str) -> Node | None: ...
+    @overload
+    def find(self, kind: Literal["disk"], key: str) -> Disk | None: ...
+    @overload
+    def find(self, kind: Literal["instance"], key: str) -> Instance | None: ...
+    @overload
+    def find(self, kind: Literal["filter"], key: str) -> FilterRule | None: ...
+    @overload
+    def find(self, kind: str, key: str) -> ConfigObject | None: ...
+
+    def find(self, kind: str, key: str) -> ConfigObject | None:
+        """The object of ``kind`` whose UUID or name is ``key``, or None (shared: do not mutate)."""
+        check_kind(kind)
+        return self._model.lookup(kind, key)
+
+    @overload
+    def get(self, kind: Literal["cluster"], key: str) -> Cluster: ...
+    @overload
+    def get(self, kind: Literal["nodegroup"], key: str) -> NodeGroup: ...
+    @overload
+    def get(self, kind: Literal["node"], key: str) -> Node: ...
+    @overload
+    def get(self, kind: Literal["disk"], key: str) -> Disk: ...
+    @overload
+    def get(self, kind: Literal["instance"], key: str) -> Instance: ...
+    @overload
+    def get(self, kind: Literal["filter"], key: str) -> FilterRule: ...
+    @overload
+    def get(self, kind: str, key: str) -> ConfigObject: ...
+
+    def get(self, kind: str, key: str) -> ConfigObject:
+        """Like :meth:`find` but raises :class:`NotFoundError` naming kind and key."""
+        found = self.find(kind, key)
+        if found is None:
+            raise NotFoundError(f"{LABELS[kind]} '{key}' does not exist")
+        return found
+
+    @overload
+    def all(self, kind: Literal["cluster"]) -> list[Cluster]: ...
+    @overload
+    def all(self, kind: Literal["nodegroup"]) -> list[NodeGroup]: ...
+    @overload
+    def all(self, kind: Literal["node"]) -> list[Node]: ...
+    @overload
+    def all(self, kind: Literal["disk"]) -> list[Disk]: ...
+    @overload
+    def all(self, kind: Literal["instance"]) -> list[Instance]: ...
+    @overload
+    def all(self, kind: Literal["filter"]) -> list[FilterRule]: ...
+    @overload
+    def all(self, kind: str) -> list[Any]: ...
+
+    def all(self, kind: str) -> list[Any]:
+        """Every object of ``kind`` sorted by name (by UUID when unnamed); shared objects."""
+        check_kind(kind)
+        return self._model.sorted(kind)
+
+    def count(self, kind: str) -> int:
+        """How many objects of ``kind`` there are."""
+        check_kind(kind)
+        return len(self._model.objects[kind])
+
+    # -- changing ------------------------------------------------------------
+    def transaction(self) -> Transaction:
+        """A new transaction; use it as ``with store.transaction() as txn:``.
+
+        It commits when the block ends normally and discards its changes when the
+        block raises.
+        """
+        self._database()
+        return Transaction(self)
+
+    def _database(self) -> Database:
+        if self._db is None:
+            raise InternalError(f"configuration store {self.path} is closed")
+        return self._db
+
+    def _install(self, changes: Mapping[str, Change], rows: Sequence[Row]) -> int:
+        """Persist checked changes, then apply them to the model; the new serial."""
+        deletes = [uuid for uuid, change in changes.items() if change.new is None]
+        new_serial = self._serial + 1
+        self._database().write(self._serial, new_serial, rows, deletes)
+        self._model.apply(changes)
+        self._serial = new_serial
+        return new_serial
+
+
+def _row(kind: str, obj: ConfigObject) -> Row:
+    return Row(kind, obj.uuid, obj.serial_no, encode(obj))
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

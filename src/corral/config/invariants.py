@@ -29,6 +29,7 @@ from corral.config.relations import (
     describe,
     name_of,
     references,
+    sort_key,
 )
 from corral.errors import AlreadyExistsError, ConfigurationError
 from corral.objects import KINDS, ConfigObject
@@ -142,10 +143,15 @@ def _check_removals(model: Model, changes: Mapping[str, Change]) -> None:
         blocking = [h for h in model.referrers.get(uuid, ()) if h not in changes]
         if not blocking:
             continue
-        blocking.sort()
-        holder_kind, holder = _current(model, changes, blocking[0])
+        # Name the first blocker by name, so that the message is stable.
+        first = min(blocking, key=lambda h: sort_key(_current(model, changes, h)[1]))
+        holder_kind, holder = _current(model, changes, first)
         field = next(r.field for r in references(holder) if r.uuid == uuid)
-        more = f" (and {len(blocking) - 1} other objects do too)" if len(blocking) > 1 else ""
+        others = len(blocking) - 1
+        more = (
+            f" (and {others} other object{'s do' if others > 1 else ' does'} too)"
+            if others else ""
+        )
         raise ConfigurationError(
             f"cannot remove {describe(change.kind, change.old)}: "
             f"{describe(holder_kind, holder)} still refers to it as its {field}{more}"

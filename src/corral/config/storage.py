@@ -94,6 +94,7 @@ class Database:
             stale.unlink(missing_ok=True)
         db = cls._connect(path)
         try:
+            db.prepare_writes()
             with db._errors("create the schema"), db._transaction() as cur:
                 _create_schema(cur, schema_version)
         except BaseException:
@@ -141,15 +142,21 @@ class Database:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0)
         except sqlite3.Error as err:
             raise ConfigStoreError(f"configuration store {path}: cannot open: {err}") from None
-        db = cls(path, conn)
-        try:
-            with db._errors("configure the connection"):
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return cls(path, conn)
+
+    def prepare_writes(self) -> None:
+        """Switch to WAL mode with ``synchronous=FULL``.
+
+        Done once a store has been accepted, so that a refused file is left
+        byte-for-byte as it was (WAL mode is recorded in the file header).
+        """
+        with self._errors("configure the connection"):
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigStoreError(
+                    f"configuration store {self.path}: cannot switch to WAL mode (got {mode!r})"
+                )
+            self._conn.execute("PRAGMA synchronous=FULL")
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL on the last close)."""

@@ -140,6 +140,7 @@ class ConfigStore:
                 raise ConfigStoreError(
                     f"configuration store {path}: the configuration is inconsistent: {err}"
                 ) from None
+            db.prepare_writes()
             if version < CONFIG_SCHEMA_VERSION:
                 serial += 1
                 db.rebuild(CONFIG_SCHEMA_VERSION, serial, [

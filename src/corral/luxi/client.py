@@ -1,0 +1,129 @@
+"""Clients of the master daemon's luxi socket: a blocking one for the command line
+and an asyncio one for daemons, the testbed and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from corral.errors import MasterUnreachableError, ProtocolError
+from corral.luxi.protocol import EOM, MAX_MESSAGE_BYTES, decode_response, encode_request
+
+__all__ = ["AsyncClient", "Client"]
+
+DEFAULT_TIMEOUT = 60.0
+
+
+def _unreachable(path: Path, err: OSError) -> MasterUnreachableError:
+    return MasterUnreachableError(
+        f"cannot reach the master daemon at {path}: {err.strerror or err}; "
+        "is this the master node and is corral-masterd running "
+        "(see 'corral-daemons status')?"
+    )
+
+
+class Client:
+    """A blocking luxi client; one connection, reused for every call."""
+
+    def __init__(self, path: Path, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.path))
+            except OSError as err:
+                sock.close()
+                raise _unreachable(self.path, err) from None
+            self._sock = sock
+        return self._sock
+
+    def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` on the master daemon and return its result."""
+        sock = self._connect()
+        try:
+            sock.sendall(encode_request(method, list(args)))
+            while EOM not in self._buffer:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ProtocolError("the master daemon closed the connection mid-answer")
+                self._buffer += chunk
+                if len(self._buffer) > MAX_MESSAGE_BYTES:
+                    raise ProtocolError("answer from the master daemon is too large")
+        except TimeoutError:
+            self.close()
+            raise MasterUnreachableError(
+                f"the master daemon did not answer {method} within {self.timeout:g}s"
+            ) from None
+        except OSError as err:
+            self.close()
+            raise _unreachable(self.path, err) from None
+        frame, _, self._buffer = self._buffer.partition(EOM)
+        return decode_response(frame)
+
+    def close(self) -> None:
+        """Close the connection; the next call reconnects."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            self._buffer = b""
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """An asyncio luxi client; calls on one client are serialised."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """Call ``method`` on the master daemon and return its result."""
+        async with self._lock:
+            if self._writer is None:
+                try:
+                    self._reader, self._writer = await asyncio.open_unix_connection(
+                        str(self.path), limit=MAX_MESSAGE_BYTES
+                    )
+                except OSError as err:
+                    raise _unreachable(self.path, err) from None
+            assert self._reader is not None
+            self._writer.write(encode_request(method, list(args)))
+            try:
+                await self._writer.drain()
+                frame = await self._reader.readuntil(EOM)
+            except (asyncio.IncompleteReadError, ConnectionError) as err:
+                await self._close_locked()
+                raise ProtocolError(f"the master daemon closed the connection: {err}") from None
+            return decode_response(frame[:-1])
+
+    async def _close_locked(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(ConnectionError):
+                await self._writer.wait_closed()
+            self._writer = self._reader = None
+
+    async def close(self) -> None:
+        """Close the connection."""
+        async with self._lock:
+            await self._close_locked()

@@ -1,0 +1,99 @@
+"""The luxi server: an asyncio Unix-socket listener that dispatches requests.
+
+Each connection is one coroutine, so an idle or slow client costs a coroutine and
+never a thread (design 2.2, "connection handling"). Requests on one connection are
+answered in order; different connections are served concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from corral.errors import CorralError, InternalError, ProtocolError
+from corral.luxi.protocol import (
+    EOM,
+    MAX_MESSAGE_BYTES,
+    Request,
+    decode_request,
+    encode_error,
+    encode_result,
+)
+
+__all__ = ["Dispatcher", "LuxiServer"]
+
+log = logging.getLogger(__name__)
+
+#: Answers a request; raises :class:`CorralError` to report a failure to the client.
+Dispatcher = Callable[[Request], Awaitable[Any]]
+
+
+class LuxiServer:
+    """Serve luxi on a Unix socket at ``path`` (mode 0660)."""
+
+    def __init__(self, path: Path, dispatch: Dispatcher) -> None:
+        self.path = path
+        self._dispatch = dispatch
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Bind the socket (replacing a stale socket file) and start accepting."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        old_umask = os.umask(0o117)
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._serve, path=str(self.path), limit=MAX_MESSAGE_BYTES
+            )
+        finally:
+            os.umask(old_umask)
+
+    async def stop(self) -> None:
+        """Stop accepting, end open connections and remove the socket file."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            while True:
+                try:
+                    frame = await reader.readuntil(EOM)
+                except asyncio.IncompleteReadError:
+                    return  # client went away between requests
+                except asyncio.LimitOverrunError:
+                    writer.write(encode_error(ProtocolError("luxi request too large")))
+                    return
+                writer.write(await self._answer(frame[:-1]))
+                await writer.drain()
+        except ConnectionError:
+            return
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _answer(self, frame: bytes) -> bytes:
+        try:
+            request = decode_request(frame)
+            return encode_result(await self._dispatch(request))
+        except CorralError as err:
+            return encode_error(err)
+        except Exception as err:  # a bug: report it, keep serving
+            log.exception("luxi request failed")
+            return encode_error(InternalError(f"{type(err).__name__}: {err}"))

@@ -1,0 +1,5 @@
+"""Small helpers shared by every layer: processes and pid files, logging."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

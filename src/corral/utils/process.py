@@ -1,0 +1,224 @@
+"""Daemon processes: pid files, start with a readiness handshake, stop by pid.
+
+A daemon holds an exclusive ``flock`` on its pid file for its whole life. A pid file
+whose lock nobody holds is stale, whatever pid it names, so :func:`running_pid` never
+reports (and :func:`stop_daemon` never signals) a process that merely reused the pid.
+
+Starting is a handshake, not polling: the starter passes the write end of a pipe in
+``CORRAL_READY_FD``; the daemon writes ``READY`` once it serves, or the reason it
+cannot start, and the starter reports that reason verbatim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from corral.errors import DaemonError
+
+__all__ = [
+    "READY_FD_ENV",
+    "PidFile",
+    "notify_failed",
+    "notify_ready",
+    "process_alive",
+    "running_pid",
+    "start_daemon",
+    "stop_daemon",
+]
+
+#: Environment variable naming the readiness pipe's file descriptor.
+READY_FD_ENV = "CORRAL_READY_FD"
+_READY = b"READY\n"
+
+
+class PidFile:
+    """The locked pid file of a running daemon; release with :meth:`remove`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise DaemonError(
+                f"already running with pid {other or '?'} (pid file {path} is locked)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fsync(fd)
+        self._fd: int | None = fd
+
+    def remove(self) -> None:
+        """Delete the pid file and drop the lock."""
+        if self._fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            os.close(self._fd)
+            self._fd = None
+
+
+def running_pid(path: Path) -> int | None:
+    """The pid of the live daemon holding ``path``, or ``None`` if none does."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None  # stale: nobody holds the lock
+    finally:
+        os.close(fd)
+
+
+def notify_ready() -> None:
+    """Tell the starter (if any) that this daemon serves now."""
+    _notify(_READY)
+
+
+def notify_failed(reason: str) -> None:
+    """Tell the starter (if any) why this daemon cannot start."""
+    _notify(reason.encode() + b"\n")
+
+
+def _notify(message: bytes) -> None:
+    fd_text = os.environ.pop(READY_FD_ENV, None)
+    if not fd_text:
+        return
+    try:
+        fd = int(fd_text)
+        os.write(fd, message)
+        os.close(fd)
+    except (ValueError, OSError):
+        pass  # the starter is gone; nothing to tell
+
+
+def start_daemon(
+    name: str,
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> int:
+    """Start ``argv`` detached, wait until it reports ready, return its pid.
+
+    Output goes to ``log_file``. If the daemon reports a failure, exits, or stays
+    silent past ``timeout``, :class:`DaemonError` says why (its own words when it
+    gave them) and a silent daemon is stopped.
+    """
+    read_fd, write_fd = os.pipe()
+    child_env = dict(os.environ if env is None else env)
+    child_env[READY_FD_ENV] = str(write_fd)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_file, "ab") as log:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+    except OSError as err:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise DaemonError(f"cannot start {name}: {err}") from None
+    os.close(write_fd)
+    try:
+        message = _read_ready(read_fd, timeout)
+    finally:
+        os.close(read_fd)
+    if message == _READY:
+        return proc.pid
+    if not message:
+        try:
+            code = proc.wait(timeout=0.5 if message is None else 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise DaemonError(
+                f"{name} did not report ready within {timeout:g}s; see {log_file}"
+            ) from None
+        raise DaemonError(f"{name} exited with status {code} before it was ready; see {log_file}")
+    proc.wait(timeout=10)
+    raise DaemonError(f"{name} could not start: {message.decode(errors='replace').strip()}")
+
+
+def _read_ready(fd: int, timeout: float) -> bytes | None:
+    """Everything the daemon wrote before closing the pipe; ``None`` on timeout."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return data
+        data += chunk
+        if data == _READY:
+            return data
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split(" ", 1)[0] != "Z"
+
+
+def _wait_gone(pid: int, pid_file: Path, deadline: float) -> bool:
+    while running_pid(pid_file) == pid or process_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def stop_daemon(pid_file: Path, *, timeout: float = 15.0) -> int | None:
+    """Stop the daemon holding ``pid_file``: SIGTERM, then SIGKILL after ``timeout``.
+
+    Returns once the process has exited: the pid that was stopped, or ``None`` when
+    no daemon held the file. Only the pid holding the file's lock is ever signalled.
+    """
+    pid = running_pid(pid_file)
+    if pid is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if not _wait_gone(pid, pid_file, time.monotonic() + timeout):
+        if running_pid(pid_file) == pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if not _wait_gone(pid, pid_file, time.monotonic() + 5):
+            raise DaemonError(f"process {pid} did not exit after SIGKILL")
+    return pid

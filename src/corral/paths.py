@@ -109,6 +109,11 @@ class Paths:
         return self.data_dir / "rapi" / "users"
 
     @property
+    def rapi_admin_password(self) -> Path:
+        """The password ``gnt-cluster init`` chose for the RAPI user ``admin`` (mode 0400)."""
+        return self.data_dir / "rapi" / "admin-password"
+
+    @property
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"

@@ -1,0 +1,187 @@
+"""Creating and destroying a cluster on its first (master) node.
+
+``init_cluster`` checks everything before it writes anything, then writes the keys,
+certificates and RAPI users file, and creates the configuration store last: the
+store's existence is what makes a node a cluster master, so a failure part-way
+removes what was written and leaves the node as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corral import x509
+from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
+from corral.config import ConfigStore
+from corral.errors import (
+    ClusterExistsError,
+    ConfigurationError,
+    NotClusterError,
+    ParameterError,
+)
+from corral.objects import Cluster, Instance, Node, NodeGroup
+from corral.paths import Paths
+
+__all__ = ["DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster"]
+
+#: Name of the node group every cluster starts with (Ganeti's name).
+DEFAULT_GROUP = "default"
+#: The RAPI user with write access that ``init_cluster`` creates.
+RAPI_ADMIN = "admin"
+#: Validity of the cluster CA and node certificates (Ganeti uses five years too).
+CERT_DAYS = 5 * 365
+
+_HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class InitOptions:
+    """What ``gnt-cluster init`` was asked for."""
+
+    cluster_name: str
+    master_name: str | None = None
+    primary_ip: str | None = None
+    secondary_ip: str | None = None
+    params: ClusterSetParams = field(default_factory=ClusterSetParams)
+
+
+def _check_hostname(what: str, name: str) -> str:
+    if not _HOSTNAME_RE.match(name):
+        raise ParameterError(
+            f"invalid {what} {name!r}: use a host name of letters, digits, '-' and '.'"
+        )
+    return name.lower()
+
+
+def _check_ip(what: str, text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ParameterError(f"invalid {what} {text!r}: not an IPv4 or IPv6 address") from None
+
+
+def _resolve(name: str) -> str:
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        raise ParameterError(
+            f"cannot resolve the master node name {name!r}; give its address with --primary-ip"
+        ) from None
+
+
+def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGroup, Node]:
+    cluster_name = _check_hostname("cluster name", options.cluster_name)
+    master_name = _check_hostname("master node name", options.master_name or socket.getfqdn())
+    primary_ip = _check_ip("primary IP", options.primary_ip or _resolve(master_name))
+    secondary_ip = _check_ip("secondary IP", options.secondary_ip) if options.secondary_ip else ""
+    group = NodeGroup(name=DEFAULT_GROUP)
+    node = Node(
+        name=master_name, primary_ip=primary_ip, secondary_ip=secondary_ip, group=group.uuid,
+        master_candidate=True,
+    )
+    cluster = Cluster(
+        name=cluster_name,
+        master_node=node.uuid,
+        file_storage_dir=str(paths.default_file_storage_dir),
+        shared_file_storage_dir=str(paths.default_shared_file_storage_dir),
+        os_search_path=paths.default_os_search_path,
+    )
+    apply_cluster_params(cluster, options.params)
+    return cluster, group, node
+
+
+def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
+    """Initialise a cluster whose master is this node; return the cluster and master.
+
+    Refuses (:class:`ClusterExistsError`, nothing touched) when this node already
+    has a cluster configuration.
+    """
+    if paths.config_db.exists():
+        raise ClusterExistsError(
+            f"this node already belongs to a cluster ({paths.config_db} exists); nothing "
+            "was changed. Remove it first with 'gnt-cluster destroy --yes-do-it'"
+        )
+    cluster, group, node = _build_config(paths, options)
+    paths.ensure_dirs()
+    written: list[Path] = []
+    try:
+        ca_cert, ca_key = x509.create_ca(f"corral CA {cluster.name}", CERT_DAYS)
+        node_cert, node_key = x509.sign_node_cert(
+            ca_cert, ca_key, node.name,
+            [ip for ip in (node.primary_ip, node.secondary_ip) if ip], CERT_DAYS,
+        )
+        password = x509.random_password()
+        files: list[tuple[Path, bytes | str, bool]] = [
+            (paths.ca_key, ca_key, True),
+            (paths.ca_cert, ca_cert, False),
+            (paths.node_key, node_key, True),
+            (paths.node_cert, node_cert, False),
+            (paths.confd_hmac_key, x509.generate_hmac_key(), True),
+            (paths.rapi_users, x509.generate_rapi_users_file(RAPI_ADMIN, password), True),
+            (paths.rapi_admin_password, password + "\n", True),
+        ]
+        for path, data, private in files:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if private:
+                x509.write_private(path, data)
+            else:
+                x509.write_public(path, data)
+            written.append(path)
+        for directory in (cluster.file_storage_dir, cluster.shared_file_storage_dir):
+            Path(directory).mkdir(parents=True, exist_ok=True, mode=0o750)
+        ConfigStore.create(paths.config_db, cluster, group, node).close()
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        raise
+    return cluster, node
+
+
+def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[Path]:
+    """Remove this master's cluster configuration, keys and certificates.
+
+    Refused while instances or nodes other than the master are in the
+    configuration; otherwise ``before_removal`` (which stops the daemons) runs and
+    the files go. Returns the files removed.
+    """
+    if not paths.config_db.exists():
+        raise NotClusterError(f"no cluster configuration at {paths.config_db}; nothing to destroy")
+    store = ConfigStore.open(paths.config_db)
+    try:
+        instances = [i.name for i in store.all("instance") if isinstance(i, Instance)]
+        others = [n.name for n in store.all("node")
+                  if isinstance(n, Node) and n.uuid != store.cluster.master_node]
+    finally:
+        store.close()
+    if instances:
+        raise ConfigurationError(
+            f"the cluster still has {len(instances)} instance(s) ({', '.join(instances[:5])}"
+            f"{', ...' if len(instances) > 5 else ''}); remove them first"
+        )
+    if others:
+        raise ConfigurationError(
+            f"the cluster still has other nodes ({', '.join(others)}); remove them first"
+        )
+    before_removal()
+    removed: list[Path] = []
+    db = paths.config_db
+    for path in (
+        db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
+        paths.node_cert, paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
+    ):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed

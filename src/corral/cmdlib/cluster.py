@@ -1,0 +1,281 @@
+"""Cluster-wide operations: query the cluster, change its parameters.
+
+The logic here is pure: it reads a configuration snapshot and changes a private copy
+of the :class:`~corral.objects.Cluster`; persisting is the caller's business. Field
+names of :class:`ClusterSetParams` are those of Ganeti's ``OP_CLUSTER_SET_PARAMS`` so
+that RAPI ``/2/modify`` bodies map onto it one to one.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
+from corral.errors import ParameterError, UnknownParameterError
+from corral.objects import Cluster, params
+from corral.objects.params import HV_PARAMS, ParamSpec
+
+__all__ = [
+    "OS_API_VERSION",
+    "ClusterSetParams",
+    "apply_cluster_params",
+    "cluster_info",
+]
+
+#: The newest OS definition API version corral implements.
+OS_API_VERSION = 20
+
+_MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
+
+ListChange = tuple[Literal["add", "remove"], str]
+
+
+class ClusterSetParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The changes ``gnt-cluster modify`` (and RAPI ``/2/modify``) ask for.
+
+    ``None`` means "leave as it is". In parameter dictionaries a value of ``None``
+    or ``"default"`` resets the parameter to its built-in default.
+    """
+
+    hvparams: dict[str, dict[str, Any]] | None = None
+    beparams: dict[str, Any] | None = None
+    nicparams: dict[str, Any] | None = None
+    ndparams: dict[str, Any] | None = None
+    diskparams: dict[str, dict[str, Any]] | None = None
+    enabled_hypervisors: list[str] | None = None
+    enabled_disk_templates: list[str] | None = None
+    candidate_pool_size: int | None = None
+    max_running_jobs: int | None = None
+    max_tracked_jobs: int | None = None
+    mac_prefix: str | None = None
+    master_netdev: str | None = None
+    vg_name: str | None = None
+    uid_pool: list[tuple[int, int]] | None = None
+    add_uids: list[tuple[int, int]] | None = None
+    remove_uids: list[tuple[int, int]] | None = None
+    default_iallocator: str | None = None
+    default_iallocator_params: dict[str, Any] | None = None
+    file_storage_dir: str | None = None
+    shared_file_storage_dir: str | None = None
+    os_search_path: list[str] | None = None
+    hidden_os: list[ListChange] | None = None
+    blacklisted_os: list[ListChange] | None = None
+
+
+def _reset_aware_update(
+    family: str, specs: dict[str, ParamSpec], current: dict[str, Any], changes: dict[str, Any]
+) -> dict[str, Any]:
+    """Cluster level: validated changes applied; ``None``/``default`` restores the default."""
+    checked = params.validate_params(family, specs, changes)
+    result = dict(current)
+    for name, value in checked.items():
+        result[name] = specs[name].default if value is None else value
+    return result
+
+
+def _check_choices(what: str, values: list[str], valid: tuple[str, ...]) -> None:
+    if not values:
+        raise ParameterError(f"at least one {what} must be enabled; valid: {', '.join(valid)}")
+    for value in values:
+        if value not in valid:
+            raise ParameterError(f"unknown {what} '{value}'; valid ones: {', '.join(valid)}")
+    if len(set(values)) != len(values):
+        raise ParameterError(f"{what} list has duplicates: {', '.join(values)}")
+
+
+def _check_positive(name: str, value: int) -> int:
+    if value < 1:
+        raise ParameterError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _check_abs_path(name: str, value: str) -> str:
+    if not value.startswith("/"):
+        raise ParameterError(f"{name} must be an absolute path, got {value!r}")
+    return value
+
+
+def _apply_list_changes(what: str, current: list[str], changes: list[ListChange]) -> list[str]:
+    result = list(current)
+    for action, name in changes:
+        if action == "add":
+            if name not in result:
+                result.append(name)
+        elif name in result:
+            result.remove(name)
+        else:
+            raise ParameterError(f"cannot remove '{name}' from the {what} list: it is not there")
+    return result
+
+
+def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str]:
+    """Validate ``change`` and apply it to ``cluster`` (a private copy) in place.
+
+    Returns one line per changed setting, ``"name: old -> new"``, for the job log
+    and for ``--dry-run``. Raises :class:`ParameterError` (nothing applied to the
+    caller's config, since it only holds a copy) when any part is invalid.
+    """
+    changed: list[str] = []
+
+    def setattr_logged(name: str, value: Any, shown: Callable[[Any], Any] = str) -> None:
+        old = getattr(cluster, name)
+        if old != value:
+            changed.append(f"{name}: {shown(old)} -> {shown(value)}")
+            setattr(cluster, name, value)
+
+    if change.hvparams is not None:
+        hvparams = {hv: dict(values) for hv, values in cluster.hvparams.items()}
+        for hv, values in change.hvparams.items():
+            if hv not in HV_PARAMS:
+                raise UnknownParameterError(
+                    f"unknown hypervisor '{hv}' in hypervisor parameters; "
+                    f"valid ones: {', '.join(sorted(HV_PARAMS))}"
+                )
+            hvparams[hv] = _reset_aware_update(
+                f"{hv} hypervisor", HV_PARAMS[hv], hvparams.get(hv, {}), values
+            )
+        setattr_logged("hvparams", hvparams)
+    if change.beparams is not None:
+        current = cluster.beparams.get("default", {})
+        new_be = _reset_aware_update("backend", params.BE_PARAMS, current, change.beparams)
+        if new_be["minmem"] > new_be["maxmem"]:
+            raise ParameterError(
+                f"backend parameter minmem ({new_be['minmem']}) must not exceed "
+                f"maxmem ({new_be['maxmem']})"
+            )
+        setattr_logged("beparams", {**cluster.beparams, "default": new_be})
+    if change.nicparams is not None:
+        current = cluster.nicparams.get("default", {})
+        new_nic = _reset_aware_update("NIC", params.NIC_PARAMS, current, change.nicparams)
+        setattr_logged("nicparams", {**cluster.nicparams, "default": new_nic})
+    if change.ndparams is not None:
+        setattr_logged(
+            "ndparams",
+            _reset_aware_update("node", params.ND_PARAMS, cluster.ndparams, change.ndparams),
+        )
+    if change.diskparams is not None:
+        diskparams = {dt: dict(values) for dt, values in cluster.diskparams.items()}
+        for template, values in change.diskparams.items():
+            if template not in params.DISK_PARAMS:
+                raise UnknownParameterError(
+                    f"unknown disk template '{template}' in disk parameters; "
+                    f"valid ones: {', '.join(params.DISK_TEMPLATES)}"
+                )
+            diskparams[template] = _reset_aware_update(
+                f"{template} disk", params.DISK_PARAMS[template],
+                diskparams.get(template, {}), values,
+            )
+        setattr_logged("diskparams", diskparams)
+    if change.enabled_hypervisors is not None:
+        _check_choices("hypervisor", change.enabled_hypervisors, params.HYPERVISORS)
+        setattr_logged("enabled_hypervisors", list(change.enabled_hypervisors), ",".join)
+    if change.vg_name is not None:
+        setattr_logged("volume_group_name", change.vg_name)
+    if change.enabled_disk_templates is not None:
+        _check_choices("disk template", change.enabled_disk_templates, params.DISK_TEMPLATES)
+        setattr_logged("enabled_disk_templates", list(change.enabled_disk_templates), ",".join)
+    if "plain" in cluster.enabled_disk_templates and not cluster.volume_group_name:
+        raise ParameterError(
+            "disk template 'plain' is enabled but no LVM volume group is set; "
+            "give one with --vg-name or disable 'plain'"
+        )
+    for name in ("candidate_pool_size", "max_running_jobs", "max_tracked_jobs"):
+        value = getattr(change, name)
+        if value is not None:
+            setattr_logged(name, _check_positive(name, value))
+    if change.mac_prefix is not None:
+        prefix = change.mac_prefix.lower()
+        if not _MAC_PREFIX_RE.match(prefix):
+            raise ParameterError(
+                f"invalid MAC prefix {change.mac_prefix!r}: expected three hex octets "
+                "like aa:00:00"
+            )
+        setattr_logged("mac_prefix", prefix)
+    if change.master_netdev is not None:
+        setattr_logged("master_netdev", change.master_netdev)
+    pool = cluster.uid_pool
+    if change.uid_pool is not None:
+        uidpool.check_uid_pool(change.uid_pool)
+        pool = uidpool.normalize_uid_pool(change.uid_pool)
+    if change.add_uids is not None:
+        pool = uidpool.add_to_uid_pool(pool, change.add_uids)
+    if change.remove_uids is not None:
+        pool = uidpool.remove_from_uid_pool(pool, change.remove_uids)
+    setattr_logged("uid_pool", pool, uidpool.format_uid_pool)
+    if change.default_iallocator is not None:
+        names = [n.strip() for n in change.default_iallocator.split(",") if n.strip()]
+        setattr_logged("default_iallocators", names, ",".join)
+    if change.default_iallocator_params is not None:
+        setattr_logged("default_iallocator_params", dict(change.default_iallocator_params))
+    if change.file_storage_dir is not None:
+        value = _check_abs_path("file storage dir", change.file_storage_dir)
+        setattr_logged("file_storage_dir", value)
+    if change.shared_file_storage_dir is not None:
+        value = _check_abs_path("shared file storage dir", change.shared_file_storage_dir)
+        setattr_logged("shared_file_storage_dir", value)
+    if change.os_search_path is not None:
+        paths = [_check_abs_path("OS search path entry", p) for p in change.os_search_path]
+        setattr_logged("os_search_path", paths, ",".join)
+    if change.hidden_os is not None:
+        setattr_logged(
+            "hidden_os", _apply_list_changes("hidden OS", cluster.hidden_os, change.hidden_os),
+            ",".join,
+        )
+    if change.blacklisted_os is not None:
+        value = _apply_list_changes(
+            "blacklisted OS", cluster.blacklisted_os, change.blacklisted_os
+        )
+        setattr_logged("blacklisted_os", value, ",".join)
+    return changed
+
+
+def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict[str, Any]:
+    """The answer of luxi ``QueryClusterInfo`` / RAPI ``/2/info`` (Ganeti's keys)."""
+    enabled = cluster.enabled_hypervisors
+    return {
+        "software_version": __version__,
+        "protocol_version": LUXI_VERSION,
+        "config_version": CONFIG_SCHEMA_VERSION,
+        "os_api_version": OS_API_VERSION,
+        "export_version": 0,
+        "vcs_version": f"corral {__version__}",
+        "architecture": [platform.architecture()[0], platform.machine()],
+        "name": cluster.name,
+        "uuid": cluster.uuid,
+        "master": master_name,
+        "default_hypervisor": cluster.default_hypervisor,
+        "enabled_hypervisors": enabled,
+        "hvparams": {hv: cluster.hvparams.get(hv, {}) for hv in enabled},
+        "os_hvp": cluster.os_hvp,
+        "beparams": cluster.beparams,
+        "osparams": cluster.osparams,
+        "nicparams": cluster.nicparams,
+        "ndparams": cluster.ndparams,
+        "diskparams": cluster.diskparams,
+        "candidate_pool_size": cluster.candidate_pool_size,
+        "max_running_jobs": cluster.max_running_jobs,
+        "max_tracked_jobs": cluster.max_tracked_jobs,
+        "mac_prefix": cluster.mac_prefix,
+        "master_netdev": cluster.master_netdev,
+        "volume_group_name": cluster.volume_group_name,
+        "file_storage_dir": cluster.file_storage_dir,
+        "shared_file_storage_dir": cluster.shared_file_storage_dir,
+        "ctime": cluster.ctime,
+        "mtime": cluster.mtime,
+        "serial_no": cluster.serial_no,
+        "config_serial": config_serial,
+        "tags": sorted(cluster.tags),
+        "uid_pool": [list(r) for r in cluster.uid_pool],
+        "default_iallocator": ",".join(cluster.default_iallocators),
+        "default_iallocators": cluster.default_iallocators,
+        "default_iallocator_params": cluster.default_iallocator_params,
+        "hidden_os": cluster.hidden_os,
+        "blacklisted_os": cluster.blacklisted_os,
+        "enabled_disk_templates": cluster.enabled_disk_templates,
+        "os_search_path": cluster.os_search_path,
+    }

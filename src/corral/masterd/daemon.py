@@ -1,0 +1,109 @@
+"""``corral-masterd``: the master daemon process.
+
+One asyncio process that owns the configuration store and answers luxi on a Unix
+socket. It refuses to start (exit status and message naming the file) when the
+store is missing, unreadable, corrupt or of a newer schema; it writes a locked pid
+file, logs to its own file and shuts down cleanly on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+from corral import __version__
+from corral.config import ConfigStore
+from corral.errors import CorralError, NotClusterError
+from corral.luxi import LuxiServer
+from corral.masterd.methods import MasterMethods
+from corral.paths import Paths
+from corral.utils.log import setup_daemon_logging
+from corral.utils.process import PidFile, notify_failed, notify_ready
+
+__all__ = ["NAME", "main", "serve"]
+
+#: The daemon's name, used for its pid and log files.
+NAME = "masterd"
+
+log = logging.getLogger("corral.masterd")
+
+
+async def serve(paths: Paths, store: ConfigStore) -> None:
+    """Serve luxi until SIGTERM or SIGINT arrives."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    server = LuxiServer(paths.master_socket, MasterMethods(store).dispatch)
+    await server.start()
+    log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
+    notify_ready()
+    try:
+        await stop.wait()
+        log.info("termination signal received, shutting down")
+    finally:
+        await server.stop()
+
+
+def _open_store(paths: Paths) -> ConfigStore:
+    if not paths.config_db.exists():
+        raise NotClusterError(
+            f"no cluster configuration at {paths.config_db}: this node is not an "
+            "initialised master (create a cluster with 'gnt-cluster init')"
+        )
+    return ConfigStore.open(paths.config_db)
+
+
+def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
+    """Start the daemon in this process; return its exit status."""
+    paths.ensure_dirs()
+    setup_daemon_logging(paths.log_file(NAME), debug=debug, console=console)
+    try:
+        pid_file = PidFile(paths.pid_file(NAME))
+    except CorralError as err:
+        message = f"corral-masterd: {err}"
+        print(message, file=sys.stderr)
+        notify_failed(message)
+        return err.exit_code
+    try:
+        try:
+            store = _open_store(paths)
+        except CorralError as err:
+            message = f"corral-masterd: refusing to start: {err}"
+            log.error("%s", message)
+            print(message, file=sys.stderr)
+            notify_failed(message)
+            return err.exit_code
+        log.info("corral-masterd %s starting with %s", __version__, paths.config_db)
+        try:
+            asyncio.run(serve(paths, store))
+        finally:
+            store.close()
+        log.info("stopped")
+        return 0
+    finally:
+        pid_file.remove()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-f", "--foreground", is_flag=True,
+              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+@click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
+@click.option("--console", is_flag=True, help="Also log to standard error.")
+@click.version_option(__version__, prog_name="corral-masterd")
+def main(foreground: bool, debug: bool, console: bool) -> None:
+    """Run the corral master daemon (configuration and luxi socket).
+
+    All paths derive from CORRAL_ROOT (default /). Normally started by
+    'corral-daemons start' or 'gnt-cluster init'; it stays in the foreground so a
+    supervisor can manage it.
+    """
+    sys.exit(run(Paths.from_env(), debug=debug, console=console))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Validating and applying cluster parameter changes (gnt-cluster modify's logic)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params, cluster_info
+from corral.errors import ParameterError, UnknownParameterError
+from corral.objects import Cluster
+
+
+def _cluster() -> Cluster:
+    return Cluster(name="c.example", master_node="n-uuid")
+
+
+def test_changes_are_applied_and_reported() -> None:
+    cluster = _cluster()
+    changes = apply_cluster_params(cluster, ClusterSetParams(
+        beparams={"maxmem": "2G", "minmem": "1G"}, hvparams={"kvm": {"kvm_flag": "disabled"}},
+        candidate_pool_size=3, uid_pool=[(4000, 4009)], default_iallocator="hail, builtin",
+    ))
+    assert cluster.beparams["default"]["maxmem"] == 2048
+    assert cluster.hvparams["kvm"]["kvm_flag"] == "disabled"
+    assert cluster.candidate_pool_size == 3
+    assert cluster.default_iallocators == ["hail", "builtin"]
+    assert [c.split(":")[0] for c in changes] == [
+        "hvparams", "beparams", "candidate_pool_size", "uid_pool", "default_iallocators",
+    ]
+    assert "uid_pool:  -> 4000-4009" in changes
+
+
+def test_setting_the_same_values_reports_no_change() -> None:
+    cluster = _cluster()
+    assert apply_cluster_params(cluster, ClusterSetParams(beparams={"vcpus": 1})) == []
+
+
+def test_default_restores_builtin_value() -> None:
+    cluster = _cluster()
+    apply_cluster_params(cluster, ClusterSetParams(hvparams={"kvm": {"acpi": False}}))
+    apply_cluster_params(cluster, ClusterSetParams(hvparams={"kvm": {"acpi": "default"}}))
+    assert cluster.hvparams["kvm"]["acpi"] is True
+    apply_cluster_params(cluster, ClusterSetParams(beparams={"vcpus": None}))
+    assert cluster.beparams["default"]["vcpus"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (ClusterSetParams(hvparams={"xen-pvm": {}}), UnknownParameterError,
+         "valid ones: fake, kvm"),
+        (ClusterSetParams(beparams={"memory": 1}), UnknownParameterError, "valid ones: always_"),
+        (ClusterSetParams(diskparams={"drbd": {}}), UnknownParameterError, "unknown disk template"),
+        (ClusterSetParams(nicparams={"mode": "nat"}), ParameterError, "not one of 'bridged'"),
+        (ClusterSetParams(enabled_hypervisors=[]), ParameterError, "at least one hypervisor"),
+        (ClusterSetParams(enabled_hypervisors=["kvm", "kvm"]), ParameterError, "duplicates"),
+        (ClusterSetParams(file_storage_dir="relative/dir"), ParameterError, "absolute path"),
+        (ClusterSetParams(max_running_jobs=0), ParameterError, "at least 1"),
+        (ClusterSetParams(remove_uids=[(1, 1)]), ParameterError, "not in the user-id pool"),
+        (ClusterSetParams(hidden_os=[("remove", "debian")]), ParameterError, "not there"),
+    ],
+)
+def test_invalid_changes_raise(change: ClusterSetParams, error: type[Exception],
+                               message: str) -> None:
+    with pytest.raises(error, match=message):
+        apply_cluster_params(_cluster(), change)
+
+
+def test_plain_needs_a_volume_group() -> None:
+    cluster = _cluster()
+    with pytest.raises(ParameterError, match="--vg-name"):
+        apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"]))
+    apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"],
+                                                   vg_name="xenvg"))
+    assert cluster.enabled_disk_templates == ["plain"]
+
+
+def test_hidden_and_blacklisted_os_lists() -> None:
+    cluster = _cluster()
+    apply_cluster_params(cluster, ClusterSetParams(
+        hidden_os=[("add", "a"), ("add", "b"), ("add", "a")], blacklisted_os=[("add", "x")]))
+    apply_cluster_params(cluster, ClusterSetParams(hidden_os=[("remove", "a")]))
+    assert cluster.hidden_os == ["b"] and cluster.blacklisted_os == ["x"]
+
+
+def test_info_has_ganeti_keys_and_only_enabled_hvparams() -> None:
+    cluster = _cluster()
+    original = copy.deepcopy(cluster)
+    info = cluster_info(cluster, "master.example", 7)
+    for key in ("name", "uuid", "master", "default_hypervisor", "enabled_hypervisors",
+                "hvparams", "beparams", "nicparams", "ndparams", "diskparams", "uid_pool",
+                "candidate_pool_size", "max_running_jobs", "mac_prefix", "software_version",
+                "protocol_version", "config_version", "os_api_version", "architecture"):
+        assert key in info
+    assert list(info["hvparams"]) == ["fake"]
+    assert info["master"] == "master.example" and info["config_serial"] == 7
+    assert cluster == original

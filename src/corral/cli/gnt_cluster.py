@@ -1,0 +1,321 @@
+"""``gnt-cluster``: create, inspect, change and destroy the cluster."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from corral import __version__, bootstrap, daemons, serializer, uidpool
+from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.options import (
+    KeyValType,
+    dry_run_option,
+    ident_keyval_option,
+    json_option,
+    reason_option,
+    yes_do_it_option,
+)
+from corral.cli.output import format_info
+from corral.cmdlib.cluster import ClusterSetParams
+from corral.errors import CorralError, ParameterError
+from corral.paths import Paths
+
+__all__ = ["main"]
+
+TOOL = "gnt-cluster"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _uids(value: str | None) -> list[tuple[int, int]] | None:
+    return None if value is None else uidpool.parse_uid_pool(value)
+
+
+def _grouped(option: str, merged: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """Refuse whole-group removal (``-H -kvm``), which means nothing at cluster level."""
+    if not merged:
+        return None
+    for ident, values in merged.items():
+        if not isinstance(values, dict):
+            raise ParameterError(
+                f"{option} {'-' if values is None else 'no_'}{ident}: removing a whole "
+                "parameter group is not possible at cluster level; reset single "
+                f"parameters with {option} {ident}:-name"
+            )
+    return merged
+
+
+def _params_options(init: bool) -> list[Any]:
+    """The parameter options ``init`` and ``modify`` share (Ganeti's names)."""
+    opts: list[Any] = [
+        click.option("-B", "--backend-parameters", "beparams", type=KeyValType(),
+                     help="Default backend parameters, key=val,... (maxmem, minmem, vcpus, ...)."),
+        ident_keyval_option("-H", "--hypervisor-parameters", "hvparams",
+                            help="Hypervisor parameters, hypervisor:key=val,...; repeatable."),
+        click.option("-N", "--nic-parameters", "nicparams", type=KeyValType(),
+                     help="Default NIC parameters, key=val,... (mode, link, vlan)."),
+        ident_keyval_option("-D", "--disk-parameters", "diskparams",
+                            help="Disk template parameters, template:key=val,...; repeatable."),
+        click.option("--node-parameters", "ndparams", type=KeyValType(),
+                     help="Default node parameters, key=val,..."),
+        click.option("--enabled-hypervisors", metavar="HV,...",
+                     help="Comma-separated hypervisors; the first is the default (kvm, fake)."),
+        click.option("--enabled-disk-templates", metavar="TEMPLATE,...",
+                     help="Comma-separated disk templates (plain, file, sharedfile, diskless)."),
+        click.option("-C", "--candidate-pool-size", type=int,
+                     help="How many master candidates to keep."),
+        click.option("--max-running-jobs", type=int, help="Jobs that may run at once."),
+        click.option("--max-tracked-jobs", type=int,
+                     help="Jobs the scheduler tracks at once."),
+        click.option("-m", "--mac-prefix", metavar="PREFIX",
+                     help="Prefix of generated MAC addresses, XX:XX:XX."),
+        click.option("--master-netdev", metavar="NETDEV",
+                     help="Interface that carries the master IP address."),
+        click.option("--vg-name", metavar="VG", help="LVM volume group for 'plain' disks."),
+        click.option("--uid-pool", metavar="UIDS",
+                     help="User-id pool: comma-separated uids and ranges like 4000-4099."),
+        click.option("-I", "--default-iallocator", metavar="NAME[,NAME...]",
+                     help="Default instance allocators, tried in the order given."),
+        click.option("--default-iallocator-params", type=KeyValType(),
+                     help="Parameters for the default allocator, key=val,..."),
+        click.option("--file-storage-dir", metavar="DIR",
+                     help="Directory for 'file' disks (cluster-wide)."),
+        click.option("--shared-file-storage-dir", metavar="DIR",
+                     help="Directory for 'sharedfile' disks, shared by all nodes."),
+        click.option("--os-search-path", metavar="DIR,...",
+                     help="Comma-separated directories searched for OS definitions."),
+    ]
+    if not init:
+        opts += [
+            click.option("--add-uids", metavar="UIDS", help="Add uids or ranges to the pool."),
+            click.option("--remove-uids", metavar="UIDS",
+                         help="Remove uids or ranges from the pool."),
+        ]
+    return opts
+
+
+def with_params_options(init: bool) -> Callable[[F], F]:
+    """Decorate a command with the cluster parameter options."""
+    def decorate(func: F) -> F:
+        for option in reversed(_params_options(init)):
+            func = option(func)
+        return func
+    return decorate
+
+
+def _set_params(kw: dict[str, Any]) -> ClusterSetParams:
+    """Turn the parsed options into the change request (unset options stay ``None``)."""
+    return ClusterSetParams(
+        hvparams=_grouped("-H", kw["hvparams"]),
+        beparams=kw["beparams"],
+        nicparams=kw["nicparams"],
+        ndparams=kw["ndparams"],
+        diskparams=_grouped("-D", kw["diskparams"]),
+        enabled_hypervisors=_csv(kw["enabled_hypervisors"]),
+        enabled_disk_templates=_csv(kw["enabled_disk_templates"]),
+        candidate_pool_size=kw["candidate_pool_size"],
+        max_running_jobs=kw["max_running_jobs"],
+        max_tracked_jobs=kw["max_tracked_jobs"],
+        mac_prefix=kw["mac_prefix"],
+        master_netdev=kw["master_netdev"],
+        vg_name=kw["vg_name"],
+        uid_pool=_uids(kw["uid_pool"]),
+        add_uids=_uids(kw.get("add_uids")),
+        remove_uids=_uids(kw.get("remove_uids")),
+        default_iallocator=kw["default_iallocator"],
+        default_iallocator_params=kw["default_iallocator_params"],
+        file_storage_dir=kw["file_storage_dir"],
+        shared_file_storage_dir=kw["shared_file_storage_dir"],
+        os_search_path=_csv(kw["os_search_path"]),
+    )
+
+
+@click.group(cls=CorralGroup)
+@click.version_option(__version__, prog_name=TOOL)
+def cli() -> None:
+    """Cluster administration: init, info, modify, getmaster, version, destroy.
+
+    Commands talk to the master daemon over its luxi socket; all paths derive
+    from CORRAL_ROOT (default /).
+    """
+
+
+@cli.command()
+@click.argument("cluster_name")
+@click.option("--master-name", metavar="NAME",
+              help="Name of this (master) node [default: this host's FQDN].")
+@click.option("--primary-ip", metavar="IP",
+              help="Primary IP of this node [default: the master name resolved].")
+@click.option("-s", "--secondary-ip", metavar="IP", help="Secondary IP of this node.")
+@click.option("--no-start", is_flag=True, help="Do not start the master daemon afterwards.")
+@with_params_options(init=True)
+def init(cluster_name: str, master_name: str | None, primary_ip: str | None,
+         secondary_ip: str | None, no_start: bool, **kw: Any) -> None:
+    """Create a cluster named CLUSTER_NAME with this node as its master.
+
+    Creates the configuration store, a cluster CA and this node's certificate,
+    the confd HMAC key and a RAPI users file with a write user 'admin', then
+    starts the master daemon. Refused when this node already has a cluster.
+    """
+    paths = Paths.from_env()
+    options = bootstrap.InitOptions(
+        cluster_name=cluster_name, master_name=master_name, primary_ip=primary_ip,
+        secondary_ip=secondary_ip, params=_set_params(kw),
+    )
+    cluster, node = bootstrap.init_cluster(paths, options)
+    click.echo(f"Cluster {cluster.name} initialised; master node {node.name} "
+               f"({node.primary_ip}), cluster UUID {cluster.uuid}.")
+    click.echo(f"RAPI user '{bootstrap.RAPI_ADMIN}' has write access; its password is in "
+               f"{paths.rapi_admin_password}.")
+    if not no_start:
+        pids = daemons.start(paths)
+        click.echo("Started " + ", ".join(f"corral-{n} (pid {p})" for n, p in pids.items()) + ".")
+
+
+@cli.command()
+@json_option
+def info(as_json: bool) -> None:
+    """Show the cluster's configuration."""
+    with get_client() as client:
+        result = client.call("QueryClusterInfo")
+    if as_json:
+        click.echo(serializer.dumps_pretty(result))
+        return
+    click.echo(format_info(_info_layout(result)))
+
+
+def _strs(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: _strs(v) if isinstance(v, dict) else str(v) for k, v in params.items()}
+
+
+def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``gnt-cluster info`` in Ganeti's layout and wording, for what corral has."""
+    join = ", ".join
+    return [
+        ("Cluster name", r["name"]),
+        ("Cluster UUID", r["uuid"]),
+        ("Creation time", _time(r["ctime"])),
+        ("Modification time", _time(r["mtime"])),
+        ("Master node", r["master"]),
+        ("Architecture (this node)", f"{r['architecture'][0]} ({r['architecture'][1]})"),
+        ("Tags", join(sorted(r["tags"])) or "(none)"),
+        ("Default hypervisor", r["default_hypervisor"]),
+        ("Enabled hypervisors", join(r["enabled_hypervisors"])),
+        ("Hypervisor parameters", _strs(r["hvparams"])),
+        ("OS-specific hypervisor parameters", _strs(r["os_hvp"])),
+        ("OS parameters", _strs(r["osparams"])),
+        ("Hidden OSes", join(r["hidden_os"])),
+        ("Blacklisted OSes", join(r["blacklisted_os"])),
+        ("Cluster parameters", [
+            ("candidate pool size", str(r["candidate_pool_size"])),
+            ("maximal number of jobs running simultaneously", str(r["max_running_jobs"])),
+            ("maximal number of jobs simultaneously tracked by the scheduler",
+             str(r["max_tracked_jobs"])),
+            ("mac prefix", r["mac_prefix"]),
+            ("master netdev", r["master_netdev"]),
+            ("lvm volume group", r["volume_group_name"]),
+            ("file storage path", r["file_storage_dir"]),
+            ("shared file storage path", r["shared_file_storage_dir"]),
+            ("uid pool", uidpool.format_uid_pool([tuple(x) for x in r["uid_pool"]])),
+            ("default instance allocator", r["default_iallocator"]),
+            ("default instance allocator parameters", _strs(r["default_iallocator_params"])),
+            ("OS search path", join(r["os_search_path"])),
+            ("enabled disk templates", join(r["enabled_disk_templates"])),
+            ("configuration serial", str(r["config_serial"])),
+        ]),
+        ("Default node parameters", _strs(r["ndparams"])),
+        ("Default instance parameters", _strs(r["beparams"])),
+        ("Default nic parameters", _strs(r["nicparams"])),
+        ("Default disk parameters", _strs(r["diskparams"])),
+    ]
+
+
+def _time(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+@cli.command()
+@with_params_options(init=False)
+@dry_run_option
+@reason_option
+def modify(dry_run: bool, reason: str | None, **kw: Any) -> None:
+    """Change cluster parameters; only the options given are changed.
+
+    In -H/-B/-N/-D and --node-parameters, 'key=default' or '-key' restores a
+    parameter's built-in default, 'no_key' sets a boolean to false.
+    """
+    change = _set_params(kw)
+    body = serializer.to_builtins(change)
+    if not any(v is not None for v in body.values()):
+        raise ParameterError("nothing to change: give at least one option (see --help)")
+    with get_client() as client:
+        result = client.call(
+            "SetClusterParams",
+            {k: v for k, v in body.items() if v is not None},
+            reason_trail(TOOL, "modify", reason),
+            dry_run,
+        )
+    changes = result["changes"]
+    if not changes:
+        click.echo("Nothing changed: the cluster already has these settings.")
+        return
+    prefix = "Would change" if result["dry_run"] else "Changed"
+    for line in changes:
+        click.echo(f"{prefix} {line}")
+
+
+@cli.command()
+def getmaster() -> None:
+    """Print the name of the master node."""
+    with get_client() as client:
+        (master,) = client.call("QueryConfigValues", ["master_node"])
+    click.echo(master)
+
+
+@cli.command()
+def version() -> None:
+    """Print the software and protocol versions the cluster runs."""
+    with get_client() as client:
+        r = client.call("QueryClusterInfo")
+    click.echo(f"Software version: {r['software_version']}")
+    click.echo(f"Internode protocol: {r['protocol_version']}")
+    click.echo(f"Configuration format: {r['config_version']}")
+    click.echo(f"OS api version: {r['os_api_version']}")
+    click.echo(f"Export interface: {r['export_version']}")
+    click.echo(f"VCS version: {r['vcs_version']}")
+
+
+@cli.command()
+@yes_do_it_option
+def destroy(yes_do_it: bool) -> None:
+    """Stop the daemons and remove the cluster configuration, keys and certificates.
+
+    Only possible when the master is the last node and no instances are left.
+    """
+    if not yes_do_it:
+        raise CorralError(
+            "destroying a cluster cannot be undone; to really destroy it, "
+            "run 'gnt-cluster destroy --yes-do-it'"
+        )
+    paths = Paths.from_env()
+    removed = bootstrap.destroy_cluster(paths, before_removal=lambda: daemons.stop(paths))
+    click.echo(f"Cluster destroyed: {len(removed)} file(s) removed; logs are kept in "
+               f"{paths.log_dir}.")
+
+
+def main() -> None:
+    """Entry point of ``gnt-cluster``."""
+    cli(prog_name=TOOL)
+
+
+if __name__ == "__main__":
+    main()

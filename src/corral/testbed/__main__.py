@@ -1,0 +1,87 @@
+"""``python -m corral.testbed up|down|status|demo --dir DIR``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from corral.cli.common import CorralGroup
+from corral.errors import NotFoundError
+from corral.testbed import STATE_FILE, down, load, up
+
+_dir_option = click.option(
+    "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
+    help="Directory that holds the testbed's nodes and testbed.json.",
+)
+
+
+@click.group(cls=CorralGroup)
+def cli() -> None:
+    """Run a whole corral cluster locally, unprivileged, on loopback addresses."""
+
+
+@cli.command("up")
+@_dir_option
+@click.option("--nodes", default=3, show_default=True, help="Number of nodes.")
+def up_command(directory: Path, nodes: int) -> None:
+    """Create the cluster in DIR and start its daemons."""
+    testbed = up(directory, nodes)
+    click.echo(f"testbed up: {len(testbed.nodes)} node(s), master {testbed.master}; "
+               f"state in {Path(testbed.dir) / STATE_FILE}")
+
+
+@cli.command("down")
+@_dir_option
+def down_command(directory: Path) -> None:
+    """Stop the processes the testbed in DIR started (and only those)."""
+    stopped = down(directory)
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@cli.command("status")
+@_dir_option
+def status_command(directory: Path) -> None:
+    """Show the testbed's nodes and daemons."""
+    testbed = load(directory.resolve())
+    if testbed is None:
+        raise NotFoundError(f"no testbed in {directory} (no {STATE_FILE})")
+    for node in testbed.nodes:
+        daemons = ", ".join(f"{n} pid {p}" for n, p in node.daemons.items()) or "no daemons"
+        role = "master" if node.master else "node"
+        click.echo(f"{node.name:16} {node.ip:12} {role:6} {daemons}")
+
+
+@cli.command("demo")
+@_dir_option
+def demo_command(directory: Path) -> None:
+    """Show what the demo cluster looks like and what to try next."""
+    testbed = load(directory.resolve())
+    if testbed is None:
+        raise NotFoundError(f"no testbed in {directory}; run 'make demo'")
+    env = {**os.environ, **testbed.env}
+    root = testbed.env["CORRAL_ROOT"]
+    click.echo("\n$ gnt-cluster info")
+    sys.stdout.flush()
+    subprocess.run(["gnt-cluster", "info"], env=env, check=True)
+    click.echo("\n$ gnt-cluster modify -B maxmem=1G,vcpus=2 --reason 'demo'")
+    sys.stdout.flush()
+    subprocess.run(["gnt-cluster", "modify", "-B", "maxmem=1G,vcpus=2", "--reason", "demo"],
+                   env=env, check=True)
+    click.echo(f"""
+The demo cluster runs under {testbed.dir}. Try it yourself:
+
+  export CORRAL_ROOT={root} PATH={Path(sys.executable).parent}:$PATH
+  gnt-cluster info --json
+  gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
+  gnt-cluster modify --uid-pool 4000-4099 && gnt-cluster info | grep 'uid pool'
+  gnt-cluster getmaster
+  corral-daemons status
+
+Stop it with 'make demo-down'.""")
+
+
+cli(prog_name="python -m corral.testbed")

@@ -1,0 +1,84 @@
+"""Fixtures shared by the test suites: a real testbed cluster and CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.paths import Paths
+
+BIN = Path(sys.executable).parent
+
+
+def run_tool(args: list[str], env: dict[str, str], check: bool = True,
+             timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a corral command-line tool (from this virtualenv) with ``env``."""
+    exe = BIN / args[0]
+    proc = subprocess.run([str(exe), *args[1:]], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
+            f"stderr:\n{proc.stderr}"
+        )
+    return proc
+
+
+@dataclass
+class TestbedHandle:
+    """A running testbed and helpers to drive it like an administrator would."""
+
+    __test__ = False
+
+    dir: Path
+    state: dict[str, Any]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for CLI tools talking to this testbed's master."""
+        return {**os.environ, **self.state["env"]}
+
+    @property
+    def paths(self) -> Paths:
+        """The master node's paths."""
+        return Paths(Path(self.state["env"]["CORRAL_ROOT"]))
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a CLI tool against the testbed."""
+        return run_tool(list(args), self.env, check=check)
+
+    def info(self) -> dict[str, Any]:
+        """``gnt-cluster info --json`` parsed."""
+        result: dict[str, Any] = json.loads(self.run("gnt-cluster", "info", "--json").stdout)
+        return result
+
+    def reload(self) -> None:
+        """Re-read testbed.json."""
+        self.state = json.loads((self.dir / "testbed.json").read_text())
+
+
+def run_testbed(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m corral.testbed ...``."""
+    return subprocess.run([sys.executable, "-m", "corral.testbed", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def testbed(tmp_path: Path) -> Iterator[TestbedHandle]:
+    """A 3-node testbed in a temporary directory, stopped afterwards even on failure."""
+    directory = tmp_path / "tb"
+    proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
+    try:
+        assert proc.returncode == 0, proc.stderr
+        handle = TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+        yield handle
+    finally:
+        run_testbed("down", "--dir", str(directory))

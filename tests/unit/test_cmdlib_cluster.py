@@ -25,10 +25,14 @@ def test_changes_are_applied_and_reported() -> None:
     assert cluster.hvparams["kvm"]["kvm_flag"] == "disabled"
     assert cluster.candidate_pool_size == 3
     assert cluster.default_iallocators == ["hail", "builtin"]
-    assert [c.split(":")[0] for c in changes] == [
-        "hvparams", "beparams", "candidate_pool_size", "uid_pool", "default_iallocators",
+    assert changes == [
+        "hvparams/kvm/kvm_flag:  -> disabled",
+        "beparams/default/maxmem: 128 -> 2048",
+        "beparams/default/minmem: 128 -> 1024",
+        "candidate_pool_size: 10 -> 3",
+        "uid_pool:  -> 4000-4009",
+        "default_iallocators:  -> hail,builtin",
     ]
-    assert "uid_pool:  -> 4000-4009" in changes
 
 
 def test_setting_the_same_values_reports_no_change() -> None:

@@ -113,10 +113,25 @@ def _apply_list_changes(what: str, current: list[str], changes: list[ListChange]
     return result
 
 
+def _dict_changes(prefix: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One ``path: old -> new`` line per leaf that differs (nested dicts recursed)."""
+    lines: list[str] = []
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if isinstance(before, dict) and isinstance(after, dict):
+            lines.extend(_dict_changes(f"{prefix}/{key}", before, after))
+        else:
+            lines.append(f"{prefix}/{key}: {before} -> {after}")
+    return lines
+
+
 def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str]:
     """Validate ``change`` and apply it to ``cluster`` (a private copy) in place.
 
-    Returns one line per changed setting, ``"name: old -> new"``, for the job log
+    Returns one line per changed setting, ``"name: old -> new"`` (``"beparams/default/
+    maxmem: 128 -> 1024"`` inside parameter families), for the job log
     and for ``--dry-run``. Raises :class:`ParameterError` (nothing applied to the
     caller's config, since it only holds a copy) when any part is invalid.
     """
@@ -125,7 +140,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     def setattr_logged(name: str, value: Any, shown: Callable[[Any], Any] = str) -> None:
         old = getattr(cluster, name)
         if old != value:
-            changed.append(f"{name}: {shown(old)} -> {shown(value)}")
+            if isinstance(old, dict) and isinstance(value, dict):
+                changed.extend(_dict_changes(name, old, value))
+            else:
+                changed.append(f"{name}: {shown(old)} -> {shown(value)}")
             setattr(cluster, name, value)
 
     if change.hvparams is not None:

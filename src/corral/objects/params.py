@@ -240,6 +240,8 @@ def format_size(mib: int | float, unit: str = "h") -> str:
 def coerce(family: str, name: str, spec: ParamSpec, value: Any) -> Any:
     """Turn ``value`` (string from the CLI or JSON from RAPI) into the parameter's type."""
     where = f"{family} parameter '{name}'"
+    if isinstance(value, bool) and spec.type != "bool":
+        raise ParameterError(f"{where} needs a value, as in {name}=<{spec.type}>")
     try:
         if spec.type == "bool":
             if isinstance(value, bool):

@@ -123,7 +123,8 @@ def test_validate_refuses_global_params_at_instance_level() -> None:
     [
         ("backend", BE_PARAMS, {"vcpus": "many"},
          "backend parameter 'vcpus': 'many' is not an int"),
-        ("backend", BE_PARAMS, {"vcpus": True}, "is not an int"),
+        # A bare flag (-B vcpus) arrives as True: it lacks its value.
+        ("backend", BE_PARAMS, {"vcpus": True}, "'vcpus' needs a value, as in vcpus=<int>"),
         ("backend", BE_PARAMS, {"auto_balance": "perhaps"}, "is not a boolean"),
         ("backend", BE_PARAMS, {"maxmem": "lots"}, "backend parameter 'maxmem': invalid size"),
         ("nic", NIC_PARAMS, {"mode": "tunnel"}, "'tunnel' is not one of"),

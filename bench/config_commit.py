@@ -1,0 +1,106 @@
+"""Benchmark: the cost of committing one new instance, in a small and a large cluster.
+
+A commit must cost O(objects changed), never O(cluster size). This adds one instance
+(one NIC with a unique MAC and IP, one disk) per commit to a store that already
+holds 100 instances and to one that holds 10,000, and prints one JSON line with
+the median commit times and their ratio (which should stay close to 1).
+
+    .venv/bin/python bench/config_commit.py [--commits N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from corral.config import ConfigStore
+from corral.objects import NIC, Cluster, Disk, Instance, Node, NodeGroup
+
+BATCH = 2000
+WARMUP = 400
+
+
+def _instance(index: int, node: str) -> tuple[Instance, Disk]:
+    disk = Disk(name=f"disk{index}", nodes=[node], size=1024, dev_type="file")
+    nic = NIC(
+        mac=f"aa:00:{index >> 16 & 0xFF:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}:01",
+        ip=f"10.{index >> 16 & 0xFF}.{index >> 8 & 0xFF}.{index & 0xFF}",
+    )
+    instance = Instance(
+        name=f"inst{index}.example.com", primary_node=node, disks=[disk.uuid], nics=[nic],
+        disk_template="file", os="debootstrap+default",
+        beparams={"maxmem": 512, "vcpus": 1},
+    )
+    return instance, disk
+
+
+def _build(path: Path, size: int) -> tuple[ConfigStore, str]:
+    group = NodeGroup(name="default")
+    nodes = [Node(name=f"node{i}", primary_ip=f"192.168.0.{i + 1}", group=group.uuid)
+             for i in range(10)]
+    cluster = Cluster(name="bench.example.com", master_node=nodes[0].uuid)
+    store = ConfigStore.create(path, cluster, group, nodes[0])
+    with store.transaction() as txn:
+        for node in nodes[1:]:
+            txn.add(node)
+    for start in range(0, size, BATCH):
+        with store.transaction() as txn:
+            for index in range(start, min(size, start + BATCH)):
+                instance, disk = _instance(index, nodes[index % len(nodes)].uuid)
+                txn.add(disk)
+                txn.add(instance)
+    return store, nodes[0].uuid
+
+
+def _commit_one(store: ConfigStore, node: str, index: int) -> float:
+    instance, disk = _instance(index, node)
+    start = time.perf_counter()
+    with store.transaction() as txn:
+        txn.add(disk)
+        txn.add(instance)
+    return time.perf_counter() - start
+
+
+def _measure(directory: Path, sizes: tuple[int, ...], commits: int) -> list[float]:
+    """Median commit time (ms) per size; commits alternate between the stores so
+    that warm-up and machine noise hit every size alike."""
+    built = [_build(directory / f"config-{size}.db", size) for size in sizes]
+    try:
+        times: list[list[float]] = [[] for _ in sizes]
+        for step in range(WARMUP + commits):
+            for slot, (size, (store, node)) in enumerate(zip(sizes, built, strict=True)):
+                elapsed = _commit_one(store, node, size + step)
+                if step >= WARMUP:
+                    times[slot].append(elapsed)
+        for size, (store, _node) in zip(sizes, built, strict=True):
+            assert store.count("instance") == size + WARMUP + commits
+        return [statistics.median(t) * 1000 for t in times]
+    finally:
+        for store, _node in built:
+            store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=300, help="commits per store size")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
+        small, large = _measure(Path(tmp), (100, 10_000), args.commits)
+    print(json.dumps({
+        "bench": "config_commit",
+        "median_ms_100": round(small, 4),
+        "median_ms_10000": round(large, 4),
+        "ratio": round(large / small, 3),
+        "commits": args.commits,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

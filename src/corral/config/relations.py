@@ -14,15 +14,17 @@ proportional to the objects it changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from corral.objects import Cluster, ConfigObject, Disk, Instance, Node
+from corral.errors import ParameterError
+from corral.objects import KINDS, Cluster, ConfigObject, Disk, Instance, Node
 
 __all__ = [
     "LABELS",
     "NAMED_KINDS",
     "Claim",
     "Reference",
+    "check_kind",
     "claims",
     "describe",
     "name_namespace",
@@ -45,8 +47,7 @@ LABELS: dict[str, str] = {
 NAMED_KINDS: frozenset[str] = frozenset({"cluster", "nodegroup", "node", "instance"})
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
     """A value only one object may hold: ``(namespace, key)`` is the unique part."""
 
     namespace: str
@@ -62,14 +63,19 @@ class Claim:
         return (self.namespace, self.key)
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
+class Reference(NamedTuple):
     """A UUID of an object of ``kind`` that must exist."""
 
     #: Which field refers, for messages ("primary node", "disk 0").
     field: str
     kind: str
     uuid: str
+
+
+def check_kind(kind: str) -> None:
+    """Raise :class:`ParameterError` unless ``kind`` is a configuration kind."""
+    if kind not in KINDS:
+        raise ParameterError(f"unknown configuration kind {kind!r}; known: {', '.join(KINDS)}")
 
 
 def name_namespace(kind: str) -> str:

@@ -158,6 +158,15 @@ class Database:
                 )
             self._conn.execute("PRAGMA synchronous=FULL")
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and empty it (the file then stands alone)."""
+        with self._errors("checkpoint the write-ahead log"):
+            busy, _log, _done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            raise ConfigStoreError(
+                f"configuration store {self.path}: cannot checkpoint the write-ahead log: busy"
+            )
+
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL on the last close)."""
         self._conn.close()

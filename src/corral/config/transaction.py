@@ -22,7 +22,7 @@ import msgspec
 
 from corral.config import codec, invariants
 from corral.config.model import Change
-from corral.config.relations import LABELS, describe, name_of
+from corral.config.relations import LABELS, check_kind, describe, name_of
 from corral.config.storage import Row
 from corral.errors import (
     AlreadyExistsError,
@@ -113,10 +113,7 @@ class Transaction:
     # -- the transaction's view ----------------------------------------------
     def _lookup(self, kind: str, key: str) -> ConfigObject | None:
         """``kind``/``key`` (UUID or name) as this transaction sees it."""
-        if kind not in KINDS:
-            raise ParameterError(
-                f"unknown configuration kind {kind!r}; known: {', '.join(KINDS)}"
-            )
+        check_kind(kind)
         model = self._store._model
         staged = self._staged.get(key)
         if staged is not None and staged.kind == kind:

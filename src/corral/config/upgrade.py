@@ -27,7 +27,7 @@ import msgspec
 from corral.config.storage import RawRow
 from corral.errors import ConfigStoreError
 from corral.objects import KINDS, ConfigObject, new_uuid
-from corral.serializer import DecodeError, loads
+from corral.serializer import DecodeError, dumps, loads
 
 __all__ = ["Upgraded", "upgrade"]
 
@@ -46,6 +46,8 @@ class _Entry:
     row_uuid: str | None
     data: dict[str, Any]
     changed: bool = False
+    #: The stored JSON, to tell whether the object needs rewriting.
+    stored: bytes = b""
 
     @property
     def uuid(self) -> str:
@@ -78,7 +80,9 @@ def upgrade(path: Path, rows: list[RawRow]) -> Upgraded:
     _rewrite_names(entries)
     for entry in entries:
         obj = _convert(path, entry)
-        if entry.changed or msgspec.to_builtins(obj) != entry.data:
+        # Rows this version wrote encode back to the same bytes; anything else
+        # (missing fields, unknown ones, other formatting) is written back.
+        if entry.changed or dumps(obj) != entry.stored:
             result.changed.add(entry.uuid)
         result.objects[entry.uuid] = (entry.kind, obj)
     return result
@@ -96,7 +100,8 @@ def _decode_row(path: Path, row: RawRow) -> _Entry:
         raise ConfigStoreError(f"{where}: the JSON does not decode: {err}") from None
     if not isinstance(data, dict):
         raise ConfigStoreError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    return _Entry(row.kind, row.uuid or None, data)
+    stored = row.json.encode() if isinstance(row.json, str) else row.json
+    return _Entry(row.kind, row.uuid or None, data, stored=stored)
 
 
 def _assign_uuid(entry: _Entry, result: Upgraded) -> None:

@@ -148,6 +148,23 @@ def test_uuid_column_is_used_when_json_lacks_one(tmp_path: Path) -> None:
         assert snapshot(store) == before  # nothing left to upgrade
 
 
+def test_row_keyed_by_empty_uuid_is_rekeyed(tmp_path: Path) -> None:
+    path = tmp_path / "config.db"
+    new_store(path).close()
+    conn = sqlite3.connect(path)
+    group = json.dumps({"name": "rack2"})
+    conn.execute("INSERT INTO objects VALUES ('nodegroup', '', 1, ?)", (group,))
+    conn.commit()
+    conn.close()
+    with ConfigStore.open(path) as store:
+        rack2 = store.get("nodegroup", "rack2")
+        assert _is_uuid(rack2.uuid)
+        before = snapshot(store)
+    assert _raw(path, "SELECT count(*) FROM objects WHERE uuid = ''") == [(0,)]
+    with ConfigStore.open(path) as store:
+        assert snapshot(store) == before
+
+
 def test_current_store_opens_without_writing(tmp_path: Path) -> None:
     path = tmp_path / "config.db"
     new_store(path).close()

@@ -172,11 +172,12 @@ class Transaction:
         self._check_open()
         kind = _kind_of(obj)
         model = self._store._model
-        other = self._staged.get(obj.uuid)
-        existing = other.obj if other is not None else model.get_any(obj.uuid)
-        if existing is not None or obj.uuid in model.kind_of:
-            what = describe(other.kind if other else model.kind_of[obj.uuid], existing) \
-                if existing is not None else "an object removed in this transaction"
+        if obj.uuid in self._staged or obj.uuid in model.kind_of:
+            staged = self._staged.get(obj.uuid)
+            holder = model.get_any(obj.uuid) if staged is None else staged.obj
+            kind_held = model.kind_of[obj.uuid] if staged is None else staged.kind
+            what = (describe(kind_held, holder) if holder is not None
+                    else "an object removed in this transaction")
             raise AlreadyExistsError(
                 f"cannot add {describe(kind, obj)}: uuid {obj.uuid} is already used by {what}"
             )
@@ -203,7 +204,7 @@ class Transaction:
                 f"cannot update {describe(kind, obj)}: uuid {obj.uuid} belongs to "
                 f"{describe(current_kind, current)}"
             )
-        if current is model.objects[kind].get(obj.uuid) and current is obj:
+        if obj is model.get_any(obj.uuid):
             raise InternalError(
                 f"{describe(kind, obj)}: update() needs a private copy from Transaction.get(); "
                 "objects read from the store are shared and must not be changed"

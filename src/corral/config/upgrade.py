@@ -101,7 +101,7 @@ def _decode_row(path: Path, row: RawRow) -> _Entry:
     if not isinstance(data, dict):
         raise ConfigStoreError(f"{where}: expected a JSON object, got {type(data).__name__}")
     stored = row.json.encode() if isinstance(row.json, str) else row.json
-    return _Entry(row.kind, row.uuid or None, data, stored=stored)
+    return _Entry(row.kind, row.uuid, data, stored=stored)
 
 
 def _assign_uuid(entry: _Entry, result: Upgraded) -> None:
@@ -111,7 +111,7 @@ def _assign_uuid(entry: _Entry, result: Upgraded) -> None:
         entry.changed = True
     if entry.row_uuid != uuid:
         entry.changed = True
-        if entry.row_uuid:
+        if entry.row_uuid is not None:
             result.stale_rows.append(entry.row_uuid)
 
 

@@ -25,7 +25,7 @@ from corral.errors import (
     NotClusterError,
     ParameterError,
 )
-from corral.objects import Cluster, Instance, Node, NodeGroup
+from corral.objects import Cluster, Node, NodeGroup
 from corral.paths import Paths
 
 __all__ = ["DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster"]
@@ -158,9 +158,8 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
         raise NotClusterError(f"no cluster configuration at {paths.config_db}; nothing to destroy")
     store = ConfigStore.open(paths.config_db)
     try:
-        instances = [i.name for i in store.all("instance") if isinstance(i, Instance)]
-        others = [n.name for n in store.all("node")
-                  if isinstance(n, Node) and n.uuid != store.cluster.master_node]
+        instances = [i.name for i in store.all("instance")]
+        others = [n.name for n in store.all("node") if n.uuid != store.cluster.master_node]
     finally:
         store.close()
     if instances:

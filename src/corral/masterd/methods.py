@@ -6,7 +6,6 @@ Method names are Ganeti's where Ganeti has the method (``QueryClusterInfo``,
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,7 +16,7 @@ from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params, cluste
 from corral.config import ConfigStore
 from corral.errors import ParameterError, ProtocolError, UnknownFieldError
 from corral.luxi import Request
-from corral.objects import Cluster, Node
+from corral.objects import Cluster
 
 __all__ = ["MasterMethods"]
 
@@ -50,9 +49,7 @@ class MasterMethods:
         return await method(request.args)
 
     def _master_name(self) -> str:
-        node = self.store.get("node", self.store.cluster.master_node)
-        assert isinstance(node, Node)
-        return node.name
+        return self.store.get("node", self.store.cluster.master_node).name
 
     async def query_cluster_info(self, args: list[Any]) -> dict[str, Any]:
         """``QueryClusterInfo()``: the cluster's settings with Ganeti's keys."""
@@ -95,11 +92,12 @@ class MasterMethods:
         except msgspec.ValidationError as err:
             raise ParameterError(f"invalid cluster parameters: {err}") from None
         reason_trail, dry_run = args[1], bool(args[2])
-        cluster = copy.deepcopy(self.store.cluster)
-        changes = apply_cluster_params(cluster, change)
-        if dry_run or not changes:
-            return {"changes": changes, "serial": self.store.serial, "dry_run": dry_run}
         with self.store.transaction() as txn:
+            cluster = txn.cluster()
+            changes = apply_cluster_params(cluster, change)
+            if dry_run or not changes:
+                txn.discard()
+                return {"changes": changes, "serial": self.store.serial, "dry_run": dry_run}
             txn.update(cluster)
         log.info(
             "cluster parameters changed (serial %d): %s; reason trail: %s",

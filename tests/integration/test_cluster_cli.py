@@ -6,7 +6,9 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,18 +176,33 @@ def test_init_writes_private_files_and_refuses_bad_names(tmp_path: Path) -> None
     assert status.returncode == 3 and "corral-masterd: not running" in status.stdout
 
 
-def test_daemon_refuses_a_corrupt_store_naming_the_file(tmp_path: Path) -> None:
+def _corrupt(db: Path) -> str:
+    db.write_bytes(b"this is not a database" * 100)
+    return str(db)
+
+
+def _newer_schema(db: Path) -> str:
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = 999 WHERE key = 'schema_version'")
+    conn.close()
+    return "999"
+
+
+@pytest.mark.parametrize("damage", [_corrupt, _newer_schema])
+def test_daemon_refuses_a_bad_store_naming_the_file(tmp_path: Path, damage: Any) -> None:
     env = {**os.environ, "CORRAL_ROOT": str(tmp_path)}
     run_tool(["gnt-cluster", "init", "--master-name", "m.test", "--primary-ip", "127.0.9.1",
               "c.test", "--no-start"], env)
     db = tmp_path / "var/lib/corral/config.db"
-    db.write_bytes(b"this is not a database" * 100)
+    detail = damage(db)
+    before = _digest(db)
     proc = run_tool(["corral-daemons", "start"], env, check=False)
     assert proc.returncode != 0
-    assert str(db) in proc.stderr
+    assert str(db) in proc.stderr and detail in proc.stderr, proc.stderr
     assert running_pid(tmp_path / "run/corral/masterd.pid") is None
     direct = run_tool(["corral-masterd"], env, check=False)
     assert direct.returncode != 0 and str(db) in direct.stderr
+    assert _digest(db) == before, "a refused store must be left as it was"
 
 
 def test_no_master_daemon_gives_a_clear_error(tmp_path: Path) -> None:
@@ -200,6 +217,10 @@ def test_daemons_stop_start_status(testbed: TestbedHandle) -> None:
     assert testbed.run("corral-daemons", "status").stdout.startswith("corral-masterd: running")
     testbed.run("corral-daemons", "stop")
     assert testbed.run("corral-daemons", "status", check=False).returncode == 3
+    # SIGTERM is a clean shutdown: socket and pid file gone, the log says so.
+    assert not testbed.paths.master_socket.exists()
+    assert not testbed.paths.pid_file("masterd").exists()
+    assert "termination signal received" in testbed.paths.log_file("masterd").read_text()
     assert testbed.run("gnt-cluster", "info", check=False).returncode == 1
     testbed.run("corral-daemons", "start")
     assert testbed.info()["name"] == "cluster.testbed"

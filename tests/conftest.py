@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from corral.paths import Paths
+from corral.utils.process import running_pid
 
 BIN = Path(sys.executable).parent
 
@@ -82,3 +83,11 @@ def testbed(tmp_path: Path) -> Iterator[TestbedHandle]:
         yield handle
     finally:
         run_testbed("down", "--dir", str(directory))
+        assert_no_daemons(directory)
+
+
+def assert_no_daemons(directory: Path) -> None:
+    """Fail if any corral daemon still holds a pid file under ``directory``."""
+    survivors = [(p, running_pid(p)) for p in directory.glob("*/run/corral/*.pid")]
+    survivors = [(p, pid) for p, pid in survivors if pid is not None]
+    assert not survivors, f"daemons left running after 'down': {survivors}"

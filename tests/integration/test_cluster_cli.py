@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from corral.utils.process import process_alive, running_pid
-from tests.conftest import TestbedHandle, run_testbed, run_tool
+from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed, run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -259,3 +259,4 @@ def test_two_testbeds_run_side_by_side(tmp_path: Path) -> None:
     finally:
         for d in dirs:
             run_testbed("down", "--dir", str(d))
+            assert_no_daemons(d)

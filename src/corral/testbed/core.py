@@ -2,11 +2,13 @@
 
 Node *i* is ``node<i>.testbed`` with primary IP ``127.0.<1>.<i>`` (all of
 ``127.0.0.0/8`` is loopback) and its own ``CORRAL_ROOT`` in ``DIR/node<i>``.
-``DIR/testbed.json`` records what was started; :func:`down` stops exactly those
+``DIR/testbed.json`` records what was started; :func:`down` stops the testbed's
 processes, by pid, and nothing else.
 
 What runs today is the master daemon on node 1; later issues add noded, rapi and
-confd processes for every node. Ports those will use are chosen free now and
+confd processes for every node. A daemon restarted inside the testbed (with
+``corral-daemons start`` under a node's root) belongs to it too: :func:`down`
+finds it through the node's locked pid file. Ports those will use are chosen free now and
 recorded, so several testbeds can run side by side with other services.
 """
 
@@ -163,19 +165,24 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
 
 
 def down(directory: Path) -> list[str]:
-    """Stop the processes the testbed in ``directory`` started; return what was stopped."""
+    """Stop the testbed in ``directory``; return what was stopped.
+
+    Stopped are the daemons the testbed started and any daemon that holds the
+    locked pid file of one of the testbed's nodes (one restarted inside the
+    testbed, by a test or with ``corral-daemons start``): every one is a process
+    of this testbed, found by pid, never by name.
+    """
     testbed = load(directory.resolve())
     if testbed is None:
         return []
     stopped = []
     for node in testbed.nodes:
         paths = Paths(Path(node.root))
-        for name, pid in list(node.daemons.items()):
-            # Only the process we started: the pid file must still be held by that pid.
-            if running_pid(paths.pid_file(name)) == pid:
-                stop_daemon(paths.pid_file(name))
-                stopped.append(f"corral-{name} on {node.name} (pid {pid})")
-            del node.daemons[name]
+        for daemon in daemons.DAEMONS:
+            pid = stop_daemon(paths.pid_file(daemon.name))
+            if pid is not None:
+                stopped.append(f"corral-{daemon.name} on {node.name} (pid {pid})")
+        node.daemons.clear()
     with contextlib.suppress(FileNotFoundError):
         _save(testbed)
     return stopped

@@ -52,11 +52,14 @@ class Client:
         sock = self._connect()
         try:
             sock.sendall(encode_request(method, list(args)))
-            while EOM not in self._buffer:
+            # Earlier bytes held no EOM, so only each new chunk needs searching.
+            found = EOM in self._buffer
+            while not found:
                 chunk = sock.recv(65536)
                 if not chunk:
                     raise ProtocolError("the master daemon closed the connection mid-answer")
                 self._buffer += chunk
+                found = EOM in chunk
                 if len(self._buffer) > MAX_MESSAGE_BYTES:
                     raise ProtocolError("answer from the master daemon is too large")
         except TimeoutError:

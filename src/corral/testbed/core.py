@@ -28,7 +28,7 @@ from corral import bootstrap, daemons
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import DaemonError, ParameterError
 from corral.paths import ROOT_ENV, Paths
-from corral.utils.process import running_pid, stop_daemon
+from corral.utils.process import stop_daemon
 
 __all__ = ["STATE_FILE", "Testbed", "TestbedNode", "down", "load", "up"]
 
@@ -101,13 +101,13 @@ def _save(testbed: Testbed) -> None:
 
 
 def _running(testbed: Testbed) -> list[str]:
-    live = []
-    for node in testbed.nodes:
-        paths = Paths(Path(node.root))
-        for name, pid in node.daemons.items():
-            if running_pid(paths.pid_file(name)) == pid:
-                live.append(f"corral-{name} on {node.name} (pid {pid})")
-    return live
+    """The testbed's live daemons, found through its nodes' pid files (as :func:`down`)."""
+    return [
+        f"corral-{name} on {node.name} (pid {pid})"
+        for node in testbed.nodes
+        for name, pid in daemons.status(Paths(Path(node.root))).items()
+        if pid is not None
+    ]
 
 
 def up(directory: Path, nodes: int = 3) -> Testbed:

@@ -196,29 +196,37 @@ def process_alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2:].split(" ", 1)[0] != "Z"
 
 
-def _wait_gone(pid: int, pid_file: Path, deadline: float) -> bool:
-    while running_pid(pid_file) == pid or process_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def _wait_exit(pidfd: int, timeout: float) -> bool:
+    """Wait until the process behind ``pidfd`` exits; ``False`` on timeout."""
+    ready, _, _ = select.select([pidfd], [], [], max(timeout, 0))
+    return bool(ready)
 
 
 def stop_daemon(pid_file: Path, *, timeout: float = 15.0) -> int | None:
     """Stop the daemon holding ``pid_file``: SIGTERM, then SIGKILL after ``timeout``.
 
     Returns once the process has exited: the pid that was stopped, or ``None`` when
-    no daemon held the file. Only the pid holding the file's lock is ever signalled.
+    no daemon held the file. The process is pinned with a pidfd while its pid file
+    lock is confirmed, so the signals reach that process even if its pid were
+    reused meanwhile, and its exit is awaited without polling.
     """
     pid = running_pid(pid_file)
     if pid is None:
         return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    if not _wait_gone(pid, pid_file, time.monotonic() + timeout):
-        if running_pid(pid_file) == pid:
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return pid
+    try:
+        if running_pid(pid_file) != pid:
+            return pid  # it exited (and maybe another took its place) meanwhile
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        if not _wait_exit(pidfd, timeout):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        if not _wait_gone(pid, pid_file, time.monotonic() + 5):
-            raise DaemonError(f"process {pid} did not exit after SIGKILL")
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            if not _wait_exit(pidfd, 5):
+                raise DaemonError(f"process {pid} did not exit after SIGKILL")
+    finally:
+        os.close(pidfd)
     return pid

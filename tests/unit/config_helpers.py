@@ -62,6 +62,10 @@ def check_invariants(store: ConfigStore) -> None:
     ips = [nic.ip for i in instances for nic in i.nics if nic.ip]
     macs = [nic.mac.lower() for i in instances for nic in i.nics if nic.mac]
     assert not _dupes(ips), f"duplicate IPs {_dupes(ips)}"
+    node_ips = [n.primary_ip for n in nodes] + [
+        n.secondary_ip for n in nodes if n.secondary_ip and n.secondary_ip != n.primary_ip
+    ]
+    assert not _dupes(node_ips), f"duplicate node IPs {_dupes(node_ips)}"
     assert not _dupes(macs), f"duplicate MACs {_dupes(macs)}"
     owned = [d for i in instances for d in i.disks]
     assert not _dupes(owned), f"disks in two instances {_dupes(owned)}"

@@ -232,6 +232,30 @@ def test_modifying_nic_onto_taken_mac(world: World) -> None:
     refused(world, ConfigurationError, "already used by instance 'web1'", change)
 
 
+def test_duplicate_node_primary_ip(world: World) -> None:
+    refused(world, ConfigurationError,
+            "node 'node3': primary IP 192.0.2.2 is already used by node 'node2'",
+            lambda txn, w: txn.add(Node(name="node3", primary_ip="192.0.2.2",
+                                        group=w.uuid("nodegroup", "default"))))
+
+
+def test_node_secondary_ip_clashing_with_another_nodes_primary(world: World) -> None:
+    refused(world, ConfigurationError,
+            "node 'node3': secondary IP 192.0.2.1 is already used by node 'node1'",
+            lambda txn, w: txn.add(Node(name="node3", primary_ip="192.0.2.3",
+                                        secondary_ip="192.0.2.1",
+                                        group=w.uuid("nodegroup", "default"))))
+
+
+def test_node_may_use_its_primary_ip_as_secondary_and_nic_ips_are_apart(world: World) -> None:
+    with world.store.transaction() as txn:
+        txn.add(Node(name="node3", primary_ip="192.0.2.3", secondary_ip="192.0.2.3",
+                     group=world.uuid("nodegroup", "default")))
+        # Instance NIC addresses live in their own namespace, as in Ganeti.
+        txn.add(_instance(world, nics=[NIC(mac="aa:00:00:00:00:0e", ip="192.0.2.3")]))
+    check_invariants(world.store)
+
+
 # -- references ------------------------------------------------------------------------
 
 def test_node_in_missing_group(world: World) -> None:

@@ -32,6 +32,8 @@ MACS = st.sampled_from([
 ])
 NICS = st.lists(st.tuples(IPS, MACS), max_size=2)
 PICK = st.integers(min_value=0, max_value=1000)
+#: Node addresses drawn from a small pool so that duplicate-IP refusals are exercised.
+NODE_IPS = st.sampled_from(["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"])
 NAMED = st.sampled_from(["nodegroup", "node", "instance", "disk"])
 
 
@@ -58,7 +60,7 @@ def _run(txn: Transaction, store: ConfigStore, op: str, name: str, index: int) -
     nodes = store.all("node")
     node = nodes[index % len(nodes)]
     if op == "add":
-        new = Node(name=name, primary_ip="192.0.2.5", group=node.group)
+        new = Node(name=name, primary_ip=f"198.51.100.{index % 250}", group=node.group)
         txn.add(new)
         return {new.uuid}
     if op == "rename":
@@ -158,9 +160,9 @@ class ConfigMachine(RuleBasedStateMachine):
     def add_group(self, name: str) -> None:
         self._attempt(lambda txn: txn.add(NodeGroup(name=name)))
 
-    @rule(name=NAMES, group=PICK)
-    def add_node(self, name: str, group: int) -> None:
-        node = Node(name=name, primary_ip="192.0.2.1", group=self._pick("nodegroup", group))
+    @rule(name=NAMES, group=PICK, ip=NODE_IPS)
+    def add_node(self, name: str, group: int, ip: str) -> None:
+        node = Node(name=name, primary_ip=ip, group=self._pick("nodegroup", group))
         self._attempt(lambda txn: txn.add(node))
 
     @rule(name=st.none() | NAMES, nodes=st.lists(PICK, max_size=2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -35,8 +36,12 @@ def store(path: Path) -> ConfigStore:
     store.close()
 
 
+_NODE_ADDRESSES = itertools.count(10)
+
+
 def _node(store: ConfigStore, name: str) -> Node:
-    return Node(name=name, primary_ip="192.0.2.9", group=store.get("nodegroup", "default").uuid)
+    ip = f"198.51.100.{next(_NODE_ADDRESSES) % 250}"
+    return Node(name=name, primary_ip=ip, group=store.get("nodegroup", "default").uuid)
 
 
 # -- create and open -----------------------------------------------------------------

@@ -5,7 +5,8 @@ UUID) and raises on the first broken invariant:
 
 * every object has the class of its kind, a UUID, and a name where its kind needs one;
 * UUIDs are unique across all kinds; there is exactly one cluster object;
-* names (node groups, nodes, instances, named disks), NIC IPs and MACs are unique,
+* names (node groups, nodes, instances, named disks), NIC IPs and MACs, and node
+  addresses (primary and secondary IPs, among nodes) are unique,
   and a disk belongs to at most one instance (:class:`~corral.config.relations.Claim`);
 * references point at existing objects of the right kind, and nothing still
   referenced is removed (:class:`~corral.config.relations.Reference`).

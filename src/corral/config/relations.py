@@ -108,6 +108,13 @@ def claims(kind: str, obj: ConfigObject) -> list[Claim]:
     if kind in NAMED_KINDS or (kind == "disk" and name_of(obj) is not None):
         name = name_of(obj) or ""
         result.append(Claim(name_namespace(kind), name, f"name '{name}'", is_name=True))
+    if isinstance(obj, Node):
+        # Node addresses are unique among nodes (as in Ganeti), apart from NIC IPs.
+        result.append(Claim("node ip", obj.primary_ip, f"primary IP {obj.primary_ip}"))
+        if obj.secondary_ip and obj.secondary_ip != obj.primary_ip:
+            result.append(
+                Claim("node ip", obj.secondary_ip, f"secondary IP {obj.secondary_ip}")
+            )
     if isinstance(obj, Instance):
         for index, nic in enumerate(obj.nics):
             if nic.ip:

@@ -8,6 +8,8 @@ Every expected string here was produced once by Ganeti 3.0's ``cli.FormatTable``
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corral.cli.output import (
     effective_units,
@@ -16,6 +18,7 @@ from corral.cli.output import (
     format_table,
     format_unit,
 )
+from corral.objects.params import parse_size
 
 # -- tables ------------------------------------------------------------------------
 
@@ -199,3 +202,22 @@ def test_info_plain_values() -> None:
     assert format_info("text") == "text"
     assert format_info(42) == "42"
     assert format_info({}) == ""
+
+
+@pytest.mark.parametrize(
+    ("mib", "unit", "text"),
+    [
+        (512, "h", "512M"), (1024, "h", "1.0G"), (1536, "h", "1.5G"),
+        (1024 * 1024, "h", "1.0T"), (0, "h", "0M"), (1536, "m", "1536"),
+        (1536, "g", "1.5"), (1024 * 1024 * 2, "t", "2.0"),
+    ],
+)
+def test_format_unit_cases(mib: int, unit: str, text: str) -> None:
+    assert format_unit(mib, unit) == text
+
+
+@given(st.integers(min_value=0, max_value=1 << 40))
+def test_format_then_parse_never_shrinks_much(mib: int) -> None:
+    # Human formatting rounds to one decimal; parsing it back stays within 5%.
+    back = parse_size(format_unit(mib, "h"))
+    assert abs(back - mib) <= max(1, mib * 0.05)

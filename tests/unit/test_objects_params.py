@@ -17,7 +17,6 @@ from corral.objects.params import (
     coerce,
     defaults,
     fill_params,
-    format_size,
     parse_size,
     update_params,
     validate_params,
@@ -171,25 +170,6 @@ def test_parse_size(text: str | int | float, mib: int) -> None:
 def test_parse_size_refuses(bad: str | int | float) -> None:
     with pytest.raises(ParameterError, match="invalid size"):
         parse_size(bad)
-
-
-@pytest.mark.parametrize(
-    ("mib", "unit", "text"),
-    [
-        (512, "h", "512M"), (1024, "h", "1.0G"), (1536, "h", "1.5G"),
-        (1024 * 1024, "h", "1.0T"), (0, "h", "0M"), (1536, "m", "1536"),
-        (1536, "g", "1.5"), (1024 * 1024 * 2, "t", "2.0"),
-    ],
-)
-def test_format_size(mib: int, unit: str, text: str) -> None:
-    assert format_size(mib, unit) == text
-
-
-@given(st.integers(min_value=0, max_value=1 << 40))
-def test_format_then_parse_never_shrinks_much(mib: int) -> None:
-    # Human formatting rounds to one decimal; parsing it back stays within 5%.
-    back = parse_size(format_size(mib))
-    assert abs(back - mib) <= max(1, mib * 0.05)
 
 
 # -- update_params -------------------------------------------------------------------

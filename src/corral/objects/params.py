@@ -34,7 +34,6 @@ __all__ = [
     "coerce",
     "defaults",
     "fill_params",
-    "format_size",
     "parse_size",
     "update_params",
     "validate_params",
@@ -220,21 +219,6 @@ def parse_size(value: str | int | float) -> int:
         )
     number = float(match.group(1)) * _SIZE_MULT[match.group(2).lower()]
     return int(-(-number // 1))
-
-
-def format_size(mib: int | float, unit: str = "h") -> str:
-    """Format a size in MiB; ``unit`` is ``h`` (human), ``m``, ``g`` or ``t`` (Ganeti's)."""
-    if unit == "m":
-        return str(int(mib))
-    if unit == "g":
-        return f"{mib / 1024:.1f}"
-    if unit == "t":
-        return f"{mib / 1024 / 1024:.1f}"
-    if mib >= 1024 * 1024:
-        return f"{mib / 1024 / 1024:.1f}T"
-    if mib >= 1024:
-        return f"{mib / 1024:.1f}G"
-    return f"{int(mib)}M"
 
 
 def coerce(family: str, name: str, spec: ParamSpec, value: Any) -> Any:

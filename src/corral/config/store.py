@@ -45,6 +45,7 @@ from corral.objects import (
     Node,
     NodeGroup,
 )
+from corral.utils.files import fsync_dir
 
 __all__ = ["ConfigStore"]
 
@@ -98,7 +99,7 @@ class ConfigStore:
                 raise ConfigStoreError(
                     f"configuration store {path}: cannot create: {err.strerror or err}"
                 ) from None
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         finally:
             for leftover in (tmp, *sidecar_files(tmp)):
                 leftover.unlink(missing_ok=True)
@@ -291,11 +292,3 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

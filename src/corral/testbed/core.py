@@ -28,6 +28,7 @@ from corral import bootstrap, daemons
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import DaemonError, ParameterError
 from corral.paths import ROOT_ENV, Paths
+from corral.utils.files import write_public
 from corral.utils.process import stop_daemon
 
 __all__ = ["STATE_FILE", "Testbed", "TestbedNode", "down", "load", "up"]
@@ -94,10 +95,7 @@ def _free_port(host: str, kind: int) -> int:
 
 
 def _save(testbed: Testbed) -> None:
-    path = Path(testbed.dir) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(testbed.to_json())
-    os.replace(tmp, path)
+    write_public(Path(testbed.dir) / STATE_FILE, testbed.to_json())
 
 
 def _running(testbed: Testbed) -> list[str]:

@@ -1,4 +1,4 @@
-"""Small helpers shared by every layer: processes and pid files, logging."""
+"""Small helpers shared by every layer: processes and pid files, atomic file writes, logging."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """Certificates, keys and other secrets of a cluster (engines layer).
 
 - :mod:`~corral.x509.certs`: the cluster CA, node certificates, verification, info.
-- :mod:`~corral.x509.files`: atomic writes with the right mode from the start.
 - :mod:`~corral.x509.credentials`: the confd HMAC key, passwords, the RAPI users file.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
 """
 
 from __future__ import annotations
 
+from corral.utils.files import write_private, write_public
 from corral.x509.certs import (
     CertInfo,
     create_ca,
@@ -27,7 +27,6 @@ from corral.x509.credentials import (
     random_password,
     rapi_ha1,
 )
-from corral.x509.files import write_private, write_public
 from corral.x509.tls import client_context, server_context
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Writing keys, certificates and other secrets to disk atomically.
+"""Writing files atomically: keys, certificates, secrets and state files.
 
 A file is written to a temporary file in the same directory, flushed to disk and
 renamed over the target, so readers see either the old content or the new, never a
@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_private", "write_public"]
+__all__ = ["fsync_dir", "write_private", "write_public"]
 
 
 def _atomic_write(
@@ -45,10 +45,11 @@ def _atomic_write(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or link in ``directory`` durable."""
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dir_fd)

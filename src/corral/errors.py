@@ -22,6 +22,8 @@ master, 13 confirmation needed, 14 unknown field) so that shell scripts keep wor
     ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
     ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
     ├── DaemonError                  "daemon-error"            exit 1   HTTP 500
+    ├── LockError                    "lock-error"              exit 1   HTTP 500
+    │   └── LockDeletedError         "lock-deleted"            exit 1   HTTP 409
     └── InternalError                "internal-error"          exit 1   HTTP 500
 
 Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
@@ -41,6 +43,8 @@ __all__ = [
     "CorralError",
     "DaemonError",
     "InternalError",
+    "LockDeletedError",
+    "LockError",
     "MasterUnreachableError",
     "NotClusterError",
     "NotFoundError",
@@ -170,6 +174,24 @@ class DaemonError(CorralError):
     """A daemon could not be started, stopped or queried."""
 
     code = "daemon-error"
+
+
+class LockError(CorralError):
+    """A lock was used against its rules: released without being owned, acquired twice,
+    or acquired out of level order. Always a bug in the caller, never the user's input."""
+
+    code = "lock-error"
+
+
+class LockDeletedError(LockError):
+    """The lock was deleted (its object removed) before or while it was being acquired.
+
+    Callers see this when a concurrent operation removed the instance, node or group
+    they were about to lock; retrying with the same name cannot help.
+    """
+
+    code = "lock-deleted"
+    http_status = 409
 
 
 class InternalError(CorralError):

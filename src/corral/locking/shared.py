@@ -74,7 +74,10 @@ def resolve_owner(owner: Hashable | None) -> Hashable:
     """Return ``owner``, or the current asyncio task when it is None."""
     if owner is not None:
         return owner
-    task = asyncio.current_task()
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        task = None
     if task is None:
         raise LockError("no lock owner given and not running inside an asyncio task")
     return task

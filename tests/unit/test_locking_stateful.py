@@ -183,7 +183,7 @@ class SharedLockMachine(RuleBasedStateMachine):
             return
         req.task.cancel()
         self._step()
-        assert owner not in self.holding or req.task.done() and not req.task.cancelled()
+        assert owner not in self.holding or (req.task.done() and not req.task.cancelled())
 
     @precondition(lambda self: not self.deleted)
     @rule(owner=st.sampled_from(OWNERS), timeout=st.sampled_from([None, 1.0]))

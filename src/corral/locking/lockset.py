@@ -56,7 +56,8 @@ class LockSet:
         self.name = name
         self._locks: dict[str, SharedLock] = {n: SharedLock(f"{name}/{n}") for n in names}
         self._set_lock = SharedLock(f"{name}/[lockset]")
-        self._owned: dict[Hashable, set[str]] = {}
+        #: What each owner holds; an owner that holds nothing has no entry.
+        self._owned: dict[Hashable, frozenset[str]] = {}
 
     def __repr__(self) -> str:
         return f"<LockSet {self.name} of {len(self._locks)}>"
@@ -97,48 +98,52 @@ class LockSet:
         removed while waiting. With :data:`ALL_SET`, removed members are skipped instead.
         """
         owner = resolve_owner(owner)
-        if self.is_owned(owner=owner):
+        if owner in self._owned or self._set_lock._holds(owner):
             raise LockError(
                 f"{owner_name(owner)} already holds locks in {self.name} "
                 f"({', '.join(sorted(self._owned.get(owner, ()))) or 'the whole set'}); "
                 "release them before acquiring again")
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        whole = isinstance(names, AllSet)
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        whole = False
         if isinstance(names, AllSet):
             if not await self._set_lock.acquire(shared, timeout, priority, owner=owner):
                 return None
+            whole = True
             wanted = sorted(self._locks)
+        elif isinstance(names, str):
+            wanted = [names]
         else:
-            wanted = sorted(set(_name_list(names)))
-            missing = [n for n in wanted if n not in self._locks]
-            if missing:
-                raise LockDeletedError(
-                    f"no {self.name} lock named {', '.join(missing)} (it does not exist "
-                    "or was removed)")
+            wanted = sorted(set(names))
+        locks = list(map(self._locks.get, wanted))
+        if None in locks:
+            missing = [n for n, lock in zip(wanted, locks, strict=True) if lock is None]
+            raise LockDeletedError(
+                f"no {self.name} lock named {', '.join(missing)} (it does not exist "
+                "or was removed)")
         held: list[str] = []
         try:
-            for lname in wanted:
-                lock = self._locks.get(lname)
-                remaining = None if deadline is None else deadline - loop.time()
+            for lname, lock in zip(wanted, locks):  # noqa: B905 -- one list made from the other
+                assert lock is not None
                 try:
-                    if lock is None:
-                        raise LockDeletedError(f"{self.name} lock {lname} was removed")
-                    got = await lock.acquire(shared, remaining, priority, owner=owner)
+                    # Free members are taken synchronously; only contended ones wait.
+                    if not lock._acquire_now(shared, owner):
+                        remaining = (None if deadline is None
+                                     else deadline - asyncio.get_running_loop().time())
+                        if not await lock._wait(shared, remaining, priority, owner):
+                            self._drop(held, whole, owner)
+                            return None
                 except LockDeletedError:
-                    if whole:
+                    if whole:  # removed while we were on our way to it: skip it
                         continue
                     raise
-                if not got:
-                    self._drop(held, whole, owner)
-                    return None
                 held.append(lname)
         except BaseException:
             self._drop(held, whole, owner)
             raise
+        got = frozenset(held)
         if held or whole:
-            self._owned[owner] = set(held)
-        return frozenset(held)
+            self._owned[owner] = got
+        return got
 
     def release(
         self, names: str | Iterable[str] | None = None, *, owner: Hashable | None = None
@@ -149,23 +154,22 @@ class LockSet:
         longer wholly held. Releasing a member that ``owner`` does not hold is an error.
         """
         owner = resolve_owner(owner)
-        owned = self._owned.get(owner, set())
-        whole = self._set_lock.is_owned(owner=owner)
+        whole = self._set_lock._holds(owner)
         if names is None:
-            if not owned and not whole:
+            owned = self._owned.pop(owner, None)
+            if owned is None and not whole:
                 raise LockError(f"{owner_name(owner)} holds no lock in {self.name}")
-            releasing = set(owned)
-        else:
-            releasing = set(_name_list(names))
-            stray = releasing - owned
-            if stray:
-                raise LockError(
-                    f"cannot release {self.name} lock(s) {', '.join(sorted(stray))}: "
-                    f"{owner_name(owner)} does not hold them")
-        self._drop(sorted(releasing), whole, owner)
-        owned -= releasing
-        if not owned:
-            self._owned.pop(owner, None)
+            self._drop(owned or (), whole, owner)
+            return
+        owned = self._owned.get(owner, frozenset())
+        releasing = set(_name_list(names))
+        stray = releasing - owned
+        if stray:
+            raise LockError(
+                f"cannot release {self.name} lock(s) {', '.join(sorted(stray))}: "
+                f"{owner_name(owner)} does not hold them")
+        self._drop(releasing, whole, owner)
+        self._set_owned(owner, owned - releasing)
 
     async def add(
         self,
@@ -198,7 +202,7 @@ class LockSet:
                 if acquired:
                     await lock.acquire(shared, owner=owner)  # a new lock: granted at once
             if acquired:
-                self._owned.setdefault(owner, set()).update(new)
+                self._set_owned(owner, self._owned.get(owner, frozenset()).union(new))
         finally:
             if not holds_whole:
                 self._set_lock.release(owner=owner)
@@ -232,10 +236,8 @@ class LockSet:
                 removed.append(lname)
                 if self._locks.get(lname) is lock:
                     del self._locks[lname]
-                if owned is not None:
-                    owned.discard(lname)
-        if owned is not None and not owned and not self._set_lock.is_owned(owner=owner):
-            del self._owned[owner]
+        if owned is not None:
+            self._set_owned(owner, owned.difference(removed))
         return removed
 
     def info(self) -> list[LockInfo]:
@@ -248,8 +250,16 @@ class LockSet:
             raise LockError(f"cannot add {self.name} lock(s) {', '.join(clash or names)}: "
                             "already present or given twice")
 
+    def _set_owned(self, owner: Hashable, names: frozenset[str]) -> None:
+        """Record what ``owner`` holds now; a whole-set holder keeps an entry even if empty."""
+        if names or self._set_lock._holds(owner):
+            self._owned[owner] = names
+        else:
+            self._owned.pop(owner, None)
+
     def _drop(self, names: Iterable[str], whole: bool, owner: Hashable) -> None:
         if whole:
-            self._set_lock.release(owner=owner)
+            self._set_lock._release(owner)
+        locks = self._locks
         for lname in names:
-            self._locks[lname].release(owner=owner)
+            locks[lname]._release(owner)

@@ -126,9 +126,9 @@ class SharedLock:
     def is_owned(self, shared: bool | None = None, *, owner: Hashable | None = None) -> bool:
         """Whether ``owner`` holds the lock: in any mode (None), shared (True) or exclusive."""
         owner = resolve_owner(owner)
-        exclusive = self._exclusive is not None and self._exclusive == owner
         if shared is None:
-            return exclusive or owner in self._shared
+            return self._holds(owner)
+        exclusive = self._exclusive is not None and self._exclusive == owner
         return owner in self._shared if shared else exclusive
 
     async def acquire(
@@ -147,25 +147,23 @@ class SharedLock:
         :class:`LockError` if ``owner`` already holds it.
         """
         owner = resolve_owner(owner)
-        if self._deleted:
-            raise LockDeletedError(f"lock {self.name} was deleted")
-        if (self._exclusive is not None and self._exclusive == owner) or owner in self._shared:
-            raise LockError(f"lock {self.name} is already held by {owner_name(owner)}")
-        if not self._queues:
-            if shared:
-                if self._exclusive is None:
-                    self._shared.add(owner)
-                    return True
-            elif self._exclusive is None and not self._shared:
-                self._exclusive = owner
-                return True
+        if self._acquire_now(shared, owner):
+            return True
+        return await self._wait(shared, timeout, priority, owner)
 
+    async def _wait(
+        self, shared: bool, timeout: float | None, priority: int, owner: Hashable
+    ) -> bool:
+        """Queue for the lock once :meth:`_acquire_now` said no; the rest of :meth:`acquire`."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
         entry = self._enqueue(owner, future, shared, priority)
-        self._grant()
-        if future.done():
-            return True
+        if self._exclusive is None and (shared or not self._shared):
+            # The holders would let us in, so only the queue was in the way: a higher
+            # priority than everybody queued makes us the new top.
+            self._grant()
+            if future.done():
+                return True
         if timeout is not None and timeout <= 0:
             self._withdraw(entry, owner, future)
             return False
@@ -251,6 +249,29 @@ class SharedLock:
 
     # -- queue mechanics -------------------------------------------------------------
 
+    def _acquire_now(self, shared: bool, owner: Hashable) -> bool:
+        """The seed's shortcut: with nothing queued, a fitting request needs no queue.
+
+        Also checks the lock is usable by ``owner``. Synchronous, so that LockSet can
+        take free members without the cost of a coroutine each.
+        """
+        if self._deleted:
+            raise LockDeletedError(f"lock {self.name} was deleted")
+        if (self._exclusive is not None and self._exclusive == owner) or owner in self._shared:
+            raise LockError(f"lock {self.name} is already held by {owner_name(owner)}")
+        if self._queues or self._exclusive is not None:
+            return False
+        if shared:
+            self._shared.add(owner)
+            return True
+        if self._shared:
+            return False
+        self._exclusive = owner
+        return True
+
+    def _holds(self, owner: Hashable) -> bool:
+        return (self._exclusive is not None and self._exclusive == owner) or owner in self._shared
+
     def _enqueue(
         self, owner: Hashable, future: asyncio.Future[int], shared: bool, priority: int
     ) -> _Entry:
@@ -272,7 +293,7 @@ class SharedLock:
         """Hand the lock to the top entries that fit, highest priority first."""
         queues = self._queues
         while queues:
-            priority = min(queues)
+            priority = min(queues) if len(queues) > 1 else next(iter(queues))
             queue = queues[priority]
             entry = queue[0]
             if entry.shared:
@@ -325,10 +346,12 @@ class SharedLock:
     def _release(self, owner: Hashable) -> None:
         if self._exclusive is not None and self._exclusive == owner:
             self._exclusive = None
-        elif owner in self._shared:
-            self._shared.remove(owner)
         else:
-            raise LockError(
-                f"cannot release lock {self.name}: {owner_name(owner)} does not hold it")
+            try:
+                self._shared.remove(owner)
+            except KeyError:
+                raise LockError(
+                    f"cannot release lock {self.name}: {owner_name(owner)} does not hold it"
+                ) from None
         if self._queues:
             self._grant()

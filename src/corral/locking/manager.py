@@ -122,7 +122,7 @@ class LockManager:
         if not wanted <= self._sets[level].list_owned(owner=owner):
             # Removing a lock we do not hold means waiting for it.
             self._check_order(level, owner, "remove")
-        return await self._sets[level].remove(wanted, owner=owner)
+        return await self._sets[level].remove(sorted(wanted), owner=owner)
 
     def owned_locks(self, level: LockLevel, *, owner: Hashable | None = None) -> frozenset[str]:
         """Names ``owner`` holds at ``level``."""

@@ -353,5 +353,7 @@ class SharedLock:
                 raise LockError(
                     f"cannot release lock {self.name}: {owner_name(owner)} does not hold it"
                 ) from None
-        if self._queues:
+        # While other shared holders remain nothing new can be granted: a shared entry on
+        # top would already have been, so only a lock that became free is worth a look.
+        if self._queues and not self._shared:
             self._grant()

@@ -223,21 +223,31 @@ class LockSet:
                 f"cannot remove {self.name} lock(s) "
                 f"{', '.join(sorted(set(gone) - owned))}: {owner_name(owner)} holds other "
                 "locks of the set but not these")
+        held_shared = sorted(n for n in set(gone) if n in self._locks
+                             and self._locks[n].is_owned(True, owner=owner))
+        if held_shared:
+            # Refused before deleting anything, so a refusal leaves the set as it was.
+            raise LockError(
+                f"cannot remove {self.name} lock(s) {', '.join(held_shared)}: "
+                f"{owner_name(owner)} holds them shared; a lock is removed exclusively")
         removed: list[str] = []
-        for lname in gone:
-            lock = self._locks.get(lname)
-            if lock is None:
-                continue
-            try:
-                deleted = await lock.delete(owner=owner)
-            except LockDeletedError:
-                continue
-            if deleted:
-                removed.append(lname)
-                if self._locks.get(lname) is lock:
-                    del self._locks[lname]
-        if owned is not None:
-            self._set_owned(owner, owned.difference(removed))
+        try:
+            for lname in gone:
+                lock = self._locks.get(lname)
+                if lock is None:
+                    continue
+                try:
+                    deleted = await lock.delete(owner=owner)
+                except LockDeletedError:
+                    continue
+                if deleted:
+                    removed.append(lname)
+                    if self._locks.get(lname) is lock:
+                        del self._locks[lname]
+        finally:
+            # Even if a later delete fails or is cancelled, what is gone is no longer owned.
+            if owned is not None:
+                self._set_owned(owner, owned.difference(removed))
         return removed
 
     def info(self) -> list[LockInfo]:

@@ -275,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="measurement window of each contended round (default 2)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds per side; figures are medians (default 3)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating rounds per side; figures are medians (default 5)")
     parser.add_argument("--owners", type=int, default=1000,
                         help="concurrent owners: asyncio tasks or threads (default 1000)")
     parser.add_argument("--locks", type=int, default=100,

@@ -7,7 +7,9 @@ Prints one JSON line per figure:
     LockSet, each one repeatedly taking 1..5 distinct random members (exclusive with
     probability 0.3, else shared) in one ``LockSet.acquire``, yielding once as the work,
     then releasing; acquisitions (and locks) per second over ``--seconds``. Each owner's
-    requests are drawn before the clock starts, identically on both sides;
+    requests are drawn before the clock starts, identically on both sides. Owners pass
+    themselves as ``owner=``, as the job processor passes the job; (a) measures the
+    default owner (the current task);
 (c) ``contended_ganeti``: the same workload on Ganeti 3.0's own ``SharedLock`` with one
     thread per owner, taking its locks one by one in sorted name order. It runs in a
     subprocess under Debian's ``/usr/bin/python3`` (``apt-get install ganeti-3.0``); when
@@ -134,12 +136,12 @@ async def _contended_corral(
         await go.wait()
         while not stop:
             chosen, shared = next(requests)
-            await lockset.acquire(chosen, shared=shared)
+            await lockset.acquire(chosen, shared=shared, owner=index)
             if not stop:
                 acquisitions[index] += 1
                 locks_taken[index] += len(chosen)
             await asyncio.sleep(0)
-            lockset.release()
+            lockset.release(owner=index)
 
     tasks = [asyncio.create_task(owner(i), name=f"owner{i}") for i in range(owners)]
     await asyncio.sleep(0)  # every task starts and waits for the go

@@ -97,7 +97,8 @@ class LockSet:
         Raises :class:`LockDeletedError` naming a member that does not exist or was
         removed while waiting. With :data:`ALL_SET`, removed members are skipped instead.
         """
-        owner = resolve_owner(owner)
+        if owner is None:  # skip the call on the hot path when the owner is given
+            owner = resolve_owner(None)
         if owner in self._owned or self._set_lock._holds(owner):
             raise LockError(
                 f"{owner_name(owner)} already holds locks in {self.name} "
@@ -153,7 +154,8 @@ class LockSet:
         Releasing any member also gives up the whole-set lock, since the set is then no
         longer wholly held. Releasing a member that ``owner`` does not hold is an error.
         """
-        owner = resolve_owner(owner)
+        if owner is None:
+            owner = resolve_owner(None)
         whole = self._set_lock._holds(owner)
         if names is None:
             owned = self._owned.pop(owner, None)

@@ -146,3 +146,12 @@ def test_info_lists_every_lock_top_level_first(vl: VirtualLoop, locks: LockManag
     locks.release_all(owner="job/7")
     vl.settle()
     assert blocked.result() == {"web1"}
+
+
+def test_the_public_names_are_exactly_these() -> None:
+    import corral.locking
+
+    assert sorted(corral.locking.__all__) == [
+        "ALL_SET", "AllSet", "BGL", "LockAttemptStrategy", "LockInfo", "LockLevel",
+        "LockManager", "LockSet", "PendingInfo", "SharedLock", "owner_name"]
+    assert all(hasattr(corral.locking, name) for name in corral.locking.__all__)

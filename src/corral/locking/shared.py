@@ -207,7 +207,7 @@ class SharedLock:
             raise LockError(
                 f"cannot delete lock {self.name} while {owner_name(owner)} holds it shared; "
                 "it must be held exclusively or not at all")
-        if not (self._exclusive is not None and self._exclusive == owner) and not (
+        if not self.is_owned(False, owner=owner) and not (
             await self.acquire(False, timeout, priority, owner=owner)
         ):
             return False
@@ -257,7 +257,7 @@ class SharedLock:
         """
         if self._deleted:
             raise LockDeletedError(f"lock {self.name} was deleted")
-        if (self._exclusive is not None and self._exclusive == owner) or owner in self._shared:
+        if self._holds(owner):
             raise LockError(f"lock {self.name} is already held by {owner_name(owner)}")
         if self._queues or self._exclusive is not None:
             return False

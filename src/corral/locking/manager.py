@@ -17,7 +17,7 @@ import enum
 from collections.abc import Hashable, Iterable
 
 from corral.errors import LockError
-from corral.locking.lockset import AllSet, LockSet
+from corral.locking.lockset import AllSet, LockSet, _name_list
 from corral.locking.shared import LockInfo, resolve_owner
 
 __all__ = ["BGL", "LockLevel", "LockManager"]
@@ -118,7 +118,7 @@ class LockManager:
     ) -> list[str]:
         """Remove locks at a level (see :meth:`LockSet.remove`)."""
         owner = resolve_owner(owner)
-        wanted = {names} if isinstance(names, str) else set(names)
+        wanted = set(_name_list(names))
         if not wanted <= self._sets[level].list_owned(owner=owner):
             # Removing a lock we do not hold means waiting for it.
             self._check_order(level, owner, "remove")

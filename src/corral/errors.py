@@ -43,14 +43,19 @@ __all__ = [
     "CorralError",
     "DaemonError",
     "InternalError",
+    "JobQueueDrainedError",
+    "JobRejectedError",
     "LockDeletedError",
     "LockError",
     "MasterUnreachableError",
     "NotClusterError",
     "NotFoundError",
     "NotMasterError",
+    "OpExecError",
+    "OpPrereqError",
     "ParameterError",
     "ProtocolError",
+    "QueryFilterError",
     "SerialConflictError",
     "UnknownFieldError",
     "UnknownParameterError",
@@ -191,6 +196,40 @@ class LockDeletedError(LockError):
     """
 
     code = "lock-deleted"
+    http_status = 409
+
+
+class QueryFilterError(ParameterError):
+    """A query filter (list or text form) or a job-filter predicate is malformed;
+    the message names the offending part and what is accepted there."""
+
+    code = "query-filter"
+
+
+class OpPrereqError(CorralError):
+    """An opcode's prerequisites do not hold (e.g. the object is in the wrong state)."""
+
+    code = "prereq-error"
+    http_status = 400
+
+
+class OpExecError(CorralError):
+    """An opcode failed while executing."""
+
+    code = "exec-error"
+
+
+class JobQueueDrainedError(CorralError):
+    """The job queue is drained: no new jobs are accepted until it is undrained."""
+
+    code = "queue-drained"
+    http_status = 503
+
+
+class JobRejectedError(CorralError):
+    """A job filter rejected the job at submission."""
+
+    code = "job-rejected"
     http_status = 409
 
 

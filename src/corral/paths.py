@@ -79,6 +79,11 @@ class Paths:
         return self.data_dir / "config.db"
 
     @property
+    def jobs_db(self) -> Path:
+        """The job queue's SQLite file (jobs, archive and the drain flag)."""
+        return self.data_dir / "jobs.db"
+
+    @property
     def ca_cert(self) -> Path:
         """The cluster CA certificate (PEM), trusted by every daemon."""
         return self.data_dir / "ca.pem"

@@ -1,0 +1,53 @@
+"""Opcodes: the typed operations a job is made of, and their reason trail.
+
+:func:`op_from_dict` turns Ganeti's dict form into a validated opcode,
+:func:`op_to_dict` turns it back; :data:`REGISTRY` holds every implemented opcode.
+"""
+
+from corral.opcodes.base import (
+    FINAL_JOB_STATUSES,
+    REGISTRY,
+    OpCode,
+    Priority,
+    op_from_dict,
+    op_summary,
+    op_to_dict,
+)
+from corral.opcodes.ops import (
+    TAG_KINDS,
+    ListChange,
+    OpClusterQuery,
+    OpClusterSetParams,
+    OpQuery,
+    OpQueryFields,
+    OpTagsDel,
+    OpTagsGet,
+    OpTagsSearch,
+    OpTagsSet,
+    OpTestDelay,
+)
+from corral.opcodes.reason import ReasonEntry, check_submitted_trail, opcode_source
+
+__all__ = [
+    "FINAL_JOB_STATUSES",
+    "REGISTRY",
+    "TAG_KINDS",
+    "ListChange",
+    "OpClusterQuery",
+    "OpClusterSetParams",
+    "OpCode",
+    "OpQuery",
+    "OpQueryFields",
+    "OpTagsDel",
+    "OpTagsGet",
+    "OpTagsSearch",
+    "OpTagsSet",
+    "OpTestDelay",
+    "Priority",
+    "ReasonEntry",
+    "check_submitted_trail",
+    "op_from_dict",
+    "op_summary",
+    "op_to_dict",
+    "opcode_source",
+]

@@ -1,0 +1,151 @@
+"""The opcodes corral implements, with Ganeti's ``OP_ID`` and parameter names.
+
+Parameter types are checked when a job is submitted; an opcode that corral does not
+implement is not defined here and therefore refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+
+from corral.opcodes.base import OpCode, register
+
+__all__ = [
+    "TAG_KINDS",
+    "ListChange",
+    "OpClusterQuery",
+    "OpClusterSetParams",
+    "OpQuery",
+    "OpQueryFields",
+    "OpTagsDel",
+    "OpTagsGet",
+    "OpTagsSearch",
+    "OpTagsSet",
+    "OpTestDelay",
+]
+
+#: Object kinds whose tags the tag opcodes handle (more arrive with nodes and instances).
+TAG_KINDS = ("cluster",)
+
+#: An add/remove change of a list-valued setting: ``["add", "debian"]``.
+ListChange = tuple[Literal["add", "remove"], str]
+
+_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+_TagKind = Literal["cluster"]
+
+
+@register
+class OpTestDelay(OpCode, tag="OP_TEST_DELAY"):
+    """Sleep ``duration`` seconds on the master and/or on nodes, ``repeat`` extra times."""
+
+    SUMMARY_FIELD: ClassVar[str | None] = "duration"
+
+    duration: _NonNegative
+    on_master: bool = True
+    on_nodes: list[_NonEmpty] = msgspec.field(default_factory=list)
+    on_node_uuids: list[_NonEmpty] | None = None
+    repeat: _Count = 0
+    interruptible: bool = False
+    no_locks: bool = True
+
+
+@register
+class OpClusterQuery(OpCode, tag="OP_CLUSTER_QUERY"):
+    """Return the cluster's settings (what ``gnt-cluster info`` shows)."""
+
+
+@register
+class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
+    """Change cluster parameters; ``None`` leaves a setting as it is.
+
+    In parameter dictionaries a value of ``None`` or ``"default"`` resets the
+    parameter to its built-in default.
+    """
+
+    hvparams: dict[str, dict[str, Any]] | None = None
+    beparams: dict[str, Any] | None = None
+    nicparams: dict[str, Any] | None = None
+    ndparams: dict[str, Any] | None = None
+    diskparams: dict[str, dict[str, Any]] | None = None
+    enabled_hypervisors: list[str] | None = None
+    enabled_disk_templates: list[str] | None = None
+    candidate_pool_size: int | None = None
+    max_running_jobs: int | None = None
+    max_tracked_jobs: int | None = None
+    mac_prefix: str | None = None
+    master_netdev: str | None = None
+    vg_name: str | None = None
+    uid_pool: list[tuple[int, int]] | None = None
+    add_uids: list[tuple[int, int]] | None = None
+    remove_uids: list[tuple[int, int]] | None = None
+    default_iallocator: str | None = None
+    default_iallocator_params: dict[str, Any] | None = None
+    file_storage_dir: str | None = None
+    shared_file_storage_dir: str | None = None
+    os_search_path: list[str] | None = None
+    hidden_os: list[ListChange] | None = None
+    blacklisted_os: list[ListChange] | None = None
+
+
+@register
+class OpTagsGet(OpCode, tag="OP_TAGS_GET"):
+    """Return the tags of one object."""
+
+    SUMMARY_FIELD: ClassVar[str | None] = "name"
+
+    kind: _TagKind
+    name: str | None = None
+    use_locking: bool = False
+
+
+@register
+class OpTagsSearch(OpCode, tag="OP_TAGS_SEARCH"):
+    """Return ``[path, tag]`` for every tag matching the regular expression ``pattern``."""
+
+    SUMMARY_FIELD: ClassVar[str | None] = "pattern"
+
+    pattern: _NonEmpty
+
+
+@register
+class OpTagsSet(OpCode, tag="OP_TAGS_SET"):
+    """Add tags to one object."""
+
+    kind: _TagKind
+    tags: list[str]
+    name: str | None = None
+
+
+@register
+class OpTagsDel(OpCode, tag="OP_TAGS_DEL"):
+    """Remove tags from one object."""
+
+    kind: _TagKind
+    tags: list[str]
+    name: str | None = None
+
+
+@register
+class OpQuery(OpCode, tag="OP_QUERY"):
+    """Query a resource: selected fields of the items a filter accepts."""
+
+    SUMMARY_FIELD: ClassVar[str | None] = "what"
+
+    what: _NonEmpty
+    fields: list[_NonEmpty]
+    qfilter: list[Any] | None = None
+    use_locking: bool = False
+
+
+@register
+class OpQueryFields(OpCode, tag="OP_QUERY_FIELDS"):
+    """Describe a resource's fields (all of them when ``fields`` is None)."""
+
+    SUMMARY_FIELD: ClassVar[str | None] = "what"
+
+    what: _NonEmpty
+    fields: list[_NonEmpty] | None = None

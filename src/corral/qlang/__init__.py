@@ -1,0 +1,46 @@
+"""Ganeti's query language: filters in list and text form, and query field registries.
+
+* :func:`compile_filter` turns the list form (``["&", ["==", "status", "running"], ...]``)
+  into a predicate, once; :func:`parse_filter` and :func:`format_filter` convert between
+  the text form (``status == "running" and name =~ m/^web/``) and the list form.
+* :class:`FieldRegistry` holds one resource's fields and answers ``Query`` and
+  ``QueryFields`` in Ganeti's shapes, with a :class:`ResultStatus` per value.
+"""
+
+from __future__ import annotations
+
+from corral.qlang.compiler import (
+    MAX_LEVELS,
+    OPERATORS,
+    FilterEvaluationError,
+    ResultStatus,
+    ValueCheck,
+    compile_filter,
+)
+from corral.qlang.fields import KINDS, Field, FieldDef, FieldKind, FieldRegistry
+from corral.qlang.parser import (
+    format_filter,
+    glob_to_regexp,
+    make_filter,
+    make_simple_filter,
+    parse_filter,
+)
+
+__all__ = [
+    "KINDS",
+    "MAX_LEVELS",
+    "OPERATORS",
+    "Field",
+    "FieldDef",
+    "FieldKind",
+    "FieldRegistry",
+    "FilterEvaluationError",
+    "ResultStatus",
+    "ValueCheck",
+    "compile_filter",
+    "format_filter",
+    "glob_to_regexp",
+    "make_filter",
+    "make_simple_filter",
+    "parse_filter",
+]

@@ -1,0 +1,53 @@
+"""The job queue (engine layer): jobs of opcodes, stored in SQLite, run as asyncio tasks.
+
+    store = JobStore.open(path)
+    queue = JobQueue(store, executor, max_running=20, decider=chain.decide)
+    await queue.start()                      # crash recovery, then runs queued jobs
+    job_id = await queue.submit([OpTestDelay(duration=0)])
+    await queue.wait_for_change(job_id, ["status"], None, None, timeout=10)
+    await queue.stop()
+
+:mod:`corral.jobs.model` holds the job and opcode records in Ganeti's formats,
+:mod:`corral.jobs.store` the SQLite store with group commit, :mod:`corral.jobs.queue`
+the queue itself and :mod:`corral.jobs.fields` the job query fields.
+"""
+
+from __future__ import annotations
+
+from corral.jobs.model import (
+    FINAL_STATUSES,
+    JOB_FIELDS,
+    STATUSES,
+    Job,
+    JobStatus,
+    QueuedOpCode,
+    job_info,
+)
+from corral.jobs.queue import (
+    CRASH_MESSAGE,
+    DEFAULT_MAX_RUNNING,
+    Decider,
+    DecisionLike,
+    Executor,
+    JobQueue,
+    OpContext,
+)
+from corral.jobs.store import JobStore
+
+__all__ = [
+    "CRASH_MESSAGE",
+    "DEFAULT_MAX_RUNNING",
+    "FINAL_STATUSES",
+    "JOB_FIELDS",
+    "STATUSES",
+    "Decider",
+    "DecisionLike",
+    "Executor",
+    "Job",
+    "JobQueue",
+    "JobStatus",
+    "JobStore",
+    "OpContext",
+    "QueuedOpCode",
+    "job_info",
+]

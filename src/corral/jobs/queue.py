@@ -1,0 +1,849 @@
+"""The job queue: submission, scheduling, execution, cancel, filters, watching, archive.
+
+Every state change is made in memory, then saved through :class:`JobStore`, whose
+group commit makes it durable; watchers are woken and callers answered only after
+the commit (see :meth:`JobQueue._touch`). Jobs run as asyncio tasks, one opcode at
+a time through the injected executor. Startable jobs sit in a heap ordered by
+(priority, id), so starting a job costs O(log n) rather than a scan of the queue.
+
+A job is *startable* when it is queued, saved, not paused by a filter and every job
+it depends on has finished (Ganeti's scheduler keeps such jobs queued). At most
+``max_running`` jobs are started at once; a RATE_LIMIT rule caps the jobs it
+decided to ``limit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from corral.errors import (
+    JobQueueDrainedError,
+    JobRejectedError,
+    NotFoundError,
+    OpExecError,
+    ParameterError,
+    UnknownFieldError,
+)
+from corral.jobs.model import (
+    CANCELED,
+    CANCELING,
+    ERROR,
+    FINAL_STATUSES,
+    JOB_FIELDS,
+    QUEUED,
+    RUNNING,
+    SUCCESS,
+    WAITING,
+    Job,
+    LogEntry,
+    QueuedOpCode,
+    as_json_values,
+    encode_error,
+    job_info,
+    timestamp_now,
+)
+from corral.jobs.store import JobStore
+from corral.opcodes import OpCode, op_from_dict, op_summary, op_to_dict
+from corral.opcodes.reason import queue_entry
+
+__all__ = [
+    "CRASH_MESSAGE",
+    "DEFAULT_MAX_RUNNING",
+    "Decider",
+    "DecisionLike",
+    "Executor",
+    "JobQueue",
+    "OpContext",
+]
+
+_log = logging.getLogger(__name__)
+
+#: Ganeti's default for the ``max_running_jobs`` cluster parameter.
+DEFAULT_MAX_RUNNING = 20
+#: The error of opcodes that were running when the master daemon died.
+CRASH_MESSAGE = "Unclean master daemon shutdown: the master daemon died while the job was running"
+_CANCELED_RESULT = "Job canceled by request"
+_PREVIOUS_FAILED = "Error in previous opcode"
+
+
+class OpContext(Protocol):
+    """What the executor gets with each opcode."""
+
+    job_id: int
+    index: int
+
+    @property
+    def priority(self) -> int:
+        """The opcode's current priority (ChangeJobPriority changes it)."""
+        ...
+
+    def feedback(self, message: Any, log_type: str = "message") -> None:
+        """Append to the opcode's log (saved, then watchers are told)."""
+        ...
+
+    def running(self) -> None:
+        """The opcode got its locks: waiting -> running (from then on, no cancel)."""
+        ...
+
+
+#: Runs ONE opcode; returns its JSON-able result or raises (CorralError -> opcode error).
+Executor = Callable[[OpCode, OpContext], Awaitable[Any]]
+
+
+class DecisionLike(Protocol):
+    """A filter decision (:class:`corral.jobs.filters.Decision` fits)."""
+
+    @property
+    def action(self) -> str:
+        """ACCEPT, PAUSE, REJECT or RATE_LIMIT."""
+        ...
+
+    @property
+    def rule_uuid(self) -> str | None:
+        """The deciding rule, if any."""
+        ...
+
+    @property
+    def limit(self) -> int | None:
+        """The RATE_LIMIT bound."""
+        ...
+
+
+#: ``decide(job_id, ops)`` with ops in Ganeti dict form (``FilterChain.decide`` fits).
+Decider = Callable[[int, Sequence[dict[str, Any]]], DecisionLike]
+
+
+@dataclass(eq=False, slots=True)
+class _Entry:
+    """Runtime state of a live (not archived) job."""
+
+    job: Job
+    opcodes: list[OpCode] | None = None
+    version: int = 0
+    durable: int = 0
+    saved: bool = True
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    gen: int = 0
+    blockers: int = 0
+    dependents: list[_Entry] = field(default_factory=list)
+    rate_rule: str | None = None
+    rate_limit: int = 0
+    counted_rule: str | None = None
+    pause_rule: str | None = None
+    cancel_requested: bool = False
+
+
+class _Context:
+    """The :class:`OpContext` the queue hands to the executor."""
+
+    __slots__ = ("_entry", "_queue", "index", "job_id")
+
+    def __init__(self, queue: JobQueue, entry: _Entry, index: int) -> None:
+        self._queue = queue
+        self._entry = entry
+        self.job_id = entry.job.id
+        self.index = index
+
+    @property
+    def priority(self) -> int:
+        return self._entry.job.ops[self.index].priority
+
+    def feedback(self, message: Any, log_type: str = "message") -> None:
+        self._entry.job.add_log(self.index, log_type, message)
+        self._queue._touch(self._entry)
+
+    def running(self) -> None:
+        op = self._entry.job.ops[self.index]
+        if op.status == WAITING:
+            op.status = RUNNING
+            op.exec_timestamp = timestamp_now()
+            self._queue._touch(self._entry)
+
+
+class JobQueue:
+    """Ganeti's job queue over a :class:`JobStore`; methods map 1:1 to luxi calls."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        executor: Executor,
+        *,
+        max_running: int = DEFAULT_MAX_RUNNING,
+        decider: Decider | None = None,
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._max_running = max_running
+        self._decider = decider
+        self._jobs: dict[int, _Entry] = {}
+        self._archiving: dict[int, Job] = {}
+        self._ready: list[tuple[int, int, int]] = []
+        self._running: dict[int, _Entry] = {}
+        self._rate_running: dict[str, int] = {}
+        self._rate_held: dict[str, list[_Entry]] = {}
+        self._drained = False
+        self._started = False
+        self._stopping = False
+
+    # -- life cycle ------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the stored jobs, recover from a crash, and start the startable ones.
+
+        Jobs found waiting or running were interrupted by the death of the master
+        daemon: they end in error saying so. Canceling ones end canceled; queued
+        ones (also half-done paused ones) run.
+        """
+        stored = self._store.load()
+        self._drained = stored.drained
+        for job in stored.jobs:
+            entry = _Entry(job)
+            self._jobs[job.id] = entry
+            status = job.status
+            if status in (WAITING, RUNNING):
+                job.finish_unfinished(ERROR, encode_error(OpExecError(CRASH_MESSAGE)))
+                self._touch(entry)
+            elif status == CANCELING:
+                job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+                self._touch(entry)
+        for entry in self._jobs.values():
+            if entry.job.status not in FINAL_STATUSES:
+                self._register_dependencies(entry)
+                action, rule, limit = self._decide(entry.job)
+                if action == "REJECT":
+                    entry.job.finish_unfinished(CANCELED, _rejected_result(rule))
+                    self._touch(entry)
+                    continue
+                self._apply_decision(entry, action, rule, limit)
+        await asyncio.shield(self._store.barrier())
+        self._started = True
+        for entry in self._jobs.values():
+            self._make_ready(entry)
+        self._schedule()
+
+    async def stop(self) -> None:
+        """Stop running jobs (they stay as stored: error after the next start) and close."""
+        self._stopping = True
+        tasks = [entry.task for entry in self._running.values() if entry.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for entry in self._jobs.values():
+            _wake(entry)
+        await self._store.close()
+
+    # -- settings ----------------------------------------------------------------
+    @property
+    def drained(self) -> bool:
+        """Whether new jobs are refused."""
+        return self._drained
+
+    async def set_drain(self, flag: bool) -> None:
+        """Set the drain flag (stored before returning)."""
+        self._drained = bool(flag)
+        await asyncio.shield(self._store.set_drained(self._drained))
+
+    @property
+    def max_running(self) -> int:
+        """How many jobs may be waiting or running at once."""
+        return self._max_running
+
+    def set_max_running(self, count: int) -> None:
+        """Change the bound on jobs waiting or running at once (at least 1)."""
+        if count < 1:
+            raise ParameterError(f"max_running_jobs must be at least 1, got {count}")
+        self._max_running = count
+        self._schedule()
+
+    def set_decider(self, decider: Decider | None) -> None:
+        """Install the filter decision function; call :meth:`reevaluate` afterwards."""
+        self._decider = decider
+
+    # -- submission ----------------------------------------------------------------
+    async def submit(self, ops: Sequence[OpCode]) -> int:
+        """Submit one job; returns its id once the job is stored."""
+        (result,) = await self._submit_jobs([ops], raise_errors=True)
+        assert isinstance(result[1], int)
+        return result[1]
+
+    async def submit_many(self, jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
+        """Submit several jobs: ``[(True, id) | (False, error message)]`` in order.
+
+        A negative job id in an opcode's ``depends`` names an earlier job of the same
+        call: -1 is the job just before this one.
+        """
+        return await self._submit_jobs(jobs, raise_errors=False)
+
+    async def _submit_jobs(
+        self, jobs: Sequence[Sequence[OpCode]], *, raise_errors: bool
+    ) -> list[tuple[bool, int | str]]:
+        if self._drained:
+            raise JobQueueDrainedError(
+                "the job queue is drained: new jobs are refused until it is undrained "
+                "(gnt-cluster queue undrain)"
+            )
+        results: list[tuple[bool, int | str]] = []
+        created: list[_Entry] = []
+        for position, ops in enumerate(jobs):
+            try:
+                entry = self._create(ops, position, results)
+            except (ParameterError, JobRejectedError) as err:
+                if raise_errors:
+                    raise
+                results.append((False, str(err)))
+                continue
+            created.append(entry)
+            results.append((True, entry.job.id))
+        if created:
+            await asyncio.shield(self._store.barrier())
+            for entry in created:
+                entry.saved = True
+                self._make_ready(entry)
+            self._schedule()
+        return results
+
+    def _create(
+        self, ops: Sequence[OpCode], position: int, earlier: list[tuple[bool, int | str]]
+    ) -> _Entry:
+        if not ops:
+            raise ParameterError("a job needs at least one opcode")
+        job_id = self._store.new_id()
+        opcodes: list[OpCode] = []
+        queued: list[QueuedOpCode] = []
+        for index, op in enumerate(ops):
+            changes: dict[str, Any] = {
+                "reason": [*op.reason, queue_entry(op.OP_ID, job_id, index)]
+            }
+            if op.depends:
+                changes["depends"] = _resolve_depends(op.depends, position, earlier)
+            op = msgspec.structs.replace(op, **changes)
+            opcodes.append(op)
+            queued.append(
+                QueuedOpCode(input=op_to_dict(op), summary=op_summary(op), priority=op.priority)
+            )
+        job = Job(id=job_id, ops=queued, received_timestamp=timestamp_now())
+        action, rule, limit = self._decide(job)
+        if action == "REJECT":
+            raise JobRejectedError(f"job {job_id} was rejected by filter rule {rule}")
+        entry = _Entry(job, opcodes=opcodes, saved=False)
+        self._apply_decision(entry, action, rule, limit)
+        self._jobs[job_id] = entry
+        self._register_dependencies(entry)
+        self._touch(entry)
+        return entry
+
+    # -- filters -------------------------------------------------------------------
+    def _decide(self, job: Job) -> tuple[str, str | None, int]:
+        if self._decider is None:
+            return ("ACCEPT", None, 0)
+        decision = self._decider(job.id, [op.input for op in job.ops])
+        return (decision.action, decision.rule_uuid, decision.limit or 0)
+
+    def _apply_decision(self, entry: _Entry, action: str, rule: str | None, limit: int) -> None:
+        """Record a PAUSE / RATE_LIMIT / ACCEPT decision on a job that is not final."""
+        job = entry.job
+        if action == "RATE_LIMIT":
+            entry.rate_rule, entry.rate_limit = rule or "", limit
+        else:
+            entry.rate_rule, entry.rate_limit = None, 0
+        if action == "PAUSE":
+            if entry.task is None:
+                if job.paused_by != rule:
+                    job.paused_by = rule
+                    entry.gen += 1
+                    self._touch(entry)
+            else:
+                entry.pause_rule = rule
+        else:
+            entry.pause_rule = None
+            if job.paused_by is not None:
+                job.paused_by = None
+                self._touch(entry)
+                self._make_ready(entry)
+
+    async def reevaluate(self) -> None:
+        """Apply the (changed) filters to every queued, paused, waiting or running job.
+
+        REJECT cancels queued and paused jobs (and waiting ones, like CancelJob);
+        PAUSE holds queued jobs and stops running ones at the next opcode boundary;
+        any other decision releases a paused job.
+        """
+        for entry in list(self._jobs.values()):
+            job = entry.job
+            status = job.status
+            if status in FINAL_STATUSES or status == CANCELING:
+                continue
+            action, rule, limit = self._decide(job)
+            if action == "REJECT":
+                if status == QUEUED:
+                    self._cancel_queued(entry, _rejected_result(rule))
+                elif status == WAITING:
+                    self._cancel_waiting(entry)
+                continue
+            self._apply_decision(entry, action, rule, limit)
+        # limits may have changed: recount, and give held jobs another chance
+        self._rate_running.clear()
+        for entry in self._running.values():
+            entry.counted_rule = entry.rate_rule
+            if entry.rate_rule is not None:
+                self._rate_running[entry.rate_rule] = self._rate_running.get(entry.rate_rule, 0) + 1
+        held = [entry for entries in self._rate_held.values() for entry in entries]
+        self._rate_held.clear()
+        for entry in held:
+            self._make_ready(entry)
+        self._schedule()
+        await asyncio.shield(self._store.barrier())
+
+    # -- dependencies --------------------------------------------------------------
+    def _register_dependencies(self, entry: _Entry) -> None:
+        job_id = entry.job.id
+        seen: set[int] = set()
+        for op in entry.job.ops:
+            if op.status in FINAL_STATUSES:
+                continue
+            for dep_id, _statuses in op.input.get("depends") or ():
+                dep = self._jobs.get(dep_id)
+                if dep_id in seen or dep_id == job_id or dep is None:
+                    continue
+                if dep.job.status not in FINAL_STATUSES:
+                    seen.add(dep_id)
+                    entry.blockers += 1
+                    dep.dependents.append(entry)
+
+    def _job_final(self, entry: _Entry) -> None:
+        """``entry`` reached a final status: release the jobs waiting for it."""
+        dependents, entry.dependents = entry.dependents, []
+        for dependent in dependents:
+            dependent.blockers -= 1
+            self._make_ready(dependent)
+
+    async def _check_dependencies(self, entry: _Entry, index: int) -> tuple[str, str] | None:
+        """Ganeti's dependency check for opcode ``index``: None, or (cancel|error, message)."""
+        job = entry.job
+        for dep_id, wanted in job.ops[index].input.get("depends") or ():
+            if dep_id == job.id:
+                return ("error", "Job can't depend on itself")
+            dep = self._jobs.get(dep_id)
+            if dep is not None:
+                status = dep.job.status
+            elif dep_id in self._archiving:
+                status = self._archiving[dep_id].status
+            else:
+                archived = await self._store.read_archived([dep_id])
+                if dep_id not in archived:
+                    return ("error", f"Dependency error: job {dep_id} not found")
+                status = archived[dep_id].status
+            if status not in FINAL_STATUSES:
+                return ("error", f"Dependency error: job {dep_id} is not finished ({status})")
+            if status == CANCELED and CANCELED not in wanted:
+                return ("cancel", f"Dependency job {dep_id} was cancelled")
+            if wanted and status not in wanted:
+                return (
+                    "error",
+                    f"Dependency job {dep_id} finished with status '{status}', "
+                    f"not one of '{', '.join(wanted)}' as required",
+                )
+        return None
+
+    # -- scheduling ----------------------------------------------------------------
+    def _make_ready(self, entry: _Entry) -> None:
+        """Put ``entry`` into the start heap if it is startable (a stale copy is skipped)."""
+        job = entry.job
+        if (
+            self._started
+            and entry.saved
+            and entry.task is None
+            and entry.blockers <= 0
+            and job.paused_by is None
+            and entry.job.id in self._jobs
+            and job.status == QUEUED
+        ):
+            entry.gen += 1
+            heapq.heappush(self._ready, (job.priority, job.id, entry.gen))
+
+    def _schedule(self) -> None:
+        if self._stopping:
+            return
+        while len(self._running) < self._max_running and self._ready:
+            _priority, job_id, gen = heapq.heappop(self._ready)
+            entry = self._jobs.get(job_id)
+            if entry is None or entry.gen != gen or entry.task is not None:
+                continue
+            if entry.job.paused_by is not None or entry.job.status != QUEUED:
+                continue
+            rule = entry.rate_rule
+            if rule is not None:
+                if self._rate_running.get(rule, 0) >= entry.rate_limit:
+                    self._rate_held.setdefault(rule, []).append(entry)
+                    continue
+                self._rate_running[rule] = self._rate_running.get(rule, 0) + 1
+            entry.counted_rule = rule
+            self._running[job_id] = entry
+            task = asyncio.get_running_loop().create_task(self._run(entry))
+            entry.task = task
+            task.add_done_callback(functools.partial(self._task_done, entry))
+
+    def _task_done(self, entry: _Entry, task: asyncio.Task[None]) -> None:
+        entry.task = None
+        entry.cancel_requested = False
+        self._running.pop(entry.job.id, None)
+        rule = entry.counted_rule
+        if rule is not None:
+            self._rate_running[rule] -= 1
+            for held in self._rate_held.pop(rule, []):
+                self._make_ready(held)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("job %s: processing failed", entry.job.id, exc_info=task.exception())
+        if entry.job.status in FINAL_STATUSES:
+            self._job_final(entry)
+        else:
+            self._make_ready(entry)
+        self._schedule()
+
+    # -- execution -------------------------------------------------------------------
+    async def _run(self, entry: _Entry) -> None:
+        job = entry.job
+        try:
+            for index, op in enumerate(job.ops):
+                if op.status in FINAL_STATUSES:
+                    continue
+                if entry.pause_rule is not None:
+                    # PAUSE reached the opcode boundary: back to the queue, held
+                    job.paused_by, entry.pause_rule = entry.pause_rule, None
+                    self._touch(entry)
+                    return
+                now = timestamp_now()
+                op.status = WAITING
+                op.start_timestamp = now
+                if job.start_timestamp is None:
+                    job.start_timestamp = now
+                self._touch(entry)
+                if not await self._run_opcode(entry, index):
+                    return
+            job.end_timestamp = job.ops[-1].end_timestamp
+            self._touch(entry)
+        except asyncio.CancelledError:
+            if not entry.cancel_requested:
+                raise
+            job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+            self._touch(entry)
+
+    async def _run_opcode(self, entry: _Entry, index: int) -> bool:
+        """Run opcode ``index`` (already waiting); False if the job ended with it."""
+        job = entry.job
+        op = job.ops[index]
+        problem = await self._check_dependencies(entry, index)
+        if problem is not None:
+            kind, message = problem
+            if kind == "cancel":
+                job.finish_unfinished(CANCELED, message)
+            else:
+                self._fail(entry, index, OpExecError(message))
+            self._touch(entry)
+            return False
+        try:
+            if entry.opcodes is None:
+                entry.opcodes = [op_from_dict(queued.input) for queued in job.ops]
+            result = await self._executor(entry.opcodes[index], _Context(self, entry, index))
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            if not isinstance(err, ParameterError | OpExecError):
+                _log.debug("job %s opcode %s failed", job.id, index, exc_info=True)
+            self._fail(entry, index, err)
+            self._touch(entry)
+            return False
+        op.status = SUCCESS
+        op.result = result
+        op.end_timestamp = timestamp_now()
+        self._touch(entry)
+        return True
+
+    def _fail(self, entry: _Entry, index: int, err: BaseException) -> None:
+        op = entry.job.ops[index]
+        op.status = ERROR
+        op.result = encode_error(err)
+        op.end_timestamp = timestamp_now()
+        entry.job.finish_unfinished(ERROR, encode_error(OpExecError(_PREVIOUS_FAILED)))
+
+    # -- durability and announcements ---------------------------------------------------
+    def _touch(self, entry: _Entry) -> asyncio.Future[None]:
+        """Record a change of ``entry``'s job: save it, announce once durable."""
+        entry.version += 1
+        future = self._store.save(entry.job)
+        future.add_done_callback(functools.partial(self._durable, entry, entry.version))
+        return future
+
+    def _durable(self, entry: _Entry, version: int, future: asyncio.Future[None]) -> None:
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            _log.error("job %s: cannot save: %s", entry.job.id, err)
+            return
+        if version > entry.durable:
+            entry.durable = version
+        if entry.durable == entry.version:
+            _wake(entry)
+
+    # -- cancel and priority ------------------------------------------------------------
+    async def cancel(self, job_id: int) -> tuple[bool, str]:
+        """CancelJob: queued jobs at once, waiting ones via their task; not running ones."""
+        entry = self._jobs.get(job_id)
+        if entry is None:
+            if job_id in self._archiving or await self._store.read_archived([job_id]):
+                return (False, f"Job {job_id} is no longer waiting in the queue")
+            return (False, f"Job {job_id} not found")
+        status = entry.job.status
+        if status == QUEUED:
+            future = self._cancel_queued(entry, _CANCELED_RESULT)
+            await asyncio.shield(future)
+            return (True, f"Job {job_id} canceled")
+        if status == WAITING:
+            future = self._cancel_waiting(entry)
+            await asyncio.shield(future)
+            return (True, f"Job {job_id} will be canceled")
+        return (False, f"Job {job_id} is no longer waiting in the queue")
+
+    def _cancel_queued(self, entry: _Entry, result: Any) -> asyncio.Future[None]:
+        entry.gen += 1
+        entry.job.paused_by = None
+        entry.job.finish_unfinished(CANCELED, result)
+        if entry.task is not None:  # started but not yet run: it finds nothing to do
+            entry.cancel_requested = True
+            entry.task.cancel()
+        else:
+            self._job_final(entry)
+            self._schedule()
+        return self._touch(entry)
+
+    def _cancel_waiting(self, entry: _Entry) -> asyncio.Future[None]:
+        for op in entry.job.ops:
+            if op.status not in FINAL_STATUSES:
+                op.status = CANCELING
+        entry.cancel_requested = True
+        if entry.task is not None:
+            entry.task.cancel()
+        return self._touch(entry)
+
+    async def change_priority(self, job_id: int, priority: int) -> tuple[bool, str]:
+        """ChangeJobPriority: new priority for the opcodes not yet running."""
+        if not -20 <= priority <= 19:
+            raise ParameterError(f"priority must be between -20 and 19, got {priority}")
+        entry = self._jobs.get(job_id)
+        if entry is None:
+            return (False, f"Job {job_id} not found")
+        status = entry.job.status
+        if status in FINAL_STATUSES:
+            return (False, f"Job {job_id} is finished")
+        if status == CANCELING:
+            return (False, f"Job {job_id} is cancelling")
+        changed = False
+        for op in entry.job.ops:
+            if op.status in (QUEUED, WAITING):
+                op.priority = priority
+                changed = True
+        if not changed:
+            return (False, f"Job {job_id} had no pending opcodes")
+        self._make_ready(entry)
+        await asyncio.shield(self._touch(entry))
+        return (
+            True,
+            f"Priorities of pending opcodes for job {job_id} have been changed to {priority}",
+        )
+
+    # -- archive -------------------------------------------------------------------------
+    async def archive(self, job_id: int) -> bool:
+        """ArchiveJob: move a finished job to the archive; False if unknown or unfinished."""
+        entry = self._jobs.get(job_id)
+        if entry is None or entry.job.status not in FINAL_STATUSES:
+            return False
+        await self._archive_entries([entry])
+        return True
+
+    async def auto_archive(self, age: float, timeout: float) -> tuple[int, int]:  # noqa: ASYNC109
+        """AutoArchiveJobs: archive jobs finished at least ``age`` seconds ago (-1: all).
+
+        Returns (archived, remaining): remaining counts finished jobs not examined
+        because ``timeout`` seconds ran out.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        cutoff = time.time() - age
+        finished = [e for e in self._jobs.values() if e.job.status in FINAL_STATUSES]
+        archived = 0
+        position = 0
+        while position < len(finished) and loop.time() <= deadline:
+            chunk = finished[position : position + 1000]
+            position += len(chunk)
+            old = [
+                e
+                for e in chunk
+                if age < 0 or (e.job.end_timestamp is not None and e.job.end_timestamp[0] <= cutoff)
+            ]
+            if old:
+                await self._archive_entries(old)
+                archived += len(old)
+        return (archived, len(finished) - position)
+
+    async def _archive_entries(self, entries: list[_Entry]) -> None:
+        jobs = []
+        for entry in entries:
+            del self._jobs[entry.job.id]
+            self._archiving[entry.job.id] = entry.job
+            jobs.append(entry.job)
+        try:
+            await asyncio.shield(self._store.archive(jobs))
+        finally:
+            for job in jobs:
+                self._archiving.pop(job.id, None)
+        for entry in entries:
+            _wake(entry)
+
+    # -- reading -----------------------------------------------------------------------
+    def get(self, job_id: int) -> Job | None:
+        """The live (not archived) job ``job_id``, or None."""
+        entry = self._jobs.get(job_id)
+        return entry.job if entry is not None else None
+
+    async def jobs(self, ids: Sequence[int] | None = None, *, archived: bool = False) -> list[Job]:
+        """Jobs by id (archived ones too), or every live job; unknown ids are skipped.
+
+        With ``archived`` and no ids, the archived jobs come too, all in id order
+        (Ganeti includes them when the ``archived`` field is asked for).
+        """
+        await asyncio.shield(self._store.barrier())
+        if ids is None:
+            live = [entry.job for entry in self._jobs.values()]
+            if not archived:
+                return live
+            every = {job.id: job for job in await self._store.read_all_archived()}
+            every.update(self._archiving)
+            every.update((job.id, job) for job in live)
+            return [every[job_id] for job_id in sorted(every)]
+        found = await self._lookup(ids)
+        return [found[job_id] for job_id in ids if job_id in found]
+
+    async def _lookup(self, ids: Sequence[int]) -> dict[int, Job]:
+        found: dict[int, Job] = {}
+        missing = []
+        for job_id in ids:
+            entry = self._jobs.get(job_id)
+            if entry is not None:
+                found[job_id] = entry.job
+            elif job_id in self._archiving:
+                found[job_id] = self._archiving[job_id]
+            else:
+                missing.append(job_id)
+        if missing:
+            found.update(await self._store.read_archived(missing))
+        return found
+
+    async def query(
+        self, ids: Sequence[int] | None, fields: Sequence[str]
+    ) -> list[list[Any] | None]:
+        """QueryJobs: a row of plain values per job id (None for unknown ids).
+
+        Without ids, every live job in id order. Reads wait for writes in flight,
+        so nothing not yet durable is reported as done.
+        """
+        unknown = [name for name in fields if name not in JOB_FIELDS]
+        if unknown:
+            raise UnknownFieldError(
+                f"unknown job field(s) {', '.join(unknown)}; known fields: "
+                f"{', '.join(sorted(JOB_FIELDS))}"
+            )
+        await asyncio.shield(self._store.barrier())
+        if ids is None:
+            return [job_info(entry.job, fields) for entry in self._jobs.values()]
+        found = await self._lookup(ids)
+        return [job_info(found[i], fields) if i in found else None for i in ids]
+
+    async def wait_for_change(
+        self,
+        job_id: int,
+        fields: Sequence[str],
+        prev_info: list[Any] | None,
+        prev_serial: int | None,
+        timeout: float,  # noqa: ASYNC109 -- luxi's WaitForJobChange timeout
+    ) -> Literal["nochange"] | tuple[list[Any], list[Any]]:
+        """WaitForJobChange: the job's ``fields`` and new log entries, once they differ.
+
+        Answers at once if the (durable) job differs from ``prev_info``, has log
+        entries after ``prev_serial``, or is final; otherwise waits for the next
+        durable change, or returns ``"nochange"`` after ``timeout`` seconds. The
+        waiter holds a future the producer resolves; it never polls.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        while True:
+            entry = self._jobs.get(job_id)
+            if entry is None:
+                found = await self._lookup([job_id])
+                if job_id not in found:
+                    raise NotFoundError(f"job {job_id} not found")
+                job = found[job_id]
+                return (job_info(job, fields), _log_builtins(job.log_after(prev_serial)))
+            job = entry.job
+            if entry.durable == entry.version and entry.saved:
+                info = job_info(job, fields)
+                log = job.log_after(prev_serial)
+                if info != prev_info or log or job.status in FINAL_STATUSES:
+                    return (info, _log_builtins(log))
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return "nochange"
+            waiter: asyncio.Future[None] = loop.create_future()
+            entry.waiters.append(waiter)
+            try:
+                async with asyncio.timeout(remaining):
+                    await waiter
+            except TimeoutError:
+                return "nochange"
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+                if waiter in entry.waiters:
+                    entry.waiters.remove(waiter)
+
+
+def _wake(entry: _Entry) -> None:
+    waiters, entry.waiters = entry.waiters, []
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
+
+
+def _log_builtins(entries: list[LogEntry]) -> list[Any]:
+    return list(as_json_values(entries))
+
+
+def _rejected_result(rule: str | None) -> str:
+    return f"Job canceled by filter rule {rule}"
+
+
+def _resolve_depends(
+    depends: Sequence[tuple[int, Sequence[str]]],
+    position: int,
+    earlier: list[tuple[bool, int | str]],
+) -> list[tuple[int, list[str]]]:
+    """Turn relative (negative) dependency ids into the ids of earlier jobs of the call."""
+    resolved = []
+    for dep_id, statuses in depends:
+        if dep_id < 0:
+            target = position + dep_id
+            if target < 0 or not earlier[target][0]:
+                raise ParameterError(f"Unable to resolve relative job ID {dep_id}")
+            dep_id = int(earlier[target][1])
+        resolved.append((dep_id, list(statuses)))
+    return resolved

@@ -1,0 +1,283 @@
+"""SQLite persistence of the job queue with group commit.
+
+Schema::
+
+    jobs(id INTEGER PRIMARY KEY, data BLOB)               -- live jobs (JSON)
+    archive(id INTEGER PRIMARY KEY, end_sec INTEGER, data BLOB)
+    meta(key TEXT PRIMARY KEY, value)                      -- 'last_job_id', 'drained'
+
+The file runs in WAL mode with ``synchronous=FULL``. Writers never touch SQLite
+themselves: :meth:`JobStore.save` (and the other write requests) mark what changed
+and return the future of the *current batch*. The first request of a batch starts a
+flush task, which runs on the next turn of the event loop, so every request made in
+the same turn joins the batch. The flush encodes the changed jobs on the loop (a
+snapshot) and commits them in ONE transaction on a dedicated writer thread; requests
+made meanwhile form the next batch. A batch's future resolves only after its COMMIT
+has returned, i.e. once the data is durable, so a caller that awaits it (or a
+callback on it) can announce the change safely. Many jobs thus share one fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corral.errors import ConfigStoreError
+from corral.jobs.model import Job, decode_job, encode_job
+
+__all__ = ["JobStore", "StoredQueue"]
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS archive ("
+    " id INTEGER PRIMARY KEY, end_sec INTEGER, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)",
+)
+
+
+@dataclass(slots=True)
+class StoredQueue:
+    """What :meth:`JobStore.load` finds: live jobs by id, the last id, the drain flag."""
+
+    jobs: list[Job]
+    last_id: int
+    drained: bool
+
+
+@dataclass(slots=True)
+class _Batch:
+    future: asyncio.Future[None]
+    jobs: dict[int, Job] = field(default_factory=dict)
+    archive: dict[int, Job] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Rows:
+    upserts: list[tuple[int, bytes]]
+    archive: list[tuple[int, int | None, bytes]]
+    meta: list[tuple[str, object]]
+
+
+class JobStore:
+    """One open job queue database; writes are grouped, commits run on a writer thread."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
+        self._pending: _Batch | None = None
+        self._inflight: _Batch | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._last_id = 0
+        self._stored_last_id = 0
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path) -> JobStore:
+        """Open (creating it if missing) the queue database at ``path``."""
+        try:
+            conn = sqlite3.connect(
+                str(path), isolation_level=None, timeout=10.0, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        except sqlite3.Error as err:
+            raise ConfigStoreError(f"job queue {path}: cannot open: {err}") from None
+        store = cls(path, conn)
+        store._last_id = store._stored_last_id = store._read_last_id()
+        return store
+
+    def _read_last_id(self) -> int:
+        with self._errors("read the last job id"):
+            row = self._conn.execute("SELECT value FROM meta WHERE key='last_job_id'").fetchone()
+            stored = int(row[0]) if row else 0
+            live = self._conn.execute("SELECT max(id) FROM jobs").fetchone()[0] or 0
+            archived = self._conn.execute("SELECT max(id) FROM archive").fetchone()[0] or 0
+        return max(stored, live, archived)
+
+    def load(self) -> StoredQueue:
+        """Every live job (by id), the last id handed out and the drain flag."""
+        with self._errors("load the jobs"):
+            rows = self._conn.execute("SELECT data FROM jobs ORDER BY id").fetchall()
+            drained = self._conn.execute("SELECT value FROM meta WHERE key='drained'").fetchone()
+        return StoredQueue(
+            jobs=[decode_job(row[0]) for row in rows],
+            last_id=self._last_id,
+            drained=bool(drained[0]) if drained else False,
+        )
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.Error, OSError) as err:
+            raise ConfigStoreError(f"job queue {self.path}: cannot {doing}: {err}") from None
+
+    # -- ids -----------------------------------------------------------------
+    @property
+    def last_id(self) -> int:
+        """The highest job id handed out so far."""
+        return self._last_id
+
+    def new_id(self) -> int:
+        """The next job id; it is stored with the batch that saves the job."""
+        self._last_id += 1
+        return self._last_id
+
+    # -- write requests (group commit) ---------------------------------------
+    def _batch(self) -> _Batch:
+        if self._closed:
+            raise ConfigStoreError(f"job queue {self.path}: the store is closed")
+        if self._pending is None:
+            self._pending = _Batch(asyncio.get_running_loop().create_future())
+            if self._flusher is None:
+                self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        return self._pending
+
+    def save(self, job: Job) -> asyncio.Future[None]:
+        """Request that ``job`` be written; the future resolves once it is durable.
+
+        The job is encoded when the batch is flushed, so the stored state is the
+        newest one at that moment (it includes every change requested before).
+        """
+        batch = self._batch()
+        batch.jobs[job.id] = job
+        return batch.future
+
+    def set_drained(self, flag: bool) -> asyncio.Future[None]:
+        """Request that the drain flag be stored."""
+        batch = self._batch()
+        batch.meta["drained"] = int(flag)
+        return batch.future
+
+    def archive(self, jobs: Iterable[Job]) -> asyncio.Future[None]:
+        """Request that ``jobs`` move from the live table to the archive."""
+        batch = self._batch()
+        for job in jobs:
+            batch.jobs.pop(job.id, None)
+            batch.archive[job.id] = job
+        return batch.future
+
+    def barrier(self) -> asyncio.Future[None]:
+        """A future resolving once every write requested so far is durable."""
+        batch = self._pending or self._inflight
+        if batch is None:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return batch.future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending is not None:
+                batch = self._inflight = self._pending
+                self._pending = None
+                rows = self._rows(batch)
+                try:
+                    await loop.run_in_executor(self._thread, self._commit, rows)
+                except asyncio.CancelledError:
+                    batch.future.cancel()
+                    raise
+                except Exception as err:  # the writer's error goes to every requester
+                    batch.future.set_exception(err)
+                else:
+                    batch.future.set_result(None)
+                finally:
+                    self._inflight = None
+        finally:
+            self._flusher = None
+
+    def _rows(self, batch: _Batch) -> _Rows:
+        meta = list(batch.meta.items())
+        if self._last_id > self._stored_last_id:
+            meta.append(("last_job_id", self._last_id))
+            self._stored_last_id = self._last_id
+        archive = []
+        for job_id, job in batch.archive.items():
+            job.archived = True
+            end = job.end_timestamp[0] if job.end_timestamp else None
+            archive.append((job_id, end, encode_job(job)))
+        return _Rows(
+            upserts=[(job_id, encode_job(job)) for job_id, job in batch.jobs.items()],
+            archive=archive,
+            meta=meta,
+        )
+
+    def _commit(self, rows: _Rows) -> None:
+        with self._errors("write the jobs"):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if rows.upserts:
+                    conn.executemany("INSERT OR REPLACE INTO jobs VALUES (?, ?)", rows.upserts)
+                if rows.archive:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO archive VALUES (?, ?, ?)", rows.archive
+                    )
+                    conn.executemany(
+                        "DELETE FROM jobs WHERE id=?", [(row[0],) for row in rows.archive]
+                    )
+                if rows.meta:
+                    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows.meta)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    # -- reads of archived jobs ----------------------------------------------
+    async def read_archived(self, ids: Sequence[int]) -> dict[int, Job]:
+        """Archived jobs among ``ids`` (read on the writer thread, after earlier writes)."""
+        if not ids:
+            return {}
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, self._read_archived, list(ids)
+        )
+
+    async def read_all_archived(self) -> list[Job]:
+        """Every archived job, by id (``gnt-job list --archived``: slow on purpose)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._thread, self._read_all_archived
+        )
+
+    def _read_all_archived(self) -> list[Job]:
+        with self._errors("read archived jobs"):
+            return [decode_job(data) for (data,) in
+                    self._conn.execute("SELECT data FROM archive ORDER BY id")]
+
+    def _read_archived(self, ids: list[int]) -> dict[int, Job]:
+        found: dict[int, Job] = {}
+        with self._errors("read archived jobs"):
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for job_id, data in self._conn.execute(
+                    f"SELECT id, data FROM archive WHERE id IN ({marks})", chunk
+                ):
+                    found[job_id] = decode_job(data)
+        return found
+
+    # -- closing -------------------------------------------------------------
+    async def close(self) -> None:
+        """Wait for outstanding writes, then close the database."""
+        while self._flusher is not None:
+            await asyncio.wait({self._flusher})
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
+        self._thread.shutdown(wait=True)
+
+    def close_sync(self) -> None:
+        """Close without an event loop (nothing may be pending)."""
+        self._closed = True
+        self._conn.close()
+        self._thread.shutdown(wait=True)

@@ -11,18 +11,20 @@ from __future__ import annotations
 import platform
 import re
 from collections.abc import Callable
-from typing import Any, Literal
-
-import msgspec
+from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
+from corral.cmdlib.base import LogicalUnit
 from corral.errors import ParameterError, UnknownParameterError
 from corral.objects import Cluster, params
 from corral.objects.params import HV_PARAMS, ParamSpec
+from corral.opcodes import ListChange, OpClusterQuery, OpClusterSetParams
 
 __all__ = [
     "OS_API_VERSION",
     "ClusterSetParams",
+    "LUClusterQuery",
+    "LUClusterSetParams",
     "apply_cluster_params",
     "cluster_info",
 ]
@@ -32,39 +34,10 @@ OS_API_VERSION = 20
 
 _MAC_PREFIX_RE = re.compile(r"^[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}$")
 
-ListChange = tuple[Literal["add", "remove"], str]
 
 
-class ClusterSetParams(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The changes ``gnt-cluster modify`` (and RAPI ``/2/modify``) ask for.
-
-    ``None`` means "leave as it is". In parameter dictionaries a value of ``None``
-    or ``"default"`` resets the parameter to its built-in default.
-    """
-
-    hvparams: dict[str, dict[str, Any]] | None = None
-    beparams: dict[str, Any] | None = None
-    nicparams: dict[str, Any] | None = None
-    ndparams: dict[str, Any] | None = None
-    diskparams: dict[str, dict[str, Any]] | None = None
-    enabled_hypervisors: list[str] | None = None
-    enabled_disk_templates: list[str] | None = None
-    candidate_pool_size: int | None = None
-    max_running_jobs: int | None = None
-    max_tracked_jobs: int | None = None
-    mac_prefix: str | None = None
-    master_netdev: str | None = None
-    vg_name: str | None = None
-    uid_pool: list[tuple[int, int]] | None = None
-    add_uids: list[tuple[int, int]] | None = None
-    remove_uids: list[tuple[int, int]] | None = None
-    default_iallocator: str | None = None
-    default_iallocator_params: dict[str, Any] | None = None
-    file_storage_dir: str | None = None
-    shared_file_storage_dir: str | None = None
-    os_search_path: list[str] | None = None
-    hidden_os: list[ListChange] | None = None
-    blacklisted_os: list[ListChange] | None = None
+#: What ``gnt-cluster modify`` and RAPI ``/2/modify`` ask for: the opcode itself.
+ClusterSetParams = OpClusterSetParams
 
 
 def _reset_aware_update(
@@ -297,3 +270,42 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "os_search_path": cluster.os_search_path,
     }
+
+
+class LUClusterQuery(LogicalUnit[OpClusterQuery]):
+    """``OP_CLUSTER_QUERY``: the cluster's settings, as ``QueryClusterInfo`` gives them."""
+
+    OP_ID = "OP_CLUSTER_QUERY"
+    USES_BGL = False
+
+    async def execute(self) -> dict[str, Any]:
+        """Read the settings from the configuration."""
+        store = self.master.store
+        master = store.get("node", store.cluster.master_node).name
+        return cluster_info(store.cluster, master, store.serial)
+
+
+class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
+    """``OP_CLUSTER_SET_PARAMS``: change cluster parameters (``gnt-cluster modify``).
+
+    Returns ``{"changes": [...], "serial": n, "dry_run": bool}``; with ``dry_run``
+    everything is checked and nothing committed.
+    """
+
+    OP_ID = "OP_CLUSTER_SET_PARAMS"
+    REQ_BGL = True
+
+    async def execute(self) -> dict[str, Any]:
+        """Apply the changes to a copy of the cluster and commit them."""
+        store = self.master.store
+        with store.transaction() as txn:
+            cluster = txn.cluster()
+            changes = apply_cluster_params(cluster, self.op)
+            if self.op.dry_run or not changes:
+                txn.discard()
+                return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}
+            txn.update(cluster)
+        for change in changes:
+            self.feedback(change)
+        self.master.cluster_changed(store.cluster)
+        return {"changes": changes, "serial": store.serial, "dry_run": False}

@@ -1,4 +1,6 @@
-"""kill -9 of the master daemon during a stream of commits loses nothing acknowledged."""
+"""kill -9 of the master daemon during a stream of commits loses nothing acknowledged.
+
+Each commit is an OP_CLUSTER_SET_PARAMS job; acknowledged means the job succeeded."""
 
 from __future__ import annotations
 
@@ -13,10 +15,32 @@ import pytest
 from corral.daemons import start
 from corral.errors import CorralError
 from corral.luxi import Client
+from corral.paths import Paths
 from corral.utils.process import running_pid
 from tests.conftest import TestbedHandle
 
 pytestmark = pytest.mark.integration
+
+
+def _set_vcpus(client: Client, value: int) -> None:
+    """Run one OP_CLUSTER_SET_PARAMS job and return once it succeeded."""
+    job_id = client.call("SubmitJob", [{"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                                        "beparams": {"vcpus": value}}])
+    while True:
+        answer = client.call("WaitForJobChange", job_id, ["status"], None, None, 5)
+        if answer != "nochange" and answer[0][0] in ("success", "error", "canceled"):
+            assert answer[0][0] == "success", answer
+            return
+
+
+def _wait_for_jobs(paths: Paths) -> None:
+    with Client(paths.master_socket, timeout=10) as client:
+        for _ in range(200):
+            statuses = [row[0] for row in client.call("QueryJobs", None, ["status"])]
+            if all(s in ("success", "error", "canceled") for s in statuses):
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"jobs still unfinished after the restart: {statuses}")
 
 
 def _commit_stream(client: Client, first: int, acked: list[int], stop: threading.Event) -> None:
@@ -24,7 +48,7 @@ def _commit_stream(client: Client, first: int, acked: list[int], stop: threading
     value = first
     while not stop.is_set():
         try:
-            client.call("SetClusterParams", {"beparams": {"vcpus": value}}, [], False)
+            _set_vcpus(client, value)
         except CorralError:
             return
         acked.append(value)
@@ -52,6 +76,7 @@ def test_kill_9_during_commits_keeps_old_or_new_config(testbed: TestbedHandle) -
         assert acked, "no commit was acknowledged before the kill"
 
         start(paths)
+        _wait_for_jobs(paths)  # a job queued before the kill runs after the restart
         info = testbed.info()
         vcpus = info["beparams"]["default"]["vcpus"]
         committed = info["config_serial"] - serial_before

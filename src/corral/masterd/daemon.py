@@ -20,6 +20,7 @@ from corral.config import ConfigStore
 from corral.errors import CorralError, NotClusterError
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
+from corral.masterd.state import MasterState
 from corral.paths import Paths
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_failed, notify_ready
@@ -33,20 +34,25 @@ log = logging.getLogger("corral.masterd")
 
 
 async def serve(paths: Paths, store: ConfigStore) -> None:
-    """Serve luxi until SIGTERM or SIGINT arrives."""
+    """Run the job queue and serve luxi until SIGTERM or SIGINT arrives."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    server = LuxiServer(paths.master_socket, MasterMethods(store).dispatch)
-    await server.start()
-    log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
-    notify_ready()
+    state = MasterState.open(paths, store)
     try:
-        await stop.wait()
-        log.info("termination signal received, shutting down")
+        await state.start()
+        server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch)
+        await server.start()
+        log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
+        notify_ready()
+        try:
+            await stop.wait()
+            log.info("termination signal received, shutting down")
+        finally:
+            await server.stop()
     finally:
-        await server.stop()
+        await state.stop()
 
 
 def _open_store(paths: Paths) -> ConfigStore:

@@ -1,43 +1,121 @@
 """The luxi methods the master daemon answers, each a small coroutine.
 
-Method names are Ganeti's where Ganeti has the method (``QueryClusterInfo``,
-``QueryConfigValues``) so the protocol reads the same to people who know it.
+Method names, arguments and answers are Ganeti's (``SubmitJob``, ``WaitForJobChange``,
+``Query``, ``ReplaceFilter`` ...) so existing tools read the same. Changes to job
+filters and the drain flag bypass the queue (seed 000: queue control must never wait
+behind the jobs it controls).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import uuid as _uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
 
-from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params, cluster_info
+from corral.cmdlib.cluster import cluster_info
+from corral.cmdlib.query import FILTER_FIELDS
 from corral.config import ConfigStore
-from corral.errors import ParameterError, ProtocolError, UnknownFieldError
+from corral.errors import NotFoundError, ParameterError, ProtocolError, UnknownFieldError
+from corral.jobs import JobQueue
+from corral.jobs.fields import JOB_QUERY_FIELDS
+from corral.jobs.filters import validate_rule
 from corral.luxi import Request
-from corral.objects import Cluster
+from corral.masterd.state import MasterState
+from corral.objects import Cluster, FilterRule
+from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
+from corral.opcodes.reason import CLIENT_PREFIX
 
-__all__ = ["MasterMethods"]
+__all__ = ["WFJC_MAX_TIMEOUT", "MasterMethods"]
 
 log = logging.getLogger(__name__)
 
 Method = Callable[[list[Any]], Awaitable[Any]]
 
 #: Config values with a name of their own; every Cluster field is available too.
-_DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hypervisor")
+_DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hypervisor",
+                   "drain_flag")
+
+#: Longest a WaitForJobChange call waits before answering "nochange" (seconds).
+WFJC_MAX_TIMEOUT = 30.0
+
+
+def _arity(method: str, args: list[Any], names: Sequence[str], optional: int = 0) -> None:
+    if not len(names) - optional <= len(args) <= len(names):
+        raise ParameterError(f"{method} takes ({', '.join(names)}), got {len(args)} argument(s)")
+
+
+def _job_id(value: Any) -> int:
+    """Job ids arrive as ints or as decimal strings (RAPI paths, old clients)."""
+    if isinstance(value, bool):
+        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer")
+    try:
+        job_id = int(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer") \
+            from None
+    if job_id < 0:
+        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer")
+    return job_id
+
+
+def _str_list(method: str, what: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParameterError(f"{method}: {what} must be a list of strings, got {value!r}")
+    return value
+
+
+def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
+    """Validate a submitted job: a non-empty list of opcodes with acceptable reasons."""
+    if not isinstance(ops, list) or not ops:
+        raise ParameterError(f"{where}: expected a non-empty list of opcodes, got {ops!r}")
+    result = []
+    for index, data in enumerate(ops):
+        try:
+            op = op_from_dict(data)
+            op.reason = list(check_submitted_trail(op.reason, allowed_internal=(CLIENT_PREFIX,)))
+        except ParameterError as err:
+            raise type(err)(f"{where}, opcode {index}: {err.message}") from None
+        result.append(op)
+    return result
 
 
 class MasterMethods:
     """Dispatches luxi requests to the master daemon's state."""
 
-    def __init__(self, store: ConfigStore) -> None:
-        self.store = store
+    def __init__(self, state: MasterState) -> None:
+        self.state = state
         self._methods: dict[str, Method] = {
             "QueryClusterInfo": self.query_cluster_info,
             "QueryConfigValues": self.query_config_values,
-            "SetClusterParams": self.set_cluster_params,
+            "QueryTags": self.query_tags,
+            "SubmitJob": self.submit_job,
+            "SubmitManyJobs": self.submit_many_jobs,
+            "WaitForJobChange": self.wait_for_job_change,
+            "CancelJob": self.cancel_job,
+            "ArchiveJob": self.archive_job,
+            "AutoArchiveJobs": self.auto_archive_jobs,
+            "ChangeJobPriority": self.change_job_priority,
+            "QueryJobs": self.query_jobs,
+            "Query": self.query,
+            "QueryFields": self.query_fields,
+            "QueryFilters": self.query_filters,
+            "ReplaceFilter": self.replace_filter,
+            "DeleteFilter": self.delete_filter,
+            "SetDrainFlag": self.set_drain_flag,
         }
+
+    @property
+    def store(self) -> ConfigStore:
+        """The configuration."""
+        return self.state.store
+
+    @property
+    def queue(self) -> JobQueue:
+        """The job queue."""
+        return self.state.queue
 
     async def dispatch(self, request: Request) -> Any:
         """Run the method ``request`` names."""
@@ -50,6 +128,8 @@ class MasterMethods:
 
     def _master_name(self) -> str:
         return self.store.get("node", self.store.cluster.master_node).name
+
+    # -- cluster --------------------------------------------------------------------
 
     async def query_cluster_info(self, args: list[Any]) -> dict[str, Any]:
         """``QueryClusterInfo()``: the cluster's settings with Ganeti's keys."""
@@ -70,6 +150,8 @@ class MasterMethods:
                 values.append(self.store.serial)
             elif field == "default_hypervisor":
                 values.append(cluster.default_hypervisor)
+            elif field == "drain_flag":
+                values.append(self.queue.drained)
             elif isinstance(field, str) and field in Cluster.__struct_fields__:
                 values.append(msgspec.to_builtins(getattr(cluster, field)))
             else:
@@ -79,28 +161,191 @@ class MasterMethods:
                 )
         return values
 
-    async def set_cluster_params(self, args: list[Any]) -> dict[str, Any]:
-        """``SetClusterParams(changes, reason_trail, dry_run)``: change cluster parameters.
+    async def query_tags(self, args: list[Any]) -> list[str]:
+        """``QueryTags(kind, name)``: an object's tags (only the cluster has tags yet)."""
+        _arity("QueryTags", args, ("kind", "name"))
+        if args[0] != "cluster":
+            raise ParameterError(f"cannot list tags of kind {args[0]!r}; kinds: cluster")
+        return sorted(self.store.cluster.tags)
 
-        Returns the changed settings and the new configuration serial. With
-        ``dry_run`` everything is checked and nothing is committed.
+    # -- jobs -------------------------------------------------------------------------
+
+    async def submit_job(self, args: list[Any]) -> int:
+        """``SubmitJob(ops)``: queue one job; its id once it is durable."""
+        _arity("SubmitJob", args, ("ops",))
+        return await self.queue.submit(parse_ops(args[0]))
+
+    async def submit_many_jobs(self, args: list[Any]) -> list[tuple[bool, int | str]]:
+        """``SubmitManyJobs(jobs)``: queue several jobs; ``[success, id or message]`` each.
+
+        Opcodes are checked for every job before any is queued, so a malformed job
+        refuses the whole call (negative dependencies count positions in it).
         """
-        if len(args) != 3:
-            raise ParameterError("SetClusterParams takes (changes, reason_trail, dry_run)")
-        try:
-            change = msgspec.convert(args[0], ClusterSetParams)
-        except msgspec.ValidationError as err:
-            raise ParameterError(f"invalid cluster parameters: {err}") from None
-        reason_trail, dry_run = args[1], bool(args[2])
+        _arity("SubmitManyJobs", args, ("jobs",))
+        if not isinstance(args[0], list):
+            raise ParameterError(f"SubmitManyJobs: expected a list of jobs, got {args[0]!r}")
+        jobs = [parse_ops(ops, f"job {index}") for index, ops in enumerate(args[0])]
+        return await self.queue.submit_many(jobs)
+
+    async def wait_for_job_change(self, args: list[Any]) -> Any:
+        """``WaitForJobChange(id, fields, prev_info, prev_serial, timeout)``."""
+        _arity("WaitForJobChange", args,
+               ("job_id", "fields", "prev_job_info", "prev_log_serial", "timeout"))
+        fields = _str_list("WaitForJobChange", "fields", args[1])
+        timeout = args[4]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ParameterError(f"WaitForJobChange: timeout must be seconds >= 0, got {timeout!r}")
+        serial = args[3]
+        if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int)):
+            raise ParameterError(f"WaitForJobChange: prev_log_serial must be an integer or null, "
+                                 f"got {serial!r}")
+        result = await self.queue.wait_for_change(
+            _job_id(args[0]), fields, args[2], serial, min(float(timeout), WFJC_MAX_TIMEOUT))
+        return result
+
+    async def cancel_job(self, args: list[Any]) -> tuple[bool, str]:
+        """``CancelJob(id[, kill])``: cancel a queued or waiting job."""
+        _arity("CancelJob", args, ("job_id", "kill"), optional=1)
+        if len(args) > 1 and args[1]:
+            raise ParameterError(
+                "CancelJob: killing a running job is not supported; only queued and waiting "
+                "jobs can be canceled"
+            )
+        return await self.queue.cancel(_job_id(args[0]))
+
+    async def archive_job(self, args: list[Any]) -> bool:
+        """``ArchiveJob(id)``: move a finished job to the archive."""
+        _arity("ArchiveJob", args, ("job_id",))
+        return await self.queue.archive(_job_id(args[0]))
+
+    async def auto_archive_jobs(self, args: list[Any]) -> tuple[int, int]:
+        """``AutoArchiveJobs(age, timeout)``: archive jobs finished ``age`` seconds ago."""
+        _arity("AutoArchiveJobs", args, ("age", "timeout"))
+        age, timeout = args
+        for name, value in (("age", age), ("timeout", timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ParameterError(f"AutoArchiveJobs: {name} must be a number, got {value!r}")
+        return await self.queue.auto_archive(float(age), float(timeout))
+
+    async def change_job_priority(self, args: list[Any]) -> tuple[bool, str]:
+        """``ChangeJobPriority(id, priority)``."""
+        _arity("ChangeJobPriority", args, ("job_id", "priority"))
+        priority = args[1]
+        if isinstance(priority, bool) or not isinstance(priority, int) \
+                or not -20 <= priority <= 19:
+            raise ParameterError(
+                f"ChangeJobPriority: priority must be an integer from -20 (highest) to 19 "
+                f"(lowest), got {priority!r}"
+            )
+        return await self.queue.change_priority(_job_id(args[0]), priority)
+
+    async def query_jobs(self, args: list[Any]) -> list[list[Any] | None]:
+        """``QueryJobs(ids or None, fields)``: plain rows, None for unknown ids."""
+        _arity("QueryJobs", args, ("job_ids", "fields"))
+        ids = None if args[0] is None else [_job_id(i) for i in args[0]]
+        if ids == []:
+            ids = None
+        return await self.queue.query(ids, _str_list("QueryJobs", "fields", args[1]))
+
+    # -- generic queries ---------------------------------------------------------------
+
+    async def query(self, args: list[Any]) -> dict[str, Any]:
+        """``Query(what, fields, qfilter)``: Ganeti's QueryResponse."""
+        _arity("Query", args, ("what", "fields", "qfilter"))
+        what, fields, qfilter = args
+        fields = _str_list("Query", "fields", fields)
+        if what == "job":
+            # Like Ganeti, asking for the "archived" field includes archived jobs.
+            jobs = await self.queue.jobs(archived="archived" in fields)
+            return JOB_QUERY_FIELDS.query(jobs, fields, qfilter, None)
+        resource = self.state.context.queries.get(what)
+        if resource is None:
+            known = sorted({"job", *self.state.context.queries})
+            raise ParameterError(f"cannot query {what!r}; resources: {', '.join(known)}")
+        return resource.query(fields, qfilter)
+
+    async def query_fields(self, args: list[Any]) -> dict[str, Any]:
+        """``QueryFields(what, fields or None)``: Ganeti's QueryFieldsResponse."""
+        _arity("QueryFields", args, ("what", "fields"))
+        what, fields = args
+        if fields is not None:
+            fields = _str_list("QueryFields", "fields", fields)
+        if what == "job":
+            return JOB_QUERY_FIELDS.query_fields(fields)
+        resource = self.state.context.queries.get(what)
+        if resource is None:
+            known = sorted({"job", *self.state.context.queries})
+            raise ParameterError(f"cannot query {what!r}; resources: {', '.join(known)}")
+        return resource.query_fields(fields)
+
+    # -- job filters (bypass the queue) -----------------------------------------------
+
+    async def query_filters(self, args: list[Any]) -> list[list[Any]]:
+        """``QueryFilters(uuids or None, fields)``: rows of plain values."""
+        _arity("QueryFilters", args, ("uuids", "fields"))
+        fields = _str_list("QueryFilters", "fields", args[1])
+        rules = self.store.all("filter")
+        if args[0]:
+            wanted = _str_list("QueryFilters", "uuids", args[0])
+            by_uuid = {rule.uuid: rule for rule in rules}
+            missing = [u for u in wanted if u not in by_uuid]
+            if missing:
+                raise NotFoundError(f"filter(s) not found: {', '.join(missing)}")
+            rules = [by_uuid[u] for u in wanted]
+        return FILTER_FIELDS.values(rules, fields, None, None)
+
+    async def replace_filter(self, args: list[Any]) -> str:
+        """``ReplaceFilter(uuid, priority, predicates, action, reason)``: add or replace.
+
+        The rule's watermark becomes the highest job id now; the rules are compiled
+        and every queued, paused and running job is re-evaluated before answering.
+        """
+        _arity("ReplaceFilter", args, ("uuid", "priority", "predicates", "action", "reason"))
+        uuid, priority, predicates, action, reason = args
+        if uuid is not None:
+            try:
+                uuid = str(_uuid.UUID(str(uuid)))
+            except ValueError:
+                raise ParameterError(f"invalid filter uuid {uuid!r}: expected a UUID such as "
+                                     f"{_uuid.uuid4()}") from None
+        predicates, action = validate_rule(priority, predicates, action)
+        trail = [list(e) for e in check_submitted_trail(reason or [],
+                                                        allowed_internal=(CLIENT_PREFIX,))]
+        existing = self.store.find("filter", uuid) if uuid is not None else None
+        watermark = self.state.job_store.last_id
         with self.store.transaction() as txn:
-            cluster = txn.cluster()
-            changes = apply_cluster_params(cluster, change)
-            if dry_run or not changes:
-                txn.discard()
-                return {"changes": changes, "serial": self.store.serial, "dry_run": dry_run}
-            txn.update(cluster)
-        log.info(
-            "cluster parameters changed (serial %d): %s; reason trail: %s",
-            self.store.serial, "; ".join(changes), reason_trail,
-        )
-        return {"changes": changes, "serial": self.store.serial, "dry_run": False}
+            if existing is not None:
+                rule = txn.get("filter", existing.uuid)
+                rule.priority, rule.predicates, rule.action = priority, predicates, action
+                rule.reason_trail, rule.watermark = trail, watermark
+                txn.update(rule)
+            else:
+                rule = FilterRule(priority=priority, predicates=predicates, action=action,
+                                  reason_trail=trail, watermark=watermark)
+                if uuid is not None:
+                    rule.uuid = uuid
+                txn.add(rule)
+        await self.state.filters_changed()
+        log.info("filter %s %s: priority %d, predicates %s, action %s", rule.uuid,
+                 "replaced" if existing else "added", priority, predicates, action)
+        return rule.uuid
+
+    async def delete_filter(self, args: list[Any]) -> None:
+        """``DeleteFilter(uuid)``."""
+        _arity("DeleteFilter", args, ("uuid",))
+        uuid = args[0]
+        if not isinstance(uuid, str) or self.store.find("filter", uuid) is None:
+            raise NotFoundError(f"filter {uuid!r} not found (gnt-filter list shows the filters)")
+        with self.store.transaction() as txn:
+            txn.remove("filter", uuid)
+        await self.state.filters_changed()
+        log.info("filter %s deleted", uuid)
+
+    async def set_drain_flag(self, args: list[Any]) -> None:
+        """``SetDrainFlag(flag)``: while set, no new jobs are accepted."""
+        _arity("SetDrainFlag", args, ("drain_flag",))
+        if not isinstance(args[0], bool):
+            raise ParameterError(f"SetDrainFlag: expected true or false, got {args[0]!r}")
+        await self.queue.set_drain(args[0])
+        log.info("queue drain flag %s", "set" if args[0] else "cleared")
+

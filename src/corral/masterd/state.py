@@ -1,0 +1,69 @@
+"""Everything the master daemon holds: configuration, locks, job queue, processor.
+
+:class:`MasterState` builds them in order and keeps them in step: the job queue's
+``max_running_jobs`` follows the cluster parameter, and the job filters are compiled
+once per change of the stored rules.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from corral.cmdlib import LOGICAL_UNITS, MasterContext, Processor
+from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
+from corral.config import ConfigStore
+from corral.jobs import JobQueue, JobStore
+from corral.jobs.filters import FilterChain
+from corral.locking import LockManager
+from corral.objects import Cluster
+from corral.paths import Paths
+
+__all__ = ["MasterState"]
+
+log = logging.getLogger(__name__)
+
+
+class MasterState:
+    """The master daemon's engines, wired together."""
+
+    def __init__(self, store: ConfigStore, jobs: JobStore) -> None:
+        self.store = store
+        self.job_store = jobs
+        self.locks = LockManager(
+            nodes=[n.name for n in store.all("node")],
+            nodegroups=[g.name for g in store.all("nodegroup")],
+            instances=[i.name for i in store.all("instance")],
+        )
+        self.context = MasterContext(store=store, locks=self.locks,
+                                     cluster_changed=self._cluster_changed)
+        self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))
+        self.context.queries["lock"] = resource(LOCK_FIELDS, self.locks.info)
+        self.processor = Processor(self.context, LOGICAL_UNITS)
+        self.queue = JobQueue(
+            jobs, self.processor.execute,
+            max_running=store.cluster.max_running_jobs,
+            decider=FilterChain.from_rules(store.all("filter")).decide,
+        )
+
+    @classmethod
+    def open(cls, paths: Paths, store: ConfigStore) -> MasterState:
+        """Open the job store next to the configuration."""
+        return cls(store, JobStore.open(paths.jobs_db))
+
+    async def start(self) -> None:
+        """Load the queue (recovering from a crash) and start running jobs."""
+        await self.queue.start()
+
+    async def stop(self) -> None:
+        """Stop running jobs and close the job store."""
+        await self.queue.stop()
+
+    def _cluster_changed(self, cluster: Cluster) -> None:
+        if cluster.max_running_jobs != self.queue.max_running:
+            log.info("max_running_jobs is now %d", cluster.max_running_jobs)
+            self.queue.set_max_running(cluster.max_running_jobs)
+
+    async def filters_changed(self) -> None:
+        """Compile the stored rules and re-evaluate every unfinished job."""
+        self.queue.set_decider(FilterChain.from_rules(self.store.all("filter")).decide)
+        await self.queue.reevaluate()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from corral.luxi import Client
 from corral.utils.process import process_alive, running_pid
 from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed, run_tool
 
@@ -132,12 +133,16 @@ def test_modify_bad_input_is_refused_and_changes_nothing(
     assert testbed.info() == before
 
 
-def test_modify_reason_is_logged_with_the_client_entry(testbed: TestbedHandle) -> None:
+def test_modify_reason_trail_is_kept_on_its_job(testbed: TestbedHandle) -> None:
     testbed.run("gnt-cluster", "modify", "-B", "vcpus=3", "--reason", "ticket 4711")
-    log = testbed.paths.log_file("masterd").read_text()
-    line = next(ln for ln in log.splitlines() if "cluster parameters changed" in ln)
-    assert "'user', 'ticket 4711'" in line
-    assert "'gnt:client:gnt-cluster', 'modify'" in line
+    with Client(testbed.paths.master_socket) as client:
+        rows = client.call("QueryJobs", None, ["id", "summary", "reason"])
+    job_id, summary, reasons = rows[-1]
+    assert summary == ["CLUSTER_SET_PARAMS"]
+    trail = [entry[:2] for entry in reasons[0]]
+    assert trail == [["user", "ticket 4711"], ["gnt:client:gnt-cluster", "modify"],
+                     ["gnt:opcode:cluster_set_params", f"job={job_id};index=0"]]
+    assert all(isinstance(entry[2], int) and entry[2] > 10**18 for entry in reasons[0])
 
 
 def test_init_on_existing_cluster_changes_nothing(testbed: TestbedHandle) -> None:

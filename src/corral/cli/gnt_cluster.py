@@ -10,22 +10,30 @@ import click
 
 from corral import __version__, bootstrap, daemons, serializer, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.jobs import make_op, submit_and_wait
 from corral.cli.options import (
     KeyValType,
     dry_run_option,
     ident_keyval_option,
     json_option,
+    print_jobid_option,
+    priority_option,
     reason_option,
+    submit_option,
     yes_do_it_option,
 )
 from corral.cli.output import format_info
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, ParameterError
+from corral.opcodes import OpCode
 from corral.paths import Paths
 
 __all__ = ["main"]
 
 TOOL = "gnt-cluster"
+
+#: Fields every opcode has; not cluster settings.
+_OPCODE_BASE = frozenset({"OP_ID", *OpCode.__struct_fields__})
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,7 +150,7 @@ def _set_params(kw: dict[str, Any]) -> ClusterSetParams:
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Cluster administration: init, info, modify, getmaster, version, destroy.
+    """Cluster administration: init, info, modify, queue, tags, getmaster, version, destroy.
 
     Commands talk to the master daemon over its luxi socket; all paths derive
     from CORRAL_ROOT (default /).
@@ -246,24 +254,31 @@ def _time(seconds: float) -> str:
 @cli.command()
 @with_params_options(init=False)
 @dry_run_option
+@priority_option
+@submit_option
+@print_jobid_option
 @reason_option
-def modify(dry_run: bool, reason: str | None, **kw: Any) -> None:
+def modify(dry_run: bool, priority: int | None, submit_only: bool, print_jobid: bool,
+           reason: str | None, **kw: Any) -> None:
     """Change cluster parameters; only the options given are changed.
 
     In -H/-B/-N/-D and --node-parameters, 'key=default' or '-key' restores a
     parameter's built-in default, 'no_key' sets a boolean to false.
     """
     change = _set_params(kw)
-    body = serializer.to_builtins(change)
-    if not any(v is not None for v in body.values()):
+    body = {k: v for k, v in serializer.to_builtins(change).items()
+            if v is not None and k not in _OPCODE_BASE}
+    if not body:
         raise ParameterError("nothing to change: give at least one option (see --help)")
+    op = make_op("OP_CLUSTER_SET_PARAMS", body,
+                 trail=reason_trail(TOOL, "modify", reason), priority=priority,
+                 dry_run=dry_run)
     with get_client() as client:
-        result = client.call(
-            "SetClusterParams",
-            {k: v for k, v in body.items() if v is not None},
-            reason_trail(TOOL, "modify", reason),
-            dry_run,
-        )
+        results = submit_and_wait(client, [op], submit_only=submit_only,
+                                  print_jobid=print_jobid)
+    if results is None:
+        return
+    result = results[0]
     changes = result["changes"]
     if not changes:
         click.echo("Nothing changed: the cluster already has these settings.")
@@ -271,6 +286,74 @@ def modify(dry_run: bool, reason: str | None, **kw: Any) -> None:
     prefix = "Would change" if result["dry_run"] else "Changed"
     for line in changes:
         click.echo(f"{prefix} {line}")
+
+
+@cli.command()
+@click.argument("command", type=click.Choice(["drain", "undrain", "info"]))
+def queue(command: str) -> None:
+    """Drain the job queue (refuse new jobs), undrain it, or show whether it is drained."""
+    with get_client() as client:
+        if command == "info":
+            (flag,) = client.call("QueryConfigValues", ["drain_flag"])
+            click.echo(f"The drain flag is {'set' if flag else 'unset'}")
+        else:
+            client.call("SetDrainFlag", command == "drain")
+
+
+def _tags(tags: tuple[str, ...], source: str | None, verb: str) -> list[str]:
+    """The tags given as arguments plus those in --from FILE (one per line, '-' = stdin)."""
+    result = list(tags)
+    if source is not None:
+        with click.open_file(source, "r") as stream:
+            result.extend(line.strip() for line in stream)
+    if not result:
+        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
+    return result
+
+
+def _tag_options(func: F) -> F:
+    for option in reversed([
+        click.option("--from", "source", metavar="FILE",
+                     help="File with tags, one per line ('-' for standard input)."),
+        priority_option, submit_option, print_jobid_option, reason_option,
+    ]):
+        func = option(func)
+    return func
+
+
+@cli.command("add-tags")
+@_tag_options
+@click.argument("tags", nargs=-1)
+def add_tags(tags: tuple[str, ...], source: str | None, priority: int | None,
+             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Add TAGS to the cluster."""
+    op = make_op("OP_TAGS_SET", {"kind": "cluster", "name": "",
+                                 "tags": _tags(tags, source, "added")},
+                 trail=reason_trail(TOOL, "add-tags", reason), priority=priority)
+    with get_client() as client:
+        submit_and_wait(client, [op], submit_only=submit_only, print_jobid=print_jobid)
+
+
+@cli.command("remove-tags")
+@_tag_options
+@click.argument("tags", nargs=-1)
+def remove_tags(tags: tuple[str, ...], source: str | None, priority: int | None,
+                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Remove TAGS from the cluster."""
+    op = make_op("OP_TAGS_DEL", {"kind": "cluster", "name": "",
+                                 "tags": _tags(tags, source, "removed")},
+                 trail=reason_trail(TOOL, "remove-tags", reason), priority=priority)
+    with get_client() as client:
+        submit_and_wait(client, [op], submit_only=submit_only, print_jobid=print_jobid)
+
+
+@cli.command("list-tags")
+def list_tags() -> None:
+    """List the cluster's tags, one per line, sorted."""
+    with get_client() as client:
+        tags = client.call("QueryTags", "cluster", "")
+    for tag in sorted(tags):
+        click.echo(tag)
 
 
 @cli.command()

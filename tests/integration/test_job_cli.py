@@ -1,0 +1,222 @@
+"""gnt-job, gnt-filter, gnt-debug and gnt-cluster queue/tags against a real testbed.
+
+Jobs are held in the queue with PAUSE filters, never by timing: a job is known to
+be held when a later, unfiltered job has already finished.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TestbedHandle
+
+pytestmark = pytest.mark.integration
+
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _submit_delay(tb: TestbedHandle, *args: str, duration: str = "0") -> int:
+    """Submit a delay job without waiting; return its id."""
+    proc = tb.run("gnt-debug", "delay", "--submit", "--print-jobid", *args, duration)
+    job_id = int(proc.stdout.splitlines()[0])
+    assert proc.stderr.strip() == f"JobID: {job_id}"
+    return job_id
+
+
+def _field(tb: TestbedHandle, job_id: int, field: str, *extra: str) -> str:
+    return tb.run("gnt-job", "list", "--no-headers", "-o", field, *extra,
+                  str(job_id)).stdout.strip()
+
+
+def _pause_filter(tb: TestbedHandle, reason_text: str) -> str:
+    predicates = json.dumps([["reason", ["=", "reason", reason_text]]])
+    uuid = tb.run("gnt-filter", "add", "--action", "PAUSE", "--predicates", predicates,
+                  "--reason", "hold jobs for the test").stdout.strip()
+    assert UUID_RE.match(uuid), uuid
+    return uuid
+
+
+def _assert_held(tb: TestbedHandle, job_id: int) -> None:
+    """``job_id`` is still queued after a later, unfiltered job has finished."""
+    later = _submit_delay(tb)
+    tb.run("gnt-job", "wait", str(later))
+    assert _field(tb, later, "status") == "success"
+    assert _field(tb, job_id, "status") == "queued"
+
+
+def test_delay_job_shows_in_list_and_info_with_reason_trail(testbed: TestbedHandle) -> None:
+    proc = testbed.run("gnt-debug", "delay", "--print-jobid", "--reason", "ticket 17", "0")
+    job_id = int(proc.stdout.splitlines()[0])
+    rows = testbed.run("gnt-job", "list", "--no-headers", "--separator", "|").stdout
+    line = next(ln for ln in rows.splitlines() if ln.split("|")[0] == str(job_id))
+    _, status, summary = line.split("|")
+    assert status == "success" and summary.startswith("TEST_DELAY(")
+    header = testbed.run("gnt-job", "list", str(job_id)).stdout.splitlines()[0]
+    assert header.split() == ["ID", "Status", "Summary"]
+
+    info = testbed.run("gnt-job", "info", str(job_id)).stdout
+    assert info.startswith(f"- Job ID: {job_id}\n")
+    assert "  Status: success" in info
+    assert "    - Opcode: OP_TEST_DELAY" in info
+    trail_order = [info.index(s) for s in ("ticket 17", "gnt:client:gnt-debug", "delay",
+                                           "gnt:opcode:test_delay")]
+    assert trail_order == sorted(trail_order)
+    assert f"job={job_id};index=0" in info
+
+
+def test_list_json_and_filter_text(testbed: TestbedHandle) -> None:
+    job_id = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
+    rows = json.loads(testbed.run("gnt-job", "list", "--json", "-o", "id,status").stdout)
+    assert {"id": job_id, "status": "success"} in rows
+    text = testbed.run("gnt-job", "list", "--no-headers", "-o", "id",
+                       "-F", f"id == {job_id}").stdout
+    assert text.split() == [str(job_id)]
+    unknown = testbed.run("gnt-job", "list", "-o", "id,no_such_field", check=False)
+    assert unknown.returncode == 14 and "no_such_field" in unknown.stderr
+
+
+def test_watch_and_wait_follow_a_job(testbed: TestbedHandle) -> None:
+    job_id = _submit_delay(testbed, duration="0.5")
+    watched = testbed.run("gnt-job", "watch", str(job_id)).stdout.splitlines()
+    title = f"Output from job {job_id} follows"
+    assert watched[:2] == [title, "-" * len(title)]
+    assert _field(testbed, job_id, "status") == "success"
+    assert testbed.run("gnt-job", "wait", str(job_id)).stdout == ""
+
+
+def test_pause_filter_holds_a_job_until_deleted(testbed: TestbedHandle) -> None:
+    uuid = _pause_filter(testbed, "held")
+    listed = testbed.run("gnt-filter", "list", "--no-headers", "--separator", "|").stdout
+    (row,) = listed.splitlines()
+    assert row.split("|")[0] == uuid and "|PAUSE|" in row
+    info = testbed.run("gnt-filter", "info", uuid).stdout
+    assert info.startswith(f"UUID: {uuid}\n") and "  Action: PAUSE" in info
+    assert "hold jobs for the test" in info
+
+    held = _submit_delay(testbed, "--reason", "held")
+    _assert_held(testbed, held)
+    testbed.run("gnt-filter", "delete", uuid)
+    assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
+    testbed.run("gnt-job", "wait", str(held))
+    assert _field(testbed, held, "status") == "success"
+
+
+def test_cancel_a_queued_job(testbed: TestbedHandle) -> None:
+    _pause_filter(testbed, "to-cancel")
+    job_id = _submit_delay(testbed, "--reason", "to-cancel")
+    _assert_held(testbed, job_id)
+    proc = testbed.run("gnt-job", "cancel", str(job_id))
+    assert proc.stdout.strip()
+    assert _field(testbed, job_id, "status") == "canceled"
+    waited = testbed.run("gnt-job", "wait", str(job_id), check=False)
+    assert waited.returncode != 0 and "cancel" in waited.stderr
+
+
+def test_change_priority_of_a_held_job(testbed: TestbedHandle) -> None:
+    uuid = _pause_filter(testbed, "reprio")
+    job_id = _submit_delay(testbed, "--reason", "reprio")
+    _assert_held(testbed, job_id)
+    assert _field(testbed, job_id, "priority") == "0"
+    testbed.run("gnt-job", "change-priority", "--priority", "high", str(job_id))
+    assert _field(testbed, job_id, "priority") == "-10"
+    testbed.run("gnt-filter", "delete", uuid)
+    testbed.run("gnt-job", "wait", str(job_id))
+
+
+def test_archive_and_autoarchive(testbed: TestbedHandle) -> None:
+    first = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
+    testbed.run("gnt-job", "archive", str(first))
+    assert testbed.run("gnt-job", "list", "--no-headers", str(first)).stdout == ""
+    archived = testbed.run("gnt-job", "list", "--archived", "--no-headers", "--separator", "|",
+                           "-o", "id,archived", str(first)).stdout
+    assert archived.strip() == f"{first}|Y"
+
+    second = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
+    out = testbed.run("gnt-job", "autoarchive", "all").stdout
+    assert re.fullmatch(r"Archived [1-9]\d* jobs, \d+ unchecked left\n", out), out
+    assert testbed.run("gnt-job", "list", "--no-headers", str(second)).stdout == ""
+
+
+def test_reject_filter_refuses_submission(testbed: TestbedHandle) -> None:
+    predicates = json.dumps([["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]])
+    testbed.run("gnt-filter", "add", "--action", "REJECT", "--predicates", predicates)
+    before = testbed.run("gnt-job", "list", "--no-headers").stdout
+    proc = testbed.run("gnt-debug", "delay", "0", check=False)
+    assert proc.returncode != 0 and "reject" in proc.stderr.lower(), proc.stderr
+    assert testbed.run("gnt-job", "list", "--no-headers").stdout == before
+
+
+def test_drained_queue_refuses_submission(testbed: TestbedHandle) -> None:
+    testbed.run("gnt-cluster", "queue", "drain")
+    assert testbed.run("gnt-cluster", "queue", "info").stdout == "The drain flag is set\n"
+    proc = testbed.run("gnt-debug", "delay", "0", check=False)
+    assert proc.returncode != 0 and "drain" in proc.stderr.lower(), proc.stderr
+    testbed.run("gnt-cluster", "queue", "undrain")
+    assert testbed.run("gnt-cluster", "queue", "info").stdout == "The drain flag is unset\n"
+    testbed.run("gnt-debug", "delay", "0")
+
+
+def test_cluster_tags(testbed: TestbedHandle, tmp_path: Path) -> None:
+    assert testbed.run("gnt-cluster", "list-tags").stdout == ""
+    source = tmp_path / "tags"
+    source.write_text("from-file\n")
+    testbed.run("gnt-cluster", "add-tags", "--from", str(source), "web", "db")
+    assert testbed.run("gnt-cluster", "list-tags").stdout == "db\nfrom-file\nweb\n"
+    testbed.run("gnt-cluster", "remove-tags", "web", "from-file")
+    assert testbed.run("gnt-cluster", "list-tags").stdout == "db\n"
+    assert "db" in testbed.info()["tags"]
+    empty = testbed.run("gnt-cluster", "add-tags", check=False)
+    assert empty.returncode != 0 and "no tags" in empty.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--predicates", '[["nosuch", ["=", "id", 1]]]'], "nosuch"),
+        (["--predicates", '[["jobid", ["~~", "id", 1]]]'], "~~"),
+        (["--predicates", '[["jobid", ["=", "no_field", 1]]]'], "no_field"),
+        (["--action", "EXPLODE"], "EXPLODE"),
+        (["--action", "RATE_LIMIT x"], "RATE_LIMIT"),
+        (["--priority", "-1"], "priority"),
+    ],
+)
+def test_bad_filter_is_refused_and_nothing_stored(
+    testbed: TestbedHandle, args: list[str], named: str
+) -> None:
+    proc = testbed.run("gnt-filter", "add", *args, check=False)
+    assert proc.returncode != 0
+    assert named.lower() in proc.stderr.lower(), proc.stderr
+    assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
+
+
+def test_bad_predicates_json_is_a_usage_error(testbed: TestbedHandle) -> None:
+    proc = testbed.run("gnt-filter", "add", "--predicates", "[oops", check=False)
+    assert proc.returncode == 2 and "--predicates" in proc.stderr
+    assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
+
+
+def test_unknown_job_id_is_not_found(testbed: TestbedHandle) -> None:
+    for command in ("info", "wait", "watch"):
+        proc = testbed.run("gnt-job", command, "99999", check=False)
+        assert proc.returncode != 0, command
+        assert "99999" in proc.stderr and "not found" in proc.stderr, (command, proc.stderr)
+    assert testbed.run("gnt-job", "list", "--no-headers", "99999").stdout == ""
+
+
+def test_modify_runs_as_a_job_with_submit(testbed: TestbedHandle) -> None:
+    proc = testbed.run("gnt-cluster", "modify", "--max-running-jobs", "9", "--submit",
+                       "--print-jobid")
+    job_id = int(proc.stdout.split()[0])
+    testbed.run("gnt-job", "wait", str(job_id))
+    assert testbed.info()["max_running_jobs"] == 9
+    summary = _field(testbed, job_id, "summary")
+    assert summary.startswith("CLUSTER_SET_PARAMS")
+
+
+def test_debug_locks_lists_columns(testbed: TestbedHandle) -> None:
+    out = testbed.run("gnt-debug", "locks").stdout
+    assert out.splitlines()[0].split() == ["Name", "Mode", "Owner", "Pending"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -64,21 +65,40 @@ def demo_command(directory: Path) -> None:
         raise NotFoundError(f"no testbed in {directory}; run 'make demo'")
     env = {**os.environ, **testbed.env}
     root = testbed.env["CORRAL_ROOT"]
-    click.echo("\n$ gnt-cluster info")
-    sys.stdout.flush()
-    subprocess.run(["gnt-cluster", "info"], env=env, check=True)
-    click.echo("\n$ gnt-cluster modify -B maxmem=1G,vcpus=2 --reason 'demo'")
-    sys.stdout.flush()
-    subprocess.run(["gnt-cluster", "modify", "-B", "maxmem=1G,vcpus=2", "--reason", "demo"],
-                   env=env, check=True)
+
+    def show(*args: str) -> str:
+        click.echo(f"\n$ {' '.join(shlex.quote(a) for a in args)}")
+        sys.stdout.flush()
+        proc = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
+        click.echo(proc.stdout, nl=False)
+        return proc.stdout
+
+    show("gnt-cluster", "info")
+    show("gnt-cluster", "modify", "-B", "maxmem=1G,vcpus=2", "--reason", "demo")
+    # A job and its reason trail: the CLI's entry, the user's, the queue's.
+    job = show("gnt-debug", "delay", "--submit", "--print-jobid", "--reason", "demo delay",
+               "0.5").split()[0]
+    show("gnt-job", "watch", job)
+    show("gnt-job", "info", job)
+    # A PAUSE filter holds new jobs in the queue until it is deleted.
+    uuid = show("gnt-filter", "add", "--action", "PAUSE", "--reason", "demo maintenance",
+                "--predicates", '[["jobid", [">", "id", "watermark"]]]').strip()
+    held = show("gnt-debug", "delay", "--submit", "--print-jobid", "0").split()[0]
+    show("gnt-filter", "list")
+    show("gnt-job", "list", "-o", "id,status,summary,paused_by", held)
+    show("gnt-filter", "delete", uuid)
+    show("gnt-job", "wait", held)
+    show("gnt-job", "list", held)
     click.echo(f"""
 The demo cluster runs under {testbed.dir}. Try it yourself:
 
   export CORRAL_ROOT={root} PATH={Path(sys.executable).parent}:$PATH
   gnt-cluster info --json
   gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
-  gnt-cluster modify --uid-pool 4000-4099 && gnt-cluster info | grep 'uid pool'
-  gnt-cluster getmaster
+  gnt-debug delay --repeat 3 1 && gnt-job list
+  gnt-filter add --action REJECT --predicates '[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]'
+  gnt-cluster queue drain && gnt-cluster queue info
+  gnt-cluster add-tags prod && gnt-cluster list-tags
   corral-daemons status
 
 Stop it with 'make demo-down'.""")

@@ -210,6 +210,21 @@ def test_daemon_refuses_a_bad_store_naming_the_file(tmp_path: Path, damage: Any)
     assert _digest(db) == before, "a refused store must be left as it was"
 
 
+def test_daemon_refuses_a_corrupt_job_queue_naming_the_file(tmp_path: Path) -> None:
+    env = {**os.environ, "CORRAL_ROOT": str(tmp_path)}
+    run_tool(["gnt-cluster", "init", "--master-name", "m.test", "--primary-ip", "127.0.9.1",
+              "c.test", "--no-start"], env)
+    jobs_db = tmp_path / "var/lib/corral/jobs.db"
+    _corrupt(jobs_db)
+    before = _digest(jobs_db)
+    direct = run_tool(["corral-masterd"], env, check=False)
+    assert direct.returncode != 0
+    assert "refusing to start" in direct.stderr and str(jobs_db) in direct.stderr, direct.stderr
+    assert "Traceback" not in direct.stderr
+    assert running_pid(tmp_path / "run/corral/masterd.pid") is None
+    assert _digest(jobs_db) == before, "a refused job queue must be left as it was"
+
+
 def test_no_master_daemon_gives_a_clear_error(tmp_path: Path) -> None:
     env = {**os.environ, "CORRAL_ROOT": str(tmp_path)}
     proc = run_tool(["gnt-cluster", "info"], env, check=False)

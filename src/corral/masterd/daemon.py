@@ -79,20 +79,26 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
         try:
             store = _open_store(paths)
         except CorralError as err:
-            message = f"corral-masterd: refusing to start: {err}"
-            log.error("%s", message)
-            print(message, file=sys.stderr)
-            notify_failed(message)
-            return err.exit_code
+            return _refuse(err)
         log.info("corral-masterd %s starting with %s", __version__, paths.config_db)
         try:
             asyncio.run(serve(paths, store))
+        except CorralError as err:  # e.g. an unreadable job queue at start
+            return _refuse(err)
         finally:
             store.close()
         log.info("stopped")
         return 0
     finally:
         pid_file.remove()
+
+
+def _refuse(err: CorralError) -> int:
+    message = f"corral-masterd: refusing to start: {err}"
+    log.error("%s", message)
+    print(message, file=sys.stderr)
+    notify_failed(message)
+    return err.exit_code
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

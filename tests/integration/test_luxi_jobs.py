@@ -37,7 +37,8 @@ def test_forged_internal_reason_sources_are_refused(testbed: TestbedHandle) -> N
         job_id = client.call("SubmitJob", [ok])
         assert _wait(client, job_id)[0] == "success"
         (per_opcode,) = client.call("QueryJobs", [job_id], ["reason"])[0]
-        assert [e[0] for e in per_opcode[0]] == ["user", "gnt:client:my-tool", "gnt:opcode:test_delay"]
+        sources = [entry[0] for entry in per_opcode[0]]
+        assert sources == ["user", "gnt:client:my-tool", "gnt:opcode:test_delay"]
         assert client.call("QueryJobs", [], ["id"])  # every job
 
 

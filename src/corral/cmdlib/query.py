@@ -35,8 +35,8 @@ FILTER_FIELDS.add("reason_trail", "ReasonTrail", "other",
 
 #: Fields of locks (``gnt-debug locks``).
 LOCK_FIELDS: FieldRegistry[None, LockInfo] = FieldRegistry("lock")
-LOCK_FIELDS.add("name", "Name", "text", "Lock name", lambda _c, lock: lock.name)
-LOCK_FIELDS.add("mode", "Mode", "other", "Mode in which the lock is held",
+LOCK_FIELDS.add("name", "Name", "text", "Level and name of the lock", lambda _c, lock: lock.name)
+LOCK_FIELDS.add("mode", "Mode", "other", "exclusive or shared while held; empty when free",
                 lambda _c, lock: lock.mode)
 LOCK_FIELDS.add("owner", "Owner", "other", "Holders of the lock",
                 lambda _c, lock: list(lock.holders))

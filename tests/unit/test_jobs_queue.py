@@ -461,6 +461,10 @@ async def test_archive_and_auto_archive(env: Env) -> None:
     assert await queue.auto_archive(-1, 10) == (2, 0)
     assert [row[0] for row in await queue.query(None, ["id"]) if row] == [pending]
     assert not await queue.archive(pending)
+    assert [job.id for job in await queue.jobs()] == [pending]
+    every = await queue.jobs(archived=True)
+    assert [(job.id, job.archived) for job in every] == [
+        (ids[0], True), (ids[1], True), (ids[2], True), (pending, False)]
     result = await queue.wait_for_change(ids[1], ["status", "archived"], None, None, 1.0)
     assert result != "nochange" and result[0] == ["success", True]
     gate.set()

@@ -175,6 +175,15 @@ def test_failed_opcode_error_is_raised_with_its_class(fake: Any) -> None:
     assert "Failure: node 'x' is offline" in result.stderr
 
 
+def test_queue_encoded_error_keeps_its_class_and_exit_code(fake: Any) -> None:
+    # The job queue stores an opcode's error as [class name, [message]].
+    fake(**_job_handlers(["error", ["error"], [["UnknownFieldError", ["no field 'x'"]]]]))
+    result = run(gnt_debug.cli, "delay", "1")
+    assert result.exit_code == 14
+    assert "Failure: no field 'x'" in result.stderr
+    assert job_error(1, "error", ["error"], [["SomeGanetiError", ["boom"]]]).code == "exec-error"
+
+
 def test_partial_failure_names_the_opcode() -> None:
     err = job_error(3, "error", ["success", "error"], [None, "disk full"])
     assert err.message == "partial failure (opcode 1): disk full"

@@ -221,10 +221,23 @@ def _result_error(result: Any) -> CorralError:
         return from_wire(result)
     if (isinstance(result, list | tuple) and len(result) == 2
             and isinstance(result[0], str) and isinstance(result[1], list | tuple)):
-        # Ganeti's encoding: [error class name, [args...]].
+        # Ganeti's encoding: [error class name, [args...]]; corral's classes come back
+        # as themselves, so the tool exits with the error's own code.
         args = result[1]
-        return OpExecError(str(args[0]) if len(args) == 1 else ", ".join(map(str, args)))
+        cls = _error_class(result[0])
+        return cls(str(args[0]) if len(args) == 1 else ", ".join(map(str, args)))
     return OpExecError(str(result))
+
+
+def _error_class(name: str) -> type[CorralError]:
+    """The corral error class called ``name``; OpExecError for any other name."""
+    pending: list[type[CorralError]] = [CorralError]
+    while pending:
+        cls = pending.pop()
+        if cls.__name__ == name:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return OpExecError
 
 
 def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = None) -> list[Any]:

@@ -281,8 +281,7 @@ class LUClusterQuery(LogicalUnit[OpClusterQuery]):
     async def execute(self) -> dict[str, Any]:
         """Read the settings from the configuration."""
         store = self.master.store
-        master = store.get("node", store.cluster.master_node).name
-        return cluster_info(store.cluster, master, store.serial)
+        return cluster_info(store.cluster, store.master_name, store.serial)
 
 
 class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):

@@ -30,8 +30,7 @@ class LUTestDelay(LogicalUnit[OpTestDelay]):
                 raise OpPrereqError(f"node {key!r} not found (gnt-node list shows the nodes)")
             names.append(node.name)
         self.op.on_nodes = names
-        store = self.master.store
-        self._master_name = store.get("node", store.cluster.master_node).name
+        self._master_name = self.master.store.master_name
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
         """The nodes slept on (the master too when ``on_master``), unless ``no_locks``."""

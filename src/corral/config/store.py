@@ -187,6 +187,11 @@ class ConfigStore:
             return obj
         raise InternalError("the configuration has no cluster object")
 
+    @property
+    def master_name(self) -> str:
+        """The master node's name."""
+        return self.get("node", self.cluster.master_node).name
+
     @overload
     def find(self, kind: Literal["cluster"], key: str) -> Cluster | None: ...
     @overload

@@ -8,6 +8,7 @@ Field names are Ganeti's: filters have ``uuid``, ``watermark``, ``priority``,
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, QueryResource
@@ -17,7 +18,7 @@ from corral.objects import FilterRule
 from corral.opcodes import OpQuery, OpQueryFields
 from corral.qlang import FieldRegistry
 
-__all__ = ["FILTER_FIELDS", "LOCK_FIELDS", "LUQuery", "LUQueryFields", "resource"]
+__all__ = ["FILTER_FIELDS", "LOCK_FIELDS", "LUQuery", "LUQueryFields", "find_resource", "resource"]
 
 #: Fields of job filter rules (``gnt-filter list``, ``/2/filters``).
 FILTER_FIELDS: FieldRegistry[None, FilterRule] = FieldRegistry("filter")
@@ -55,12 +56,15 @@ def resource(registry: FieldRegistry[None, Any], items: Any) -> QueryResource:
     return QueryResource(query=query, query_fields=registry.query_fields)
 
 
-def _resource(what: str, known: dict[str, QueryResource]) -> QueryResource:
+def find_resource(
+    what: str, known: Mapping[str, QueryResource], also: Iterable[str] = ()
+) -> QueryResource:
+    """The resource called ``what``; the error lists ``known`` and ``also`` (answered
+    elsewhere, such as jobs by the queue)."""
     found = known.get(what)
     if found is None:
-        raise ParameterError(
-            f"cannot query resource {what!r}; resources: {', '.join(sorted(known))}"
-        )
+        names = ", ".join(sorted({*known, *also}))
+        raise ParameterError(f"cannot query resource {what!r}; resources: {names}")
     return found
 
 
@@ -72,7 +76,7 @@ class LUQuery(LogicalUnit[OpQuery]):
 
     async def execute(self) -> dict[str, Any]:
         """Answer with Ganeti's QueryResponse."""
-        return _resource(self.op.what, self.master.queries).query(
+        return find_resource(self.op.what, self.master.queries).query(
             list(self.op.fields), self.op.qfilter)
 
 
@@ -85,4 +89,4 @@ class LUQueryFields(LogicalUnit[OpQueryFields]):
     async def execute(self) -> dict[str, Any]:
         """Answer with Ganeti's QueryFieldsResponse."""
         fields = None if self.op.fields is None else list(self.op.fields)
-        return _resource(self.op.what, self.master.queries).query_fields(fields)
+        return find_resource(self.op.what, self.master.queries).query_fields(fields)

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from corral.cmdlib.cluster import cluster_info
-from corral.cmdlib.query import FILTER_FIELDS
+from corral.cmdlib.query import FILTER_FIELDS, find_resource
 from corral.config import ConfigStore
 from corral.errors import NotFoundError, ParameterError, ProtocolError, UnknownFieldError
 from corral.jobs import JobQueue
@@ -126,14 +126,11 @@ class MasterMethods:
             )
         return await method(request.args)
 
-    def _master_name(self) -> str:
-        return self.store.get("node", self.store.cluster.master_node).name
-
     # -- cluster --------------------------------------------------------------------
 
     async def query_cluster_info(self, args: list[Any]) -> dict[str, Any]:
         """``QueryClusterInfo()``: the cluster's settings with Ganeti's keys."""
-        return cluster_info(self.store.cluster, self._master_name(), self.store.serial)
+        return cluster_info(self.store.cluster, self.store.master_name, self.store.serial)
 
     async def query_config_values(self, args: list[Any]) -> list[Any]:
         """``QueryConfigValues(fields)``: selected values, in the order asked."""
@@ -145,7 +142,7 @@ class MasterMethods:
             if field == "cluster_name":
                 values.append(cluster.name)
             elif field == "master_node":
-                values.append(self._master_name())
+                values.append(self.store.master_name)
             elif field == "config_serial":
                 values.append(self.store.serial)
             elif field == "default_hypervisor":
@@ -258,11 +255,8 @@ class MasterMethods:
             # Like Ganeti, asking for the "archived" field includes archived jobs.
             jobs = await self.queue.jobs(archived="archived" in fields)
             return JOB_QUERY_FIELDS.query(jobs, fields, qfilter, None)
-        resource = self.state.context.queries.get(what)
-        if resource is None:
-            known = sorted({"job", *self.state.context.queries})
-            raise ParameterError(f"cannot query {what!r}; resources: {', '.join(known)}")
-        return resource.query(fields, qfilter)
+        return find_resource(what, self.state.context.queries, also=("job",)).query(
+            fields, qfilter)
 
     async def query_fields(self, args: list[Any]) -> dict[str, Any]:
         """``QueryFields(what, fields or None)``: Ganeti's QueryFieldsResponse."""
@@ -272,11 +266,8 @@ class MasterMethods:
             fields = _str_list("QueryFields", "fields", fields)
         if what == "job":
             return JOB_QUERY_FIELDS.query_fields(fields)
-        resource = self.state.context.queries.get(what)
-        if resource is None:
-            known = sorted({"job", *self.state.context.queries})
-            raise ParameterError(f"cannot query {what!r}; resources: {', '.join(known)}")
-        return resource.query_fields(fields)
+        return find_resource(what, self.state.context.queries, also=("job",)).query_fields(
+            fields)
 
     # -- job filters (bypass the queue) -----------------------------------------------
 

@@ -12,7 +12,7 @@ import logging
 from corral.cmdlib import LOGICAL_UNITS, MasterContext, Processor
 from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
 from corral.config import ConfigStore
-from corral.jobs import JobQueue, JobStore
+from corral.jobs import Decider, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
 from corral.objects import Cluster
@@ -42,7 +42,7 @@ class MasterState:
         self.queue = JobQueue(
             jobs, self.processor.execute,
             max_running=store.cluster.max_running_jobs,
-            decider=FilterChain.from_rules(store.all("filter")).decide,
+            decider=self._decider(),
         )
 
     @classmethod
@@ -63,7 +63,11 @@ class MasterState:
             log.info("max_running_jobs is now %d", cluster.max_running_jobs)
             self.queue.set_max_running(cluster.max_running_jobs)
 
+    def _decider(self) -> Decider:
+        """The stored rules compiled into one filter chain."""
+        return FilterChain.from_rules(self.store.all("filter")).decide
+
     async def filters_changed(self) -> None:
         """Compile the stored rules and re-evaluate every unfinished job."""
-        self.queue.set_decider(FilterChain.from_rules(self.store.all("filter")).decide)
+        self.queue.set_decider(self._decider())
         await self.queue.reevaluate()

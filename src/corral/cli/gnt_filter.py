@@ -15,14 +15,12 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.jobs import exit_with, generic_list, generic_list_fields
+from corral.cli.jobs import exit_with, generic_list, list_fields_command
 from corral.cli.options import (
     FieldSelection,
     common_list_options,
-    no_headers_option,
     reason_option,
     resolve_fields,
-    separator_option,
 )
 from corral.errors import NotFoundError
 
@@ -127,16 +125,7 @@ def list_(uuids: tuple[str, ...], output: FieldSelection | None, no_headers: boo
     exit_with(code)
 
 
-@cli.command("list-fields")
-@no_headers_option
-@separator_option
-@click.argument("fields", nargs=-1)
-def list_fields(fields: tuple[str, ...], no_headers: bool, separator: str | None) -> None:
-    """List the fields filter rules have (all, or those named)."""
-    with get_client() as client:
-        code = generic_list_fields(client, "filter", fields, separator=separator,
-                                   no_headers=no_headers)
-    exit_with(code)
+cli.add_command(list_fields_command("filter", "filter rules", lambda: get_client()))
 
 
 @cli.command()

@@ -21,7 +21,7 @@ from corral.cli.jobs import (
     format_query,
     format_timestamp,
     generic_list,
-    generic_list_fields,
+    list_fields_command,
     parse_job_ids,
     parse_timespec,
     poll_job,
@@ -30,10 +30,8 @@ from corral.cli.options import (
     FieldSelection,
     common_list_options,
     force_option,
-    no_headers_option,
     priority_option,
     resolve_fields,
-    separator_option,
     yes_do_it_option,
 )
 from corral.cli.output import format_info
@@ -134,16 +132,7 @@ def list_(jobs: tuple[str, ...], output: FieldSelection | None, no_headers: bool
     exit_with(code)
 
 
-@cli.command("list-fields")
-@no_headers_option
-@separator_option
-@click.argument("fields", nargs=-1)
-def list_fields(fields: tuple[str, ...], no_headers: bool, separator: str | None) -> None:
-    """List the fields jobs have (all, or those named)."""
-    with get_client() as client:
-        code = generic_list_fields(client, "job", fields, separator=separator,
-                                   no_headers=no_headers)
-    exit_with(code)
+cli.add_command(list_fields_command("job", "jobs", lambda: get_client()))
 
 
 def _delta(start: Any, end: Any) -> float:

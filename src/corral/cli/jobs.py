@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import click
 
 from corral import serializer
+from corral.cli.options import no_headers_option, separator_option
 from corral.cli.output import effective_units, format_bool, format_table, format_unit
 from corral.errors import (
     CorralError,
@@ -496,6 +497,28 @@ def generic_list_fields(
                              separator=separator, no_headers=no_headers):
         click.echo(line)
     return EXIT_UNKNOWN_FIELD if unknown else 0
+
+
+def list_fields_command(
+    resource: str, noun: str, connect: Callable[[], Any]
+) -> click.Command:
+    """The ``list-fields [FIELD...]`` command of a tool listing ``resource`` items.
+
+    ``connect()`` opens the tool's luxi client (a context manager).
+    """
+
+    @click.command("list-fields")
+    @no_headers_option
+    @separator_option
+    @click.argument("fields", nargs=-1)
+    def list_fields(fields: tuple[str, ...], no_headers: bool, separator: str | None) -> None:
+        with connect() as client:
+            code = generic_list_fields(client, resource, fields, separator=separator,
+                                       no_headers=no_headers)
+        exit_with(code)
+
+    list_fields.help = f"List the fields {noun} have (all, or those named)."
+    return list_fields
 
 
 def exit_with(code: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import re
 import socket
 from collections.abc import Callable
@@ -28,7 +29,10 @@ from corral.errors import (
 from corral.objects import Cluster, Node, NodeGroup
 from corral.paths import Paths
 
-__all__ = ["DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster"]
+__all__ = [
+    "DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster",
+    "membership_json",
+]
 
 #: Name of the node group every cluster starts with (Ganeti's name).
 DEFAULT_GROUP = "default"
@@ -52,6 +56,8 @@ class InitOptions:
     primary_ip: str | None = None
     secondary_ip: str | None = None
     params: ClusterSetParams = field(default_factory=ClusterSetParams)
+    #: The TCP port every node daemon of the cluster listens on (Ganeti's is 1811).
+    noded_port: int = 1811
 
 
 def _check_hostname(what: str, name: str) -> str:
@@ -91,12 +97,22 @@ def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGrou
     cluster = Cluster(
         name=cluster_name,
         master_node=node.uuid,
-        file_storage_dir=str(paths.default_file_storage_dir),
-        shared_file_storage_dir=str(paths.default_shared_file_storage_dir),
-        os_search_path=paths.default_os_search_path,
+        file_storage_dir=Paths.DEFAULT_FILE_STORAGE_DIR,
+        shared_file_storage_dir=Paths.DEFAULT_SHARED_FILE_STORAGE_DIR,
+        os_search_path=list(Paths.DEFAULT_OS_SEARCH_PATH),
+        noded_port=options.noded_port,
     )
     apply_cluster_params(cluster, options.params)
     return cluster, group, node
+
+
+def membership_json(cluster: Cluster, node: Node, master: Node) -> str:
+    """What a node keeps about the cluster it belongs to (``Paths.node_membership``)."""
+    return json.dumps({
+        "cluster_name": cluster.name, "node_name": node.name, "node_uuid": node.uuid,
+        "master_name": master.name, "master_ip": master.primary_ip,
+        "noded_port": cluster.noded_port,
+    }, indent=2, sort_keys=True) + "\n"
 
 
 def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
@@ -128,6 +144,7 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             (paths.confd_hmac_key, x509.generate_hmac_key(), True),
             (paths.rapi_users, x509.generate_rapi_users_file(RAPI_ADMIN, password), True),
             (paths.rapi_admin_password, password + "\n", True),
+            (paths.node_membership, membership_json(cluster, node, node), False),
         ]
         for path, data, private in files:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -137,7 +154,7 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
                 x509.write_public(path, data)
             written.append(path)
         for directory in (cluster.file_storage_dir, cluster.shared_file_storage_dir):
-            Path(directory).mkdir(parents=True, exist_ok=True, mode=0o750)
+            paths.node_path(directory).mkdir(parents=True, exist_ok=True, mode=0o750)
         ConfigStore.create(paths.config_db, cluster, group, node).close()
     except BaseException:
         for path in written:
@@ -177,6 +194,7 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
     for path in (
         db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
         paths.node_cert, paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
+        paths.node_membership,
     ):
         try:
             path.unlink()

@@ -24,6 +24,13 @@ master, 13 confirmation needed, 14 unknown field) so that shell scripts keep wor
     ├── DaemonError                  "daemon-error"            exit 1   HTTP 500
     ├── LockError                    "lock-error"              exit 1   HTTP 500
     │   └── LockDeletedError         "lock-deleted"            exit 1   HTTP 409
+    ├── RpcError                     "rpc-error"               exit 1   HTTP 502
+    │   └── NodeUnreachableError     "node-unreachable"        exit 1   HTTP 502
+    ├── HypervisorError              "hypervisor-error"        exit 1   HTTP 500
+    ├── BlockDeviceError             "blockdev-error"          exit 1   HTTP 500
+    ├── OsError                      "os-error"                exit 1   HTTP 400
+    │   └── OsScriptError            "os-script-failed"        exit 1   HTTP 500
+    ├── JoinError                    "join-error"              exit 1   HTTP 403
     └── InternalError                "internal-error"          exit 1   HTTP 500
 
 Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
@@ -36,26 +43,33 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AlreadyExistsError",
+    "BlockDeviceError",
     "ClusterExistsError",
     "ConfigStoreError",
     "ConfigurationError",
     "ConfirmationRequiredError",
     "CorralError",
     "DaemonError",
+    "HypervisorError",
     "InternalError",
     "JobQueueDrainedError",
     "JobRejectedError",
+    "JoinError",
     "LockDeletedError",
     "LockError",
     "MasterUnreachableError",
+    "NodeUnreachableError",
     "NotClusterError",
     "NotFoundError",
     "NotMasterError",
     "OpExecError",
     "OpPrereqError",
+    "OsError",
+    "OsScriptError",
     "ParameterError",
     "ProtocolError",
     "QueryFilterError",
+    "RpcError",
     "SerialConflictError",
     "UnknownFieldError",
     "UnknownParameterError",
@@ -231,6 +245,52 @@ class JobRejectedError(CorralError):
 
     code = "job-rejected"
     http_status = 409
+
+
+class RpcError(CorralError):
+    """A node daemon answered with an error or not at all; the message names the node."""
+
+    code = "rpc-error"
+    http_status = 502
+
+
+class NodeUnreachableError(RpcError):
+    """A node daemon could not be reached (down, offline, timed out)."""
+
+    code = "node-unreachable"
+
+
+class HypervisorError(CorralError):
+    """The hypervisor refused or failed an operation on an instance."""
+
+    code = "hypervisor-error"
+
+
+class BlockDeviceError(CorralError):
+    """Creating, removing, growing or activating a disk failed on a node."""
+
+    code = "blockdev-error"
+
+
+class OsError(CorralError):
+    """An OS definition is missing, invalid, hidden or blacklisted for this use."""
+
+    code = "os-error"
+    http_status = 400
+
+
+class OsScriptError(OsError):
+    """An OS definition's script failed; the message quotes its last output lines."""
+
+    code = "os-script-failed"
+    http_status = 500
+
+
+class JoinError(CorralError):
+    """A node could not join the cluster (wrong token, already joined, bad bundle)."""
+
+    code = "join-error"
+    http_status = 403
 
 
 class InternalError(CorralError):

@@ -48,29 +48,19 @@ class Paths:
         """One log file per daemon."""
         return self._under("/var/log/corral")
 
-    @property
-    def default_file_storage_dir(self) -> Path:
-        """Cluster default for ``file`` disks (Ganeti: /srv/ganeti/file-storage)."""
-        return self._under("/srv/corral/file-storage")
-
-    @property
-    def default_shared_file_storage_dir(self) -> Path:
-        """Cluster default for ``sharedfile`` disks."""
-        return self._under("/srv/corral/shared-file-storage")
-
-    @property
-    def default_os_search_path(self) -> list[str]:
-        """Where OS definitions are looked up; Ganeti's places first so theirs work."""
-        return [
-            str(self._under(p))
-            for p in (
-                "/srv/ganeti/os",
-                "/usr/local/lib/ganeti/os",
-                "/usr/lib/ganeti/os",
-                "/usr/share/ganeti/os",
-                "/srv/corral/os",
-            )
-        ]
+    # -- cluster-wide places (configuration values; see node_path) ---------------
+    #: Default for ``file`` disks (Ganeti: /srv/ganeti/file-storage).
+    DEFAULT_FILE_STORAGE_DIR = "/srv/corral/file-storage"
+    #: Default for ``sharedfile`` disks: a directory every node mounts from one storage.
+    DEFAULT_SHARED_FILE_STORAGE_DIR = "/srv/corral/shared-file-storage"
+    #: Where OS definitions are looked up; Ganeti's places first so theirs work.
+    DEFAULT_OS_SEARCH_PATH = (
+        "/srv/ganeti/os",
+        "/usr/local/lib/ganeti/os",
+        "/usr/lib/ganeti/os",
+        "/usr/share/ganeti/os",
+        "/srv/corral/os",
+    )
 
     # -- files ---------------------------------------------------------------
     @property
@@ -122,6 +112,37 @@ class Paths:
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"
+
+    @property
+    def noded_settings(self) -> Path:
+        """Where this node's noded listens (JSON ``{"bind", "port"}``); optional."""
+        return self.data_dir / "noded.json"
+
+    @property
+    def join_token(self) -> Path:
+        """The one-time token a node daemon without a cluster prints (mode 0400)."""
+        return self.data_dir / "join-token"
+
+    @property
+    def node_membership(self) -> Path:
+        """What the master told this node when it joined (cluster, node name, master)."""
+        return self.data_dir / "membership.json"
+
+    @property
+    def hypervisor_state_dir(self) -> Path:
+        """Per-hypervisor runtime state (the fake hypervisor's instance files)."""
+        return self.run_dir / "hypervisor"
+
+    @property
+    def os_log_dir(self) -> Path:
+        """Output of OS definition scripts, one file per script run."""
+        return self.log_dir / "os"
+
+    def node_path(self, path: str) -> Path:
+        """A cluster-wide absolute path (file storage dir, OS search path entry, a
+        disk's file) as this node sees it: below ``root``, so that every testbed
+        node has its own places while the configuration holds one path for all."""
+        return self._under(path)
 
     def pid_file(self, daemon: str) -> Path:
         """Pid file of ``daemon`` (for example ``masterd``)."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib import group, instance, node
+from corral.cmdlib import os as os_area
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, NodeRpc, QueryResource
 from corral.cmdlib.cluster import LUClusterQuery, LUClusterSetParams
 from corral.cmdlib.processor import JobOwner, Processor
 from corral.cmdlib.query import LUQuery, LUQueryFields
@@ -17,20 +19,25 @@ from corral.cmdlib.tags import LUTagsDel, LUTagsGet, LUTagsSearch, LUTagsSet
 from corral.cmdlib.test import LUTestDelay
 
 __all__ = [
+    "AREAS",
     "LOGICAL_UNITS",
     "JobOwner",
     "LockRequest",
     "LogicalUnit",
     "MasterContext",
+    "NodeRpc",
     "Processor",
     "QueryResource",
 ]
+
+#: The area modules with ``UNITS`` and ``query_resources(ctx)``.
+AREAS = (node, group, instance, os_area)
 
 #: ``OP_ID`` -> logical unit class, one per registered opcode.
 LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
     unit.OP_ID: unit
     for unit in (
         LUTestDelay, LUClusterQuery, LUClusterSetParams, LUTagsGet, LUTagsSearch, LUTagsSet,
-        LUTagsDel, LUQuery, LUQueryFields,
+        LUTagsDel, LUQuery, LUQueryFields, *(u for area in AREAS for u in area.UNITS),
     )
 }

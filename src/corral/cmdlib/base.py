@@ -10,23 +10,71 @@ The processor (:mod:`corral.cmdlib.processor`) drives an LU through its life cyc
    LU sets ``REQ_BGL``, shared otherwise, not at all when it clears ``USES_BGL``);
 5. :meth:`LogicalUnit.check_prereq`: the prerequisites hold now that the locks
    are held;
-6. :meth:`LogicalUnit.execute`: do it, reporting progress with :meth:`feedback`.
+6. :meth:`LogicalUnit.execute`: do it, reporting progress with :meth:`feedback`
+   (with ``op.dry_run`` it stops after its checks and changes nothing).
+
+:meth:`LogicalUnit.prepare` runs before the locks are taken (to add lock members),
+:meth:`LogicalUnit.abort` after a failure in steps 5 or 6, with the locks held.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from corral.errors import InternalError
 from corral.locking import AllSet, LockLevel, LockManager
 from corral.opcodes import OpCode
+from corral.rpc.protocol import RpcResult
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.objects import Cluster
+    from corral.objects import Cluster, Node
 
-__all__ = ["Feedback", "LockRequest", "LogicalUnit", "MasterContext", "QueryResource"]
+__all__ = [
+    "Feedback",
+    "LockRequest",
+    "LogicalUnit",
+    "MasterContext",
+    "NodeRpc",
+    "QueryResource",
+    "RpcArgs",
+]
+
+#: The arguments of one RPC: the same for every node, or computed per node.
+RpcArgs = Mapping[str, Any] | Callable[["Node"], Mapping[str, Any]]
+
+
+class NodeRpc(Protocol):
+    """How logical units talk to node daemons (the master daemon supplies it)."""
+
+    async def call(
+        self, nodes: Sequence[Node], procedure: str, args: RpcArgs, *, timeout: float = 60.0,
+    ) -> dict[str, RpcResult]:
+        """Call ``procedure`` on every node at once; one result per node name.
+
+        Offline nodes are not contacted: their result is a
+        :class:`~corral.errors.NodeUnreachableError` saying they are offline.
+        """
+        ...
+
+    async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
+        """Hand a fresh node daemon (proved by its one-time ``token``) the cluster's
+        certificates and its membership; its certificate is signed for ``node``."""
+        ...
+
+
+class _NoRpc:
+    """The RPC of a master context built without node daemons (unit tests)."""
+
+    async def call(
+        self, nodes: Sequence[Node], procedure: str, args: RpcArgs, *, timeout: float = 60.0,
+    ) -> dict[str, RpcResult]:
+        raise InternalError(f"no node RPC configured (calling {procedure})")
+
+    async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
+        raise InternalError("no node RPC configured (joining a node)")
 
 #: Writes a message to the job log of the opcode being executed.
 Feedback = Callable[[str], None]
@@ -46,19 +94,21 @@ class LockRequest:
 class QueryResource:
     """A resource ``OP_QUERY`` and luxi ``Query`` can ask about."""
 
-    #: ``query(fields, qfilter)`` -> Ganeti's QueryResponse.
-    query: Callable[[list[str], Any], dict[str, Any]]
+    #: ``await query(fields, qfilter)`` -> Ganeti's QueryResponse. Asynchronous so that
+    #: resources with live fields (node memory, instance run state) can ask the nodes.
+    query: Callable[[list[str], Any], Awaitable[dict[str, Any]]]
     #: ``query_fields(fields or None)`` -> Ganeti's QueryFieldsResponse.
     query_fields: Callable[[list[str] | None], dict[str, Any]]
 
 
 @dataclass(slots=True)
 class MasterContext:
-    """What logical units may use: the configuration, the locks and the query resources."""
+    """What logical units may use: configuration, locks, query resources, node RPC."""
 
     store: ConfigStore
     locks: LockManager
     queries: dict[str, QueryResource] = field(default_factory=dict)
+    rpc: NodeRpc = field(default_factory=_NoRpc)
     #: Called after a committed change of the cluster object (e.g. max_running_jobs).
     cluster_changed: Callable[[Cluster], None] = lambda _cluster: None
 
@@ -78,6 +128,13 @@ class LogicalUnit(Generic[OpT]):
         self.op = op
         self.master = master
         self.feedback = feedback
+        #: The lock owner of the running job (set by the processor), for LUs that add
+        #: or remove lock members (a new instance, a removed node).
+        self.owner: Hashable | None = None
+
+    async def prepare(self) -> None:
+        """Before any lock is taken: add lock members the LU will need (e.g. the lock
+        of an instance being created, so a second create of the name waits on it)."""
 
     def check_arguments(self) -> None:
         """Check the parameters against each other; nothing is locked yet."""
@@ -95,3 +152,6 @@ class LogicalUnit(Generic[OpT]):
     async def execute(self) -> Any:
         """Do the work and return the opcode's (JSON-able) result."""
         raise NotImplementedError
+
+    async def abort(self) -> None:
+        """Undo what :meth:`prepare` added after a failure; the locks are still held."""

@@ -69,14 +69,16 @@ class Processor:
         def feedback(message: str) -> None:
             ctx.feedback(message)
 
+        owner = JobOwner(ctx.job_id)
         unit = unit_class(op, self.master, feedback)
+        unit.owner = owner
         unit.check_arguments()
         unit.expand_names()
+        await unit.prepare()
         needed: dict[LockLevel, LockRequest] = {}
         if unit.USES_BGL:
             needed[LockLevel.CLUSTER] = LockRequest([BGL], shared=not unit.REQ_BGL)
         needed.update(unit.declare_locks())
-        owner = JobOwner(ctx.job_id)
         locks = self.master.locks
         try:
             if needed:
@@ -85,8 +87,12 @@ class Processor:
                     lambda: locks.release_all(owner=owner),
                 )
             ctx.running()
-            unit.check_prereq()
-            return await unit.execute()
+            try:
+                unit.check_prereq()
+                return await unit.execute()
+            except BaseException:
+                await unit.abort()
+                raise
         finally:
             locks.release_all(owner=owner)
 

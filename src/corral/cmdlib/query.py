@@ -50,7 +50,7 @@ LOCK_FIELDS.add(
 def resource(registry: FieldRegistry[None, Any], items: Any) -> QueryResource:
     """A query resource over ``registry`` whose items come from calling ``items()``."""
 
-    def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
+    async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
         return registry.query(items(), fields, qfilter, None)
 
     return QueryResource(query=query, query_fields=registry.query_fields)
@@ -76,7 +76,7 @@ class LUQuery(LogicalUnit[OpQuery]):
 
     async def execute(self) -> dict[str, Any]:
         """Answer with Ganeti's QueryResponse."""
-        return find_resource(self.op.what, self.master.queries).query(
+        return await find_resource(self.op.what, self.master.queries).query(
             list(self.op.fields), self.op.qfilter)
 
 

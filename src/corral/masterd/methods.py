@@ -255,7 +255,7 @@ class MasterMethods:
             # Like Ganeti, asking for the "archived" field includes archived jobs.
             jobs = await self.queue.jobs(archived="archived" in fields)
             return JOB_QUERY_FIELDS.query(jobs, fields, qfilter, None)
-        return find_resource(what, self.state.context.queries, also=("job",)).query(
+        return await find_resource(what, self.state.context.queries, also=("job",)).query(
             fields, qfilter)
 
     async def query_fields(self, args: list[Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from corral.cmdlib import LOGICAL_UNITS, MasterContext, Processor
+from corral.cmdlib import AREAS, LOGICAL_UNITS, MasterContext, NodeRpc, Processor
 from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
 from corral.config import ConfigStore
 from corral.jobs import Decider, JobQueue, JobStore
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class MasterState:
     """The master daemon's engines, wired together."""
 
-    def __init__(self, store: ConfigStore, jobs: JobStore) -> None:
+    def __init__(self, store: ConfigStore, jobs: JobStore, rpc: NodeRpc | None = None) -> None:
         self.store = store
         self.job_store = jobs
         self.locks = LockManager(
@@ -36,6 +36,10 @@ class MasterState:
         )
         self.context = MasterContext(store=store, locks=self.locks,
                                      cluster_changed=self._cluster_changed)
+        if rpc is not None:
+            self.context.rpc = rpc
+        for area in AREAS:
+            self.context.queries.update(area.query_resources(self.context))
         self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))
         self.context.queries["lock"] = resource(LOCK_FIELDS, self.locks.info)
         self.processor = Processor(self.context, LOGICAL_UNITS)

@@ -208,6 +208,8 @@ class Cluster(ConfigObject, kw_only=True):
     volume_group_name: str = ""
     mac_prefix: str = "aa:00:00"
     os_search_path: list[str] = msgspec.field(default_factory=list)
+    #: TCP port of every node daemon (Ganeti's noded uses 1811).
+    noded_port: int = 1811
 
     @property
     def default_hypervisor(self) -> str:

@@ -4,6 +4,8 @@
 :func:`op_to_dict` turns it back; :data:`REGISTRY` holds every implemented opcode.
 """
 
+# Imported for their @register side effect: every opcode module adds its opcodes.
+from corral.opcodes import instance_ops, node_ops, os_ops  # noqa: F401
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,
     REGISTRY,

@@ -1,0 +1,139 @@
+"""Helpers every area of logical units shares: name expansion and filled instance specs.
+
+Names or UUIDs are accepted wherever a name is (design 2.1); :func:`expand` turns
+either into the object, and the error for an unknown one lists a few that exist.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from corral.errors import NotFoundError, OpPrereqError
+from corral.objects import Instance, Node, NodeGroup, fill_params
+from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+
+__all__ = [
+    "check_node_online",
+    "expand_group",
+    "expand_instance",
+    "expand_node",
+    "fill_hvparams",
+    "fill_osparams",
+    "instance_spec",
+    "split_os_name",
+]
+
+_WHAT = {"node": "node", "nodegroup": "node group", "instance": "instance"}
+
+
+def _expand(store: ConfigStore, kind: Literal["node", "nodegroup", "instance"],
+            key: str) -> Any:
+    found = store.find(kind, key)
+    if found is None:
+        known = sorted(o.name for o in store.all(kind))
+        shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+        raise NotFoundError(
+            f"{_WHAT[kind]} {key!r} does not exist (known: {shown or 'none'})"
+        )
+    return found
+
+
+def expand_node(store: ConfigStore, key: str) -> Node:
+    """The node called ``key`` or with UUID ``key``; :class:`NotFoundError` otherwise."""
+    node: Node = _expand(store, "node", key)
+    return node
+
+
+def expand_group(store: ConfigStore, key: str) -> NodeGroup:
+    """The node group called ``key`` or with UUID ``key``."""
+    group: NodeGroup = _expand(store, "nodegroup", key)
+    return group
+
+
+def expand_instance(store: ConfigStore, key: str) -> Instance:
+    """The instance called ``key`` or with UUID ``key``."""
+    instance: Instance = _expand(store, "instance", key)
+    return instance
+
+
+def check_node_online(node: Node, what: str) -> None:
+    """Refuse to ``what`` on an offline node, naming it."""
+    if node.offline:
+        raise OpPrereqError(f"cannot {what}: node {node.name} is offline")
+
+
+def split_os_name(name: str) -> tuple[str, str]:
+    """``"debian+buster"`` -> ``("debian", "buster")``; no variant gives ``""``."""
+    base, _, variant = name.partition("+")
+    return base, variant
+
+
+def fill_osparams(store: ConfigStore, os_name: str, own: dict[str, Any]) -> dict[str, Any]:
+    """OS parameters in the order instance > OS+variant > OS (built-in defaults are the
+    OS definition's own, applied by its scripts)."""
+    cluster = store.cluster
+    base, _variant = split_os_name(os_name)
+    return fill_params(
+        {}, cluster.osparams.get(base), cluster.osparams.get(os_name) if os_name != base
+        else None, own,
+    )
+
+
+def fill_hvparams(store: ConfigStore, instance: Instance, node: Node | None = None
+                  ) -> dict[str, Any]:
+    """Hypervisor parameters: cluster ← OS-specific (``os_hvp``) ← group ← instance."""
+    cluster = store.cluster
+    hv = instance.hypervisor
+    node = node or store.get("node", instance.primary_node)
+    group = store.get("nodegroup", node.group)
+    return fill_params(
+        cluster.hvparams.get(hv, {}),
+        cluster.os_hvp.get(split_os_name(instance.os)[0], {}).get(hv),
+        group.hvparams.get(hv),
+        instance.hvparams,
+    )
+
+
+def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = None
+                  ) -> InstanceSpec:
+    """Everything a node needs about ``instance``, parameters filled.
+
+    ``node`` is the node the spec is for when that is not (yet) the primary node,
+    e.g. the target of a move; group-level parameters come from its group.
+    """
+    cluster = store.cluster
+    node = node or store.get("node", instance.primary_node)
+    group = store.get("nodegroup", node.group)
+    disks = [store.get("disk", uuid) for uuid in instance.disks]
+    nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
+    nics = []
+    for index, nic in enumerate(instance.nics):
+        params = fill_params(nic_defaults, nic.nicparams)
+        nics.append(NicSpec(
+            index=index, mac=nic.mac, uuid=nic.uuid, ip=nic.ip, mode=params.get("mode", ""),
+            link=params.get("link", ""), vlan=params.get("vlan", ""), name=nic.name,
+            network=nic.network,
+        ))
+    return InstanceSpec(
+        name=instance.name,
+        uuid=instance.uuid,
+        os=instance.os,
+        hypervisor=instance.hypervisor,
+        hvparams=fill_hvparams(store, instance, node),
+        beparams=fill_params(cluster.beparams.get("default", {}), group.beparams,
+                             instance.beparams),
+        osparams=fill_osparams(store, instance.os, instance.osparams),
+        disk_template=instance.disk_template,
+        disks=[
+            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
+                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
+            for i, d in enumerate(disks)
+        ],
+        nics=nics,
+        primary_node=node.name,
+        admin_state=instance.admin_state,
+        network_port=instance.network_port,
+    )

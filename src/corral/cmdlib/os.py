@@ -1,0 +1,17 @@
+"""OS definition operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
+
+__all__ = ["UNITS", "query_resources"]
+
+#: The logical units of this area.
+UNITS: tuple[type[LogicalUnit[Any]], ...] = ()
+
+
+def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:
+    """The query resources this area answers (``OP_QUERY`` / luxi ``Query``)."""
+    return {}

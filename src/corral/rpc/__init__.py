@@ -1,0 +1,1 @@
+"""Node RPC: the wire format and the master's client (wiring layer)."""

@@ -5,7 +5,7 @@
 """
 
 # Imported for their @register side effect: every opcode module adds its opcodes.
-from corral.opcodes import instance_ops, node_ops, os_ops  # noqa: F401
+from corral.opcodes import instance_change_ops, instance_ops, node_ops, os_ops  # noqa: F401
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,
     REGISTRY,

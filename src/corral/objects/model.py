@@ -111,6 +111,9 @@ class Instance(ConfigObject, kw_only=True):
     """UUIDs of the instance's disks, in order."""
     nics: list[NIC] = msgspec.field(default_factory=list)
     network_port: int | None = None
+    last_reason: list[list[Any]] = msgspec.field(default_factory=list)
+    """The reason trail (``[source, text, timestamp_ns]`` entries) of the opcode that
+    last changed the instance's state; ``gnt-instance info`` shows it."""
 
 
 class Node(ConfigObject, kw_only=True):

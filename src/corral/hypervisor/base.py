@@ -1,0 +1,119 @@
+"""The interface every hypervisor implements on a node.
+
+A node daemon receives an :class:`~corral.objects.specs.InstanceSpec` from the master
+with every parameter already filled in, assembles the instance's disks and hands
+the node-local disk paths to the hypervisor. The hypervisor therefore never looks
+anything up: what it needs to start, stop, reboot or migrate an instance is in its
+arguments or in its own runtime state on this node.
+
+Operations that change an instance are coroutines, because a real hypervisor waits
+for a process or a monitor socket; queries are plain functions, because they only
+read local state and noded answers them from many requests at once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Final, Literal
+
+from corral.objects.specs import InstanceSpec
+
+__all__ = [
+    "CONSOLE_KINDS",
+    "INSTANCE_STATES",
+    "REBOOT_TYPES",
+    "ConsoleKind",
+    "Hypervisor",
+    "InstanceState",
+    "RebootType",
+]
+
+#: How an instance may be rebooted: ``soft`` asks the guest, ``hard`` restarts the
+#: virtual machine on this node, ``full`` is a stop and a fresh start.
+RebootType = Literal["soft", "hard", "full"]
+REBOOT_TYPES: Final[tuple[RebootType, ...]] = ("soft", "hard", "full")
+
+#: What a hypervisor reports about an instance it holds.
+InstanceState = Literal["running", "paused", "migrating"]
+INSTANCE_STATES: Final[tuple[InstanceState, ...]] = ("running", "paused", "migrating")
+
+#: Ganeti's console kinds; a console dict carries only the keys of its kind.
+ConsoleKind = Literal["message", "ssh", "vnc", "spice"]
+CONSOLE_KINDS: Final[tuple[ConsoleKind, ...]] = ("message", "ssh", "vnc", "spice")
+
+
+class Hypervisor(ABC):
+    """One hypervisor on one node.
+
+    An instance info dict is ``{"name", "state", "memory" (MiB), "vcpus", "time"
+    (seconds since it started here)}``. Errors are
+    :class:`~corral.errors.HypervisorError` with a message naming the instance and
+    saying what was wrong.
+    """
+
+    #: The hypervisor's name as the configuration spells it (``fake``, ``kvm``).
+    name: ClassVar[str]
+
+    @abstractmethod
+    async def start(
+        self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
+    ) -> None:
+        """Start ``spec`` with its disks at ``disk_paths`` (node-local, in order).
+
+        Refuses an instance that already runs here or that does not fit in the
+        node's free memory. ``paused`` starts it with its CPUs stopped.
+        """
+
+    @abstractmethod
+    async def stop(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        # The guest's grace period before it is killed, not a limit on the call.
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """Stop instance ``name``; an instance that does not run here is not an error.
+
+        ``timeout`` is how long the guest may take to shut down cleanly before it
+        is killed; ``force`` kills it at once.
+        """
+
+    @abstractmethod
+    async def reboot(self, spec: InstanceSpec, disk_paths: list[str], reboot_type: str) -> None:
+        """Reboot a running instance (``reboot_type`` is one of :data:`REBOOT_TYPES`)."""
+
+    @abstractmethod
+    def list_instances(self) -> list[str]:
+        """Names of the instances this hypervisor holds on this node, sorted."""
+
+    @abstractmethod
+    def instance_info(self, name: str) -> dict[str, Any] | None:
+        """The info dict of instance ``name``, or ``None`` when it is not here."""
+
+    @abstractmethod
+    def all_instances_info(self) -> dict[str, dict[str, Any]]:
+        """Info dicts of every instance held here, by name."""
+
+    @abstractmethod
+    def node_info(self) -> dict[str, Any]:
+        """The node's resources: ``memory_total``, ``memory_free`` (MiB, what an
+        instance start may still use), ``memory_hv`` (MiB held by instances) and
+        ``cpu_count``."""
+
+    @abstractmethod
+    async def accept_migration(self, spec: InstanceSpec) -> None:
+        """Prepare this node (the target) to receive ``spec`` by migration."""
+
+    @abstractmethod
+    async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
+        """Send running instance ``spec`` from this node (the source) to ``target_ip``."""
+
+    @abstractmethod
+    async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
+        """On the target: make a received instance run (``success``) or drop it."""
+
+    @abstractmethod
+    def console(self, spec: InstanceSpec) -> dict[str, Any]:
+        """How to reach the instance's console: Ganeti's console dict
+        (``{"instance", "kind", ...}`` with the keys of its kind)."""

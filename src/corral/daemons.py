@@ -1,8 +1,9 @@
 """Which corral daemons run on a node, and starting, stopping and listing them.
 
 Each daemon is started as ``python -m <module>`` with this interpreter, so a
-virtualenv install works without its ``bin`` on ``PATH``. Later daemons (noded,
-rapi, confd) join the table as they are written.
+virtualenv install works without its ``bin`` on ``PATH``. noded runs on every
+node, masterd only where the configuration store is; later daemons (rapi, confd)
+join the table as they are written.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from corral.errors import DaemonError
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 
@@ -27,7 +29,12 @@ class Daemon:
     master_only: bool
 
 
-DAEMONS: tuple[Daemon, ...] = (Daemon("masterd", "corral.masterd", master_only=True),)
+#: In start order: the node daemon first (the master calls it as soon as it runs),
+#: then the master daemon. Stopping goes the other way.
+DAEMONS: tuple[Daemon, ...] = (
+    Daemon("noded", "corral.noded", master_only=False),
+    Daemon("masterd", "corral.masterd", master_only=True),
+)
 
 
 def _wanted(paths: Paths) -> list[Daemon]:
@@ -36,21 +43,33 @@ def _wanted(paths: Paths) -> list[Daemon]:
 
 
 def start(paths: Paths) -> dict[str, int]:
-    """Start every daemon this node should run that is not running; return their pids."""
+    """Start every daemon this node should run that is not running; return their pids.
+
+    All or nothing: when one daemon cannot start, those this call started are stopped
+    again (by pid file) before the error is raised, so a refused start leaves no
+    half-started node behind.
+    """
     env = dict(os.environ)
     env[ROOT_ENV] = str(paths.root)
-    started: dict[str, int] = {}
+    pids: dict[str, int] = {}
+    started_now: list[Daemon] = []
     for daemon in _wanted(paths):
         pid = running_pid(paths.pid_file(daemon.name))
         if pid is None:
-            pid = start_daemon(
-                f"corral-{daemon.name}",
-                [sys.executable, "-m", daemon.module],
-                log_file=paths.log_file(daemon.name),
-                env=env,
-            )
-        started[daemon.name] = pid
-    return started
+            try:
+                pid = start_daemon(
+                    f"corral-{daemon.name}",
+                    [sys.executable, "-m", daemon.module],
+                    log_file=paths.log_file(daemon.name),
+                    env=env,
+                )
+            except DaemonError:
+                for earlier in reversed(started_now):
+                    stop_daemon(paths.pid_file(earlier.name))
+                raise
+            started_now.append(daemon)
+        pids[daemon.name] = pid
+    return pids
 
 
 def stop(paths: Paths) -> dict[str, int | None]:

@@ -18,10 +18,13 @@ import click
 from corral import __version__
 from corral.config import ConfigStore
 from corral.errors import CorralError, NotClusterError
+from corral.jobs import JobStore
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
+from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
 from corral.paths import Paths
+from corral.rpc.client import RpcClient
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_failed, notify_ready
 
@@ -39,7 +42,9 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    state = MasterState.open(paths, store)
+    client = RpcClient(paths)
+    state = MasterState(store, JobStore.open(paths.jobs_db),
+                        rpc=MasterRpc(store, paths, client))
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch)
@@ -52,7 +57,10 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
         finally:
             await server.stop()
     finally:
-        await state.stop()
+        try:
+            await state.stop()
+        finally:
+            await client.close()
 
 
 def _open_store(paths: Paths) -> ConfigStore:

@@ -1,1 +1,20 @@
-"""Node RPC: the wire format and the master's client (wiring layer)."""
+"""Node RPC: the wire format and the master's client (wiring layer).
+
+- :mod:`~corral.rpc.protocol`: paths, versions, :class:`RpcResult`.
+- :mod:`~corral.rpc.client`: :class:`RpcClient`, calling many node daemons at once.
+"""
+
+from __future__ import annotations
+
+from corral.rpc.client import RpcClient, Target, node_client_context
+from corral.rpc.protocol import JOIN_PATH, RPC_VERSION, RpcResult, rpc_path
+
+__all__ = [
+    "JOIN_PATH",
+    "RPC_VERSION",
+    "RpcClient",
+    "RpcResult",
+    "Target",
+    "node_client_context",
+    "rpc_path",
+]

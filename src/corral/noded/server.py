@@ -1,0 +1,296 @@
+"""The node daemon's HTTPS server, in one of two modes on one address.
+
+*Joined* (the node has the cluster CA, its certificate and its membership): mutual
+TLS, so only peers holding a certificate the cluster CA signed get past the
+handshake; ``POST /rpc/1/<procedure>`` runs a procedure and ``GET /stream/1/disk``
+streams a disk to another node.
+
+*Unjoined*: a one-time token is made and printed, a throwaway self-signed
+certificate encrypts the connection, and only ``POST /join`` is served. A correct
+token with a valid bundle makes the node a member; the daemon then listens in
+joined mode on the same address. ``node_leave`` goes the other way.
+
+Switching modes never leaves the port without a listener: the old listening
+socket is closed and the new one bound within one step of the event loop, while the
+connection that asked for the switch gets its answer over the old one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from corral import storage, x509
+from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
+from corral.noded import join, procedures
+from corral.paths import Paths
+from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
+from corral.x509.tls import server_context
+
+__all__ = ["NodeServer", "joined_context", "unjoined_context"]
+
+log = logging.getLogger("corral.noded")
+
+#: How long stopping a listener waits for requests in progress.
+SHUTDOWN_TIMEOUT = 5.0
+
+
+def joined_context(paths: Paths) -> ssl.SSLContext:
+    """Mutual TLS: this node's certificate; clients need one the cluster CA signed."""
+    return server_context(paths.node_cert, paths.node_key, paths.ca_cert,
+                          require_client_cert=True)
+
+
+def unjoined_context() -> ssl.SSLContext:
+    """TLS with a throwaway self-signed certificate and no client certificates.
+
+    It only keeps the join token and bundle off the wire in clear text; the master
+    cannot verify it, and need not, since the token authenticates the exchange.
+    """
+    ca_cert, ca_key = x509.create_ca("corral node waiting to join", 1)
+    cert, key = x509.sign_node_cert(ca_cert, ca_key, socket.gethostname() or "localhost", [], 1)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    with tempfile.TemporaryDirectory(prefix="corral-noded-") as tmp:
+        cert_file, key_file = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+        x509.write_private(key_file, key, 0o600)
+        cert_file.write_bytes(cert + ca_cert)
+        ctx.load_cert_chain(cert_file, key_file)
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _answer(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(err: CorralError) -> web.Response:
+    return web.json_response({"ok": False, "error": {"code": err.code, "message": err.message}},
+                             status=err.http_status)
+
+
+@dataclass
+class _Listener:
+    runner: web.AppRunner
+    server: asyncio.AbstractServer
+
+
+class NodeServer:
+    """The node daemon's listener on ``host:port``, joined or waiting to join.
+
+    ``on_token`` is called with each new join token (the daemon prints it).
+    """
+
+    def __init__(
+        self,
+        paths: Paths,
+        host: str,
+        port: int,
+        *,
+        on_token: Callable[[str], None] = lambda _token: None,
+    ) -> None:
+        self.paths = paths
+        self.host = host
+        self.port = port
+        self.on_token = on_token
+        self.token: str | None = None
+        self._listener: _Listener | None = None
+        self._switch_lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+        #: Set when the daemon lost its listener (a mode switch could not bind the
+        #: address again); the daemon should exit so that it restarts cleanly.
+        self.broken = asyncio.Event()
+
+    @property
+    def joined(self) -> bool:
+        """Whether the daemon serves in joined (mutual TLS) mode."""
+        return self.token is None and self._listener is not None
+
+    # -- life cycle ------------------------------------------------------------
+    async def start(self) -> None:
+        """Listen, joined if this node is a member, otherwise waiting for a join.
+
+        :raises OSError: when the address cannot be bound.
+        """
+        if join.is_joined(self.paths):
+            self._listener = await self._listen(self._joined_app(), joined_context(self.paths))
+            log.info("serving node RPC with mutual TLS on %s port %d (cluster %s)",
+                     self.host, self.port, join.read_membership(self.paths).get("cluster_name"))
+        else:
+            app, ctx = self._unjoined_mode()
+            self._listener = await self._listen(app, ctx)
+            log.info("not a cluster member: waiting for a join on %s port %d", self.host,
+                     self.port)
+
+    async def stop(self) -> None:
+        """Stop listening and finish the requests in progress."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await self._close(listener)
+        for task in list(self._background):
+            await task
+
+    async def _listen(self, app: web.Application, ctx: ssl.SSLContext) -> _Listener:
+        runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                               shutdown_timeout=SHUTDOWN_TIMEOUT)
+        await runner.setup()
+        protocol_factory = runner.server
+        if protocol_factory is None:
+            raise InternalError("the aiohttp runner has no server after setup")
+        try:
+            server = await asyncio.get_running_loop().create_server(
+                protocol_factory, self.host, self.port, ssl=ctx, reuse_address=True)
+        except BaseException:
+            await runner.cleanup()
+            raise
+        return _Listener(runner, server)
+
+    @staticmethod
+    async def _close(listener: _Listener) -> None:
+        listener.server.close()
+        await listener.runner.cleanup()
+        await listener.server.wait_closed()
+
+    async def _switch(self, app: web.Application, ctx: ssl.SSLContext) -> None:
+        """Replace the listener; the old one's connections finish in the background."""
+        old = self._listener
+        if old is not None:
+            old.server.close()  # frees the port at once; open connections stay
+        try:
+            self._listener = await self._listen(app, ctx)
+        except OSError as err:
+            log.critical("cannot listen on %s port %d again after a mode switch: %s",
+                         self.host, self.port, err)
+            self.broken.set()
+            raise InternalError(
+                f"the node daemon could not listen on {self.host} port {self.port} again: "
+                f"{err}; it stops and must be restarted") from None
+        if old is not None:
+            task = asyncio.create_task(self._close(old))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _unjoined_mode(self) -> tuple[web.Application, ssl.SSLContext]:
+        self.token = join.create_token(self.paths)
+        self.on_token(self.token)
+        return self._unjoined_app(), unjoined_context()
+
+    # -- applications ------------------------------------------------------------
+    def _joined_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_post("/rpc/{version}/{procedure}", self._rpc)
+        app.router.add_post(JOIN_PATH, self._join_when_joined)
+        app.router.add_get(procedures.STREAM_DISK_PATH, self._stream_disk)
+        return app
+
+    def _unjoined_app(self) -> web.Application:
+        app = web.Application(client_max_size=1 << 20)
+        app.router.add_post(JOIN_PATH, self._join)
+        app.router.add_route("*", "/{tail:.*}", self._not_joined)
+        return app
+
+    # -- handlers ------------------------------------------------------------------
+    async def _rpc(self, request: web.Request) -> web.Response:
+        procedure = request.match_info["procedure"]
+        try:
+            if request.match_info["version"] != str(RPC_VERSION):
+                raise ProtocolError(
+                    f"RPC version {request.match_info['version']!r} is not supported: this "
+                    f"node speaks version {RPC_VERSION}")
+            args = await _json_object(request, f"the arguments of {procedure}")
+            result = await procedures.dispatch(self.paths, procedure, args)
+            if procedure == "node_leave":
+                async with self._switch_lock:
+                    await self._switch(*self._unjoined_mode())
+                log.info("left the cluster; waiting for a join with a new token")
+        except CorralError as err:
+            log.warning("procedure %s failed: %s", procedure, err)
+            return _error(err)
+        except Exception as err:
+            log.exception("procedure %s failed unexpectedly", procedure)
+            return _error(InternalError(f"procedure {procedure} failed: {err}"))
+        return _answer(result)
+
+    async def _join(self, request: web.Request) -> web.Response:
+        try:
+            body = await _json_object(request, "the join request")
+            async with self._switch_lock:
+                if self.token is None:
+                    raise JoinError(self._already_member())
+                join.check_token(self.token, body.get("token"))
+                bundle = join.validate_bundle(body.get("bundle"))
+                join.write_bundle(self.paths, bundle)
+                try:
+                    ctx = joined_context(self.paths)
+                except (OSError, ssl.SSLError) as err:
+                    join.leave(self.paths)
+                    self.token = join.create_token(self.paths)
+                    self.on_token(self.token)
+                    raise JoinError(
+                        f"the join bundle's certificate or key is unusable: {err}") from None
+                self.token = None
+                await self._switch(self._joined_app(), ctx)
+        except CorralError as err:
+            log.warning("join refused (from %s): %s", request.remote, err)
+            return _error(err)
+        log.info("joined cluster %s as %s; serving node RPC with mutual TLS",
+                 bundle.membership.get("cluster_name"), bundle.membership.get("node_name"))
+        response = _answer(None)
+        response.force_close()
+        return response
+
+    def _already_member(self) -> str:
+        cluster = join.read_membership(self.paths).get("cluster_name", "?")
+        return (f"already a member of cluster {cluster}; remove the node from it before "
+                "joining another")
+
+    async def _join_when_joined(self, request: web.Request) -> web.Response:
+        return _error(JoinError(self._already_member()))
+
+    async def _not_joined(self, request: web.Request) -> web.Response:
+        return _error(JoinError(
+            f"this node has not joined a cluster; it only accepts POST {JOIN_PATH} with its "
+            "join token"))
+
+    async def _stream_disk(self, request: web.Request) -> web.StreamResponse:
+        cluster_path = request.query.get("path", "")
+        try:
+            if not cluster_path:
+                raise ParameterError("the disk stream needs ?path=<cluster-wide disk path>")
+            disk = procedures.stream_disk_spec(cluster_path,
+                                               request.query.get("dev_type", "file"))
+            chunks = storage.read_chunks(self.paths, disk)
+        except CorralError as err:
+            return _error(err)
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        while (chunk := await asyncio.to_thread(_next_chunk, chunks)) is not None:
+            await response.write(chunk)
+        await response.write_eof()
+        log.info("streamed %s to %s", cluster_path, request.remote)
+        return response
+
+
+def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
+    return next(chunks, None)
+
+
+async def _json_object(request: web.Request, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(await request.text())
+    except ValueError as err:
+        raise ParameterError(f"{what} is not JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ParameterError(f"{what} must be a JSON object, not {type(data).__name__}")
+    return data

@@ -1,0 +1,238 @@
+"""The client side of node RPC: one call fanned out to many node daemons at once.
+
+Every node is called concurrently and has its own deadline, so a node that hangs
+costs the caller ``timeout`` seconds once, not once per node, and never hides the
+answers of the others: each node gets an :class:`~corral.rpc.protocol.RpcResult`
+with either its payload or an error naming it.
+
+The client authenticates with this node's certificate and trusts only the cluster
+CA (mutual TLS). Joining is the one exception: a node that has not joined has no
+certificate the CA signed, so :meth:`RpcClient.join` does not verify the server and
+the one-time token proves to the node who is calling; what is sent is encrypted all
+the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from corral import errors
+from corral.errors import CorralError, NodeUnreachableError, ProtocolError
+from corral.paths import Paths
+from corral.rpc.protocol import JOIN_PATH, RpcResult, rpc_path
+from corral.x509.tls import client_context
+
+__all__ = ["RpcArgsByName", "RpcClient", "Target", "node_client_context"]
+
+#: Where a node daemon listens: ``(node name, IP address, port)``.
+Target = tuple[str, str, int]
+
+#: The arguments of a call: the same for every node, or computed from the node name.
+RpcArgsByName = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
+
+
+def node_client_context(paths: Paths) -> ssl.SSLContext:
+    """The mutual-TLS client context of this node: its certificate, the cluster CA.
+
+    Node certificates carry the node's addresses, and node daemons are called by
+    address, so the address is checked against the certificate.
+    """
+    return client_context(paths.ca_cert, paths.node_cert, paths.node_key, check_hostname=True)
+
+
+def _join_context(paths: Paths) -> ssl.SSLContext:
+    """Encrypts without verifying the server; presents this node's certificate when
+    it has one, so that a node already in this cluster can say so instead of
+    refusing the handshake."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with contextlib.suppress(OSError, ssl.SSLError):
+        ctx.load_cert_chain(paths.node_cert, paths.node_key)
+    return ctx
+
+
+def _url(ip: str, port: int, path: str) -> str:
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"https://{host}:{port}{path}"
+
+
+def _reason(err: BaseException) -> str:
+    """A short human reason for a transport failure."""
+    if isinstance(err, aiohttp.ClientConnectorCertificateError):
+        return f"TLS certificate not accepted: {err.certificate_error}"
+    if isinstance(err, aiohttp.ClientSSLError):
+        return f"TLS handshake failed: {err}"
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return f"cannot connect: {err.os_error.strerror or err.os_error}"
+    if isinstance(err, aiohttp.ServerDisconnectedError):
+        return "the connection was closed without an answer (TLS refused or daemon stopped)"
+    return str(err) or type(err).__name__
+
+
+async def decode_answer(node: str, response: aiohttp.ClientResponse) -> Any:
+    """The payload of a node daemon's answer; raise the error it sent.
+
+    :raises CorralError: the node's error (class kept), or :class:`ProtocolError` when
+        the answer is not the RPC wire format.
+    """
+    text = await response.text()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        raise ProtocolError(
+            f"node {node} answered HTTP {response.status} with a body that is not JSON: "
+            f"{text[:200]!r}"
+        ) from None
+    if not isinstance(body, dict) or "ok" not in body:
+        raise ProtocolError(f"node {node} answered HTTP {response.status} without 'ok': "
+                            f"{text[:200]!r}")
+    if body["ok"] is True:
+        return body.get("result")
+    raise errors.from_wire(body.get("error"))
+
+
+class RpcClient:
+    """Calls node daemons over mutual TLS; one keep-alive session, made on first use.
+
+    The session is created lazily inside the running event loop (aiohttp sessions
+    belong to one loop), so an ``RpcClient`` can be built before the loop runs.
+    """
+
+    def __init__(self, paths: Paths, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.paths = paths
+        self._ssl = ssl_context
+        self._session: aiohttp.ClientSession | None = None
+        self._join_session: aiohttp.ClientSession | None = None
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = node_client_context(self.paths)
+        return self._ssl
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._context(), limit=0),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        return self._session
+
+    async def call(
+        self,
+        targets: Sequence[Target],
+        procedure: str,
+        args: RpcArgsByName,
+        *,
+        timeout: float = 60.0,
+    ) -> dict[str, RpcResult]:
+        """Call ``procedure`` on every target at once; one result per node name.
+
+        ``timeout`` applies to each node separately; a node that does not answer in
+        time, refuses the connection or fails the TLS handshake gets a
+        :class:`~corral.errors.NodeUnreachableError` naming it.
+        """
+        if not targets:
+            return {}
+        try:
+            session = self._get_session()
+        except (OSError, ssl.SSLError) as err:
+            reason = f"cannot load this node's certificates to call other nodes: {err}"
+            return {
+                name: RpcResult(name, error=NodeUnreachableError(f"node {name}: {reason}"))
+                for name, _ip, _port in targets
+            }
+        results = await asyncio.gather(*(
+            self._call_one(session, target, procedure,
+                           args(target[0]) if callable(args) else args, timeout)
+            for target in targets
+        ))
+        return {result.node: result for result in results}
+
+    async def _call_one(
+        self,
+        session: aiohttp.ClientSession,
+        target: Target,
+        procedure: str,
+        args: Mapping[str, Any],
+        timeout: float,
+    ) -> RpcResult:
+        name, ip, port = target
+        try:
+            payload = await self._post(
+                session, name, ip, port, rpc_path(procedure), dict(args), timeout)
+        except CorralError as err:
+            return RpcResult(name, error=err)
+        return RpcResult(name, payload=payload)
+
+    async def _post(
+        self,
+        session: aiohttp.ClientSession,
+        name: str,
+        ip: str,
+        port: int,
+        path: str,
+        body: dict[str, Any],
+        timeout: float,
+    ) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                async with session.post(_url(ip, port, path), json=body) as response:
+                    return await decode_answer(name, response)
+        except TimeoutError:
+            raise NodeUnreachableError(
+                f"node {name} did not answer within {timeout:g} s") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
+            raise NodeUnreachableError(
+                f"node {name} ({ip} port {port}) is unreachable: "
+                f"{_reason(err)}"
+            ) from None
+
+    async def join(
+        self,
+        name: str,
+        ip: str,
+        port: int,
+        token: str,
+        bundle: Mapping[str, Any],
+        *,
+        timeout: float = 30.0,
+    ) -> RpcResult:
+        """Hand the node daemon at ``ip:port`` the cluster ``bundle``, proving the call
+        with the one-time ``token`` the node printed.
+
+        The server is not verified (it has no CA-signed certificate yet); a wrong
+        token gives a :class:`~corral.errors.JoinError` result.
+        """
+        if self._join_session is None or self._join_session.closed:
+            self._join_session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=_join_context(self.paths), force_close=True),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        try:
+            payload = await self._post(
+                self._join_session, name, ip, port, JOIN_PATH,
+                {"token": token, "bundle": dict(bundle)}, timeout)
+        except NodeUnreachableError as err:
+            return RpcResult(name, error=NodeUnreachableError(
+                f"{err.message} (is its noded running? a node of another cluster refuses"
+                " the connection)"))
+        except CorralError as err:
+            return RpcResult(name, error=err)
+        return RpcResult(name, payload=payload)
+
+    async def close(self) -> None:
+        """Close the connections; the client may be used again afterwards."""
+        for session in (self._session, self._join_session):
+            if session is not None:
+                await session.close()
+        self._session = None
+        self._join_session = None

@@ -1,17 +1,835 @@
-"""Node operations."""
+"""Node operations: add (join by token), remove, change flags and parameters; the
+``node`` query resource.
+
+**Roles.** A node is the master, a master candidate, regular, drained or offline
+(Ganeti's roles ``M``, ``C``, ``R``, ``D``, ``O``); at most one of the flags
+``master_candidate``, ``drained``, ``offline`` is set. The cluster keeps
+``candidate_pool_size`` candidates when it has enough *eligible* nodes (master
+capable, neither offline nor drained); the master always counts. A new node, or one
+coming back online or undrained, is promoted while the pool is short; removing a
+node promotes others to refill it; demoting a candidate that would leave the pool
+short is refused unless ``auto_promote`` (another node is promoted) or ``force``
+(the pool stays short) is given.
+
+**Joining.** ``OP_NODE_ADD`` hands the fresh node daemon the cluster's certificates
+(proved by its one-time token), checks that it then answers ``version`` with this
+master's RPC version, and only then records the node. A node that joined but fails
+the version check is told to leave again, so nothing is half-added.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import re
+from collections.abc import Callable, Container, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
+import msgspec
 
-__all__ = ["UNITS", "query_resources"]
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib.common import expand_group, expand_node
+from corral.errors import (
+    AlreadyExistsError,
+    CorralError,
+    JoinError,
+    NodeUnreachableError,
+    NotFoundError,
+    OpExecError,
+    OpPrereqError,
+    ParameterError,
+)
+from corral.locking import ALL_SET, LockLevel
+from corral.objects import Node, NodeGroup, fill_params
+from corral.objects.params import ND_PARAMS, update_params, validate_params
+from corral.opcodes.node_ops import OpNodeAdd, OpNodeRemove, OpNodeSetParams
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus
+from corral.rpc.protocol import RPC_VERSION, RpcResult
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+    from corral.config.transaction import Transaction
+    from corral.objects import Cluster
+
+__all__ = [
+    "LIVE_FIELDS",
+    "NODE_FIELDS",
+    "UNITS",
+    "LUNodeAdd",
+    "LUNodeRemove",
+    "LUNodeSetParams",
+    "NodeQueryData",
+    "candidate_stats",
+    "check_unsupported_state",
+    "default_group",
+    "nd_param_fields",
+    "node_role",
+    "promote_candidates",
+    "query_resources",
+    "validated_ndparams",
+]
+
+_HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$",
+    re.IGNORECASE,
+)
+
+#: The role flags, in Ganeti's order (``OP_NODE_SET_PARAMS`` results name them so).
+_ROLE_FLAGS = ("master_candidate", "drained", "offline")
+
+
+# -- shared helpers ----------------------------------------------------------------
+
+
+def _check_ip(what: str, text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ParameterError(f"invalid {what} {text!r}: not an IPv4 or IPv6 address") from None
+
+
+def check_unsupported_state(**values: dict[str, Any] | None) -> None:
+    """Refuse Ganeti parameters corral accepts only empty (``hv_state``, ``disk_state``,
+    ``ipolicy``): it keeps no static resource state and no instance policies."""
+    for name, value in values.items():
+        if value:
+            raise ParameterError(
+                f"parameter {name} is not supported by corral (it keeps no static "
+                f"hypervisor/disk state and no instance policies); leave it empty"
+            )
+
+
+def validated_ndparams(values: dict[str, Any] | None) -> dict[str, Any]:
+    """Node parameters checked and coerced; ``None``/``"default"`` values stay ``None``
+    (they remove an override)."""
+    return validate_params("node", ND_PARAMS, values or {})
+
+
+def node_role(node: Node, master_uuid: str) -> str:
+    """Ganeti's one-letter role: M(aster), C(andidate), D(rained), O(ffline), R(egular)."""
+    if node.uuid == master_uuid:
+        return "M"
+    if node.master_candidate:
+        return "C"
+    if node.drained:
+        return "D"
+    if node.offline:
+        return "O"
+    return "R"
+
+
+def _eligible(node: Node) -> bool:
+    return node.master_capable and not node.offline and not node.drained
+
+
+def candidate_stats(nodes: Iterable[Node], exclude: Container[str] = ()) -> tuple[int, int]:
+    """``(candidates, eligible)`` among ``nodes`` whose UUID is not in ``exclude``."""
+    current = eligible = 0
+    for node in nodes:
+        if node.uuid in exclude:
+            continue
+        current += node.master_candidate
+        eligible += _eligible(node)
+    return current, eligible
+
+
+def promote_candidates(txn: Transaction, nodes: Sequence[Node], pool_size: int,
+                       exclude: Container[str] = ()) -> list[str]:
+    """Promote eligible nodes (by name order) until the pool holds ``pool_size``
+    candidates or no eligible node is left; return their names.
+
+    ``nodes`` are all nodes as they will be after the change being made in ``txn``;
+    nodes whose UUID is in ``exclude`` (one just demoted) are neither counted nor
+    promoted.
+    """
+    current, eligible = candidate_stats(nodes, exclude)
+    wanted = min(pool_size, eligible)
+    promoted: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        if current >= wanted:
+            break
+        if node.master_candidate or not _eligible(node) or node.uuid in exclude:
+            continue
+        copy = txn.get("node", node.uuid)
+        copy.master_candidate = True
+        txn.update(copy)
+        promoted.append(node.name)
+        current += 1
+    return promoted
+
+
+def _nodes_after(store: ConfigStore, changed: Iterable[Node] = (),
+                 removed: Container[str] = ()) -> list[Node]:
+    """Every node as it will be: ``changed`` copies replace theirs, ``removed`` go."""
+    replaced = {node.uuid: node for node in changed}
+    result = [replaced.pop(n.uuid, n) for n in store.all("node") if n.uuid not in removed]
+    return result + list(replaced.values())
+
+
+def default_group(store: ConfigStore) -> NodeGroup:
+    """The group new nodes join when none is named: the only group, else the one
+    called ``default``, else the master node's group."""
+    groups = store.all("nodegroup")
+    if len(groups) == 1:
+        return groups[0]
+    named = store.find("nodegroup", "default")
+    if named is not None:
+        return named
+    return store.get("nodegroup", store.get("node", store.cluster.master_node).group)
+
+
+def _instances_on(store: ConfigStore, node: Node) -> tuple[list[str], list[str]]:
+    """Names of the instances with ``node`` as primary and as secondary node."""
+    primary: list[str] = []
+    secondary: list[str] = []
+    for inst in store.all("instance"):
+        if inst.primary_node == node.uuid:
+            primary.append(inst.name)
+        elif any(node.uuid in store.get("disk", d).nodes for d in inst.disks
+                 if store.find("disk", d) is not None):
+            secondary.append(inst.name)
+    return primary, secondary
+
+
+async def _check_version(master: MasterContext, node: Node, what: str) -> None:
+    """``node`` must answer ``version`` with this master's RPC version."""
+    result = (await master.rpc.call([node], "version", {}))[node.name]
+    payload = result.get(what)
+    remote = payload.get("rpc_version") if isinstance(payload, dict) else None
+    if remote != RPC_VERSION:
+        raise OpExecError(
+            f"{what}: node {node.name} speaks node RPC version {remote}, this master "
+            f"speaks {RPC_VERSION}; install the same corral version on both"
+        )
+
+
+# -- add -------------------------------------------------------------------------
+
+
+class LUNodeAdd(LogicalUnit[OpNodeAdd]):
+    """``OP_NODE_ADD``: join a fresh node daemon by its token and record the node."""
+
+    OP_ID = "OP_NODE_ADD"
+    REQ_BGL = True
+
+    def check_arguments(self) -> None:
+        """Name, addresses and token must be well formed; Ganeti-only state refused."""
+        op = self.op
+        if not _HOSTNAME_RE.match(op.node_name):
+            raise ParameterError(
+                f"invalid node name {op.node_name!r}: use a host name of letters, digits, "
+                "'-' and '.'"
+            )
+        self._name = op.node_name.lower()
+        if op.primary_ip is None and not op.readd:
+            raise ParameterError(
+                f"the primary IP of node {self._name} is needed (--primary-ip): corral "
+                "does not resolve node names"
+            )
+        self._primary = _check_ip("primary IP", op.primary_ip) if op.primary_ip else None
+        self._secondary = (_check_ip("secondary IP", op.secondary_ip)
+                           if op.secondary_ip else None)
+        if not op.token:
+            raise ParameterError(
+                f"a join token is needed to add node {self._name} (--token): the node "
+                "daemon prints it when it starts without a cluster and keeps it in its "
+                "join-token file"
+            )
+        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state)
+        self._ndparams = update_params({}, validated_ndparams(op.ndparams))
+
+    def check_prereq(self) -> None:
+        """New: name and addresses unused, group exists. Re-add: the node exists and is
+        not the master."""
+        store = self.master.store
+        existing = store.find("node", self._name)
+        master = store.get("node", store.cluster.master_node)
+        if self.op.readd:
+            if existing is None:
+                raise NotFoundError(
+                    f"node {self._name} is not in the cluster; add it without --readd")
+            if existing.uuid == master.uuid:
+                raise OpPrereqError(f"node {self._name} is the master node; it cannot be re-added")
+            if self._primary and self._primary != existing.primary_ip:
+                raise OpPrereqError(
+                    f"node {self._name} is re-added with primary IP {self._primary} but has "
+                    f"{existing.primary_ip}; remove it and add it again to change its address"
+                )
+            self._primary = existing.primary_ip
+            self._group = store.get("nodegroup", existing.group)
+            return
+        if existing is not None:
+            raise AlreadyExistsError(
+                f"node {self._name} is already in the cluster; use --readd to re-add it")
+        assert self._primary is not None
+        for ip in (self._primary, self._secondary):
+            if ip is None:
+                continue
+            for other in store.all("node"):
+                if ip in (other.primary_ip, other.secondary_ip):
+                    raise AlreadyExistsError(
+                        f"IP address {ip} of new node {self._name} is already used by "
+                        f"node {other.name}")
+        master_dual = bool(master.secondary_ip) and master.secondary_ip != master.primary_ip
+        new_dual = self._secondary is not None and self._secondary != self._primary
+        if master_dual and not new_dual:
+            raise OpPrereqError(
+                f"the cluster uses a separate secondary network (master {master.name} has "
+                f"secondary IP {master.secondary_ip}); give node {self._name} one with -s")
+        if new_dual and not master_dual:
+            raise OpPrereqError(
+                f"the cluster has no separate secondary network; add node {self._name} "
+                "without a secondary IP")
+        self._group = (expand_group(store, self.op.group) if self.op.group
+                       else default_group(store))
+
+    def _node(self) -> Node:
+        store = self.master.store
+        if self.op.readd:
+            existing = store.get("node", self._name)
+            return msgspec.structs.replace(existing, offline=False, drained=False)
+        op = self.op
+        assert self._primary is not None
+        return Node(
+            name=self._name, primary_ip=self._primary,
+            secondary_ip="" if self._secondary in (None, self._primary) else self._secondary,
+            group=self._group.uuid, master_candidate=False,
+            master_capable=True if op.master_capable is None else op.master_capable,
+            vm_capable=True if op.vm_capable is None else op.vm_capable,
+            ndparams=self._ndparams,
+        )
+
+    async def execute(self) -> None:
+        """Join, check the version, record the node, add its locks, fill the pool."""
+        if self.op.dry_run:
+            return None
+        node = self._node()
+        port = self.master.store.cluster.noded_port
+        self.feedback(f"Joining node {node.name} ({node.primary_ip}) to the cluster")
+        assert self.op.token is not None
+        joined: RpcResult = await self.master.rpc.join(node, self.op.token)
+        if joined.unreachable:
+            assert joined.error is not None
+            raise NodeUnreachableError(
+                f"cannot join node {node.name}: {joined.error.message}")
+        if joined.failed:
+            assert joined.error is not None
+            raise JoinError(
+                f"node {node.name} ({node.primary_ip}:{port}) refused to join: "
+                f"{joined.error.message}; the token is wrong: give the one its node daemon "
+                "printed at start (also in its join-token file)"
+            )
+        try:
+            await _check_version(self.master, node, "checking the new node's version")
+        except CorralError:
+            await self._leave(node)
+            raise
+        self._commit(node)
+        if not self.op.readd:
+            for level in (LockLevel.NODE, LockLevel.NODE_RES):
+                await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
+        return None
+
+    def _commit(self, node: Node) -> None:
+        store = self.master.store
+        cluster = store.cluster
+        op = self.op
+        with store.transaction() as txn:
+            if op.readd:
+                record = txn.get("node", node.uuid)
+                record.offline = record.drained = False
+                if op.master_capable is not None:
+                    record.master_capable = op.master_capable
+                if op.vm_capable is not None:
+                    record.vm_capable = op.vm_capable
+                if op.ndparams is not None:
+                    record.ndparams = self._ndparams
+            else:
+                record = node
+            current, _eligible_count = candidate_stats(store.all("node"), exclude={node.uuid})
+            record.master_candidate = _eligible(record) and current < cluster.candidate_pool_size
+            if op.readd:
+                txn.update(record)
+            else:
+                txn.add(record)
+        role = "master candidate" if record.master_candidate else "regular node"
+        verb = "Re-added" if op.readd else "Added"
+        self.feedback(f"{verb} node {node.name} to group {self._group.name} as {role}")
+
+    async def _leave(self, node: Node) -> None:
+        result = (await self.master.rpc.call([node], "node_leave", {}))[node.name]
+        if result.failed:
+            assert result.error is not None
+            self.feedback(
+                f"Warning: node {node.name} joined but could not be told to leave again "
+                f"({result.error.message}); restart its node daemon without a cluster")
+
+
+# -- remove ----------------------------------------------------------------------
+
+
+class LUNodeRemove(LogicalUnit[OpNodeRemove]):
+    """``OP_NODE_REMOVE``: forget a node without instances; it leaves the cluster."""
+
+    OP_ID = "OP_NODE_REMOVE"
+    REQ_BGL = True
+
+    def expand_names(self) -> None:
+        """The node by UUID (when given) or name."""
+        node = expand_node(self.master.store, self.op.node_uuid or self.op.node_name)
+        self._uuid, self._name = node.uuid, node.name
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The node and its resources, exclusively."""
+        return {LockLevel.NODE: LockRequest([self._name]),
+                LockLevel.NODE_RES: LockRequest([self._name])}
+
+    def check_prereq(self) -> None:
+        """Not the master, no instances."""
+        store = self.master.store
+        node = store.find("node", self._uuid)
+        if node is None:
+            raise NotFoundError(f"node {self._name} was removed while waiting for its lock")
+        if node.uuid == store.cluster.master_node:
+            raise OpPrereqError(
+                f"node {node.name} is the master node and cannot be removed; fail the "
+                "master over to another node first (gnt-cluster master-failover)")
+        primary, secondary = _instances_on(store, node)
+        if primary or secondary:
+            raise OpPrereqError(
+                f"node {node.name} still has instances: {', '.join(sorted(primary + secondary))}"
+                "; remove them or move them to other nodes first")
+        self._node = node
+
+    async def execute(self) -> None:
+        """Remove it from the configuration (refilling the candidate pool), drop its
+        locks, and tell it to leave (an unreachable node only gives a warning)."""
+        if self.op.dry_run:
+            return None
+        store = self.master.store
+        node = self._node
+        with store.transaction() as txn:
+            txn.remove("node", node.uuid)
+            promoted = promote_candidates(
+                txn, _nodes_after(store, removed={node.uuid}), store.cluster.candidate_pool_size)
+        for level in (LockLevel.NODE_RES, LockLevel.NODE):
+            await self.master.locks.remove(level, node.name, owner=self.owner)
+        self.feedback(f"Removed node {node.name} from the cluster")
+        if promoted:
+            self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
+        result = (await self.master.rpc.call([node], "node_leave", {}))[node.name]
+        if result.failed:
+            assert result.error is not None
+            self.feedback(
+                f"Warning: node {node.name} could not be told to leave the cluster "
+                f"({result.error.message}); it keeps its cluster certificates until its "
+                "node daemon is reset")
+        return None
+
+
+# -- set params -----------------------------------------------------------------------
+
+
+class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
+    """``OP_NODE_SET_PARAMS``: role flags, capabilities, secondary IP, node parameters."""
+
+    OP_ID = "OP_NODE_SET_PARAMS"
+
+    def check_arguments(self) -> None:
+        """Something to change; at most one role flag set; Ganeti-only fields refused."""
+        op = self.op
+        changes = [op.master_candidate, op.offline, op.drained, op.master_capable,
+                   op.vm_capable, op.secondary_ip, op.ndparams, op.powered]
+        if all(value is None for value in changes) and not (op.hv_state or op.disk_state):
+            raise ParameterError(
+                "nothing to change: give at least one of master_candidate, offline, drained, "
+                "master_capable, vm_capable, secondary_ip, ndparams")
+        set_flags = [name for name in _ROLE_FLAGS if getattr(op, name) is True]
+        if len(set_flags) > 1:
+            raise ParameterError(
+                f"a node can hold only one of the roles master candidate, drained and "
+                f"offline; asked for {', '.join(set_flags)}")
+        if op.powered is not None:
+            raise OpPrereqError(
+                f"cannot change the powered state of node {op.node_name}: corral has no "
+                "out-of-band management")
+        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state)
+        self._secondary = _check_ip("secondary IP", op.secondary_ip) if op.secondary_ip else None
+        self._ndparams = validated_ndparams(op.ndparams) if op.ndparams is not None else None
+        self._might_demote = (op.master_candidate is False or op.offline is True
+                              or op.drained is True or op.master_capable is False)
+        self._lock_all = op.auto_promote and self._might_demote
+
+    def expand_names(self) -> None:
+        """The node by UUID (when given) or name."""
+        node = expand_node(self.master.store, self.op.node_uuid or self.op.node_name)
+        self._uuid, self._name = node.uuid, node.name
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The node (every node when another may be promoted) and its resources."""
+        nodes: LockRequest = LockRequest(ALL_SET if self._lock_all else [self._name])
+        return {LockLevel.NODE: nodes, LockLevel.NODE_RES: LockRequest([self._name])}
+
+    def check_prereq(self) -> None:
+        """Ganeti's role rules; compute the new flags."""
+        store = self.master.store
+        op = self.op
+        node = store.find("node", self._uuid)
+        if node is None:
+            raise NotFoundError(f"node {self._name} was removed while waiting for its lock")
+        cluster = store.cluster
+        is_master = node.uuid == cluster.master_node
+        flags = {name: getattr(op, name) for name in _ROLE_FLAGS}
+        if is_master and (flags["master_candidate"] is False or flags["drained"]
+                          or flags["offline"]):
+            raise OpPrereqError(
+                f"node {node.name} is the master: it cannot be demoted, drained or set "
+                "offline; fail the master over to another node first (gnt-cluster "
+                "master-failover)")
+        if is_master and op.master_capable is False:
+            raise OpPrereqError(f"node {node.name} is the master and must stay master capable")
+        master_capable = node.master_capable if op.master_capable is None else op.master_capable
+        if flags["master_candidate"] and not master_capable:
+            raise OpPrereqError(
+                f"node {node.name} is not master capable, so it cannot become a master "
+                "candidate; set --master-capable yes as well")
+        if op.vm_capable is False:
+            primary, secondary = _instances_on(store, node)
+            if primary or secondary:
+                raise OpPrereqError(
+                    f"node {node.name} hosts instances ({', '.join(sorted(primary + secondary))})"
+                    "; it must stay vm capable")
+        if self._secondary is not None:
+            for other in store.all("node"):
+                if other.uuid != node.uuid and self._secondary in (other.primary_ip,
+                                                                   other.secondary_ip):
+                    raise AlreadyExistsError(
+                        f"secondary IP {self._secondary} is already used by node {other.name}")
+        for name in _ROLE_FLAGS:
+            if flags[name] is False and getattr(node, name) is False:
+                self.feedback(f"Ignoring request to unset flag {name}, already unset")
+                flags[name] = None
+        demoting = node.master_candidate and (
+            flags["master_candidate"] is False or bool(flags["drained"])
+            or bool(flags["offline"]) or op.master_capable is False)
+        pool = cluster.candidate_pool_size
+        if demoting and not op.auto_promote and not op.force:
+            current, eligible = candidate_stats(store.all("node"), exclude={node.uuid})
+            if current < min(eligible, pool):
+                raise OpPrereqError(
+                    f"not enough master candidates: demoting node {node.name} would leave "
+                    f"{current} while {min(eligible, pool)} are wanted (candidate pool size "
+                    f"{pool}); pass --auto-promote (RAPI auto_promote=True) to promote another "
+                    "node, or --force to leave the pool short")
+        if (flags["drained"] is False or flags["offline"] is False
+                or (op.master_capable and not node.master_capable)):
+            current, _ = candidate_stats(store.all("node"), exclude={node.uuid})
+            if current < pool and not flags["master_candidate"]:
+                flags["master_candidate"] = True
+                self.feedback("Auto-promoting node to master candidate")
+        if op.master_capable is False and node.master_candidate:
+            self.feedback("Demoting from master candidate")
+            flags["master_candidate"] = False
+        old = (node.master_candidate, node.drained, node.offline)
+        if flags["master_candidate"]:
+            new = (True, False, False)
+        elif flags["drained"]:
+            new = (False, True, False)
+        elif flags["offline"]:
+            new = (False, False, True)
+        elif False in flags.values():
+            new = (False, False, False)
+        else:
+            new = old
+        self._node = node
+        self._old_flags, self._new_flags = old, new
+
+    async def execute(self) -> list[list[str]] | None:
+        """Check a node coming online answers; apply; refill the pool with auto_promote."""
+        node = self._node
+        op = self.op
+        store = self.master.store
+        if self._old_flags[2] and not self._new_flags[2]:
+            try:
+                await _check_version(
+                    self.master, msgspec.structs.replace(node, offline=False),
+                    f"bringing node {node.name} online")
+            except CorralError as err:
+                raise OpPrereqError(
+                    f"node {node.name} cannot be set online: it does not answer properly "
+                    f"({err.message})") from None
+        if op.dry_run:
+            return None
+        result: list[list[str]] = []
+        with store.transaction() as txn:
+            record = txn.get("node", node.uuid)
+            if self._ndparams is not None:
+                record.ndparams = update_params(record.ndparams, self._ndparams)
+                result.append(["ndparams", str(record.ndparams)])
+            for name in ("master_capable", "vm_capable"):
+                value = getattr(op, name)
+                if value is not None:
+                    setattr(record, name, value)
+                    result.append([name, str(value)])
+            if self._secondary is not None:
+                record.secondary_ip = self._secondary
+                result.append(["secondary_ip", self._secondary])
+            for name, before, after in zip(_ROLE_FLAGS, self._old_flags, self._new_flags,
+                                           strict=True):
+                if before != after:
+                    setattr(record, name, after)
+                    result.append([name, str(after)])
+            txn.update(record)
+            promoted: list[str] = []
+            if self._lock_all:
+                promoted = promote_candidates(txn, _nodes_after(store, [record]),
+                                              store.cluster.candidate_pool_size,
+                                              exclude={record.uuid})
+        if promoted:
+            self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
+        return result
+
 
 #: The logical units of this area.
-UNITS: tuple[type[LogicalUnit[Any]], ...] = ()
+UNITS: tuple[type[LogicalUnit[Any]], ...] = (LUNodeAdd, LUNodeRemove, LUNodeSetParams)
+
+
+# -- query -----------------------------------------------------------------------------
+
+
+@dataclass
+class NodeQueryData:
+    """What node fields read besides the node: the configuration around it and, when
+    a live field is wanted, each node's ``node_info`` answer."""
+
+    cluster: Cluster
+    groups: dict[str, NodeGroup]
+    primaries: dict[str, list[str]]
+    secondaries: dict[str, list[str]]
+    live: dict[str, RpcResult] | None = None
+
+    @classmethod
+    def build(cls, store: ConfigStore) -> NodeQueryData:
+        """From one configuration snapshot."""
+        primaries: dict[str, list[str]] = {}
+        secondaries: dict[str, list[str]] = {}
+        for inst in store.all("instance"):
+            primaries.setdefault(inst.primary_node, []).append(inst.name)
+            seen: set[str] = set()
+            for disk_uuid in inst.disks:
+                disk = store.find("disk", disk_uuid)
+                for node_uuid in disk.nodes if disk is not None else ():
+                    if node_uuid != inst.primary_node and node_uuid not in seen:
+                        seen.add(node_uuid)
+                        secondaries.setdefault(node_uuid, []).append(inst.name)
+        return cls(cluster=store.cluster, groups={g.uuid: g for g in store.all("nodegroup")},
+                   primaries=primaries, secondaries=secondaries)
+
+    def ndparams(self, node: Node) -> dict[str, Any] | ResultStatus:
+        """Node parameters filled: cluster ← group ← node."""
+        group = self.groups.get(node.group)
+        if group is None:
+            return ResultStatus.UNAVAIL
+        return fill_params(self.cluster.ndparams, group.ndparams, node.ndparams)
+
+
+NodeGetter = Callable[[NodeQueryData, Node], Any]
+
+#: ParamSpec type -> query field kind (Ganeti's mapping).
+_PARAM_KINDS: dict[str, FieldKind] = {
+    "string": "text", "maybe-string": "other", "bool": "bool", "int": "number",
+    "float": "float", "size": "unit",
+}
+
+#: Ganeti's titles of node parameter fields (``ndp/<name>``).
+_ND_TITLES = {
+    "exclusive_storage": "ExclusiveStorage", "oob_program": "OutOfBandProgram",
+    "ovs": "OpenvSwitch", "ovs_link": "OpenvSwitchLink", "ovs_name": "OpenvSwitchName",
+    "spindle_count": "SpindleCount",
+}
+
+
+def nd_param_fields(registry: FieldRegistry[Any, Any],
+                    filled: Callable[[Any, Any], dict[str, Any] | ResultStatus]) -> None:
+    """Add one ``ndp/<name>`` field per node parameter, reading ``filled(ctx, item)``."""
+    for name, spec in sorted(ND_PARAMS.items()):
+        def get(ctx: Any, item: Any, name: str = name) -> Any:
+            values = filled(ctx, item)
+            return values if isinstance(values, ResultStatus) else values.get(name)
+
+        registry.add(f"ndp/{name}", _ND_TITLES.get(name, f"ndp/{name}"),
+                     _PARAM_KINDS.get(spec.type, "other"), f'The "{name}" node parameter', get)
+
+
+def _live(key: str | tuple[str, ...], kind: FieldKind) -> NodeGetter:
+    """A getter of one value of the node's ``node_info`` answer."""
+
+    def get(ctx: NodeQueryData, node: Node) -> Any:
+        if node.offline:
+            return ResultStatus.OFFLINE
+        if not node.vm_capable:
+            return ResultStatus.UNAVAIL
+        result = (ctx.live or {}).get(node.name)
+        if result is None or result.failed or not isinstance(result.payload, dict):
+            return ResultStatus.NODATA
+        value: Any = result.payload
+        path = (key,) if isinstance(key, str) else key
+        for part in path:
+            if part == "$storage_dir":
+                part = ctx.cluster.file_storage_dir
+            if not isinstance(value, dict) or part not in value:
+                return ResultStatus.UNAVAIL
+            value = value[part]
+        if kind == "text":
+            return str(value)
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return ResultStatus.UNAVAIL
+
+    return get
+
+
+def _memory_node(ctx: NodeQueryData, node: Node) -> Any:
+    """``memory_dom0`` when the node reports it; else total less free less what the
+    hypervisor's instances hold (``memory_hv``), when reported."""
+    value = _live("memory_dom0", "unit")(ctx, node)
+    if value is not ResultStatus.UNAVAIL:
+        return value
+    parts = [_live(key, "unit")(ctx, node) for key in ("memory_total", "memory_free",
+                                                        "memory_hv")]
+    if any(isinstance(part, ResultStatus) for part in parts):
+        return ResultStatus.UNAVAIL
+    total, free, held = parts
+    return max(0, total - free - held)
+
+
+def _cpu_total(ctx: NodeQueryData, node: Node) -> Any:
+    value = _live("cpu_total", "number")(ctx, node)
+    return _live("cpu_count", "number")(ctx, node) if value is ResultStatus.UNAVAIL else value
+
+
+#: Live fields: name -> (title, kind, getter, doc). Values come from ``node_info``.
+_LIVE: dict[str, tuple[str, FieldKind, NodeGetter, str]] = {
+    "bootid": ("BootID", "text", _live("bootid", "text"),
+               "Random UUID renewed for each system reboot, can be used for detecting "
+               "reboots by tracking changes"),
+    "cnodes": ("CNodes", "number", _live("cpu_nodes", "number"),
+               "Number of NUMA domains on node (if exported by hypervisor)"),
+    "cnos": ("CNOs", "number", _live("cpu_dom0", "number"),
+             "Number of logical processors used by the node OS (dom0 for Xen)"),
+    "csockets": ("CSockets", "number", _live("cpu_sockets", "number"),
+                 "Number of physical CPU sockets (if exported by hypervisor)"),
+    "ctotal": ("CTotal", "number", _cpu_total, "Number of logical processors"),
+    "dfree": ("DFree", "unit", _live(("storage", "$storage_dir", "free"), "unit"),
+              "Available storage space in the file storage directory"),
+    "dtotal": ("DTotal", "unit", _live(("storage", "$storage_dir", "size"), "unit"),
+               "Total storage space in the file storage directory"),
+    "mfree": ("MFree", "unit", _live("memory_free", "unit"),
+              "Memory available for instance allocations"),
+    "mnode": ("MNode", "unit", _memory_node,
+              "Amount of memory used by node (dom0 for Xen)"),
+    "mtotal": ("MTotal", "unit", _live("memory_total", "unit"),
+               "Total amount of memory of physical machine"),
+}
+
+#: Names of the fields that need the nodes' live answers.
+LIVE_FIELDS = frozenset(_LIVE)
+
+
+def _group_name(ctx: NodeQueryData, node: Node) -> Any:
+    group = ctx.groups.get(node.group)
+    return ResultStatus.UNAVAIL if group is None else group.name
+
+
+def _build_fields() -> FieldRegistry[NodeQueryData, Node]:
+    reg: FieldRegistry[NodeQueryData, Node] = FieldRegistry("node")
+    add = reg.add
+    add("name", "Node", "text", "Node name", lambda _c, n: n.name)
+    add("uuid", "UUID", "text", "Node UUID", lambda _c, n: n.uuid)
+    add("pip", "PrimaryIP", "text", "Primary IP address", lambda _c, n: n.primary_ip)
+    add("sip", "SecondaryIP", "text", "Secondary IP address",
+        lambda _c, n: n.secondary_ip or n.primary_ip)
+    add("tags", "Tags", "other", "Tags", lambda _c, n: sorted(n.tags))
+    add("master", "IsMaster", "bool", "Whether node is master",
+        lambda c, n: n.uuid == c.cluster.master_node)
+    add("group", "Group", "text", "Node group", _group_name)
+    add("group.uuid", "GroupUUID", "text", "UUID of node group", lambda _c, n: n.group)
+    add("powered", "Powered", "bool", "Whether node is thought to be powered on",
+        lambda _c, _n: ResultStatus.UNAVAIL)
+    add("ndparams", "NodeParameters", "other", "Merged node parameters",
+        lambda c, n: c.ndparams(n))
+    add("custom_ndparams", "CustomNodeParameters", "other", "Custom node parameters",
+        lambda _c, n: dict(n.ndparams))
+    nd_param_fields(reg, lambda c, n: c.ndparams(n))
+    add("role", "Role", "text",
+        'Node role; "M" for master, "C" for master candidate, "R" for regular, '
+        '"D" for drained, "O" for offline',
+        lambda c, n: node_role(n, c.cluster.master_node))
+    for prefix, title, word, attr in (("p", "Pri", "primary", "primaries"),
+                                      ("s", "Sec", "secondary", "secondaries")):
+        def count(c: NodeQueryData, n: Node, attr: str = attr) -> int:
+            return len(getattr(c, attr).get(n.uuid, ()))
+
+        def names(c: NodeQueryData, n: Node, attr: str = attr) -> list[str]:
+            return sorted(getattr(c, attr).get(n.uuid, ()))
+
+        add(f"{prefix}inst_cnt", f"{prefix.upper()}inst", "number",
+            f"Number of instances with this node as {word}", count)
+        add(f"{prefix}inst_list", f"{title}Instances", "other",
+            f"List of instances with this node as {word}", names)
+    add("drained", "Drained", "bool", "Whether node is drained", lambda _c, n: n.drained)
+    add("master_candidate", "MasterC", "bool", "Whether node is a master candidate",
+        lambda _c, n: n.master_candidate)
+    add("master_capable", "MasterCapable", "bool",
+        "Whether node can become a master candidate", lambda _c, n: n.master_capable)
+    add("offline", "Offline", "bool", "Whether node is marked offline", lambda _c, n: n.offline)
+    add("serial_no", "SerialNo", "number",
+        "Node object serial number, incremented on each modification",
+        lambda _c, n: n.serial_no)
+    add("vm_capable", "VMCapable", "bool", "Whether node can host instances",
+        lambda _c, n: n.vm_capable)
+    for name, (title, kind, getter, doc) in _LIVE.items():
+        add(name, title, kind, doc, getter)
+    add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, n: n.ctime)
+    add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, n: n.mtime)
+    return reg
+
+
+#: The fields of the ``node`` resource (``gnt-node list``, ``/2/nodes?bulk=1``).
+NODE_FIELDS = _build_fields()
+
+
+def _mentions(qfilter: Any, names: frozenset[str]) -> bool:
+    """Whether a list-form filter refers to one of ``names`` (anywhere in it)."""
+    if isinstance(qfilter, str):
+        return qfilter in names
+    if isinstance(qfilter, list):
+        return any(_mentions(part, names) for part in qfilter)
+    return False
+
+
+async def query_nodes(master: MasterContext, fields: list[str], qfilter: Any
+                      ) -> dict[str, Any]:
+    """Answer a ``node`` query; live fields ask every online VM-capable node once."""
+    store = master.store
+    data = NodeQueryData.build(store)
+    nodes = store.all("node")
+    if LIVE_FIELDS.intersection(fields) or _mentions(qfilter, LIVE_FIELDS):
+        cluster = store.cluster
+        targets = [n for n in nodes if not n.offline and n.vm_capable]
+        data.live = await master.rpc.call(
+            targets, "node_info",
+            {"storage_dirs": [cluster.file_storage_dir],
+             "hypervisors": list(cluster.enabled_hypervisors)},
+        ) if targets else {}
+    return NODE_FIELDS.query(nodes, fields, qfilter, data)
 
 
 def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:
     """The query resources this area answers (``OP_QUERY`` / luxi ``Query``)."""
-    return {}
+
+    async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
+        return await query_nodes(ctx, fields, qfilter)
+
+    return {"node": QueryResource(query=query, query_fields=NODE_FIELDS.query_fields)}

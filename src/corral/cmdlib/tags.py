@@ -1,20 +1,31 @@
-"""Tag operations: get, set, delete and search tags (the cluster's, for now).
+"""Tag operations: get, set, delete and search the tags of the cluster, nodes, node
+groups and instances (Ganeti's tag kinds ``cluster``, ``node``, ``nodegroup``,
+``instance``).
 
-Tags follow Ganeti's rules: at most 128 characters from letters, digits and
-``.+*/:@-_``, at most 4096 per object.
+For every kind but ``cluster`` the opcode's ``name`` names the object (a name or a
+UUID). Tags follow Ganeti's rules: at most 128 characters from letters, digits and
+``.+*/:@-_``, at most 4096 per object. Changing a node's, group's or instance's tags
+takes that object's lock; reading takes none (one consistent snapshot).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from corral.cmdlib.base import LogicalUnit
-from corral.errors import OpPrereqError, ParameterError
-from corral.opcodes import OpTagsDel, OpTagsGet, OpTagsSearch, OpTagsSet
+from corral.cmdlib.base import LockRequest, LogicalUnit
+from corral.cmdlib.common import expand_group, expand_instance, expand_node
+from corral.errors import NotFoundError, OpPrereqError, ParameterError
+from corral.locking import LockLevel
+from corral.objects import ConfigObject
+from corral.opcodes import TAG_KINDS, OpTagsDel, OpTagsGet, OpTagsSearch, OpTagsSet
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+    from corral.config.transaction import Transaction
 
 __all__ = ["MAX_TAGS_PER_OBJECT", "MAX_TAG_LENGTH", "LUTagsDel", "LUTagsGet", "LUTagsSearch",
-           "LUTagsSet", "check_tag"]
+           "LUTagsSet", "check_tag", "object_tags"]
 
 #: Longest tag accepted.
 MAX_TAG_LENGTH = 128
@@ -22,6 +33,16 @@ MAX_TAG_LENGTH = 128
 MAX_TAGS_PER_OBJECT = 4096
 
 _TAG_RE = re.compile(r"^[\w.+*/:@-]+$")
+
+#: The lock level of each kind whose objects have locks.
+_LOCK_LEVELS = {
+    "node": LockLevel.NODE,
+    "nodegroup": LockLevel.NODEGROUP,
+    "instance": LockLevel.INSTANCE,
+}
+_WHAT = {"node": "node", "nodegroup": "node group", "instance": "instance"}
+
+_ChangeOp = TypeVar("_ChangeOp", OpTagsSet, OpTagsDel)
 
 
 def check_tag(tag: str) -> None:
@@ -38,6 +59,64 @@ def check_tag(tag: str) -> None:
         )
 
 
+def _target(store: ConfigStore, kind: str, name: str | None) -> ConfigObject:
+    """The object whose tags ``kind``/``name`` mean (shared: do not mutate)."""
+    if kind == "cluster":
+        return store.cluster
+    if kind not in TAG_KINDS:
+        raise ParameterError(f"unknown tag kind {kind!r}; kinds: {', '.join(TAG_KINDS)}")
+    if not name:
+        raise ParameterError(f"tags of kind {kind!r} need the name (or UUID) of the {_WHAT[kind]}")
+    if kind == "node":
+        return expand_node(store, name)
+    if kind == "nodegroup":
+        return expand_group(store, name)
+    return expand_instance(store, name)
+
+
+def object_tags(store: ConfigStore, kind: str, name: str | None) -> list[str]:
+    """The sorted tags of one object (what luxi ``QueryTags(kind, name)`` answers)."""
+    return sorted(_target(store, kind, name).tags)
+
+
+def _describe(kind: str, obj: ConfigObject) -> str:
+    if kind == "cluster":
+        return "the cluster"
+    return f"{_WHAT[kind]} {getattr(obj, 'name', obj.uuid)}"
+
+
+class _TagsChange(LogicalUnit[_ChangeOp]):
+    """What setting and deleting share: find the object, lock it, change a copy."""
+
+    def check_arguments(self) -> None:
+        """Every tag must be well formed."""
+        for tag in self.op.tags:
+            check_tag(tag)
+
+    def expand_names(self) -> None:
+        """Find the object (name or UUID); remember its UUID and lock name."""
+        target = _target(self.master.store, self.op.kind, self.op.name)
+        self._uuid = target.uuid
+        self._lock_name = getattr(target, "name", "")
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The object's own lock, exclusively (nothing for the cluster)."""
+        level = _LOCK_LEVELS.get(self.op.kind)
+        return {} if level is None else {level: LockRequest([self._lock_name])}
+
+    def check_prereq(self) -> None:
+        """The object must still exist now that it is locked."""
+        if self.op.kind != "cluster" and self.master.store.find(self.op.kind, self._uuid) is None:
+            raise NotFoundError(
+                f"{_WHAT[self.op.kind]} {self._lock_name} was removed while waiting for its lock"
+            )
+
+    def _copy(self, txn: Transaction) -> ConfigObject:
+        if self.op.kind == "cluster":
+            return txn.cluster()
+        return txn.get(self.op.kind, self._uuid)
+
+
 class LUTagsGet(LogicalUnit[OpTagsGet]):
     """``OP_TAGS_GET``: an object's tags."""
 
@@ -45,8 +124,8 @@ class LUTagsGet(LogicalUnit[OpTagsGet]):
     USES_BGL = False
 
     async def execute(self) -> list[str]:
-        """The cluster's tags, sorted."""
-        return sorted(self.master.store.cluster.tags)
+        """The object's tags, sorted."""
+        return object_tags(self.master.store, self.op.kind, self.op.name)
 
 
 class LUTagsSearch(LogicalUnit[OpTagsSearch]):
@@ -63,56 +142,58 @@ class LUTagsSearch(LogicalUnit[OpTagsSearch]):
             raise ParameterError(f"invalid search pattern {self.op.pattern!r}: {err}") from None
 
     async def execute(self) -> list[list[str]]:
-        """Search every tagged object (the cluster is ``/cluster``)."""
-        return [["/cluster", tag] for tag in sorted(self.master.store.cluster.tags)
+        """Search every tagged object: ``/cluster``, ``/instances/<name>``,
+        ``/nodes/<name>`` and ``/nodegroup/<name>`` (Ganeti's paths)."""
+        store = self.master.store
+        targets: list[tuple[str, ConfigObject]] = [("/cluster", store.cluster)]
+        for prefix, kind in (("instances", "instance"), ("nodes", "node"),
+                             ("nodegroup", "nodegroup")):
+            targets.extend((f"/{prefix}/{obj.name}", obj) for obj in store.all(kind))
+        return [[path, tag] for path, obj in targets for tag in sorted(obj.tags)
                 if self._pattern.search(tag)]
 
 
-class LUTagsSet(LogicalUnit[OpTagsSet]):
+class LUTagsSet(_TagsChange[OpTagsSet]):
     """``OP_TAGS_SET``: add tags; tags already there are kept once."""
 
     OP_ID = "OP_TAGS_SET"
 
-    def check_arguments(self) -> None:
-        """Every tag must be well formed."""
-        for tag in self.op.tags:
-            check_tag(tag)
-
     async def execute(self) -> None:
-        """Add the tags to the cluster and commit."""
+        """Add the tags to the object and commit."""
         with self.master.store.transaction() as txn:
-            cluster = txn.cluster()
-            tags = list(cluster.tags)
+            obj = self._copy(txn)
+            tags = list(obj.tags)
             tags.extend(t for t in dict.fromkeys(self.op.tags) if t not in tags)
             if len(tags) > MAX_TAGS_PER_OBJECT:
                 raise OpPrereqError(
-                    f"too many tags: the cluster would have {len(tags)}, at most "
-                    f"{MAX_TAGS_PER_OBJECT} are allowed"
+                    f"too many tags: {_describe(self.op.kind, obj)} would have {len(tags)}, "
+                    f"at most {MAX_TAGS_PER_OBJECT} are allowed"
                 )
-            if self.op.dry_run or tags == cluster.tags:
+            if self.op.dry_run or tags == obj.tags:
                 txn.discard()
                 return
-            cluster.tags = tags
-            txn.update(cluster)
+            obj.tags = tags
+            txn.update(obj)
 
 
-class LUTagsDel(LogicalUnit[OpTagsDel]):
+class LUTagsDel(_TagsChange[OpTagsDel]):
     """``OP_TAGS_DEL``: remove tags; every one of them must be there."""
 
     OP_ID = "OP_TAGS_DEL"
 
     async def execute(self) -> Any:
-        """Remove the tags from the cluster and commit."""
+        """Remove the tags from the object and commit."""
         with self.master.store.transaction() as txn:
-            cluster = txn.cluster()
-            missing = sorted(set(self.op.tags) - set(cluster.tags))
+            obj = self._copy(txn)
+            missing = sorted(set(self.op.tags) - set(obj.tags))
             if missing:
                 raise OpPrereqError(
-                    f"tag(s) {', '.join(repr(t) for t in missing)} not found on the cluster"
+                    f"tag(s) {', '.join(repr(t) for t in missing)} not found on "
+                    f"{_describe(self.op.kind, obj)}"
                 )
             if self.op.dry_run:
                 txn.discard()
                 return None
-            cluster.tags = [t for t in cluster.tags if t not in set(self.op.tags)]
-            txn.update(cluster)
+            obj.tags = [t for t in obj.tags if t not in set(self.op.tags)]
+            txn.update(obj)
         return None

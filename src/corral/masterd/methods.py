@@ -17,6 +17,7 @@ import msgspec
 
 from corral.cmdlib.cluster import cluster_info
 from corral.cmdlib.query import FILTER_FIELDS, find_resource
+from corral.cmdlib.tags import object_tags
 from corral.config import ConfigStore
 from corral.errors import NotFoundError, ParameterError, ProtocolError, UnknownFieldError
 from corral.jobs import JobQueue
@@ -159,11 +160,10 @@ class MasterMethods:
         return values
 
     async def query_tags(self, args: list[Any]) -> list[str]:
-        """``QueryTags(kind, name)``: an object's tags (only the cluster has tags yet)."""
+        """``QueryTags(kind, name)``: tags of the cluster, a node, a node group or an
+        instance (the name may be a UUID)."""
         _arity("QueryTags", args, ("kind", "name"))
-        if args[0] != "cluster":
-            raise ParameterError(f"cannot list tags of kind {args[0]!r}; kinds: cluster")
-        return sorted(self.store.cluster.tags)
+        return object_tags(self.store, str(args[0]), args[1])
 
     # -- jobs -------------------------------------------------------------------------
 

@@ -1,0 +1,276 @@
+"""``gnt-group``: add, remove, rename, fill, list and change node groups.
+
+Options and default columns are Ganeti's; instance-policy and static-state options
+are not offered (corral keeps neither). Wherever a group or node is named, its UUID
+works too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from corral import __version__, serializer
+from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_node import format_params, query_named, read_tags, selection_filter, tag_options
+from corral.cli.jobs import exit_with, generic_list, list_fields_command, make_op, submit_and_wait
+from corral.cli.keyval import IdentValue
+from corral.cli.options import (
+    FieldSelection,
+    KeyValType,
+    common_list_options,
+    dry_run_option,
+    force_option,
+    ident_keyval_option,
+    print_jobid_option,
+    priority_option,
+    reason_option,
+    resolve_fields,
+    submit_option,
+)
+from corral.cli.output import format_info
+from corral.errors import ParameterError
+
+__all__ = ["DEFAULT_FIELDS", "LIST_FORMAT", "main"]
+
+TOOL = "gnt-group"
+
+#: ``gnt-group list``'s default columns (Ganeti's).
+DEFAULT_FIELDS = ("name", "node_cnt", "pinst_cnt", "alloc_policy", "ndparams")
+
+_ALLOC_POLICIES = ("preferred", "last_resort", "unallocable")
+
+
+def _fmt_dict(data: Any) -> str:
+    if not data:
+        return "(empty)"
+    return ", ".join(f"{key}={value}" for key, value in data.items())
+
+
+#: How list columns print (Ganeti's overrides).
+LIST_FORMAT: dict[str, Callable[[Any], str]] = {
+    "node_list": lambda v: ",".join(v),
+    "pinst_list": lambda v: ",".join(v),
+    "tags": lambda v: ",".join(v),
+    "ndparams": _fmt_dict,
+}
+
+_INFO_FIELDS = ["ndparams", "custom_ndparams", "diskparams", "custom_diskparams"]
+
+
+def _diskparams(merged: dict[str, IdentValue]) -> dict[str, Any] | None:
+    """``-D template:key=val`` → ``{template: {key: val}}``; whole-template removal is
+    refused (reset single parameters with ``-D template:-key``)."""
+    if not merged:
+        return None
+    result: dict[str, Any] = {}
+    for template, values in merged.items():
+        if not isinstance(values, dict):
+            raise ParameterError(
+                f"-D {'-' if values is None else 'no_'}{template}: a whole template's "
+                f"parameters cannot be removed; reset single ones with -D {template}:-name")
+        result[template] = values
+    return result
+
+
+def _group_params(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--alloc-policy", type=click.Choice(_ALLOC_POLICIES), default=None,
+                     help="Instance allocation policy of the group."),
+        click.option("--node-parameters", "ndparams", type=KeyValType(), default=None,
+                     help="Node parameters, key=val,... ('-key' resets one)."),
+        ident_keyval_option("-D", "--disk-parameters", "diskparams",
+                            help="Disk template parameters, template:key=val,...; "
+                                 "repeatable."),
+    ]):
+        func = option(func)
+    return func
+
+
+def _job_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([dry_run_option, priority_option, submit_option,
+                            print_jobid_option, reason_option]):
+        func = option(func)
+    return func
+
+
+def _submit(op_id: str, params: dict[str, Any], verb: str, reason: str | None,
+            priority: int | None, submit_only: bool, print_jobid: bool,
+            dry_run: bool = False) -> Any:
+    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
+                 dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op], submit_only=submit_only,
+                                  print_jobid=print_jobid)
+    return None if results is None else results[0]
+
+
+@click.group(cls=CorralGroup)
+@click.version_option(__version__, prog_name=TOOL)
+def cli() -> None:
+    """Node group administration: add, remove, rename, assign-nodes, list, info, modify."""
+
+
+@cli.command()
+@click.argument("group")
+@_group_params
+@_job_options
+def add(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
+        diskparams: dict[str, IdentValue], dry_run: bool, priority: int | None,
+        submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Add a node group called GROUP."""
+    params: dict[str, Any] = {"group_name": group}
+    for key, value in (("alloc_policy", alloc_policy), ("ndparams", ndparams),
+                       ("diskparams", _diskparams(diskparams))):
+        if value is not None:
+            params[key] = value
+    _submit("OP_GROUP_ADD", params, "add", reason, priority, submit_only, print_jobid,
+            dry_run)
+
+
+@cli.command("assign-nodes")
+@click.argument("group")
+@click.argument("nodes", nargs=-1, required=True)
+@force_option
+@_job_options
+def assign_nodes(group: str, nodes: tuple[str, ...], force: bool, dry_run: bool,
+                 priority: int | None, submit_only: bool, print_jobid: bool,
+                 reason: str | None) -> None:
+    """Move NODES into GROUP."""
+    _submit("OP_GROUP_ASSIGN_NODES", {"group_name": group, "nodes": list(nodes),
+                                      "force": force},
+            "assign-nodes", reason, priority, submit_only, print_jobid, dry_run)
+
+
+@cli.command()
+@click.argument("group")
+@_job_options
+def remove(group: str, dry_run: bool, priority: int | None, submit_only: bool,
+           print_jobid: bool, reason: str | None) -> None:
+    """Remove the (empty) GROUP."""
+    _submit("OP_GROUP_REMOVE", {"group_name": group}, "remove", reason, priority,
+            submit_only, print_jobid, dry_run)
+
+
+@cli.command()
+@click.argument("group")
+@click.argument("new_name")
+@_job_options
+def rename(group: str, new_name: str, dry_run: bool, priority: int | None, submit_only: bool,
+           print_jobid: bool, reason: str | None) -> None:
+    """Rename GROUP to NEW_NAME."""
+    _submit("OP_GROUP_RENAME", {"group_name": group, "new_name": new_name}, "rename", reason,
+            priority, submit_only, print_jobid, dry_run)
+
+
+@cli.command()
+@click.argument("group")
+@_group_params
+@_job_options
+def modify(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
+           diskparams: dict[str, IdentValue], dry_run: bool, priority: int | None,
+           submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Change GROUP's parameters."""
+    params: dict[str, Any] = {"group_name": group}
+    for key, value in (("alloc_policy", alloc_policy), ("ndparams", ndparams),
+                       ("diskparams", _diskparams(diskparams))):
+        if value is not None:
+            params[key] = value
+    if len(params) == 1:
+        raise ParameterError("please give at least one of the parameters (see --help)")
+    result = _submit("OP_GROUP_SET_PARAMS", params, "modify", reason, priority, submit_only,
+                     print_jobid, dry_run)
+    if result:
+        click.echo(f"Modified node group {group}")
+        for param, value in result:
+            click.echo(f" - {param:<5} -> {value}")
+
+
+@cli.command("list")
+@common_list_options
+@click.option("-v", "--verbose", is_flag=True,
+              help="Verbose marks for missing values, e.g. (unavail).")
+@click.option("-F", "--filter", "force_filter", is_flag=True,
+              help="Treat the argument as a filter, e.g. 'node_cnt > 0'.")
+@click.argument("groups", nargs=-1)
+def list_(groups: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
+          separator: str | None, units: str | None, as_json: bool, verbose: bool,
+          force_filter: bool) -> None:
+    """List node groups (all, or the GROUPS or filter given).
+
+    Default columns: name, node_cnt, pinst_cnt, alloc_policy, ndparams; see
+    'gnt-group list-fields' for all fields.
+    """
+    fields = resolve_fields(output, DEFAULT_FIELDS)
+    with get_client() as client:
+        code = generic_list(client, "group", fields,
+                            qfilter=selection_filter(groups, force_filter),
+                            separator=separator, no_headers=no_headers, units=units,
+                            verbose=verbose, as_json=as_json, overrides=LIST_FORMAT)
+    exit_with(code)
+
+
+cli.add_command(list_fields_command("group", "node groups", lambda: get_client()))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the groups' fields as JSON.")
+@click.argument("groups", nargs=-1)
+def info(groups: tuple[str, ...], as_json: bool) -> None:
+    """Show node groups (all, or the GROUPS given)."""
+    with get_client() as client:
+        rows = query_named(client, "group", "node group", groups, _INFO_FIELDS)
+    if as_json:
+        click.echo(serializer.dumps_pretty(rows))
+        return
+    if rows:
+        click.echo(format_info([[
+            ("Node group", row["name"]),
+            ("Node parameters", format_params(row["custom_ndparams"], row["ndparams"])),
+            ("Disk parameters", format_params(row["custom_diskparams"], row["diskparams"])),
+        ] for row in rows]))
+
+
+@cli.command("add-tags")
+@tag_options
+@click.argument("group")
+@click.argument("tags", nargs=-1)
+def add_tags(group: str, tags: tuple[str, ...], source: str | None, priority: int | None,
+             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Add TAGS to GROUP."""
+    _submit("OP_TAGS_SET", {"kind": "nodegroup", "name": group,
+                            "tags": read_tags(tags, source, "added")},
+            "add-tags", reason, priority, submit_only, print_jobid)
+
+
+@cli.command("remove-tags")
+@tag_options
+@click.argument("group")
+@click.argument("tags", nargs=-1)
+def remove_tags(group: str, tags: tuple[str, ...], source: str | None, priority: int | None,
+                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Remove TAGS from GROUP."""
+    _submit("OP_TAGS_DEL", {"kind": "nodegroup", "name": group,
+                            "tags": read_tags(tags, source, "removed")},
+            "remove-tags", reason, priority, submit_only, print_jobid)
+
+
+@cli.command("list-tags")
+@click.argument("group")
+def list_tags(group: str) -> None:
+    """List GROUP's tags, one per line, sorted."""
+    with get_client() as client:
+        (row,) = query_named(client, "group", "node group", [group], ["tags"])
+    for tag in sorted(row["tags"] or []):
+        click.echo(tag)
+
+
+def main() -> None:
+    """Entry point of ``gnt-group``."""
+    cli(prog_name=TOOL)
+
+
+if __name__ == "__main__":
+    main()

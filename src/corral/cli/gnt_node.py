@@ -1,0 +1,386 @@
+"""``gnt-node``: add, remove, list, inspect and change the cluster's nodes.
+
+Options and default columns are Ganeti's. corral's additions to ``add``:
+``--primary-ip IP`` (corral does not resolve node names) and ``--token TOKEN``, the
+one-time join token the new node's daemon printed when it started without a cluster
+(it also keeps it in its ``join-token`` file); no SSH is needed. Wherever a node is
+named, its UUID works too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from corral import __version__, serializer
+from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.jobs import (
+    LuxiCaller,
+    exit_with,
+    generic_list,
+    list_fields_command,
+    make_op,
+    submit_and_wait,
+)
+from corral.cli.options import (
+    FieldSelection,
+    KeyValType,
+    common_list_options,
+    dry_run_option,
+    force_option,
+    print_jobid_option,
+    priority_option,
+    reason_option,
+    resolve_fields,
+    submit_option,
+)
+from corral.cli.output import format_info
+from corral.errors import NotFoundError, ParameterError
+from corral.qlang.parser import FILTER_DETECTION_CHARS, make_filter, make_simple_filter
+
+__all__ = [
+    "DEFAULT_FIELDS",
+    "LIST_FORMAT",
+    "format_params",
+    "main",
+    "query_named",
+    "read_tags",
+    "selection_filter",
+    "tag_options",
+    "yes_no_option",
+]
+
+TOOL = "gnt-node"
+
+#: ``gnt-node list``'s default columns (Ganeti's).
+DEFAULT_FIELDS = ("name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_cnt",
+                  "sinst_cnt")
+
+#: List-valued fields print comma-separated, as Ganeti prints them.
+LIST_FORMAT: dict[str, Callable[[Any], str]] = {
+    name: (lambda v: ",".join(str(x) for x in v))
+    for name in ("pinst_list", "sinst_list", "tags")
+}
+
+#: What ``gnt-node info`` shows (Ganeti's selection).
+_INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candidate",
+                "drained", "offline", "master_capable", "vm_capable", "ndparams",
+                "custom_ndparams", "group", "role"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- helpers shared with gnt-group --------------------------------------------------
+
+
+def _yes_no(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    if value is None:
+        return None
+    text = value.lower()
+    if text in ("yes", "true"):
+        return True
+    if text in ("no", "false"):
+        return False
+    raise click.BadParameter(f"{value!r} is not yes or no", ctx, param)
+
+
+def yes_no_option(*decls: str, help: str) -> Callable[[F], F]:
+    """A ``yes|no`` option (Ganeti's ``bool`` options) → ``True``/``False``/``None``."""
+    return click.option(*decls, metavar="yes|no", default=None, callback=_yes_no, help=help)
+
+
+def selection_filter(names: Sequence[str], force_filter: bool = False) -> list[Any] | None:
+    """The query filter for command arguments: names (with globs) or UUIDs, or one
+    argument that is a filter in the text form (always with ``-F``)."""
+    if not names:
+        return None
+    if force_filter or (len(names) == 1 and FILTER_DETECTION_CHARS & set(names[0])):
+        return make_filter(list(names), force_filter=True)
+    return ["|", make_filter(list(names)), make_simple_filter("uuid", list(names))]
+
+
+def query_named(client: LuxiCaller, resource: str, noun: str, names: Sequence[str],
+                fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows (field → value, None when not available) of the named items, or of all
+    of them; an unknown name is a :class:`NotFoundError` naming it."""
+    wanted = ["name", "uuid", *(f for f in fields if f not in ("name", "uuid"))]
+    qfilter = (["|", *(["|", ["=", "name", n], ["=", "uuid", n]] for n in names)]
+               if names else None)
+    answer = client.call("Query", resource, wanted, qfilter)
+    rows = [{f: (value if status == 0 else None)
+             for f, (status, value) in zip(wanted, row, strict=True)} for row in answer["data"]]
+    known = {row["name"] for row in rows} | {row["uuid"] for row in rows}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise NotFoundError(f"{noun} {', '.join(missing)} not found; see "
+                            f"'{'gnt-group' if resource == 'group' else 'gnt-node'} list'")
+    if names:
+        order = {n: i for i, n in enumerate(names)}
+        rows.sort(key=lambda r: min(order.get(str(r["name"]), len(order)),
+                                    order.get(str(r["uuid"]), len(order))))
+    return rows
+
+
+def format_params(custom: dict[str, Any] | None, filled: dict[str, Any] | None
+                  ) -> dict[str, Any]:
+    """Parameters as Ganeti's ``info`` shows them: the value when set here,
+    ``default (value)`` when inherited; nested dicts likewise."""
+    custom = custom or {}
+    result: dict[str, Any] = {}
+    for key, value in (filled or {}).items():
+        if isinstance(value, dict) and value:
+            result[key] = format_params(custom.get(key), value)
+        elif key in custom:
+            result[key] = str(custom[key])
+        else:
+            result[key] = f"default ({value})"
+    return result
+
+
+def read_tags(tags: Sequence[str], source: str | None, verb: str) -> list[str]:
+    """The tags given as arguments plus those in ``--from FILE`` (one per line, ``-``
+    for standard input)."""
+    result = list(tags)
+    if source is not None:
+        with click.open_file(source, "r") as stream:
+            result.extend(line.strip() for line in stream if line.strip())
+    if not result:
+        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
+    return result
+
+
+def tag_options(func: F) -> F:
+    """``--from``, ``--priority``, ``--submit``, ``--print-jobid``, ``--reason``."""
+    for option in reversed([
+        click.option("--from", "source", metavar="FILE",
+                     help="File with tags, one per line ('-' for standard input)."),
+        priority_option, submit_option, print_jobid_option, reason_option,
+    ]):
+        func = option(func)
+    return func
+
+
+def _submit(op_id: str, params: dict[str, Any], verb: str, reason: str | None,
+            priority: int | None, submit_only: bool, print_jobid: bool,
+            dry_run: bool = False) -> Any:
+    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
+                 dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op], submit_only=submit_only,
+                                  print_jobid=print_jobid)
+    return None if results is None else results[0]
+
+
+# -- commands ----------------------------------------------------------------------
+
+
+@click.group(cls=CorralGroup)
+@click.version_option(__version__, prog_name=TOOL)
+def cli() -> None:
+    """Node administration: add, remove, list, info, modify, tags."""
+
+
+@cli.command()
+@click.argument("node")
+@click.option("--primary-ip", metavar="IP",
+              help="Primary IP address of the node (corral: required for a new node).")
+@click.option("--token", metavar="TOKEN",
+              help="The join token the node's daemon printed (corral: required).")
+@click.option("-s", "--secondary-ip", metavar="ADDRESS",
+              help="Secondary IP address (only when the cluster has a secondary network).")
+@click.option("--readd", is_flag=True,
+              help="Re-add a node that is in the configuration (e.g. reinstalled).")
+@click.option("-g", "--node-group", "group", metavar="GROUP",
+              help="Node group (name or UUID) [default: the default group].")
+@yes_no_option("--master-capable", help="Whether the node can become a master candidate.")
+@yes_no_option("--vm-capable", help="Whether the node can host instances.")
+@click.option("--node-parameters", "ndparams", type=KeyValType(), default=None,
+              help="Node parameters, key=val,...")
+@click.option("--no-ssh-key-check", "no_ssh_key_check", is_flag=True, hidden=True)
+@click.option("--force-join", "force_join", is_flag=True, hidden=True)
+@click.option("--no-node-setup", "no_node_setup", is_flag=True, hidden=True)
+@click.option("-v", "--verbose", "verbose", is_flag=True, hidden=True)
+@priority_option
+@submit_option
+@print_jobid_option
+@reason_option
+def add(node: str, primary_ip: str | None, token: str | None, secondary_ip: str | None,
+        readd: bool, group: str | None, master_capable: bool | None,
+        vm_capable: bool | None, ndparams: dict[str, Any] | None, priority: int | None,
+        submit_only: bool, print_jobid: bool, reason: str | None, **_ganeti_ssh: bool) -> None:
+    """Add NODE to the cluster: its node daemon joins with TOKEN.
+
+    The daemon of a node without a cluster prints a one-time token at start (and
+    keeps it in its join-token file); give it with --token, and the node's address
+    with --primary-ip. SSH options of Ganeti are accepted and ignored.
+    """
+    params: dict[str, Any] = {"node_name": node, "readd": readd}
+    for key, value in (("primary_ip", primary_ip), ("token", token),
+                       ("secondary_ip", secondary_ip), ("group", group),
+                       ("master_capable", master_capable), ("vm_capable", vm_capable),
+                       ("ndparams", ndparams)):
+        if value is not None:
+            params[key] = value
+    _submit("OP_NODE_ADD", params, "add", reason, priority, submit_only, print_jobid)
+
+
+@cli.command()
+@click.argument("node")
+@dry_run_option
+@priority_option
+@submit_option
+@print_jobid_option
+@reason_option
+def remove(node: str, dry_run: bool, priority: int | None, submit_only: bool,
+           print_jobid: bool, reason: str | None) -> None:
+    """Remove NODE (it must have no instances); it forgets the cluster."""
+    _submit("OP_NODE_REMOVE", {"node_name": node}, "remove", reason, priority, submit_only,
+            print_jobid, dry_run)
+
+
+@cli.command("list")
+@common_list_options
+@click.option("-v", "--verbose", is_flag=True,
+              help="Verbose marks for missing values, e.g. (unavail).")
+@click.option("-F", "--filter", "force_filter", is_flag=True,
+              help="Treat the argument as a filter, e.g. 'mfree < 1024'.")
+@click.argument("nodes", nargs=-1)
+def list_(nodes: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
+          separator: str | None, units: str | None, as_json: bool, verbose: bool,
+          force_filter: bool) -> None:
+    """List nodes (all, or the NODES or filter given).
+
+    Default columns: name, dtotal, dfree, mtotal, mnode, mfree, pinst_cnt, sinst_cnt;
+    see 'gnt-node list-fields' for all fields.
+    """
+    fields = resolve_fields(output, DEFAULT_FIELDS)
+    with get_client() as client:
+        code = generic_list(client, "node", fields, qfilter=selection_filter(nodes, force_filter),
+                            separator=separator, no_headers=no_headers, units=units,
+                            verbose=verbose, as_json=as_json, overrides=LIST_FORMAT)
+    exit_with(code)
+
+
+cli.add_command(list_fields_command("node", "nodes", lambda: get_client()))
+
+
+def _node_info(row: dict[str, Any]) -> list[tuple[str, Any]]:
+    info: list[tuple[str, Any]] = [
+        ("Node name", row["name"]),
+        ("primary ip", row["pip"]),
+        ("secondary ip", row["sip"]),
+        ("master candidate", row["master_candidate"]),
+        ("drained", row["drained"]),
+        ("offline", row["offline"]),
+        ("master_capable", row["master_capable"]),
+        ("vm_capable", row["vm_capable"]),
+    ]
+    if row["vm_capable"]:
+        info.append(("primary for instances", list(row["pinst_list"] or [])))
+        info.append(("secondary for instances", list(row["sinst_list"] or [])))
+    info.append(("node parameters", format_params(row["custom_ndparams"], row["ndparams"])))
+    return info
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the nodes' fields as JSON.")
+@click.argument("nodes", nargs=-1)
+def info(nodes: tuple[str, ...], as_json: bool) -> None:
+    """Show the configuration of nodes (all, or the NODES given)."""
+    with get_client() as client:
+        rows = query_named(client, "node", "node", nodes, _INFO_FIELDS)
+    if as_json:
+        click.echo(serializer.dumps_pretty(rows))
+        return
+    if rows:
+        click.echo(format_info([_node_info(row) for row in rows]))
+
+
+@cli.command()
+@click.argument("node")
+@force_option
+@yes_no_option("-C", "--master-candidate", help="Set the master_candidate flag.")
+@yes_no_option("-D", "--drained", help="Set the drained flag (no new instances).")
+@yes_no_option("-O", "--offline", help="Set the offline flag (not contacted at all).")
+@yes_no_option("--master-capable", help="Set the master_capable flag.")
+@yes_no_option("--vm-capable", help="Set the vm_capable flag.")
+@click.option("-s", "--secondary-ip", metavar="ADDRESS", help="New secondary IP address.")
+@click.option("--auto-promote", is_flag=True,
+              help="Promote other nodes to master candidate as needed.")
+@click.option("--node-parameters", "ndparams", type=KeyValType(), default=None,
+              help="Node parameters, key=val,... ('-key' resets one).")
+@dry_run_option
+@priority_option
+@submit_option
+@print_jobid_option
+@reason_option
+def modify(node: str, force: bool, master_candidate: bool | None, drained: bool | None,
+           offline: bool | None, master_capable: bool | None, vm_capable: bool | None,
+           secondary_ip: str | None, auto_promote: bool, ndparams: dict[str, Any] | None,
+           dry_run: bool, priority: int | None, submit_only: bool, print_jobid: bool,
+           reason: str | None) -> None:
+    """Change NODE's flags and parameters."""
+    changes = {"master_candidate": master_candidate, "drained": drained, "offline": offline,
+               "master_capable": master_capable, "vm_capable": vm_capable,
+               "secondary_ip": secondary_ip, "ndparams": ndparams}
+    if all(value is None for value in changes.values()):
+        raise ParameterError("please give at least one of the parameters (see --help)")
+    if offline is False and not force and not click.confirm(
+            "You are setting this node online manually. If the configuration has changed, "
+            "this can cause issues such as split brain. To safely bring a node back "
+            "online, please use --readd instead. If you are confident that the "
+            "configuration hasn't changed, continue?", default=False):
+        exit_with(1)
+    params: dict[str, Any] = {"node_name": node, "force": force, "auto_promote": auto_promote,
+                              **{k: v for k, v in changes.items() if v is not None}}
+    result = _submit("OP_NODE_SET_PARAMS", params, "modify", reason, priority, submit_only,
+                     print_jobid, dry_run)
+    if result:
+        click.echo(f"Modified node {node}")
+        for param, value in result:
+            click.echo(f" - {param:<5} -> {value}")
+
+
+@cli.command("add-tags")
+@tag_options
+@click.argument("node")
+@click.argument("tags", nargs=-1)
+def add_tags(node: str, tags: tuple[str, ...], source: str | None, priority: int | None,
+             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Add TAGS to NODE."""
+    _submit("OP_TAGS_SET", {"kind": "node", "name": node,
+                            "tags": read_tags(tags, source, "added")},
+            "add-tags", reason, priority, submit_only, print_jobid)
+
+
+@cli.command("remove-tags")
+@tag_options
+@click.argument("node")
+@click.argument("tags", nargs=-1)
+def remove_tags(node: str, tags: tuple[str, ...], source: str | None, priority: int | None,
+                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+    """Remove TAGS from NODE."""
+    _submit("OP_TAGS_DEL", {"kind": "node", "name": node,
+                            "tags": read_tags(tags, source, "removed")},
+            "remove-tags", reason, priority, submit_only, print_jobid)
+
+
+@cli.command("list-tags")
+@click.argument("node")
+def list_tags(node: str) -> None:
+    """List NODE's tags, one per line, sorted."""
+    with get_client() as client:
+        (row,) = query_named(client, "node", "node", [node], ["tags"])
+    for tag in sorted(row["tags"] or []):
+        click.echo(tag)
+
+
+def main() -> None:
+    """Entry point of ``gnt-node``."""
+    cli(prog_name=TOOL)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
-from corral.errors import ParameterError, UnknownParameterError
+from corral.errors import OsError, OsScriptError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterSetParams
@@ -27,6 +27,8 @@ __all__ = [
     "LUClusterSetParams",
     "apply_cluster_params",
     "cluster_info",
+    "updated_os_hvp",
+    "updated_osparams",
 ]
 
 #: The newest OS definition API version corral implements.
@@ -98,6 +100,76 @@ def _dict_changes(prefix: str, old: dict[str, Any], new: dict[str, Any]) -> list
         else:
             lines.append(f"{prefix}/{key}: {before} -> {after}")
     return lines
+
+
+def _check_os_name(name: str) -> None:
+    if not name or name.count("+") > 1 or name.startswith("+") or name.endswith("+"):
+        raise ParameterError(
+            f"invalid OS name {name!r}: expected 'os' or 'os+variant'"
+        )
+
+
+def updated_os_hvp(
+    current: dict[str, dict[str, dict[str, Any]]],
+    changes: dict[str, dict[str, dict[str, Any] | None]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per-OS hypervisor parameters after ``changes`` (Ganeti's ``os_hvp`` form).
+
+    ``{os: {hv: None}}`` drops the OS's overrides for ``hv``; inside a hypervisor's
+    dict a value of ``None`` or ``"default"`` drops one override. Hypervisor
+    parameters are checked as instance-level ones (global-only ones are refused,
+    since they would differ per instance). OSes left without overrides are dropped.
+    """
+    result = {os_name: {hv: dict(v) for hv, v in hvs.items()}
+              for os_name, hvs in current.items()}
+    for os_name, hvs in changes.items():
+        _check_os_name(os_name)
+        target = result.setdefault(os_name, {})
+        for hv, values in hvs.items():
+            if hv not in HV_PARAMS:
+                raise UnknownParameterError(
+                    f"unknown hypervisor '{hv}' in OS hypervisor parameters of {os_name}; "
+                    f"valid ones: {', '.join(sorted(HV_PARAMS))}"
+                )
+            if values is None:
+                target.pop(hv, None)
+                continue
+            checked = params.validate_params(
+                f"{hv} hypervisor (OS {os_name})", HV_PARAMS[hv], values, instance_level=True
+            )
+            merged = params.update_params(target.get(hv, {}), checked)
+            if merged:
+                target[hv] = merged
+            else:
+                target.pop(hv, None)
+        if not target:
+            del result[os_name]
+    return result
+
+
+def updated_osparams(
+    current: dict[str, dict[str, Any]], changes: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Cluster-level OS parameters after ``changes``: per ``os`` or ``os+variant``, a
+    value of ``None`` or ``"default"`` removes the parameter; an OS left without any
+    parameter is dropped (Ganeti's rules). Names must be lower-case identifiers."""
+    result = {os_name: dict(values) for os_name, values in current.items()}
+    for os_name, values in changes.items():
+        _check_os_name(os_name)
+        target = result.setdefault(os_name, {})
+        for name, value in values.items():
+            if not re.match(r"^[a-z0-9_]+$", name):
+                raise ParameterError(
+                    f"invalid OS parameter name {name!r} for {os_name}: use lower-case "
+                    "letters, digits and '_'"
+                )
+            if value is None or value == params.VALUE_DEFAULT:
+                target.pop(name, None)
+            else:
+                target[name] = value
+        if not target:
+            del result[os_name]
+    return result
 
 
 def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str]:
@@ -212,6 +284,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     if change.os_search_path is not None:
         paths = [_check_abs_path("OS search path entry", p) for p in change.os_search_path]
         setattr_logged("os_search_path", paths, ",".join)
+    if change.os_hvp is not None:
+        setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
+    if change.osparams is not None:
+        setattr_logged("osparams", updated_osparams(cluster.osparams, change.osparams))
     if change.hidden_os is not None:
         setattr_logged(
             "hidden_os", _apply_list_changes("hidden OS", cluster.hidden_os, change.hidden_os),
@@ -297,6 +373,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
     async def execute(self) -> dict[str, Any]:
         """Apply the changes to a copy of the cluster and commit them."""
         store = self.master.store
+        if self.op.osparams:
+            await self._validate_osparams()
         with store.transaction() as txn:
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
@@ -308,3 +386,31 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             self.feedback(change)
         self.master.cluster_changed(store.cluster)
         return {"changes": changes, "serial": store.serial, "dry_run": False}
+
+    async def _validate_osparams(self) -> None:
+        """Run each changed OS's ``verify`` with its new parameters on the master node.
+
+        As Ganeti does for cluster-level parameters, an OS the master node does not
+        have is not an error (it is reported in the job log); a failing ``verify`` is.
+        """
+        store = self.master.store
+        cluster = store.cluster
+        assert self.op.osparams is not None
+        new = updated_osparams(cluster.osparams, self.op.osparams)
+        master = store.get("node", cluster.master_node)
+        for os_name in sorted(self.op.osparams):
+            base = os_name.partition("+")[0]
+            filled = {**new.get(base, {}), **(new.get(os_name, {}) if os_name != base else {})}
+            if not filled:
+                continue
+            results = await self.master.rpc.call(
+                [master], "os_validate",
+                {"name": os_name, "osparams": filled,
+                 "search_path": list(cluster.os_search_path)},
+            )
+            try:
+                results[master.name].get(f"checking the parameters of OS {os_name}")
+            except OsScriptError:
+                raise
+            except OsError as err:
+                self.feedback(f"OS parameters of {os_name} not checked: {err.message}")

@@ -26,8 +26,9 @@ __all__ = [
     "OpTestDelay",
 ]
 
-#: Object kinds whose tags the tag opcodes handle (more arrive with nodes and instances).
-TAG_KINDS = ("cluster",)
+#: Object kinds whose tags the tag opcodes handle (Ganeti's kinds); for every kind but
+#: ``cluster`` the opcode's ``name`` (a name or a UUID) says which object.
+TAG_KINDS = ("cluster", "node", "nodegroup", "instance")
 
 #: An add/remove change of a list-valued setting: ``["add", "debian"]``.
 ListChange = tuple[Literal["add", "remove"], str]
@@ -35,7 +36,7 @@ ListChange = tuple[Literal["add", "remove"], str]
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-_TagKind = Literal["cluster"]
+_TagKind = Literal["cluster", "node", "nodegroup", "instance"]
 
 
 @register
@@ -87,6 +88,13 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None
+    os_hvp: dict[str, dict[str, dict[str, Any] | None]] | None = None
+    """Per-OS hypervisor parameters: ``{os: {hypervisor: {name: value}}}``; a hypervisor
+    given ``None`` drops the OS's overrides for it, a value ``None``/``"default"`` one
+    override."""
+    osparams: dict[str, dict[str, Any]] | None = None
+    """Cluster-level OS parameters per ``os`` or ``os+variant``; a value of ``None`` or
+    ``"default"`` removes that parameter (an OS left without any is dropped)."""
     hidden_os: list[ListChange] | None = None
     blacklisted_os: list[ListChange] | None = None
 

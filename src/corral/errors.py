@@ -29,6 +29,7 @@ master, 13 confirmation needed, 14 unknown field) so that shell scripts keep wor
     ├── HypervisorError              "hypervisor-error"        exit 1   HTTP 500
     ├── BlockDeviceError             "blockdev-error"          exit 1   HTTP 500
     ├── OsError                      "os-error"                exit 1   HTTP 400
+    │   ├── OsNotFoundError          "os-not-found"            exit 1   HTTP 404
     │   └── OsScriptError            "os-script-failed"        exit 1   HTTP 500
     ├── JoinError                    "join-error"              exit 1   HTTP 403
     └── InternalError                "internal-error"          exit 1   HTTP 500
@@ -65,6 +66,7 @@ __all__ = [
     "OpExecError",
     "OpPrereqError",
     "OsError",
+    "OsNotFoundError",
     "OsScriptError",
     "ParameterError",
     "ProtocolError",
@@ -277,6 +279,13 @@ class OsError(CorralError):
 
     code = "os-error"
     http_status = 400
+
+
+class OsNotFoundError(OsError):
+    """No OS definition of that name is on a node's OS search path."""
+
+    code = "os-not-found"
+    http_status = 404
 
 
 class OsScriptError(OsError):

@@ -12,7 +12,7 @@ import pytest
 
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
-from corral.errors import NotFoundError, OsError, OsScriptError, ParameterError
+from corral.errors import NotFoundError, OsError, OsNotFoundError, OsScriptError, ParameterError
 from corral.objects import Cluster, Node
 from tests.unit.config_helpers import new_store
 from tests.unit.lu_helpers import FakeRpc, JobCtx, make_processor, run_op
@@ -191,7 +191,9 @@ def test_cluster_osparams_are_verified_on_the_master(tmp_path: Path) -> None:
         if args["osparams"].get("bad"):
             raise OsScriptError("verify failed: bad is bad")
         if args["name"].startswith("missing"):
-            raise OsError("OS missing not found")
+            raise OsNotFoundError("OS missing not found")
+        if "unknown" in args["osparams"]:
+            raise OsError("OS 'deb' has no parameter(s) unknown; its parameters: a, b")
 
     rpc = FakeRpc(handlers={"os_validate": validate})
     _set_params(store, rpc, osparams={"deb": {"a": "1"}, "deb+v": {"b": "2"}})
@@ -201,6 +203,10 @@ def test_cluster_osparams_are_verified_on_the_master(tmp_path: Path) -> None:
     with pytest.raises(OsScriptError, match="bad is bad"):
         _set_params(store, rpc, osparams={"deb": {"bad": "1"}})
     assert store.cluster.osparams == {"deb": {"a": "1"}, "deb+v": {"b": "2"}}
+    # Only an OS the master lacks is let through; an undeclared parameter is refused.
+    with pytest.raises(OsError, match="no parameter"):
+        _set_params(store, rpc, osparams={"deb": {"unknown": "1"}})
+    assert "unknown" not in store.cluster.osparams["deb"]
     _result, job = _set_params(store, rpc, osparams={"missing": {"x": "1"}})
     assert any("not checked" in str(line) for line in job.log)
     assert store.cluster.osparams["missing"] == {"x": "1"}

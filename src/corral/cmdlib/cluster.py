@@ -15,7 +15,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
-from corral.errors import OsError, OsScriptError, ParameterError, UnknownParameterError
+from corral.errors import OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterSetParams
@@ -410,7 +410,5 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             )
             try:
                 results[master.name].get(f"checking the parameters of OS {os_name}")
-            except OsScriptError:
-                raise
-            except OsError as err:
+            except OsNotFoundError as err:
                 self.feedback(f"OS parameters of {os_name} not checked: {err.message}")

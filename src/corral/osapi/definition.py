@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corral.errors import OsError
+from corral.errors import OsError, OsNotFoundError
 
 __all__ = [
     "API_VERSION_FILE",
@@ -192,7 +192,7 @@ def find_os(search_path: Sequence[Path], name: str, *, require_variant: bool = F
     error instead. An OS without variants (or of API version 10) returns ``""``.
     ``force_variant`` accepts a variant the OS does not declare.
 
-    Raises :class:`OsError` naming the available OSes when ``name`` is unknown, with
+    Raises :class:`OsNotFoundError` naming the available OSes when ``name`` is unknown, with
     the definition's problem when it is invalid, and listing the variants when the
     variant is missing or unknown.
     """
@@ -202,7 +202,7 @@ def find_os(search_path: Sequence[Path], name: str, *, require_variant: bool = F
         available = [d.name for d in discover(search_path) if d.valid]
         where = ", ".join(str(p) for p in search_path) or "(empty)"
         listing = ", ".join(available) if available else "none"
-        raise OsError(f"OS '{base}' not found in the OS search path {where}; "
+        raise OsNotFoundError(f"OS '{base}' not found in the OS search path {where}; "
                       f"available OSes: {listing}")
     if not os_def.valid:
         raise OsError(f"OS '{base}' at {os_def.path} is invalid: {os_def.message}")

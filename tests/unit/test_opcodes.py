@@ -26,6 +26,14 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
     assert set(REGISTRY) == {
         "OP_TEST_DELAY", "OP_CLUSTER_QUERY", "OP_CLUSTER_SET_PARAMS", "OP_TAGS_GET",
         "OP_TAGS_SET", "OP_TAGS_DEL", "OP_TAGS_SEARCH", "OP_QUERY", "OP_QUERY_FIELDS",
+        "OP_NODE_ADD", "OP_NODE_REMOVE", "OP_NODE_SET_PARAMS", "OP_GROUP_ADD",
+        "OP_GROUP_REMOVE", "OP_GROUP_RENAME", "OP_GROUP_ASSIGN_NODES", "OP_GROUP_SET_PARAMS",
+        "OP_INSTANCE_CREATE", "OP_INSTANCE_REMOVE", "OP_INSTANCE_STARTUP",
+        "OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REBOOT", "OP_INSTANCE_REINSTALL",
+        "OP_INSTANCE_RENAME", "OP_INSTANCE_QUERY_DATA", "OP_INSTANCE_SET_PARAMS",
+        "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER", "OP_INSTANCE_MOVE",
+        "OP_INSTANCE_ACTIVATE_DISKS", "OP_INSTANCE_DEACTIVATE_DISKS", "OP_INSTANCE_GROW_DISK",
+        "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID
@@ -72,8 +80,8 @@ def test_any_valid_test_delay_round_trips(duration: float, on_master: bool, node
      "parameter 'depends[0][1][0]'"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "sleep": 1},
      "unknown parameter sleep; valid parameters: comment,"),
-    ({"OP_ID": "OP_TAGS_SET", "kind": "node", "tags": ["a"]}, "parameter 'kind'"),
-    ({"OP_ID": "OP_INSTANCE_CREATE"}, "unknown opcode 'OP_INSTANCE_CREATE'; implemented: "),
+    ({"OP_ID": "OP_TAGS_SET", "kind": "network", "tags": ["a"]}, "parameter 'kind'"),
+    ({"OP_ID": "OP_NETWORK_ADD"}, "unknown opcode 'OP_NETWORK_ADD'; implemented: "),
     ({"duration": 1}, "unknown opcode None"),
 ])
 def test_bad_opcodes_are_refused_naming_the_parameter(data: dict[str, Any], expected: str) -> None:

@@ -1,15 +1,824 @@
-"""Instance changes that are not its life cycle: modify, disks, migration, move, console."""
+"""Instance changes that are not its life cycle: modify, disks, migration, move, console.
+
+``modify`` (``OP_INSTANCE_SET_PARAMS``) works on copies: every change is checked
+first, new disks are created on the primary node, and only then is the configuration
+committed in one transaction; if creating a disk or the commit fails, the disks
+created so far are removed again and nothing has changed. Removed disks' files are
+deleted after the commit (a failure there leaves a stray file, reported in the job
+log, never a configuration pointing at a missing file).
+
+The result of ``modify`` is Ganeti's list of ``[what, new value]`` pairs, e.g.
+``["be/maxmem", 512]``, ``["disk/1", "add:size=1024,mode=rw"]``, ``["NIC/0",
+"remove"]``, ``["nic.ip/0", "192.0.2.7"]``, ``["admin_state", "offline"]``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import re
+import secrets
+from typing import Any, Literal
+
+import msgspec
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib.common import (
+    check_node_online,
+    expand_node,
+    fill_osparams,
+    split_os_name,
+)
+from corral.cmdlib.instance_migration import (
+    FILE_TEMPLATES,
+    InstanceLU,
+    LUInstanceFailover,
+    LUInstanceMigrate,
+    LUInstanceMove,
+    disk_spec,
+    is_running,
+    storage_dir,
+)
+from corral.errors import (
+    AlreadyExistsError,
+    CorralError,
+    OpPrereqError,
+    OsError,
+    ParameterError,
+    UnknownParameterError,
+)
+from corral.objects import NIC, Disk, Instance, Node, fill_params, params
+from corral.opcodes.instance_change_ops import (
+    MAX_DISKS,
+    MAX_NICS,
+    OpInstanceActivateDisks,
+    OpInstanceConsole,
+    OpInstanceDeactivateDisks,
+    OpInstanceGrowDisk,
+    OpInstanceSetParams,
+)
+from corral.paths import Paths
+from corral.storage import file_logical_id
 
-__all__ = ["UNITS", "query_resources"]
+__all__ = [
+    "UNITS",
+    "LUInstanceActivateDisks",
+    "LUInstanceConsole",
+    "LUInstanceDeactivateDisks",
+    "LUInstanceGrowDisk",
+    "LUInstanceSetParams",
+    "generate_mac",
+    "parse_device_mods",
+    "query_resources",
+]
+
+Action = Literal["add", "remove", "modify"]
+#: One parsed disk/NIC change: action, index or name/UUID, parameters.
+DeviceMod = tuple[Action, int | str, dict[str, Any]]
+
+_MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+_DISK_KEYS = frozenset({"size", "mode", "name", "dev_type"})
+_NIC_KEYS = frozenset({"bridge", "ip", "link", "mac", "mode", "name", "network", "vlan"})
+_NONE = "none"
+
+
+# -- parsing the modification lists ---------------------------------------------------
+
+
+def parse_device_mods(kind: str, mods: list[list[Any]]) -> list[DeviceMod]:
+    """Ganeti's disk/NIC modification lists in either form, as ``(action, index or
+    identifier, params)``.
+
+    New form: ``[action, index, params]`` (index ``-1`` is the end; ``modify`` and
+    ``remove`` also take a name or UUID). Old form: ``["add" | "remove", params]``
+    (at the end, one per request) or ``[index, params]`` (modify).
+    """
+    result: list[DeviceMod] = []
+    old_add_remove = 0
+    for entry in mods:
+        if not isinstance(entry, list | tuple) or len(entry) not in (2, 3):
+            raise ParameterError(
+                f"invalid {kind} change {entry!r}: expected [action, index, parameters] "
+                "or [action or index, parameters]"
+            )
+        if len(entry) == 2:
+            first, values = entry
+            if first in ("add", "remove"):
+                old_add_remove += 1
+                if old_add_remove > 1:
+                    raise ParameterError(f"only one {kind} add or remove is possible per "
+                                         "request in the two-element form")
+                action, ident = first, -1
+            elif isinstance(first, int) and not isinstance(first, bool) and first >= 0:
+                action, ident = "modify", first
+            else:
+                raise ParameterError(f"invalid {kind} change {entry!r}: the first element "
+                                     "must be 'add', 'remove' or a disk index")
+        else:
+            action, ident, values = entry
+        if action in ("attach", "detach"):
+            raise ParameterError(f"{kind} {action} is not supported; accepted actions: "
+                                 "add, remove, modify")
+        if action not in ("add", "remove", "modify"):
+            raise ParameterError(f"unknown {kind} action {action!r}; accepted: add, remove, "
+                                 "modify")
+        if isinstance(ident, bool) or not isinstance(ident, int | str):
+            raise ParameterError(f"invalid {kind} index {ident!r}: expected a number, a name "
+                                 "or a UUID")
+        if not isinstance(values, dict):
+            raise ParameterError(f"the parameters of a {kind} change must be an object, got "
+                                 f"{values!r}")
+        if action == "remove" and values:
+            raise ParameterError(f"no parameters may be given when removing a {kind}")
+        result.append((action, ident, dict(values)))
+    return result
+
+
+def _add_index(kind: str, ident: int | str, count: int) -> int:
+    try:
+        index = int(ident)
+    except ValueError:
+        raise ParameterError(f"a new {kind} goes at an index (0 to {count}, or -1 for the "
+                             f"end), not at {ident!r}") from None
+    if index == -1:
+        return count
+    if not 0 <= index <= count:
+        raise ParameterError(f"cannot add a {kind} at index {index}: the instance has "
+                             f"{count}; use 0 to {count}, or -1 for the end")
+    return index
+
+
+def _find_index(kind: str, ident: int | str, items: list[Any]) -> int:
+    if isinstance(ident, int) or ident.lstrip("-").isdigit():
+        index = int(ident)
+        if index == -1 and items:
+            return len(items) - 1
+        if 0 <= index < len(items):
+            return index
+        raise OpPrereqError(f"the instance has no {kind} {index} (it has {len(items)})")
+    for index, item in enumerate(items):
+        if ident in (item.uuid, item.name):
+            return index
+    raise OpPrereqError(f"the instance has no {kind} named or with UUID {ident!r}")
+
+
+def _none_word(value: Any) -> Any:
+    """Ganeti's ``"none"`` (any case) as None."""
+    return None if isinstance(value, str) and value.lower() == _NONE else value
+
+
+def generate_mac(prefix: str, used: set[str]) -> str:
+    """A random MAC address with the cluster's three-octet ``prefix``, not in ``used``."""
+    for _ in range(1000):
+        suffix = ":".join(f"{b:02x}" for b in secrets.token_bytes(3))
+        mac = f"{prefix.lower()}:{suffix}"
+        if mac not in used:
+            return mac
+    raise OpPrereqError(f"could not find an unused MAC address with prefix {prefix}")
+
+
+def _check_mac(value: Any) -> str:
+    mac = str(value).strip().lower().replace("-", ":")
+    if not _MAC_RE.match(mac):
+        raise ParameterError(f"invalid MAC address {value!r}: expected six hex octets like "
+                             "aa:00:00:12:34:56, or 'auto'/'generate'")
+    return mac
+
+
+def _check_ip(value: Any) -> str | None:
+    value = _none_word(value)
+    if value is None:
+        return None
+    if str(value).lower() == "pool":
+        raise ParameterError("ip=pool needs a network; corral has no networks yet: give an "
+                             "address or 'none'")
+    try:
+        return str(ipaddress.ip_address(str(value)))
+    except ValueError:
+        raise ParameterError(f"invalid IP address {value!r}") from None
+
+
+# -- modify ---------------------------------------------------------------------------
+
+
+class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
+    """Change an instance's parameters, disks, NICs, OS, primary node or offline flag."""
+
+    OP_ID = "OP_INSTANCE_SET_PARAMS"
+
+    new_pnode: Node | None = None
+
+    def check_arguments(self) -> None:
+        """Something to change; nothing corral does not implement; well-formed lists."""
+        op = self.op
+        if not (op.nics or op.disks or op.disk_template or op.hvparams or op.beparams
+                or op.os_name or op.osparams or op.offline is not None or op.runtime_mem
+                or op.pnode or op.pnode_uuid or op.osparams_private):
+            raise ParameterError(
+                "no changes submitted: give at least one of hvparams, beparams, osparams, "
+                "os_name, disks, nics, offline or pnode"
+            )
+        unsupported = {
+            "runtime_mem": op.runtime_mem, "ext_params": op.ext_params,
+            "file_driver": op.file_driver, "file_storage_dir": op.file_storage_dir,
+            "remote_node": op.remote_node or op.remote_node_uuid,
+            "iallocator": op.iallocator, "hotplug": op.hotplug,
+            "instance_communication": op.instance_communication,
+            "osparams_private": op.osparams_private,
+        }
+        given = [name for name, value in unsupported.items() if value]
+        if given:
+            raise ParameterError(
+                f"not supported by corral: {', '.join(given)} (changes take effect at the "
+                "next start; private OS parameters go into osparams)"
+            )
+        self.disk_mods = parse_device_mods("disk", op.disks)
+        self.nic_mods = parse_device_mods("NIC", op.nics)
+        for _action, _ident, values in self.disk_mods:
+            unknown = sorted(set(values) - _DISK_KEYS)
+            if unknown:
+                raise UnknownParameterError(
+                    f"unknown or unsupported disk parameter(s) {', '.join(unknown)}; valid "
+                    f"ones: {', '.join(sorted(_DISK_KEYS))}"
+                )
+        for _action, _ident, values in self.nic_mods:
+            unknown = sorted(set(values) - _NIC_KEYS)
+            if unknown:
+                raise UnknownParameterError(
+                    f"unknown NIC parameter(s) {', '.join(unknown)}; valid ones: "
+                    f"{', '.join(sorted(_NIC_KEYS))}"
+                )
+            if _none_word(values.get("network")) is not None:
+                raise ParameterError("NIC networks are not supported by corral yet; give "
+                                     "mode and link instead")
+        if (op.pnode or op.pnode_uuid) and self.disk_mods:
+            raise ParameterError("change the primary node and the disks in two separate "
+                                 "requests")
+
+    def expand_names(self) -> None:
+        """The instance and the new primary node, if any."""
+        super().expand_names()
+        key = self.op.pnode_uuid or self.op.pnode
+        self.new_pnode = expand_node(self.master.store, key) if key else None
+
+    def extra_nodes(self) -> list[Node]:
+        """The new primary node, if any."""
+        return [self.new_pnode] if self.new_pnode else []
+
+    # -- checks -------------------------------------------------------------------
+    def check_prereq(self) -> None:
+        """Compute the new instance, disks and NICs on copies; record the changes."""
+        super().check_prereq()
+        op, inst = self.op, self.instance
+        self.changes: list[list[Any]] = []
+        self.new_inst = msgspec.structs.replace(
+            inst, hvparams=dict(inst.hvparams), beparams=dict(inst.beparams),
+            osparams=dict(inst.osparams), nics=[msgspec.structs.replace(
+                n, nicparams=dict(n.nicparams)) for n in inst.nics],
+            disks=list(inst.disks),
+        )
+        if op.disk_template is not None:
+            if op.disk_template == inst.disk_template:
+                raise ParameterError(f"instance {inst.name} already has disk template "
+                                     f"{inst.disk_template}")
+            raise OpPrereqError(
+                f"changing the disk template of instance {inst.name} ({inst.disk_template} "
+                f"to {op.disk_template}) is not supported yet"
+            )
+        # In the order of Ganeti's result list.
+        self._check_pnode()
+        self._check_disks()
+        self._check_nics()
+        self._check_hvparams()
+        self._check_beparams()
+        self._check_os()
+        self._check_offline()
+
+    def _check_pnode(self) -> None:
+        inst, node = self.instance, self.new_pnode
+        if node is None:
+            return
+        node = self.master.store.get("node", node.uuid)
+        self.new_pnode = node
+        if node.uuid == inst.primary_node:
+            raise ParameterError(f"node {node.name} already is the primary node of "
+                                 f"instance {inst.name}")
+        if inst.disk_template == "file":
+            raise OpPrereqError(
+                f"instance {inst.name} has file disks, whose data lives on node "
+                f"{self.primary.name} only: use 'gnt-instance move' to move it"
+            )
+        check_node_online(node, f"make node {node.name} the primary node of {inst.name}")
+        if not node.vm_capable:
+            raise OpPrereqError(f"node {node.name} is not vm_capable")
+        self.new_inst.primary_node = node.uuid
+        self.changes.append(["pnode", node.name])
+
+    def _check_hvparams(self) -> None:
+        if not self.op.hvparams:
+            return
+        hv = self.instance.hypervisor
+        specs = params.HV_PARAMS.get(hv)
+        if specs is None:
+            raise OpPrereqError(f"instance {self.instance.name} uses unknown hypervisor {hv}")
+        checked = params.validate_params(f"{hv} hypervisor", specs, self.op.hvparams,
+                                         instance_level=True)
+        self.new_inst.hvparams = params.update_params(self.instance.hvparams, checked)
+        self.changes.extend([f"hv/{k}", v] for k, v in self.op.hvparams.items())
+
+    def _check_beparams(self) -> None:
+        if not self.op.beparams:
+            return
+        checked = params.validate_params("backend", params.BE_PARAMS, self.op.beparams,
+                                         instance_level=True)
+        new_be = params.update_params(self.instance.beparams, checked)
+        store = self.master.store
+        group = store.get("nodegroup", self.primary.group)
+        filled = fill_params(store.cluster.beparams.get("default", {}), group.beparams, new_be)
+        if filled["minmem"] > filled["maxmem"]:
+            raise ParameterError(f"backend parameter minmem ({filled['minmem']}) must not "
+                                 f"exceed maxmem ({filled['maxmem']})")
+        self.new_inst.beparams = new_be
+        self.changes.extend([f"be/{k}", v] for k, v in self.op.beparams.items())
+
+    def _check_os(self) -> None:
+        op, inst, cluster = self.op, self.instance, self.master.store.cluster
+        if op.os_name and op.os_name != inst.os:
+            base, _variant = split_os_name(op.os_name)
+            if base in cluster.blacklisted_os or op.os_name in cluster.blacklisted_os:
+                raise OsError(f"OS {op.os_name} is blacklisted: it cannot be given to "
+                              "instances (see 'gnt-os modify --blacklisted')")
+            self.new_inst.os = op.os_name
+            self.changes.append(["os_name", op.os_name])
+        if op.osparams:
+            new_os = dict(inst.osparams)
+            for key, value in op.osparams.items():
+                if value is None or value == params.VALUE_DEFAULT:
+                    new_os.pop(key, None)
+                else:
+                    new_os[key] = value if isinstance(value, str) else str(value)
+            self.new_inst.osparams = new_os
+            self.changes.extend([f"os/{k}", v] for k, v in op.osparams.items())
+
+    def _check_offline(self) -> None:
+        offline, inst = self.op.offline, self.instance
+        if offline is None:
+            return
+        if inst.admin_state == "up":
+            what = "offline" if offline else "online (down)"
+            raise OpPrereqError(f"instance {inst.name} is marked up: shut it down before "
+                                f"marking it {what}")
+        self.new_inst.admin_state = "offline" if offline else "down"
+        self.changes.append(["admin_state", self.new_inst.admin_state])
+
+    def _check_disks(self) -> None:
+        inst, store = self.instance, self.master.store
+        cluster = store.cluster
+        pnode_uuid = self.new_inst.primary_node
+        disks: list[Disk] = [msgspec.structs.replace(d, params=dict(d.params))
+                             for d in self.disks()]
+        template = inst.disk_template
+        self.added_disks: list[Disk] = []
+        self.modified_disks: list[Disk] = []
+        self.removed_disks: list[tuple[int, Disk]] = []
+        for action, ident, values in self.disk_mods:
+            if action == "add":
+                index = _add_index("disk", ident, len(disks))
+                dev_type = values.get("dev_type") or template
+                if template == "diskless":
+                    if dev_type == "diskless":
+                        raise ParameterError(
+                            f"instance {inst.name} is diskless: give the new disk's dev_type "
+                            f"({', '.join(sorted(FILE_TEMPLATES))})"
+                        )
+                    template = dev_type
+                elif dev_type != template:
+                    raise ParameterError(f"instance {inst.name} has {template} disks; a "
+                                         f"{dev_type} disk cannot be added")
+                if dev_type not in FILE_TEMPLATES:
+                    raise ParameterError(f"disk type {dev_type!r} is not supported; valid: "
+                                         f"{', '.join(sorted(FILE_TEMPLATES))}")
+                if dev_type not in cluster.enabled_disk_templates:
+                    raise OpPrereqError(f"disk template {dev_type} is not enabled in the "
+                                        "cluster (gnt-cluster modify --enabled-disk-templates)")
+                if "size" not in values:
+                    raise ParameterError("a new disk needs a size (size=SIZE, e.g. 10G)")
+                size = params.parse_size(values["size"])
+                if size <= 0:
+                    raise ParameterError("a new disk's size must be positive")
+                mode = values.get("mode", "rw")
+                if mode not in ("rw", "ro"):
+                    raise ParameterError(f"invalid disk mode {mode!r}; valid: rw, ro")
+                disk = Disk(name=_none_word(values.get("name")), dev_type=dev_type, size=size,
+                            mode=mode, nodes=[pnode_uuid])
+                directory = storage_dir(store, inst, dev_type)
+                disk.logical_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+                disks.insert(index, disk)
+                self.added_disks.append(disk)
+                self.changes.append([f"disk/{index}", f"add:size={size},mode={mode}"])
+            elif action == "remove":
+                index = _find_index("disk", ident, disks)
+                disk = disks.pop(index)
+                if disk in self.added_disks:
+                    self.added_disks.remove(disk)
+                else:
+                    self.removed_disks.append((index, disk))
+                self.changes.append([f"disk/{index}", "remove"])
+            else:
+                index = _find_index("disk", ident, disks)
+                disk = disks[index]
+                if "size" in values:
+                    raise ParameterError("a disk's size cannot be modified: use "
+                                         "'gnt-instance grow-disk'")
+                if "dev_type" in values:
+                    raise ParameterError("a disk's type cannot be modified")
+                if "mode" in values:
+                    if values["mode"] not in ("rw", "ro"):
+                        raise ParameterError(f"invalid disk mode {values['mode']!r}; valid: "
+                                             "rw, ro")
+                    disk.mode = values["mode"]
+                    self.changes.append([f"disk.mode/{index}", disk.mode])
+                if "name" in values:
+                    disk.name = _none_word(values["name"])
+                    self.changes.append([f"disk.name/{index}", disk.name])
+                if disk not in self.added_disks and disk not in self.modified_disks:
+                    self.modified_disks.append(disk)
+        if len(disks) > MAX_DISKS:
+            raise OpPrereqError(f"instance {inst.name} would have {len(disks)} disks; at "
+                                f"most {MAX_DISKS} are possible")
+        names = [d.name for d in disks if d.name]
+        for name in names:
+            if names.count(name) > 1:
+                raise AlreadyExistsError(f"two disks of instance {inst.name} would be "
+                                         f"named {name!r}")
+            found = store.find("disk", name)
+            if found is not None and found.uuid not in {d.uuid for d in disks}:
+                raise AlreadyExistsError(f"disk name {name!r} is already used by another "
+                                         "disk")
+        for index, disk in enumerate(disks):
+            if disk.iv_name != f"disk/{index}":
+                disk.iv_name = f"disk/{index}"
+                if disk not in self.added_disks and disk not in self.modified_disks:
+                    self.modified_disks.append(disk)
+        if self.disk_mods and not disks:
+            template = "diskless"
+        self.new_inst.disks = [d.uuid for d in disks]
+        self.new_inst.disk_template = template
+
+    def _check_nics(self) -> None:
+        inst, store = self.instance, self.master.store
+        if not self.nic_mods:
+            return
+        cluster = store.cluster
+        group = store.get("nodegroup", self.primary.group)
+        defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
+        nics = self.new_inst.nics
+        other_macs: dict[str, str] = {}
+        other_ips: dict[str, str] = {}
+        for other in store.all("instance"):
+            if other.uuid == inst.uuid:
+                continue
+            for nic in other.nics:
+                other_macs[nic.mac.lower()] = other.name
+                if nic.ip:
+                    other_ips[nic.ip] = other.name
+        for action, ident, values in self.nic_mods:
+            if action == "remove":
+                index = _find_index("NIC", ident, nics)
+                nics.pop(index)
+                self.changes.append([f"NIC/{index}", "remove"])
+                continue
+            overrides = self._nic_overrides(values)
+            if action == "add":
+                index = _add_index("NIC", ident, len(nics))
+                nic = NIC(name=_none_word(values.get("name")),
+                          ip=_check_ip(values.get("ip")),
+                          nicparams=params.update_params({}, overrides))
+                mac = values.get("mac")
+                nic.mac = "" if mac in (None, "auto", "generate") else _check_mac(mac)
+                nics.insert(index, nic)
+                filled = fill_params(defaults, nic.nicparams)
+                self._check_routed(nic, filled, index)
+                if not nic.mac:
+                    used = set(other_macs) | {n.mac for n in nics if n.mac}
+                    nic.mac = generate_mac(cluster.mac_prefix, used)
+                self.changes.append([
+                    f"nic.{index}", f"add:mac={nic.mac},ip={nic.ip},mode={filled['mode']},"
+                    f"link={filled['link']},network=None",
+                ])
+                continue
+            index = _find_index("NIC", ident, nics)
+            nic = nics[index]
+            if "mac" in values:
+                mac = values["mac"]
+                if mac == "auto":
+                    raise ParameterError("'auto' is not a valid MAC address when modifying "
+                                         "a NIC; give an address or 'generate'")
+                if mac == "generate":
+                    used = set(other_macs) | {n.mac for n in nics}
+                    nic.mac = generate_mac(cluster.mac_prefix, used)
+                else:
+                    nic.mac = _check_mac(mac)
+                self.changes.append([f"nic.mac/{index}", nic.mac])
+            if "ip" in values:
+                nic.ip = _check_ip(values["ip"])
+                self.changes.append([f"nic.ip/{index}", nic.ip])
+            if "name" in values:
+                nic.name = _none_word(values["name"])
+                self.changes.append([f"nic.name/{index}", nic.name])
+            if overrides:
+                nic.nicparams = params.update_params(nic.nicparams, overrides)
+            filled = fill_params(defaults, nic.nicparams)
+            self._check_routed(nic, filled, index)
+            if overrides:
+                self.changes.extend([f"nic.{k}/{index}", v] for k, v in sorted(filled.items()))
+        if len(nics) > MAX_NICS:
+            raise OpPrereqError(f"instance {inst.name} would have {len(nics)} NICs; at most "
+                                f"{MAX_NICS} are possible")
+        seen_macs: set[str] = set()
+        seen_ips: set[str] = set()
+        names: set[str] = set()
+        for nic in nics:
+            mac = nic.mac.lower()
+            if mac in other_macs or mac in seen_macs:
+                owner = other_macs.get(mac, inst.name)
+                raise AlreadyExistsError(f"MAC address {mac} is already used by instance "
+                                         f"{owner}")
+            seen_macs.add(mac)
+            if nic.ip and self.op.conflicts_check:
+                if nic.ip in other_ips or nic.ip in seen_ips:
+                    owner = other_ips.get(nic.ip, inst.name)
+                    raise AlreadyExistsError(f"IP address {nic.ip} is already used by "
+                                             f"instance {owner}")
+                seen_ips.add(nic.ip)
+            if nic.name:
+                if nic.name in names:
+                    raise AlreadyExistsError(f"two NICs of instance {inst.name} would be "
+                                             f"named {nic.name!r}")
+                names.add(nic.name)
+
+    @staticmethod
+    def _nic_overrides(values: dict[str, Any]) -> dict[str, Any]:
+        raw: dict[str, Any] = {k: values[k] for k in ("mode", "link", "vlan") if k in values}
+        if "bridge" in values:
+            if "link" in values and values["link"] != values["bridge"]:
+                raise ParameterError("give either link or bridge (its older name), not both")
+            raw["link"] = values["bridge"]
+        return params.validate_params("NIC", params.NIC_PARAMS, raw, instance_level=True)
+
+    def _check_routed(self, nic: NIC, filled: dict[str, Any], index: int) -> None:
+        if filled.get("mode") == "routed" and not nic.ip:
+            raise ParameterError(f"NIC {index} is routed and therefore needs an IP address "
+                                 "(ip=ADDRESS)")
+
+    # -- execution ------------------------------------------------------------------
+    def _search_path(self) -> list[str]:
+        cluster = self.master.store.cluster
+        return list(cluster.os_search_path or Paths.DEFAULT_OS_SEARCH_PATH)
+
+    async def _live_checks(self) -> None:
+        inst, op = self.instance, self.op
+        primary = self.primary
+        must_be_down = bool(self.removed_disks) or op.offline is not None
+        if self.new_pnode is not None and not op.force:
+            try:
+                running = is_running(await self.instance_info(primary))
+            except CorralError as err:
+                self.feedback(f"WARNING: cannot tell whether instance {inst.name} still runs: "
+                              f"{err.message}")
+                running = False
+            if running:
+                raise OpPrereqError(f"instance {inst.name} is still running on node "
+                                    f"{primary.name}: stop it first (or force)")
+        if must_be_down and not primary.offline \
+                and is_running(await self.instance_info(primary)):
+            what = "remove disks of" if self.removed_disks else "change the state of"
+            raise OpPrereqError(f"instance {inst.name} is running on node {primary.name}: "
+                                f"stop it first to {what} it")
+        os_changed = self.new_inst.os != inst.os
+        if (os_changed or op.osparams) and not op.force:
+            pnode = self.master.store.get("node", self.new_inst.primary_node)
+            name = self.new_inst.os
+            checked = split_os_name(name)[0] if op.force_variant else name
+            if os_changed:
+                await self.call_one(pnode, "os_get",
+                                    {"name": checked, "search_path": self._search_path()},
+                                    f"looking up OS {name}")
+            await self.call_one(
+                pnode, "os_validate",
+                {"name": checked,
+                 "osparams": fill_osparams(self.master.store, name, self.new_inst.osparams),
+                 "search_path": self._search_path()},
+                f"validating the OS parameters of instance {inst.name}",
+            )
+
+    async def execute(self) -> list[list[Any]] | None:
+        """Check on the nodes, create new disks, commit, remove old disk files."""
+        await self._live_checks()
+        if self.op.dry_run:
+            return self.changes
+        pnode = self.master.store.get("node", self.new_inst.primary_node)
+        indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
+        created: list[dict[str, Any]] = []
+        try:
+            for disk in self.added_disks:
+                spec = msgspec.to_builtins(disk_spec(disk, indexes[disk.uuid]))
+                await self.call_one(pnode, "blockdev_create", {"disk": spec},
+                                    f"creating disk {indexes[disk.uuid]} of instance "
+                                    f"{self.instance.name}")
+                created.append(spec)
+            self._commit()
+        except BaseException:
+            for spec in created:
+                await self.try_call(pnode, "blockdev_remove", {"disk": spec},
+                                    f"removing new disk {spec['index']} again")
+            raise
+        for index, disk in self.removed_disks:
+            await self.try_call(self.primary, "blockdev_remove",
+                                {"disk": msgspec.to_builtins(disk_spec(disk, index))},
+                                f"removing the file of disk {index} (now removed from the "
+                                f"configuration)")
+        return self.changes
+
+    def _commit(self) -> None:
+        new, store = self.new_inst, self.master.store
+        with store.transaction() as txn:
+            inst = txn.get("instance", new.uuid)
+            for name in ("primary_node", "os", "hvparams", "beparams", "osparams",
+                         "admin_state", "disk_template", "disks", "nics"):
+                setattr(inst, name, getattr(new, name))
+            inst.last_reason = [list(entry) for entry in self.op.reason]
+            for disk in self.added_disks:
+                txn.add(disk)
+            for disk in self.modified_disks:
+                txn.update(disk)
+            if self.new_pnode is not None:
+                old_uuid = self.instance.primary_node
+                for uuid in inst.disks:
+                    disk = txn.get("disk", uuid)
+                    disk.nodes = [new.primary_node if n == old_uuid else n for n in disk.nodes]
+                    txn.update(disk)
+            txn.update(inst)
+            for _index, disk in self.removed_disks:
+                txn.remove("disk", disk.uuid)
+        self.instance = store.get("instance", new.uuid)
+
+
+# -- disks ------------------------------------------------------------------------------
+
+
+class LUInstanceActivateDisks(InstanceLU[OpInstanceActivateDisks]):
+    """Make the instance's disks available on its primary node."""
+
+    OP_ID = "OP_INSTANCE_ACTIVATE_DISKS"
+
+    def check_prereq(self) -> None:
+        """The primary node is online."""
+        super().check_prereq()
+        check_node_online(self.primary, f"activate the disks of {self.instance.name}")
+
+    async def execute(self) -> list[list[str]] | None:
+        """``blockdev_assemble`` → ``[node, iv_name, path]`` per disk."""
+        disks = self.disks()
+        if self.op.dry_run:
+            return None
+        if not disks:
+            return []
+        primary = self.primary
+        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        paths = await self.call_one(primary, "blockdev_assemble", {"disks": specs},
+                                    f"activating the disks of instance {self.instance.name}")
+        if not isinstance(paths, list) or len(paths) != len(disks):
+            raise OpPrereqError(f"node {primary.name} answered {paths!r} to activating "
+                                f"{len(disks)} disks")
+        return [[primary.name, d.iv_name or f"disk/{i}", str(path)]
+                for i, (d, path) in enumerate(zip(disks, paths, strict=True))]
+
+
+class LUInstanceDeactivateDisks(InstanceLU[OpInstanceDeactivateDisks]):
+    """Release the instance's disks on its primary node."""
+
+    OP_ID = "OP_INSTANCE_DEACTIVATE_DISKS"
+
+    def check_prereq(self) -> None:
+        """Not marked up (unless forced)."""
+        super().check_prereq()
+        inst = self.instance
+        if inst.admin_state == "up" and not self.op.force:
+            raise OpPrereqError(f"instance {inst.name} is marked up: shut it down before "
+                                "deactivating its disks (or force)")
+
+    async def execute(self) -> None:
+        """Refuse if it runs (unless forced), then ``blockdev_shutdown``."""
+        inst, primary = self.instance, self.primary
+        if not self.op.force and not primary.offline \
+                and is_running(await self.instance_info(primary)):
+            raise OpPrereqError(f"instance {inst.name} is running on node {primary.name}: "
+                                "stop it before deactivating its disks (or force)")
+        disks = self.disks()
+        if self.op.dry_run or not disks:
+            return None
+        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        await self.call_one(primary, "blockdev_shutdown", {"disks": specs},
+                            f"deactivating the disks of instance {inst.name}")
+        return None
+
+
+class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
+    """Grow one disk of an instance (by an amount or to a size, in MiB)."""
+
+    OP_ID = "OP_INSTANCE_GROW_DISK"
+
+    def check_prereq(self) -> None:
+        """The disk exists and can grow; the new size is not smaller."""
+        super().check_prereq()
+        inst, op = self.instance, self.op
+        check_node_online(self.primary, f"grow a disk of {inst.name}")
+        disks = self.disks()
+        if not disks:
+            raise OpPrereqError(f"instance {inst.name} has no disks (disk template "
+                                f"{inst.disk_template}): there is nothing to grow")
+        if op.disk >= len(disks):
+            raise OpPrereqError(f"instance {inst.name} has no disk {op.disk}; its disks are "
+                                f"0 to {len(disks) - 1}")
+        self.disk = disks[op.disk]
+        if self.disk.dev_type not in FILE_TEMPLATES:
+            raise OpPrereqError(f"disks of type {self.disk.dev_type} cannot grow")
+        if op.absolute:
+            self.target_size, self.delta = op.amount, op.amount - self.disk.size
+            if self.delta < 0:
+                raise OpPrereqError(f"disk {op.disk} of instance {inst.name} has "
+                                    f"{self.disk.size} MiB; it cannot shrink to "
+                                    f"{op.amount} MiB")
+        else:
+            self.target_size, self.delta = self.disk.size + op.amount, op.amount
+
+    async def execute(self) -> None:
+        """Dry run on the node, grow, record the new size."""
+        inst, op, primary = self.instance, self.op, self.primary
+        if self.delta == 0:
+            self.feedback(f"disk {op.disk} of instance {inst.name} already has "
+                          f"{self.target_size} MiB")
+            return None
+        spec = msgspec.to_builtins(disk_spec(self.disk, op.disk))
+        await self.call_one(primary, "blockdev_grow",
+                            {"disk": spec, "amount": self.delta, "dryrun": True},
+                            f"checking that disk {op.disk} of {inst.name} can grow")
+        if op.dry_run:
+            return None
+        self.feedback(f"growing disk {op.disk} of instance {inst.name} by {self.delta} MiB "
+                      f"to {self.target_size} MiB")
+        await self.call_one(primary, "blockdev_grow",
+                            {"disk": spec, "amount": self.delta, "dryrun": False},
+                            f"growing disk {op.disk} of instance {inst.name}")
+        disk_uuid, size = self.disk.uuid, self.target_size
+
+        def record(_inst: Instance) -> None:
+            pass
+
+        def grow(disk: Disk) -> None:
+            if disk.uuid == disk_uuid:
+                disk.size = size
+
+        self.update_instance(record, grow)
+        return None
+
+
+# -- console ----------------------------------------------------------------------------
+
+_NOT_RUNNING_STATE = {"up": "ERROR_down", "down": "ADMIN_down", "offline": "ADMIN_offline"}
+
+
+class LUInstanceConsole(InstanceLU[OpInstanceConsole]):
+    """How to reach the console of a running instance."""
+
+    OP_ID = "OP_INSTANCE_CONSOLE"
+    SHARED_INSTANCE = True
+    LOCK_NODES = False
+
+    def check_prereq(self) -> None:
+        """The primary node is online."""
+        super().check_prereq()
+        check_node_online(self.primary, f"reach the console of {self.instance.name}")
+
+    async def execute(self) -> dict[str, Any]:
+        """Ganeti's console dict from the primary node."""
+        inst, primary = self.instance, self.primary
+        if not is_running(await self.instance_info(primary)):
+            state = _NOT_RUNNING_STATE.get(inst.admin_state, inst.admin_state)
+            raise OpPrereqError(f"instance {inst.name} is not running (state {state})")
+        console: dict[str, Any] = await self.call_one(
+            primary, "instance_console", {"instance": self.spec()},
+            f"asking for the console of instance {inst.name}",
+        )
+        return console
+
 
 #: The logical units of this area.
-UNITS: tuple[type[LogicalUnit[Any]], ...] = ()
+UNITS: tuple[type[LogicalUnit[Any]], ...] = (
+    LUInstanceSetParams, LUInstanceActivateDisks, LUInstanceDeactivateDisks,
+    LUInstanceGrowDisk, LUInstanceConsole, LUInstanceMigrate, LUInstanceFailover,
+    LUInstanceMove,
+)
 
 
 def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:

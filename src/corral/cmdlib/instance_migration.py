@@ -1,0 +1,646 @@
+"""Moving an instance to another node: migrate (running, no stop), failover (stop here,
+start there; shared storage) and move (stop, copy the disks' data, start there).
+
+Which one fits depends on where the disks' data lives: ``sharedfile`` and ``diskless``
+disks are reachable from every node, so migration and failover only change the
+primary node; ``file`` disks live on the primary node alone and must be copied
+(``move``). Nothing is committed before the node operations succeed: a failed
+migration leaves the instance on its source node, a failed move removes the copies
+and restarts the instance where it was.
+
+Also here: the base class of every single-instance logical unit of this area, which
+expands the name, locks the instance and its nodes by name and re-reads the instance
+once the locks are held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import msgspec
+
+from corral.cmdlib.base import LockRequest, LogicalUnit
+from corral.cmdlib.common import (
+    check_node_online,
+    expand_instance,
+    expand_node,
+    fill_hvparams,
+    instance_spec,
+)
+from corral.errors import (
+    CorralError,
+    NotFoundError,
+    OpExecError,
+    OpPrereqError,
+    ParameterError,
+)
+from corral.locking import LockLevel
+from corral.objects import Disk, Instance, Node, fill_params
+from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.opcodes.instance_change_ops import (
+    MOVE_COMPRESSIONS,
+    InstanceOp,
+    OpInstanceFailover,
+    OpInstanceMigrate,
+    OpInstanceMove,
+)
+from corral.storage import file_logical_id
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+
+__all__ = [
+    "InstanceLU",
+    "LUInstanceFailover",
+    "LUInstanceMigrate",
+    "LUInstanceMove",
+    "disk_spec",
+    "is_running",
+    "storage_dir",
+]
+
+_Op = TypeVar("_Op", bound=InstanceOp)
+
+#: Disk templates whose data every node reaches (migration/failover need no copy).
+SHARED_TEMPLATES = frozenset({"sharedfile", "diskless"})
+#: Disk templates whose data ``move`` copies (an instance without disks moves too).
+COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
+#: Disk templates corral creates as files.
+FILE_TEMPLATES = frozenset({"file", "sharedfile"})
+
+
+def storage_dir(store: ConfigStore, instance: Instance, template: str) -> str:
+    """The cluster-wide directory for new disks of ``instance`` (``file`` or
+    ``sharedfile``): where its existing disks are (an instance created with a
+    ``file_storage_dir`` subdirectory keeps it), else the cluster's directory."""
+    for uuid in instance.disks:
+        disk = store.get("disk", uuid)
+        if disk.dev_type == template and len(disk.logical_id) == 2:
+            path = PurePosixPath(disk.logical_id[1])
+            if path.parent.name == instance.uuid:
+                return str(path.parent.parent)
+    cluster = store.cluster
+    base = cluster.shared_file_storage_dir if template == "sharedfile" \
+        else cluster.file_storage_dir
+    if not base:
+        raise OpPrereqError(f"the cluster has no {template} storage directory; set it with "
+                            "'gnt-cluster modify'")
+    return base
+
+
+def disk_spec(disk: Disk, index: int, logical_id: list[str] | None = None) -> DiskSpec:
+    """What a node needs to know about one disk (``logical_id`` overrides the disk's)."""
+    return DiskSpec(
+        uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size, mode=disk.mode,
+        logical_id=list(disk.logical_id if logical_id is None else logical_id),
+        name=disk.name, params=dict(disk.params),
+    )
+
+
+def is_running(info: Any) -> bool:
+    """Whether an ``instance_info`` answer says the instance runs (paused counts)."""
+    return isinstance(info, dict) and info.get("state") not in (None, "shutdown")
+
+
+def _reason(trail: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    return [list(entry) for entry in trail]
+
+
+class InstanceLU(LogicalUnit[_Op]):
+    """A logical unit about one instance: locks it (and its nodes) by name.
+
+    Subclasses name further nodes to lock (a migration target) in
+    :meth:`extra_nodes`; the instance is re-read in :meth:`check_prereq`, and a
+    primary node that changed while the job waited for its locks is refused.
+    """
+
+    #: Whether the instance lock is shared (read-only units).
+    SHARED_INSTANCE: ClassVar[bool] = False
+    #: Whether the nodes of the instance are locked (node and node-resource levels).
+    LOCK_NODES: ClassVar[bool] = True
+
+    instance: Instance
+
+    def expand_names(self) -> None:
+        """The instance by name or UUID (``instance_uuid`` wins when given)."""
+        store = self.master.store
+        self.instance = expand_instance(store, self.op.instance_uuid or self.op.instance_name)
+
+    def extra_nodes(self) -> list[Node]:
+        """Nodes besides the primary one that the unit locks."""
+        return []
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The instance; the primary and extra nodes at node and node-resource level."""
+        locks = {LockLevel.INSTANCE: LockRequest([self.instance.name],
+                                                 shared=self.SHARED_INSTANCE)}
+        if self.LOCK_NODES:
+            names = {self.master.store.get("node", self.instance.primary_node).name}
+            names.update(node.name for node in self.extra_nodes())
+            locks[LockLevel.NODE] = LockRequest(sorted(names))
+            locks[LockLevel.NODE_RES] = LockRequest(sorted(names))
+        return locks
+
+    def check_prereq(self) -> None:
+        """Re-read the instance now that it is locked."""
+        store = self.master.store
+        current = store.find("instance", self.instance.uuid)
+        if current is None:
+            raise NotFoundError(f"instance {self.instance.name} was removed meanwhile")
+        self.instance = current
+        if self.LOCK_NODES:
+            owned = self.master.locks.owned_locks(LockLevel.NODE, owner=self.owner)
+            if self.primary.name not in owned:
+                raise OpPrereqError(
+                    f"instance {current.name} moved to node {self.primary.name} while this "
+                    "job waited for its locks; submit it again"
+                )
+
+    # -- helpers ---------------------------------------------------------------
+    @property
+    def primary(self) -> Node:
+        """The instance's primary node."""
+        return self.master.store.get("node", self.instance.primary_node)
+
+    def disks(self) -> list[Disk]:
+        """The instance's disks, in order."""
+        return [self.master.store.get("disk", uuid) for uuid in self.instance.disks]
+
+    def spec(self, node: Node | None = None) -> dict[str, Any]:
+        """The instance spec as RPC arguments (for ``node`` if not the primary)."""
+        return _builtins(instance_spec(self.master.store, self.instance, node))
+
+    async def instance_info(self, node: Node) -> Any:
+        """``instance_info`` of the instance on ``node`` (raises naming the node)."""
+        results = await self.master.rpc.call(
+            [node], "instance_info",
+            {"instance": self.instance.name, "hypervisor": self.instance.hypervisor},
+        )
+        return results[node.name].get(f"asking for instance {self.instance.name}")
+
+    async def call_one(self, node: Node, procedure: str, args: dict[str, Any], what: str,
+                       *, rpc_timeout: float = 60.0) -> Any:
+        """Call ``procedure`` on one node; its error is raised, prefixed by ``what``."""
+        results = await self.master.rpc.call([node], procedure, args, timeout=rpc_timeout)
+        return results[node.name].get(what)
+
+    async def try_call(self, node: Node, procedure: str, args: dict[str, Any], what: str
+                       ) -> bool:
+        """Like :meth:`call_one`, but a failure is only reported in the job log."""
+        try:
+            await self.call_one(node, procedure, args, what)
+        except CorralError as err:
+            self.feedback(f"WARNING: {err.message}")
+            return False
+        return True
+
+    def update_instance(self, change: Callable[[Instance], None],
+                        disks: Callable[[Disk], None] | None = None) -> None:
+        """Commit ``change`` to the instance (and ``disks`` to each disk) with the
+        opcode's reason trail as the instance's last one."""
+        with self.master.store.transaction() as txn:
+            inst = txn.get("instance", self.instance.uuid)
+            change(inst)
+            inst.last_reason = _reason(self.op.reason)
+            txn.update(inst)
+            if disks is not None:
+                for uuid in inst.disks:
+                    disk = txn.get("disk", uuid)
+                    disks(disk)
+                    txn.update(disk)
+        self.instance = self.master.store.get("instance", self.instance.uuid)
+
+
+def _builtins(spec: InstanceSpec) -> dict[str, Any]:
+    result: dict[str, Any] = msgspec.to_builtins(spec)
+    return result
+
+
+# -- moving instances between nodes ------------------------------------------------
+
+
+def check_target_node(node: Node, instance: Instance, what: str) -> None:
+    """Refuse a target that is the primary, offline, drained or not vm-capable."""
+    if node.uuid == instance.primary_node:
+        raise OpPrereqError(f"cannot {what} instance {instance.name} to node {node.name}: "
+                            "it is already its primary node")
+    check_node_online(node, f"{what} instance {instance.name}")
+    if node.drained:
+        raise OpPrereqError(f"cannot {what} instance {instance.name}: node {node.name} is "
+                            "drained (it accepts no new instances)")
+    if not node.vm_capable:
+        raise OpPrereqError(f"cannot {what} instance {instance.name}: node {node.name} is "
+                            "not vm_capable")
+
+
+def _target_from_op(lu: InstanceLU[Any], target_node: str | None, target_uuid: str | None,
+                    iallocator: str | None, what: str) -> Node:
+    if iallocator:
+        raise ParameterError(
+            f"cannot {what} with an iallocator yet ({iallocator!r}): name the target node "
+            "instead (target_node, -n/--target-node)"
+        )
+    key = target_uuid or target_node
+    if not key:
+        raise OpPrereqError(
+            f"a target node is required to {what} instance {lu.instance.name} (corral has "
+            "no allocator for this yet): give target_node (-n/--target-node)"
+        )
+    return expand_node(lu.master.store, key)
+
+
+class _MoveBase(InstanceLU[_Op]):
+    """Shared steps of migrate, failover and move."""
+
+    target: Node
+    WHAT: ClassVar[str] = "move"
+
+    def extra_nodes(self) -> list[Node]:
+        """The target node."""
+        return [self.target]
+
+    def check_prereq(self) -> None:
+        """Target still valid; see the subclasses for the disk checks."""
+        super().check_prereq()
+        target = self.master.store.find("node", self.target.uuid)
+        if target is None:
+            raise NotFoundError(f"node {self.target.name} was removed meanwhile")
+        self.target = target
+        check_target_node(target, self.instance, self.WHAT)
+        if self.needs_source():
+            check_node_online(self.primary, f"{self.WHAT} instance {self.instance.name}")
+
+    def needs_source(self) -> bool:
+        """Whether the source node must be online (a failover that ignores
+        consistency works with a dead source)."""
+        return True
+
+    def beparams(self) -> dict[str, Any]:
+        """The instance's filled backend parameters (cluster ← group ← instance)."""
+        store = self.master.store
+        group = store.get("nodegroup", self.target.group)
+        return fill_params(store.cluster.beparams.get("default", {}), group.beparams,
+                           self.instance.beparams)
+
+    async def check_free_memory(self, needed: int) -> None:
+        """Refuse when the target node has less than ``needed`` MiB free."""
+        info = await self.call_one(
+            self.target, "node_info",
+            {"storage_dirs": [], "hypervisors": [self.instance.hypervisor]},
+            f"asking node {self.target.name} for its free memory",
+        )
+        free = info.get("memory_free") if isinstance(info, dict) else None
+        if isinstance(free, int) and free < needed:
+            raise OpPrereqError(
+                f"not enough memory on node {self.target.name} to {self.WHAT} instance "
+                f"{self.instance.name}: needs {needed} MiB, {free} MiB free"
+            )
+
+    async def start_on_target(self) -> None:
+        """Start the instance on its new primary node (the configuration says so)."""
+        self.feedback(f"starting instance {self.instance.name} on node {self.target.name}")
+        try:
+            await self.call_one(self.target, "instance_start",
+                                {"instance": self.spec(), "startup_paused": False},
+                                f"starting instance {self.instance.name}")
+        except CorralError as err:
+            raise OpExecError(
+                f"{err.message}; the instance's primary node is now {self.target.name}: "
+                f"start it there with 'gnt-instance startup {self.instance.name}'"
+            ) from None
+
+    def switch_primary(self, logical_ids: dict[str, list[str]] | None = None) -> None:
+        """Commit the target as primary node (and as the disks' node)."""
+        source_uuid, target_uuid = self.instance.primary_node, self.target.uuid
+
+        def change(inst: Instance) -> None:
+            inst.primary_node = target_uuid
+
+        def change_disk(disk: Disk) -> None:
+            disk.nodes = [target_uuid if n == source_uuid else n for n in disk.nodes] \
+                or [target_uuid]
+            if logical_ids and disk.uuid in logical_ids:
+                disk.logical_id = logical_ids[disk.uuid]
+
+        self.update_instance(change, change_disk)
+
+
+class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
+    """Stop the instance on its node, make the target its primary, start it there."""
+
+    OP_ID = "OP_INSTANCE_FAILOVER"
+    WHAT = "fail over"
+
+    def check_arguments(self) -> None:
+        """``cleanup`` belongs to migrations."""
+        if self.op.cleanup:
+            raise ParameterError("cleanup applies to migrations only (gnt-instance migrate "
+                                 "--cleanup), not to failovers")
+
+    def expand_names(self) -> None:
+        """The instance and the target node."""
+        super().expand_names()
+        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                      self.op.iallocator, "fail over")
+
+    def needs_source(self) -> bool:
+        """A dead source node is fine when consistency is ignored."""
+        return not self.op.ignore_consistency
+
+    def check_prereq(self) -> None:
+        """Shared storage only; the target can take the instance."""
+        super().check_prereq()
+        _check_shared(self.instance, "fail over", "failovers")
+
+    async def execute(self) -> None:
+        """Shut down on the source, switch the primary node, start on the target."""
+        inst = self.instance
+        if inst.admin_state == "up":
+            await self.check_free_memory(self.beparams()["maxmem"])
+        if self.op.dry_run:
+            return None
+        await failover(self, self.op.shutdown_timeout, self.op.ignore_consistency)
+        return None
+
+
+async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consistency: bool
+                   ) -> None:
+    """The failover steps (also used by a migration that falls back to failover)."""
+    inst, source = lu.instance, lu.primary
+    lu.feedback(f"shutting down instance {inst.name} on node {source.name}")
+    try:
+        await lu.call_one(source, "instance_shutdown",
+                          {"instance": lu.spec(), "timeout": float(shutdown_timeout)},
+                          f"shutting down instance {inst.name}")
+    except CorralError as err:
+        if not (ignore_consistency or source.offline):
+            raise OpExecError(
+                f"{err.message}; nothing was changed (use ignore_consistency, "
+                "--ignore-consistency, if the node is really down)"
+            ) from None
+        lu.feedback(f"WARNING: {err.message}; proceeding anyway: make sure node "
+                    f"{source.name} is down")
+    specs = [disk_spec(d, i) for i, d in enumerate(lu.disks())]
+    if specs and not source.offline:
+        await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
+                          f"deactivating the disks of instance {inst.name}")
+    lu.switch_primary()
+    lu.feedback(f"instance {inst.name} now has node {lu.target.name} as primary node")
+    if lu.instance.admin_state == "up":
+        await lu.start_on_target()
+
+
+def _to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _check_shared(instance: Instance, verb: str, noun: str) -> None:
+    template = instance.disk_template
+    if template not in SHARED_TEMPLATES:
+        hint = (" its disks' data lives on the primary node only: use 'gnt-instance move'"
+                " to copy it to another node" if template == "file" else "")
+        raise OpPrereqError(
+            f"cannot {verb} instance {instance.name}: disk template {template!r} does not "
+            f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES))} do);{hint}".rstrip(";")
+        )
+
+
+class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
+    """Move a running instance to the target node without stopping it."""
+
+    OP_ID = "OP_INSTANCE_MIGRATE"
+    WHAT = "migrate"
+
+    def check_arguments(self) -> None:
+        """``live`` and ``mode`` exclude each other."""
+        if self.op.live is not None and self.op.mode is not None:
+            raise ParameterError("give only one of 'live' (obsolete) and 'mode'")
+
+    def expand_names(self) -> None:
+        """The instance and the target node."""
+        super().expand_names()
+        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                      self.op.iallocator, "migrate")
+
+    def check_prereq(self) -> None:
+        """Shared storage only; the target can take the instance."""
+        super().check_prereq()
+        self.as_failover = False
+        if not self.op.cleanup and self.instance.admin_state != "up" \
+                and self.op.allow_failover:
+            self.feedback(f"instance {self.instance.name} is marked "
+                          f"{self.instance.admin_state}; failing it over instead")
+            self.as_failover = True
+        _check_shared(self.instance, "migrate" if not self.as_failover else "fail over",
+                      "migrations" if not self.as_failover else "failovers")
+        if not self.op.cleanup and not self.as_failover and self.beparams()["always_failover"]:
+            self.feedback(f"instance {self.instance.name} is set to always fail over "
+                          "(always_failover); failing it over instead")
+            self.as_failover = True
+
+    def live(self) -> bool:
+        """The migration mode: the opcode's, else the hypervisor parameter's."""
+        if self.op.live is not None:
+            return self.op.live
+        mode = self.op.mode
+        if mode is None:
+            hvparams = fill_hvparams(self.master.store, self.instance)
+            mode = hvparams.get("migration_mode", "live")
+        return mode == "live"
+
+    async def execute(self) -> None:
+        """Accept on the target, send from the source, finish; then commit."""
+        inst = self.instance
+        if self.op.cleanup:
+            if not self.op.dry_run:
+                await self._cleanup()
+            return None
+        if not self.as_failover:
+            running = is_running(await self.instance_info(self.primary))
+            if not running:
+                if not self.op.allow_failover:
+                    raise OpPrereqError(
+                        f"cannot migrate instance {inst.name}: it is not running on node "
+                        f"{self.primary.name}; use failover (gnt-instance failover) or "
+                        "allow_failover (--allow-failover)"
+                    )
+                self.feedback(f"instance {inst.name} is not running; failing it over")
+                self.as_failover = True
+        if self.as_failover:
+            if inst.admin_state == "up":
+                await self.check_free_memory(self.beparams()["maxmem"])
+            if not self.op.dry_run:
+                await failover(self, 120, False)
+            return None
+        await self.check_free_memory(self.beparams()["minmem"])
+        if self.op.dry_run:
+            return None
+        await self._migrate()
+        return None
+
+    async def _migrate(self) -> None:
+        inst, source, target = self.instance, self.primary, self.target
+        live = self.live()
+        target_spec = self.spec(target)
+        self.feedback(f"migrating instance {inst.name} from {source.name} to {target.name} "
+                      f"({'live' if live else 'non-live'})")
+        await self.call_one(target, "migration_accept", {"instance": target_spec},
+                            f"preparing node {target.name} to receive instance {inst.name}")
+        try:
+            await self.call_one(
+                source, "migration_send",
+                {"instance": self.spec(), "target_ip": target.secondary_ip or target.primary_ip,
+                 "live": live},
+                f"migrating instance {inst.name}",
+            )
+            await self.call_one(target, "migration_finish",
+                                {"instance": target_spec, "success": True},
+                                f"finishing the migration of instance {inst.name}")
+        except CorralError as err:
+            await self.try_call(target, "migration_finish",
+                                {"instance": target_spec, "success": False},
+                                f"aborting the migration of instance {inst.name}")
+            raise OpExecError(
+                f"{err.message}; instance {inst.name} stays on node {source.name}"
+            ) from None
+        self.switch_primary()
+        self.feedback(f"instance {inst.name} migrated to node {target.name}")
+
+    async def _cleanup(self) -> None:
+        """After a failed migration: find where the instance runs and record that."""
+        inst, source, target = self.instance, self.primary, self.target
+        on_source = is_running(await self.instance_info(source))
+        on_target = is_running(await self.instance_info(target))
+        target_spec = self.spec(target)
+        if on_source and on_target:
+            raise OpExecError(f"instance {inst.name} runs on both {source.name} and "
+                              f"{target.name}: stop one of them by hand")
+        if on_target:
+            await self.call_one(target, "migration_finish",
+                                {"instance": target_spec, "success": True},
+                                f"finishing the migration of instance {inst.name}")
+            self.switch_primary()
+            self.feedback(f"instance {inst.name} runs on {target.name}: now its primary node")
+            return
+        await self.try_call(target, "migration_finish",
+                            {"instance": target_spec, "success": False},
+                            f"cleaning up instance {inst.name}")
+        where = "runs" if on_source else "does not run anywhere; it stays"
+        self.feedback(f"instance {inst.name} {where} on node {source.name}")
+
+
+class LUInstanceMove(_MoveBase[OpInstanceMove]):
+    """Stop the instance, copy its file disks to the target node, start it there."""
+
+    OP_ID = "OP_INSTANCE_MOVE"
+    WHAT = "move"
+
+    def check_arguments(self) -> None:
+        """A known compression mode."""
+        if self.op.compress not in MOVE_COMPRESSIONS:
+            raise ParameterError(f"unknown compression {self.op.compress!r}; valid ones: "
+                                 f"{', '.join(MOVE_COMPRESSIONS)}")
+
+    def expand_names(self) -> None:
+        """The instance and the target node."""
+        super().expand_names()
+        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                      None, "move")
+
+    def needs_source(self) -> bool:
+        """The source must answer when there is data to copy."""
+        return bool(self.instance.disks) or not self.op.ignore_consistency
+
+    def check_prereq(self) -> None:
+        """Copyable disks only."""
+        super().check_prereq()
+        template = self.instance.disk_template
+        if template not in COPYABLE_TEMPLATES:
+            hint = (": they are reachable from every node, use 'gnt-instance failover' "
+                    "or 'migrate'" if template in SHARED_TEMPLATES else "")
+            raise OpPrereqError(f"cannot move instance {self.instance.name}: disks of "
+                                f"template {template!r} cannot be copied{hint}")
+
+    async def execute(self) -> None:
+        """Shut down, copy every disk, commit, remove the source copies, start."""
+        inst = self.instance
+        if inst.admin_state == "up":
+            await self.check_free_memory(self.beparams()["maxmem"])
+        if self.op.dry_run:
+            return None
+        if self.op.compress != "none":
+            self.feedback(f"note: compress={self.op.compress} is not used; disk data streams "
+                          "between node daemons uncompressed")
+        source, target = self.primary, self.target
+        try:
+            was_running = is_running(await self.instance_info(source))
+        except CorralError:
+            if not self.op.ignore_consistency or inst.disks:
+                raise
+            was_running = False
+        self.feedback(f"shutting down instance {inst.name} on node {source.name}")
+        try:
+            await self.call_one(source, "instance_shutdown",
+                                {"instance": self.spec(),
+                                 "timeout": float(self.op.shutdown_timeout)},
+                                f"shutting down instance {inst.name}")
+        except CorralError as err:
+            if not self.op.ignore_consistency:
+                raise OpExecError(f"{err.message}; nothing was changed") from None
+            self.feedback(f"WARNING: {err.message}; proceeding anyway")
+        try:
+            new_ids = await self._copy_disks(source, target)
+        except BaseException:
+            if was_running:
+                await self.try_call(source, "instance_start",
+                                    {"instance": self.spec(), "startup_paused": False},
+                                    f"restarting instance {inst.name}")
+            raise
+        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        self.switch_primary(new_ids)
+        for spec in old_specs:
+            await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
+                                f"removing disk {spec.index} of instance {inst.name} from "
+                                f"the old node")
+        self.feedback(f"instance {inst.name} moved to node {target.name}")
+        if self.instance.admin_state == "up":
+            await self.start_on_target()
+        return None
+
+    async def _copy_disks(self, source: Node, target: Node) -> dict[str, list[str]]:
+        """Create and fill every disk on the target; undo all on failure."""
+        inst = self.instance
+        cluster = self.master.store.cluster
+        created: list[DiskSpec] = []
+        new_ids: dict[str, list[str]] = {}
+        try:
+            for index, disk in enumerate(self.disks()):
+                directory = storage_dir(self.master.store, inst, disk.dev_type)
+                new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+                new = disk_spec(disk, index, new_id)
+                old = disk_spec(disk, index)
+                await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
+                                    f"creating disk {index} of instance {inst.name}")
+                created.append(new)
+                self.feedback(f"copying disk {index} ({disk.size} MiB) to node {target.name}")
+                started = time.monotonic()
+                copied = await self.call_one(
+                    target, "blockdev_copy_from",
+                    {"disk": _to_builtins(new), "source_ip": source.primary_ip,
+                     "source_port": cluster.noded_port, "source_disk": _to_builtins(old)},
+                    f"copying disk {index} of instance {inst.name}",
+                    rpc_timeout=60.0 + disk.size / 10,
+                )
+                size = copied.get("bytes") if isinstance(copied, dict) else None
+                self.feedback(f"disk {index}: {size if size is not None else '?'} bytes "
+                              f"copied in {time.monotonic() - started:.1f} s")
+                new_ids[disk.uuid] = new_id
+        except BaseException:
+            for spec in created:
+                await self.try_call(target, "blockdev_remove", {"disk": _to_builtins(spec)},
+                                    f"removing the copy of disk {spec.index}")
+            raise
+        return new_ids

@@ -1,0 +1,778 @@
+"""Instance life cycle logical units and the instance query resource, against a real
+configuration store and lock manager and a scripted node RPC."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.cmdlib import Processor
+from corral.cmdlib.base import MasterContext, RpcArgs
+from corral.config import ConfigStore
+from corral.errors import (
+    AlreadyExistsError,
+    CorralError,
+    HypervisorError,
+    NodeUnreachableError,
+    NotFoundError,
+    OpExecError,
+    OpPrereqError,
+    OsError,
+    OsScriptError,
+    ParameterError,
+)
+from corral.locking import LockLevel
+from corral.objects import Node
+from corral.opcodes import op_from_dict
+from corral.rpc.protocol import RpcResult
+from tests.unit.config_helpers import check_invariants, new_store, snapshot
+from tests.unit.lu_helpers import FakeRpc, JobCtx, make_processor, run_op
+
+OS_INFO = {
+    "name": "corral-ext4", "path": "/os/corral-ext4", "valid": True, "message": "",
+    "api_versions": [20], "variants": ["default", "minimal"],
+    "parameters": [["filesystem", "file system type"], ["fail", "fail on purpose"]],
+    "os_version": "1", "trusted": True,
+}
+OS_PLAIN = {**OS_INFO, "name": "plainos", "variants": [], "parameters": []}
+REASON = [["gnt:client:gnt-instance", "add", 1], ["user", "testing", 2]]
+
+
+class Nodes:
+    """What the fake nodes know: which instances run where."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def handlers(self) -> dict[str, Any]:
+        def os_get(node: Node, args: Mapping[str, Any]) -> Any:
+            base = args["name"].partition("+")[0]
+            if base == "corral-ext4":
+                return OS_INFO
+            if base == "plainos":
+                return OS_PLAIN
+            raise OsError(f"no OS {args['name']!r}; available: corral-ext4, plainos")
+
+        def start(node: Node, args: Mapping[str, Any]) -> None:
+            spec = args["instance"]
+            here = self.running.setdefault(node.name, {})
+            if spec["name"] in here:
+                raise HypervisorError(f"instance {spec['name']} is already running")
+            here[spec["name"]] = {"name": spec["name"], "state": "running",
+                                  "memory": spec["beparams"]["maxmem"],
+                                  "vcpus": spec["beparams"]["vcpus"], "time": 1}
+
+        def stop(node: Node, args: Mapping[str, Any]) -> None:
+            self.running.get(node.name, {}).pop(args["instance"]["name"], None)
+
+        def info(node: Node, args: Mapping[str, Any]) -> Any:
+            return self.running.get(node.name, {}).get(args["instance"])
+
+        def all_info(node: Node, args: Mapping[str, Any]) -> Any:
+            return dict(self.running.get(node.name, {}))
+
+        return {
+            "os_get": os_get,
+            "blockdev_create": lambda node, args: {"path": "/x" + args["disk"]["logical_id"][1]},
+            "instance_start": start,
+            "instance_shutdown": stop,
+            "instance_info": info,
+            "all_instances_info": all_info,
+        }
+
+
+class Cluster:
+    """A store with nodes node1..node4, a scripted RPC and a processor."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.store: ConfigStore = new_store(tmp_path / "config.db")
+        group = self.store.all("nodegroup")[0]
+        with self.store.transaction() as txn:
+            for number in (2, 3, 4):
+                txn.add(Node(name=f"node{number}", primary_ip=f"192.0.2.{number}",
+                             group=group.uuid))
+            cluster = txn.cluster()
+            cluster.file_storage_dir = "/srv/corral/file-storage"
+            cluster.shared_file_storage_dir = "/srv/corral/shared"
+            cluster.os_search_path = ["/srv/ganeti/os"]
+            txn.update(cluster)
+        self.nodes = Nodes()
+        self.rpc = FakeRpc(handlers=self.nodes.handlers())
+        self.processor, self.ctx = make_processor(self.store, self.rpc)
+
+    def run(self, op_id: str, job: JobCtx | None = None, **params: Any) -> Any:
+        return run_op(self.processor, {"OP_ID": op_id, **params}, job)
+
+    def create(self, name: str = "web1", **params: Any) -> Any:
+        args: dict[str, Any] = {
+            "instance_name": name, "disk_template": "file", "disks": [{"size": "1G"}],
+            "nics": [{}], "os_type": "corral-ext4+default", "pnode": "node1",
+            "reason": REASON,
+        }
+        args.update(params)
+        return self.run("OP_INSTANCE_CREATE", **args)
+
+    def instance_locks(self) -> list[str]:
+        return self.ctx.locks.lockset(LockLevel.INSTANCE).names()
+
+    def set_node(self, name: str, **changes: Any) -> None:
+        with self.store.transaction() as txn:
+            node = txn.get("node", name)
+            for key, value in changes.items():
+                setattr(node, key, value)
+            txn.update(node)
+
+
+@pytest.fixture
+def cl(tmp_path: Path) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path)
+    yield cluster
+    check_invariants(cluster.store)
+    cluster.store.close()
+
+
+def fail(message: str, cls: type[CorralError] = CorralError) -> Any:
+    def handler(node: Node, args: Mapping[str, Any]) -> Any:
+        raise cls(message)
+    return handler
+
+
+# -- create -------------------------------------------------------------------
+
+def test_create_file_instance(cl: Cluster) -> None:
+    assert cl.create() == ["node1"]
+    assert cl.rpc.procedures("node1") == [
+        "os_get", "os_validate", "blockdev_create", "instance_os_add", "instance_start"]
+    inst = cl.store.get("instance", "web1")
+    assert inst.admin_state == "up"
+    assert inst.os == "corral-ext4+default"
+    assert inst.disk_template == "file"
+    assert inst.last_reason == REASON
+    assert inst.primary_node == cl.store.get("node", "node1").uuid
+    (disk_uuid,) = inst.disks
+    disk = cl.store.get("disk", disk_uuid)
+    assert disk.size == 1024 and disk.mode == "rw" and disk.dev_type == "file"
+    storage_dir = cl.store.cluster.file_storage_dir
+    assert disk.logical_id == ["loop", f"{storage_dir}/{inst.uuid}/{disk_uuid}.disk0"]
+    (nic,) = inst.nics
+    assert nic.mac.startswith(cl.store.cluster.mac_prefix + ":") and len(nic.mac) == 17
+    install = next(c for c in cl.rpc.calls if c.procedure == "instance_os_add")
+    assert install.args["reinstall"] is False
+    spec = install.args["instance"]
+    assert spec["name"] == "web1" and spec["disks"][0]["logical_id"] == disk.logical_id
+    assert spec["nics"][0]["mode"] == "bridged"
+    assert "web1" in cl.instance_locks()
+    assert cl.nodes.running["node1"]["web1"]["state"] == "running"
+
+
+def test_create_diskless_no_start_and_parameters(cl: Cluster) -> None:
+    cl.create("db1", disk_template="diskless", disks=[], start=False, pnode="node2",
+              beparams={"maxmem": "512M", "minmem": 256, "vcpus": "2"},
+              nics=[{"mac": "AA:00:00:12:34:56", "ip": "198.51.100.7", "mode": "routed",
+                     "link": "table1"}])
+    inst = cl.store.get("instance", "db1")
+    assert inst.admin_state == "down" and inst.disks == []
+    assert inst.beparams == {"maxmem": 512, "minmem": 256, "vcpus": 2}
+    assert inst.nics[0].mac == "aa:00:00:12:34:56" and inst.nics[0].ip == "198.51.100.7"
+    assert inst.nics[0].nicparams == {"mode": "routed", "link": "table1"}
+    assert "instance_start" not in cl.rpc.procedures()
+    assert "blockdev_create" not in cl.rpc.procedures()
+
+
+def test_os_without_parameters_is_not_verified(cl: Cluster) -> None:
+    cl.create(os_type="plainos", disk_template="diskless", disks=[])
+    assert cl.rpc.procedures() == ["os_get", "instance_os_add", "instance_start"]
+
+
+def test_no_install_skips_os_and_start(cl: Cluster) -> None:
+    job = JobCtx()
+    cl.create(no_install=True, os_type="whatever", job=job)
+    assert cl.rpc.procedures() == ["blockdev_create"]
+    assert cl.store.get("instance", "web1").admin_state == "down"
+    cl.create("web2", no_install=True, os_type=None, disk_template="diskless", disks=[])
+    assert cl.store.get("instance", "web2").os == ""
+    with pytest.raises(ParameterError, match="has no OS yet"):
+        cl.run("OP_INSTANCE_REINSTALL", instance_name="web2")
+    cl.run("OP_INSTANCE_REINSTALL", instance_name="web2", os_type="plainos")
+    assert cl.store.get("instance", "web2").os == "plainos"
+    assert any("not started" in str(line) for line in job.log)
+
+
+def test_dry_run_checks_but_changes_nothing(cl: Cluster) -> None:
+    before = snapshot(cl.store)
+    assert cl.create(dry_run=True) == ["node1"]
+    assert snapshot(cl.store) == before
+    assert cl.rpc.procedures() == ["os_get", "os_validate"]
+    assert "web1" not in cl.instance_locks()
+    with pytest.raises(OsError, match="available: corral-ext4"):
+        cl.create(dry_run=True, os_type="nope")
+
+
+def test_failed_install_removes_disks_and_leaves_config(cl: Cluster) -> None:
+    cl.rpc.handlers["instance_os_add"] = fail(
+        "create script failed: last lines: mkfs: no space", OsScriptError)
+    before = snapshot(cl.store)
+    with pytest.raises(OsScriptError, match="failed on node node1: create script failed"):
+        cl.create(disks=[{"size": 10}, {"size": 20}])
+    assert snapshot(cl.store) == before
+    assert cl.rpc.procedures() == ["os_get", "os_validate", "blockdev_create",
+                                   "blockdev_create", "instance_os_add", "blockdev_remove",
+                                   "blockdev_remove"]
+    assert "web1" not in cl.instance_locks()
+
+
+def test_failed_disk_creation_removes_earlier_disks(cl: Cluster) -> None:
+    created: list[int] = []
+
+    def create(node: Node, args: Mapping[str, Any]) -> Any:
+        if args["disk"]["index"] == 1:
+            raise CorralError("no space left: need 20 MiB, 5 MiB free")
+        created.append(args["disk"]["index"])
+        return {"path": "/p"}
+
+    cl.rpc.handlers["blockdev_create"] = create
+    with pytest.raises(CorralError, match="creating disk 1 of instance web1 failed on node node1"):
+        cl.create(disks=[{"size": 10}, {"size": 20}])
+    removed = [c.args["disk"]["index"] for c in cl.rpc.calls if c.procedure == "blockdev_remove"]
+    assert removed == [0]
+    assert cl.store.find("instance", "web1") is None
+
+
+def test_unreachable_node_fails_naming_it(cl: Cluster) -> None:
+    cl.rpc.down.add("node3")
+    with pytest.raises(NodeUnreachableError, match="node3"):
+        cl.create(pnode="node3")
+    assert cl.store.count("instance") == 0 and cl.store.count("disk") == 0
+
+
+def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
+    cl.rpc.handlers["instance_start"] = fail("not enough memory: 128 MiB needed, 64 free",
+                                             HypervisorError)
+    with pytest.raises(OpExecError, match=r"created but could not be started.*not enough memory"):
+        cl.create()
+    inst = cl.store.get("instance", "web1")
+    assert inst.admin_state == "down"
+    assert "web1" in cl.instance_locks()
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({"mode": "import"}, ParameterError, "only 'create'"),
+        ({"iallocator": "hail"}, ParameterError, "give the primary node"),
+        ({"pnode": None}, ParameterError, "give the primary node"),
+        ({"pnode": "node9"}, NotFoundError, "node 'node9' does not exist"),
+        ({"snode": "node2"}, ParameterError, "secondary node"),
+        ({"os_type": None}, ParameterError, "an OS is needed.*no_install"),
+        ({"instance_name": "bad name"}, ParameterError, "invalid instance name"),
+        ({"disk_template": "plain"}, OpPrereqError, "LVM"),
+        ({"disk_template": "drbd"}, ParameterError, "unknown disk template"),
+        ({"disk_template": "diskless"}, ParameterError, "takes no disks"),
+        ({"disks": []}, ParameterError, "at least one disk"),
+        ({"disks": [{"size": "big"}]}, ParameterError, "invalid size"),
+        ({"disks": [{}]}, ParameterError, "size is missing"),
+        ({"disks": [{"size": 1, "mode": "rx"}]}, ParameterError, "valid: rw, ro"),
+        ({"disks": [{"size": 1, "adopt": "lv"}]}, ParameterError, "'adopt' is not supported"),
+        ({"disks": [{"size": 1, "colour": 1}]}, ParameterError, "unknown key"),
+        ({"nics": [{"mode": "routed"}]}, ParameterError, "routed mode needs an IP"),
+        ({"nics": [{"mode": "nat"}]}, ParameterError, "valid: bridged, routed"),
+        ({"nics": [{"ip": "pool"}]}, ParameterError, "networks"),
+        ({"nics": [{"ip": "300.1.1.1"}]}, ParameterError, "invalid IP"),
+        ({"nics": [{"network": "net1"}]}, ParameterError, "networks are not supported"),
+        ({"nics": [{"mac": "zz:00:00:00:00:00"}]}, ParameterError, "invalid MAC"),
+        ({"hypervisor": "kvm"}, OpPrereqError, "not enabled"),
+        ({"hvparams": {"migration_mode": "live"}}, ParameterError, "global"),
+        ({"hvparams": {"acpi": True}}, ParameterError, "unknown hypervisor parameter"),
+        ({"beparams": {"minmem": 512, "maxmem": 256}}, ParameterError, "must not exceed"),
+        ({"os_type": "corral-ext4+big"}, OsError, "no variant 'big'.*default, minimal"),
+        ({"os_type": "plainos+x"}, OsError, "has no variants"),
+        ({"os_type": "nope"}, OsError, "available: corral-ext4"),
+        ({"osparams": {"colour": "red"}}, OsError, "does not have the parameter"),
+        ({"file_storage_dir": "/abs"}, ParameterError, "relative path"),
+        ({"tags": ["bad tag"]}, ParameterError, "invalid characters"),
+        ({"file_driver": "blktap"}, ParameterError, "use 'loop'"),
+        ({"pnode_uuid": "not-node1"}, ParameterError, "different nodes"),
+        ({"osparams_private": {"pw": "x"}}, ParameterError, "private"),
+    ],
+)
+def test_create_refuses(cl: Cluster, params: dict[str, Any], error: type[Exception],
+                        message: str) -> None:
+    before = snapshot(cl.store)
+    with pytest.raises(error, match=message):
+        cl.create(**params)
+    assert snapshot(cl.store) == before
+    assert "blockdev_create" not in cl.rpc.procedures()
+    assert "web1" not in cl.instance_locks()
+
+
+def test_os_name_without_variant_is_accepted(cl: Cluster) -> None:
+    cl.create(os_type="corral-ext4")
+    assert cl.store.get("instance", "web1").os == "corral-ext4"
+
+
+def test_force_variant_and_os_parameters(cl: Cluster) -> None:
+    cl.create(os_type="corral-ext4+custom", force_variant=True,
+              osparams={"filesystem": "ext3"})
+    get = next(c for c in cl.rpc.calls if c.procedure == "os_get")
+    assert get.args["name"] == "corral-ext4"
+    validate = next(c for c in cl.rpc.calls if c.procedure == "os_validate")
+    assert validate.args["osparams"] == {"filesystem": "ext3"}
+    assert cl.store.get("instance", "web1").osparams == {"filesystem": "ext3"}
+
+
+def test_cluster_os_parameters_are_validated_filled(cl: Cluster) -> None:
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.osparams = {"corral-ext4": {"filesystem": "ext2"},
+                            "corral-ext4+default": {"fail": "no"}}
+        txn.update(cluster)
+    cl.rpc.handlers["os_validate"] = fail("verify: filesystem xfs not supported", OsScriptError)
+    with pytest.raises(OsScriptError, match=r"validating the parameters.*failed on node node1"):
+        cl.create(osparams={"filesystem": "xfs"})
+    validate = next(c for c in cl.rpc.calls if c.procedure == "os_validate")
+    assert validate.args["osparams"] == {"filesystem": "xfs", "fail": "no"}
+
+
+def test_blacklisted_os_is_refused_for_new_installs(cl: Cluster) -> None:
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.blacklisted_os = ["corral-ext4"]
+        txn.update(cluster)
+    with pytest.raises(OsError, match="blacklisted"):
+        cl.create()
+    cl.create(no_install=True)  # nothing is installed: allowed
+
+
+def test_offline_drained_and_not_vm_capable_nodes_are_refused(cl: Cluster) -> None:
+    cl.set_node("node2", offline=True)
+    cl.set_node("node3", drained=True)
+    cl.set_node("node4", vm_capable=False)
+    with pytest.raises(OpPrereqError, match="node node2 is offline"):
+        cl.create(pnode="node2")
+    with pytest.raises(OpPrereqError, match="drained"):
+        cl.create(pnode="node3")
+    with pytest.raises(OpPrereqError, match="vm_capable"):
+        cl.create(pnode="node4")
+
+
+def test_names_macs_and_ips_are_unique(cl: Cluster) -> None:
+    cl.create(nics=[{"mac": "aa:00:00:00:00:01", "ip": "198.51.100.1"}])
+    with pytest.raises(AlreadyExistsError, match="instance 'web1' already exists"):
+        cl.create()
+    assert "web1" in cl.instance_locks()  # the existing instance keeps its lock
+    with pytest.raises(AlreadyExistsError, match="MAC aa:00:00:00:00:01"):
+        cl.create("web2", nics=[{"mac": "aa:00:00:00:00:01"}])
+    with pytest.raises(AlreadyExistsError, match=r"IP 198\.51\.100\.1"):
+        cl.create("web2", nics=[{"ip": "198.51.100.1"}])
+    with pytest.raises(ParameterError, match="used twice"):
+        cl.create("web2", disks=[{"size": 1, "name": "a"}, {"size": 1, "name": "a"}])
+
+
+def test_generated_macs_skip_used_ones(cl: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cl.create(nics=[{"mac": "aa:00:00:00:00:01"}])
+    values = iter([1, 1, 2, 3])
+    monkeypatch.setattr("corral.cmdlib.instance.random.getrandbits", lambda _bits: next(values))
+    cl.create("web2", nics=[{}, {"mac": "generate"}])
+    macs = [n.mac for n in cl.store.get("instance", "web2").nics]
+    assert macs == ["aa:00:00:00:00:02", "aa:00:00:00:00:03"]
+
+
+def test_pnode_by_uuid_and_legacy_memory(cl: Cluster) -> None:
+    node2 = cl.store.get("node", "node2")
+    assert cl.create(pnode=None, pnode_uuid=node2.uuid, beparams={"memory": 256}) == ["node2"]
+    assert cl.store.get("instance", "web1").beparams == {"maxmem": 256, "minmem": 256}
+
+
+def test_identify_defaults_drops_default_values(cl: Cluster) -> None:
+    cl.create(identify_defaults=True, beparams={"vcpus": 1, "maxmem": 1024})
+    assert cl.store.get("instance", "web1").beparams == {"maxmem": 1024}
+
+
+class GatedRpc(FakeRpc):
+    """Holds every OS installation until ``release`` is set, counting those in flight."""
+
+    def __init__(self, handlers: dict[str, Any]) -> None:
+        super().__init__(handlers=handlers)
+        self.release = asyncio.Event()
+        self.in_flight = 0
+        self.most = 0
+
+    async def call(self, nodes: Any, procedure: str, args: RpcArgs, *,
+                   timeout: float = 60.0) -> dict[str, RpcResult]:  # noqa: ASYNC109
+        if procedure == "instance_os_add":
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await self.release.wait()
+            self.in_flight -= 1
+        return await super().call(nodes, procedure, args, timeout=timeout)
+
+
+def _gated(cl: Cluster) -> tuple[Processor, MasterContext, GatedRpc]:
+    rpc = GatedRpc(cl.nodes.handlers())
+    processor, ctx = make_processor(cl.store, rpc)
+    return processor, ctx, rpc
+
+
+def _create_op(name: str, node: str) -> Any:
+    return op_from_dict({
+        "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "disk_template": "file",
+        "disks": [{"size": 1}], "os_type": "corral-ext4+default", "pnode": node,
+    })
+
+
+def test_creates_run_in_parallel_on_different_and_same_nodes(cl: Cluster) -> None:
+    processor, _ctx, rpc = _gated(cl)
+    jobs = [("a", "node1"), ("b", "node2"), ("c", "node3"), ("d", "node4"), ("e", "node1")]
+
+    async def main() -> list[Any]:
+        tasks = [asyncio.create_task(processor.execute(_create_op(n, node), JobCtx(i + 1)))
+                 for i, (n, node) in enumerate(jobs)]
+        for _ in range(200):
+            if rpc.in_flight == len(jobs):
+                break
+            await asyncio.sleep(0)
+        rpc.release.set()
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(main())
+    assert rpc.most == len(jobs)
+    assert results == [[node] for _n, node in jobs]
+    assert sorted(i.name for i in cl.store.all("instance")) == ["a", "b", "c", "d", "e"]
+
+
+def test_concurrent_creates_of_one_name_one_wins(cl: Cluster) -> None:
+    processor, ctx, rpc = _gated(cl)
+
+    async def main() -> tuple[Any, Any]:
+        first = asyncio.create_task(processor.execute(_create_op("x", "node1"), JobCtx(1)))
+        for _ in range(100):
+            if rpc.in_flight:
+                break
+            await asyncio.sleep(0)
+        second = asyncio.create_task(processor.execute(_create_op("x", "node2"), JobCtx(2)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert rpc.in_flight == 1  # the second waits for the name's lock
+        rpc.release.set()
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    ok, refused = asyncio.run(main())
+    assert ok == ["node1"]
+    assert isinstance(refused, AlreadyExistsError)
+    assert cl.store.get("instance", "x").primary_node == cl.store.get("node", "node1").uuid
+    assert ctx.locks.lockset(LockLevel.INSTANCE).names() == ["x"]
+
+
+# -- remove -------------------------------------------------------------------
+
+def test_remove_shuts_down_removes_disks_and_forgets(cl: Cluster) -> None:
+    cl.create(disks=[{"size": 1}, {"size": 2}])
+    inst = cl.store.get("instance", "web1")
+    cl.rpc.calls.clear()
+    cl.run("OP_INSTANCE_REMOVE", instance_name=inst.uuid)  # a UUID works as a name
+    assert cl.rpc.procedures() == ["instance_shutdown", "blockdev_remove", "blockdev_remove"]
+    assert cl.store.count("instance") == 0 and cl.store.count("disk") == 0
+    assert cl.instance_locks() == []
+    assert cl.nodes.running["node1"] == {}
+
+
+def test_remove_with_unreachable_node(cl: Cluster) -> None:
+    cl.create()
+    cl.rpc.down.add("node1")
+    with pytest.raises(NodeUnreachableError, match=r"node1.*ignore_failures"):
+        cl.run("OP_INSTANCE_REMOVE", instance_name="web1")
+    assert cl.store.find("instance", "web1") is not None
+    job = JobCtx()
+    cl.run("OP_INSTANCE_REMOVE", job, instance_name="web1", ignore_failures=True)
+    assert cl.store.find("instance", "web1") is None
+    assert any("Warning" in str(line) for line in job.log)
+
+
+def test_remove_unknown_instance(cl: Cluster) -> None:
+    with pytest.raises(NotFoundError, match="instance 'ghost' does not exist"):
+        cl.run("OP_INSTANCE_REMOVE", instance_name="ghost")
+    cl.create()
+    with pytest.raises(ParameterError, match="different instances"):
+        cl.run("OP_INSTANCE_REMOVE", instance_name="web1", instance_uuid="other")
+
+
+# -- startup, shutdown, reboot ---------------------------------------------------
+
+def test_shutdown_and_startup_record_state_and_reason(cl: Cluster) -> None:
+    cl.create()
+    reason = [["user", "maintenance", 5]]
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1", timeout=7, reason=reason)
+    inst = cl.store.get("instance", "web1")
+    assert inst.admin_state == "down" and inst.last_reason == reason
+    assert cl.rpc.calls[-1].args["timeout"] == 7.0
+    assert "web1" not in cl.nodes.running["node1"]
+    cl.run("OP_INSTANCE_STARTUP", instance_name="web1", beparams={"maxmem": 256},
+           startup_paused=True)
+    assert cl.store.get("instance", "web1").admin_state == "up"
+    start = cl.rpc.calls[-1]
+    assert start.procedure == "instance_start" and start.args["startup_paused"] is True
+    assert start.args["instance"]["beparams"]["maxmem"] == 256
+    assert cl.store.get("instance", "web1").beparams == {}  # temporary only
+
+
+def test_startup_of_running_instance_only_records(cl: Cluster) -> None:
+    cl.create()
+    job = JobCtx()
+    cl.run("OP_INSTANCE_STARTUP", job, instance_name="web1")
+    assert cl.rpc.procedures()[-1] == "instance_info"
+    assert any("already running" in str(line) for line in job.log)
+
+
+def test_no_remember_keeps_admin_state(cl: Cluster) -> None:
+    cl.create()
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1", no_remember=True)
+    assert cl.store.get("instance", "web1").admin_state == "up"
+    assert "web1" not in cl.nodes.running["node1"]
+
+
+def test_offline_node_needs_ignore_offline_nodes(cl: Cluster) -> None:
+    cl.create()
+    cl.set_node("node1", offline=True)
+    with pytest.raises(OpPrereqError, match="node1 is offline"):
+        cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1")
+    calls = len(cl.rpc.calls)
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1", ignore_offline_nodes=True)
+    assert len(cl.rpc.calls) == calls
+    assert cl.store.get("instance", "web1").admin_state == "down"
+
+
+def test_shutdown_failure_names_the_node(cl: Cluster) -> None:
+    cl.create()
+    cl.rpc.down.add("node1")
+    with pytest.raises(NodeUnreachableError,
+                       match="shutting down instance web1 failed on node node1"):
+        cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1")
+
+
+def test_reboot_types(cl: Cluster) -> None:
+    cl.create()
+    cl.rpc.calls.clear()
+    cl.run("OP_INSTANCE_REBOOT", instance_name="web1", reboot_type="hard")
+    assert cl.rpc.procedures() == ["instance_info", "instance_reboot"]
+    assert cl.rpc.calls[-1].args["reboot_type"] == "hard"
+    cl.rpc.calls.clear()
+    cl.run("OP_INSTANCE_REBOOT", instance_name="web1", reboot_type="full")
+    assert cl.rpc.procedures() == ["instance_info", "instance_shutdown", "instance_start"]
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1")
+    cl.rpc.calls.clear()
+    cl.run("OP_INSTANCE_REBOOT", instance_name="web1", reboot_type="soft")
+    assert cl.rpc.procedures() == ["instance_info", "instance_start"]
+    assert cl.store.get("instance", "web1").admin_state == "up"
+
+
+def test_reboot_type_is_checked() -> None:
+    with pytest.raises(ParameterError, match="reboot_type"):
+        op_from_dict({"OP_ID": "OP_INSTANCE_REBOOT", "instance_name": "x",
+                      "reboot_type": "gentle"})
+
+
+# -- reinstall and rename ---------------------------------------------------------
+
+def test_reinstall_needs_a_stopped_instance(cl: Cluster) -> None:
+    cl.create()
+    with pytest.raises(OpPrereqError, match="shut it down first"):
+        cl.run("OP_INSTANCE_REINSTALL", instance_name="web1")
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1", no_remember=True)
+    with pytest.raises(OpPrereqError, match="marked to run"):
+        cl.run("OP_INSTANCE_REINSTALL", instance_name="web1")
+
+
+def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
+    cl.create(start=False, osparams={"filesystem": "ext3"})
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.blacklisted_os = ["corral-ext4"]
+        txn.update(cluster)
+    cl.rpc.calls.clear()
+    reason = [["user", "fresh install", 9]]
+    cl.run("OP_INSTANCE_REINSTALL", instance_name="web1", os_type="corral-ext4+minimal",
+           osparams={"fail": "no"}, reason=reason)
+    assert cl.rpc.procedures() == ["instance_info", "os_get", "os_validate", "instance_os_add"]
+    install = cl.rpc.calls[-1].args
+    assert install["reinstall"] is True
+    assert install["instance"]["os"] == "corral-ext4+minimal"
+    assert install["instance"]["osparams"] == {"filesystem": "ext3", "fail": "no"}
+    inst = cl.store.get("instance", "web1")
+    assert inst.os == "corral-ext4+minimal" and inst.osparams == {"filesystem": "ext3"}
+    assert inst.last_reason == reason
+
+
+def test_reinstall_failure_keeps_old_os(cl: Cluster) -> None:
+    cl.create(start=False)
+    cl.rpc.handlers["instance_os_add"] = fail("create failed: boom", OsScriptError)
+    with pytest.raises(OsScriptError, match="boom"):
+        cl.run("OP_INSTANCE_REINSTALL", instance_name="web1", os_type="corral-ext4+minimal")
+    assert cl.store.get("instance", "web1").os == "corral-ext4+default"
+
+
+def test_rename(cl: Cluster) -> None:
+    cl.create(start=False)
+    assert cl.run("OP_INSTANCE_RENAME", instance_name="web1", new_name="web9") == "web9"
+    inst = cl.store.get("instance", "web9")
+    assert cl.store.find("instance", "web1") is None
+    assert cl.instance_locks() == ["web9"]
+    call = cl.rpc.calls[-1]
+    assert call.procedure == "instance_run_rename"
+    assert call.args["old_name"] == "web1" and call.args["instance"]["name"] == "web9"
+    assert inst.last_reason == []
+
+
+def test_rename_script_failure_is_a_warning(cl: Cluster) -> None:
+    cl.create(start=False)
+    cl.rpc.handlers["instance_run_rename"] = fail("rename: debugfs failed", OsScriptError)
+    job = JobCtx()
+    cl.run("OP_INSTANCE_RENAME", job, instance_name="web1", new_name="web2")
+    assert cl.store.find("instance", "web2") is not None
+    assert any("debugfs failed" in str(line) for line in job.log)
+
+
+def test_rename_refusals(cl: Cluster) -> None:
+    cl.create()
+    cl.create("web2", start=False)
+    with pytest.raises(OpPrereqError, match="shut it down before renaming"):
+        cl.run("OP_INSTANCE_RENAME", instance_name="web1", new_name="web3")
+    with pytest.raises(AlreadyExistsError, match="'web1' already exists"):
+        cl.run("OP_INSTANCE_RENAME", instance_name="web2", new_name="web1")
+    with pytest.raises(ParameterError, match="invalid instance name"):
+        cl.run("OP_INSTANCE_RENAME", instance_name="web2", new_name="a b")
+    assert cl.instance_locks() == ["web1", "web2"]
+
+
+# -- information ---------------------------------------------------------------
+
+def test_query_data(cl: Cluster) -> None:
+    cl.create(nics=[{"ip": "198.51.100.3"}])
+    cl.create("web2", start=False, disk_template="diskless", disks=[], pnode="node2")
+    data = cl.run("OP_INSTANCE_QUERY_DATA", instances=["web1"])
+    info = data["web1"]
+    assert set(data) == {"web1"}
+    assert info["config_state"] == "up" and info["run_state"] == "up"
+    assert info["pnode"] == "node1" and info["pnode_group_name"] == "default"
+    assert info["snodes"] == [] and info["disk_template"] == "file"
+    assert info["disks"][0]["size"] == 1024 and info["disks"][0]["iv_name"] == "disk/0"
+    name, _uuid, ip, mac, mode, _link, _vlan, network, _netinfo = info["nics"][0]
+    assert (name, ip, mode, network) == (None, "198.51.100.3", "bridged", None)
+    assert mac.startswith("aa:00:00:")
+    assert info["be_actual"]["maxmem"] == 128 and info["be_instance"] == {}
+    assert "migration_mode" not in info["hv_actual"]
+    assert info["last_reason"] == REASON
+    everything = cl.run("OP_INSTANCE_QUERY_DATA", static=True)
+    assert set(everything) == {"web1", "web2"}
+    assert everything["web2"]["run_state"] is None
+    live = cl.run("OP_INSTANCE_QUERY_DATA", instances=["web2"])
+    assert live["web2"]["run_state"] == "down"
+
+
+def test_query_data_unknown_instance(cl: Cluster) -> None:
+    with pytest.raises(NotFoundError, match="'nope' does not exist"):
+        cl.run("OP_INSTANCE_QUERY_DATA", instances=["nope"])
+
+
+def _query(cl: Cluster, fields: list[str], qfilter: Any = None) -> list[list[Any]]:
+    async def ask() -> dict[str, Any]:
+        return await cl.ctx.queries["instance"].query(fields, qfilter)
+
+    data: list[list[Any]] = asyncio.run(ask())["data"]
+    return data
+
+
+def test_query_static_fields_ask_no_node(cl: Cluster) -> None:
+    cl.create(disks=[{"size": 512}, {"size": "1G"}], nics=[{"ip": "198.51.100.9"}],
+              tags=["web"], beparams={"vcpus": 2})
+    calls = len(cl.rpc.calls)
+    fields = ["name", "pnode", "admin_state", "disk.count", "disk.sizes", "disk.size/1",
+              "disk.size/2", "sda_size", "nic.ips", "nic.mode/0", "ip", "be/vcpus", "vcpus",
+              "tags", "snodes", "disk_usage", "hv/migration_mode", "bridge", "pnode.group"]
+    (row,) = _query(cl, fields)
+    assert len(cl.rpc.calls) == calls
+    values = [value for _status, value in row]
+    assert values == ["web1", "node1", "up", 2, [512, 1024], 1024, None, 512,
+                      ["198.51.100.9"], "bridged", "198.51.100.9", 2, 2, ["web"], [], 1536,
+                      None, "xen-br0", "default"]
+    assert row[6][0] == 3 and row[16][0] == 1  # unavailable disk 2; unknown (global) field
+
+
+def test_query_live_fields_and_status(cl: Cluster) -> None:
+    cl.create("up1")
+    cl.create("down1", start=False, pnode="node2")
+    cl.create("err1", pnode="node3")
+    cl.create("off1", pnode="node4", start=False)
+    cl.nodes.running["node3"].clear()                     # should run, does not
+    cl.nodes.running.setdefault("node2", {})["down1"] = {  # runs, should not
+        "name": "down1", "state": "running", "memory": 64, "vcpus": 1}
+    cl.set_node("node4", offline=True)
+    cl.rpc.calls.clear()
+    rows = _query(cl, ["name", "status", "oper_state", "oper_ram", "oper_vcpus"])
+    table = {row[0][1]: [value for _s, value in row[1:]] for row in rows}
+    assert table == {
+        "down1": ["ERROR_up", True, 64, 1],
+        "err1": ["ERROR_down", False, None, None],
+        "off1": ["ERROR_nodeoffline", None, None, None],
+        "up1": ["running", True, 128, 1],
+    }
+    assert sorted(c.node for c in cl.rpc.calls) == ["node1", "node2", "node3"]
+    assert {c.procedure for c in cl.rpc.calls} == {"all_instances_info"}
+    cl.rpc.down.add("node1")
+    (row,) = _query(cl, ["status", "oper_state"], ["=", "name", "up1"])
+    assert row == [[0, "ERROR_nodedown"], [2, None]]
+
+
+def test_query_filter_on_static_fields_asks_only_matching_nodes(cl: Cluster) -> None:
+    cl.create("a", pnode="node1")
+    cl.create("b", pnode="node2")
+    cl.rpc.calls.clear()
+    rows = _query(cl, ["name", "status"], ["=", "pnode", "node2"])
+    assert rows == [[[0, "b"], [0, "running"]]]
+    assert [c.node for c in cl.rpc.calls] == ["node2"]
+    rows = _query(cl, ["name"], ["=", "status", "running"])
+    assert [r[0][1] for r in rows] == ["a", "b"]
+
+
+def test_query_fields_have_ganeti_titles(cl: Cluster) -> None:
+    fields = cl.ctx.queries["instance"].query_fields(
+        ["name", "status", "disk.size/0", "be/maxmem", "oper_ram", "nic.mac/7", "nope"])
+    assert [(f["name"], f["title"], f["kind"]) for f in fields["fields"]] == [
+        ("name", "Instance", "text"), ("status", "Status", "text"),
+        ("disk.size/0", "Disk/0", "unit"), ("be/maxmem", "ConfigMaxMem", "unit"),
+        ("oper_ram", "Memory", "unit"), ("nic.mac/7", "NicMAC/7", "text"),
+        ("nope", "nope", "unknown"),
+    ]
+
+
+def test_query_through_op_query(cl: Cluster) -> None:
+    cl.create()
+    answer = cl.run("OP_QUERY", what="instance", fields=["name", "os"])
+    assert answer["data"] == [[[0, "web1"], [0, "corral-ext4+default"]]]
+
+
+def test_sharedfile_and_storage_dirs(cl: Cluster) -> None:
+    cl.create(disk_template="sharedfile", file_storage_dir="team/a")
+    inst = cl.store.get("instance", "web1")
+    disk = cl.store.get("disk", inst.disks[0])
+    assert disk.dev_type == "sharedfile"
+    assert disk.logical_id[1].startswith(f"/srv/corral/shared/team/a/{inst.uuid}/")
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.file_storage_dir = ""
+        txn.update(cluster)
+    with pytest.raises(OpPrereqError, match="no file storage directory"):
+        cl.create("web2")
+
+
+def test_failed_start_keeps_the_wanted_state(cl: Cluster) -> None:
+    cl.create(start=False)
+    cl.rpc.handlers["instance_start"] = fail("disk 0 is missing", HypervisorError)
+    with pytest.raises(HypervisorError, match="starting instance web1 failed on node node1"):
+        cl.run("OP_INSTANCE_STARTUP", instance_name="web1")
+    assert cl.store.get("instance", "web1").admin_state == "up"
+    (row,) = _query(cl, ["status"])
+    assert row == [[0, "ERROR_down"]]

@@ -1,0 +1,657 @@
+"""Instance changes besides the life cycle: modify, disks, console, migrate, failover, move.
+
+The node daemons are a scripted RPC (``FakeRpc``) over a small in-test picture of
+which instance runs where, so each test checks both what the nodes were asked and
+what the configuration says afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.cmdlib import Processor
+from corral.config import ConfigStore
+from corral.errors import (
+    AlreadyExistsError,
+    BlockDeviceError,
+    HypervisorError,
+    NodeUnreachableError,
+    NotFoundError,
+    OpExecError,
+    OpPrereqError,
+    OsError,
+    OsScriptError,
+    ParameterError,
+    UnknownParameterError,
+)
+from corral.objects import NIC, Disk, Instance, Node
+from corral.opcodes import op_from_dict
+
+from .config_helpers import new_store, snapshot
+from .lu_helpers import FakeRpc, make_processor, run_op
+
+REASON = [["gnt:client:gnt-instance", "modify", 1700000000000000000]]
+FILE_DIR = "/srv/corral/file-storage"
+
+
+class Cluster:
+    """A store with three nodes, the scripted RPC and which instances run where."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.store: ConfigStore = new_store(tmp_path / "config.db")
+        self.running: dict[str, set[str]] = {"node1": set(), "node2": set(), "node3": set()}
+        self.rpc = FakeRpc()
+        self.fail: dict[str, Exception] = {}
+        group = self.store.all("nodegroup")[0]
+        with self.store.transaction() as txn:
+            cluster = txn.cluster()
+            cluster.file_storage_dir = FILE_DIR
+            cluster.shared_file_storage_dir = "/srv/shared"
+            cluster.blacklisted_os = ["oldos"]
+            txn.update(cluster)
+            txn.add(Node(name="node2", primary_ip="192.0.2.2", group=group.uuid))
+            txn.add(Node(name="node3", primary_ip="192.0.2.3", group=group.uuid))
+        for proc in ("instance_info", "instance_shutdown", "instance_start",
+                     "migration_accept", "migration_send", "migration_finish",
+                     "blockdev_create", "blockdev_remove", "blockdev_copy_from",
+                     "blockdev_assemble", "blockdev_shutdown", "blockdev_grow",
+                     "instance_console", "node_info", "os_get", "os_validate"):
+            self.rpc.handlers[proc] = self._handler(proc)
+        self._processor: Processor | None = None
+
+    def _handler(self, proc: str) -> Any:
+        def handle(node: Node, args: Mapping[str, Any]) -> Any:
+            if proc in self.fail:
+                raise self.fail[proc]
+            running = self.running[node.name]
+            if proc == "instance_info":
+                name = args["instance"]
+                return {"name": name, "state": "running"} if name in running else None
+            if proc == "instance_shutdown":
+                running.discard(args["instance"]["name"])
+            elif proc == "instance_start":
+                running.add(args["instance"]["name"])
+            elif proc == "migration_send":
+                running.discard(args["instance"]["name"])
+            elif proc == "migration_finish" and args["success"]:
+                running.add(args["instance"]["name"])
+            elif proc == "blockdev_create":
+                return {"path": "/local" + args["disk"]["logical_id"][1]}
+            elif proc == "blockdev_assemble":
+                return ["/local" + d["logical_id"][1] for d in args["disks"]]
+            elif proc == "blockdev_copy_from":
+                return {"bytes": args["source_disk"]["size"] * 1048576}
+            elif proc == "instance_console":
+                return {"instance": args["instance"]["name"], "kind": "message",
+                        "message": "fake console"}
+            elif proc == "node_info":
+                return {"memory_total": 4096, "memory_free": 2048, "cpu_count": 2}
+            return None
+        return handle
+
+    def add_instance(self, name: str, *, template: str = "file", disks: int = 1,
+                     node: str = "node1", up: bool = False, nics: list[NIC] | None = None,
+                     directory: str | None = None) -> Instance:
+        pnode = self.store.get("node", node)
+        inst = Instance(name=name, primary_node=pnode.uuid, os="debian", disk_template=template,
+                        admin_state="up" if up else "down", nics=nics or [])
+        directory = directory or (FILE_DIR if template == "file" else "/srv/shared")
+        objs = []
+        for index in range(disks if template != "diskless" else 0):
+            disk = Disk(dev_type=template, size=1024, iv_name=f"disk/{index}",
+                        nodes=[pnode.uuid])
+            disk.logical_id = ["loop", f"{directory}/{inst.uuid}/{disk.uuid}.disk{index}"]
+            objs.append(disk)
+        inst.disks = [d.uuid for d in objs]
+        with self.store.transaction() as txn:
+            for disk in objs:
+                txn.add(disk)
+            txn.add(inst)
+        if up:
+            self.running[node].add(name)
+        return self.store.get("instance", name)
+
+    def run(self, op_id: str, **params: Any) -> Any:
+        if self._processor is None:
+            self._processor, _ctx = make_processor(self.store, self.rpc)
+        return run_op(self._processor, {"OP_ID": op_id, "reason": REASON, **params})
+
+    def instance(self, name: str) -> Instance:
+        return self.store.get("instance", name)
+
+    def node_name(self, inst: Instance) -> str:
+        return self.store.get("node", inst.primary_node).name
+
+    def calls(self, proc: str) -> list[tuple[str, Mapping[str, Any]]]:
+        return [(c.node, c.args) for c in self.rpc.calls if c.procedure == proc]
+
+
+@pytest.fixture
+def cl(tmp_path: Path) -> Cluster:
+    return Cluster(tmp_path)
+
+
+# -- opcodes -----------------------------------------------------------------------------
+
+
+def test_opcodes_take_ganeti_fields_and_defaults() -> None:
+    op = op_from_dict({"OP_ID": "OP_INSTANCE_SET_PARAMS", "instance_name": "web1",
+                       "disks": [["add", -1, {"size": 1024}]], "osparams": {"a": None}})
+    assert op.wait_for_sync is True and op.offline is None  # type: ignore[attr-defined]
+    migrate = op_from_dict({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "web1",
+                            "mode": "non-live"})
+    assert migrate.allow_failover is False  # type: ignore[attr-defined]
+    grow = op_from_dict({"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": "w", "disk": 0,
+                         "amount": 512})
+    assert grow.absolute is False and grow.wait_for_sync is True  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match="disk"):
+        op_from_dict({"OP_ID": "OP_INSTANCE_GROW_DISK", "instance_name": "w", "disk": 16,
+                      "amount": 1})
+    with pytest.raises(ParameterError, match="target_node"):
+        op_from_dict({"OP_ID": "OP_INSTANCE_MOVE", "instance_name": "w"})
+    with pytest.raises(ParameterError, match="mode"):
+        op_from_dict({"OP_ID": "OP_INSTANCE_MIGRATE", "instance_name": "w", "mode": "fast"})
+    failover = op_from_dict({"OP_ID": "OP_INSTANCE_FAILOVER", "instance_name": "w"})
+    assert failover.shutdown_timeout == 120  # type: ignore[attr-defined]
+
+
+# -- modify: parameters ---------------------------------------------------------------------
+
+
+def test_modify_parameters_reports_ganeti_changes_and_records_reason(cl: Cluster) -> None:
+    inst = cl.add_instance("web1")
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name=inst.uuid,
+                    beparams={"maxmem": "512M", "vcpus": 2}, osparams={"flavour": "big"})
+    assert result == [["be/maxmem", "512M"], ["be/vcpus", 2], ["os/flavour", "big"]]
+    inst = cl.instance("web1")
+    assert inst.beparams == {"maxmem": 512, "vcpus": 2}
+    assert inst.osparams == {"flavour": "big"}
+    assert inst.last_reason == REASON
+    node, args = cl.calls("os_validate")[0]
+    assert node == "node1" and args["osparams"] == {"flavour": "big"}
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                    beparams={"vcpus": "default"}, osparams={"flavour": None})
+    assert cl.instance("web1").beparams == {"maxmem": 512}
+    assert cl.instance("web1").osparams == {}
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "message"),
+    [
+        ({}, ParameterError, "no changes submitted"),
+        ({"hvparams": {"migration_mode": "live"}}, ParameterError, "global"),
+        ({"beparams": {"memory": 1}}, UnknownParameterError, "valid ones"),
+        ({"beparams": {"minmem": 4096}}, ParameterError, "must not exceed maxmem"),
+        ({"disk_template": "sharedfile"}, OpPrereqError, "not supported"),
+        ({"runtime_mem": 256}, ParameterError, "not supported by corral: runtime_mem"),
+        ({"os_name": "oldos+v1"}, OsError, "blacklisted"),
+        ({"disks": [["grow", 0, {}]]}, ParameterError, "accepted: add, remove, modify"),
+        ({"disks": [["modify", 0, {"size": 10}]]}, ParameterError, "grow-disk"),
+        ({"disks": [["modify", 5, {"mode": "ro"}]]}, OpPrereqError, "no disk 5"),
+        ({"disks": [["add", -1, {"size": 10, "vg": "x"}]]}, UnknownParameterError, "vg"),
+        ({"disks": [["remove", 0, {"size": 1}]]}, ParameterError, "no parameters"),
+        ({"nics": [["add", -1, {"mode": "routed"}]]}, ParameterError, "needs an IP"),
+        ({"nics": [["add", -1, {"ip": "300.1.1.1"}]]}, ParameterError, "invalid IP"),
+        ({"nics": [["add", -1, {"mac": "zz"}]]}, ParameterError, "invalid MAC"),
+        ({"nics": [["add", -1, {"mode": "nat"}]]}, ParameterError, "not one of"),
+    ],
+)
+def test_modify_refuses_bad_changes_and_changes_nothing(
+    cl: Cluster, params: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    cl.add_instance("web1")
+    before = snapshot(cl.store)
+    with pytest.raises(error, match=message):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", **params)
+    assert snapshot(cl.store) == before
+    assert not cl.calls("blockdev_create")
+
+
+def test_modify_unknown_instance_lists_known_ones(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    with pytest.raises(NotFoundError, match="web1"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="nope", beparams={"vcpus": 2})
+
+
+def test_modify_os_name_checks_the_os_on_the_node(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    cl.fail["os_get"] = OsError("OS 'ubuntu' not found; available: debian")
+    with pytest.raises(OsError, match="available: debian"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", os_name="ubuntu")
+    assert cl.instance("web1").os == "debian"
+    del cl.fail["os_get"]
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                  os_name="ubuntu+focal") == [["os_name", "ubuntu+focal"]]
+    assert cl.instance("web1").os == "ubuntu+focal"
+
+
+def test_modify_osparams_failing_verify_changes_nothing(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    cl.fail["os_validate"] = OsScriptError("verify failed: unknown flavour 'x'")
+    with pytest.raises(OsScriptError, match="unknown flavour"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", osparams={"flavour": "x"})
+    assert cl.instance("web1").osparams == {}
+
+
+def test_offline_needs_the_instance_down(cl: Cluster) -> None:
+    cl.add_instance("web1", up=True)
+    cl.add_instance("db1")
+    with pytest.raises(OpPrereqError, match="marked up"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", offline=True)
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="db1",
+                  offline=True) == [["admin_state", "offline"]]
+    assert cl.instance("db1").admin_state == "offline"
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="db1", offline=False)
+    assert cl.instance("db1").admin_state == "down"
+
+
+def test_dry_run_reports_without_changing(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    before = snapshot(cl.store)
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", dry_run=True,
+                    disks=[["add", -1, {"size": "2G"}]], beparams={"vcpus": 4})
+    assert result == [["disk/1", "add:size=2048,mode=rw"], ["be/vcpus", 4]]
+    assert snapshot(cl.store) == before
+    assert not cl.calls("blockdev_create")
+
+
+def test_new_primary_node_for_shared_disks_only(cl: Cluster) -> None:
+    cl.add_instance("files")
+    shared = cl.add_instance("shared", template="sharedfile")
+    with pytest.raises(OpPrereqError, match="gnt-instance move"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="files", pnode="node2")
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="shared",
+                  pnode="node2") == [["pnode", "node2"]]
+    node2 = cl.store.get("node", "node2")
+    assert cl.instance("shared").primary_node == node2.uuid
+    assert cl.store.get("disk", shared.disks[0]).nodes == [node2.uuid]
+
+
+# -- modify: disks ---------------------------------------------------------------------------
+
+
+def test_add_disk_creates_it_on_the_primary_then_commits(cl: Cluster) -> None:
+    inst = cl.add_instance("web1", node="node2")
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                    disks=[["add", -1, {"size": 512, "name": "data", "mode": "ro"}]])
+    assert result == [["disk/1", "add:size=512,mode=ro"]]
+    inst = cl.instance("web1")
+    assert len(inst.disks) == 2
+    disk = cl.store.get("disk", inst.disks[1])
+    assert (disk.name, disk.size, disk.mode, disk.iv_name) == ("data", 512, "ro", "disk/1")
+    assert disk.logical_id == ["loop", f"{FILE_DIR}/{inst.uuid}/{disk.uuid}.disk1"]
+    assert disk.nodes == [cl.store.get("node", "node2").uuid]
+    node, args = cl.calls("blockdev_create")[0]
+    assert node == "node2" and args["disk"]["uuid"] == disk.uuid
+    assert args["disk"]["logical_id"] == disk.logical_id
+    assert inst.last_reason == REASON
+
+
+def test_add_disk_at_an_index_renumbers(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["add", 0, {"size": 64}]])
+    disks = [cl.store.get("disk", u) for u in cl.instance("web1").disks]
+    assert [d.size for d in disks] == [64, 1024]
+    assert [d.iv_name for d in disks] == ["disk/0", "disk/1"]
+
+
+def test_failed_disk_creation_removes_created_disks(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    before = snapshot(cl.store)
+    created: list[str] = []
+
+    def create(node: Node, args: Mapping[str, Any]) -> Any:
+        if created:
+            raise BlockDeviceError("not enough space: needs 2048 MiB, 100 MiB free")
+        created.append(args["disk"]["uuid"])
+        return {"path": "/x"}
+
+    cl.rpc.handlers["blockdev_create"] = create
+    with pytest.raises(BlockDeviceError, match="not enough space"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+               disks=[["add", -1, {"size": 10}], ["add", -1, {"size": 2048}]])
+    assert snapshot(cl.store) == before
+    assert [args["disk"]["uuid"] for _n, args in cl.calls("blockdev_remove")] == created
+
+
+def test_remove_disk_needs_a_stopped_instance(cl: Cluster) -> None:
+    inst = cl.add_instance("web1", disks=2, up=True)
+    with pytest.raises(OpPrereqError, match="is running on node node1"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", 0, {}]])
+    assert cl.instance("web1").disks == inst.disks
+    cl.running["node1"].clear()
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                    disks=[["remove", 0, {}]])
+    assert result == [["disk/0", "remove"]]
+    assert cl.instance("web1").disks == inst.disks[1:]
+    assert cl.store.find("disk", inst.disks[0]) is None
+    assert cl.store.get("disk", inst.disks[1]).iv_name == "disk/0"
+    [(node, args)] = cl.calls("blockdev_remove")
+    assert node == "node1" and args["disk"]["uuid"] == inst.disks[0]
+
+
+def test_removing_the_last_disk_makes_the_instance_diskless(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", -1, {}]])
+    assert cl.instance("web1").disk_template == "diskless"
+    with pytest.raises(ParameterError, match="dev_type"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+               disks=[["add", -1, {"size": 10}]])
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+           disks=[["add", -1, {"size": 10, "dev_type": "sharedfile"}]])
+    assert cl.instance("web1").disk_template == "sharedfile"
+
+
+def test_modify_disk_by_name_and_old_two_element_form(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                  disks=[[0, {"name": "root"}]]) == [["disk.name/0", "root"]]
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                  disks=[["modify", "root", {"mode": "ro"}]]) == [["disk.mode/0", "ro"]]
+    disk = cl.store.get("disk", cl.instance("web1").disks[0])
+    assert (disk.name, disk.mode) == ("root", "ro")
+
+
+# -- modify: NICs ----------------------------------------------------------------------------
+
+
+def test_add_nic_generates_a_unique_mac(cl: Cluster) -> None:
+    cl.add_instance("web1", nics=[NIC(mac="aa:00:00:00:00:01", ip="192.0.2.50")])
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                    nics=[["add", -1, {"ip": "192.0.2.51", "mode": "routed", "link": "100"}]])
+    nic = cl.instance("web1").nics[1]
+    assert nic.mac.startswith("aa:00:00:") and nic.mac != "aa:00:00:00:00:01"
+    assert nic.nicparams == {"mode": "routed", "link": "100"}
+    assert result == [["nic.1", f"add:mac={nic.mac},ip=192.0.2.51,mode=routed,link=100,"
+                                "network=None"]]
+
+
+def test_nic_addresses_stay_unique(cl: Cluster) -> None:
+    cl.add_instance("web1", nics=[NIC(mac="aa:00:00:00:00:01", ip="192.0.2.50")])
+    cl.add_instance("web2")
+    with pytest.raises(AlreadyExistsError, match=r"192\.0\.2\.50 is already used by instance web1"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web2",
+               nics=[["add", -1, {"ip": "192.0.2.50"}]])
+    with pytest.raises(AlreadyExistsError, match="aa:00:00:00:00:01"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web2",
+               nics=[["add", -1, {"mac": "AA:00:00:00:00:01"}]])
+
+
+def test_modify_and_remove_nics(cl: Cluster) -> None:
+    cl.add_instance("web1", nics=[NIC(mac="aa:00:00:00:00:01"), NIC(mac="aa:00:00:00:00:02")])
+    result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+                    nics=[["modify", 1, {"ip": "192.0.2.9", "link": "br1"}],
+                          ["remove", 0, {}]])
+    assert result == [["nic.ip/1", "192.0.2.9"], ["nic.link/1", "br1"],
+                      ["nic.mode/1", "bridged"], ["nic.vlan/1", ""], ["NIC/0", "remove"]]
+    [nic] = cl.instance("web1").nics
+    assert (nic.mac, nic.ip, nic.nicparams) == ("aa:00:00:00:00:02", "192.0.2.9",
+                                                {"link": "br1"})
+    with pytest.raises(ParameterError, match="needs an IP"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+               nics=[["modify", 0, {"ip": "none", "mode": "routed"}]])
+
+
+# -- disks ------------------------------------------------------------------------------------
+
+
+def test_activate_and_deactivate_disks(cl: Cluster) -> None:
+    inst = cl.add_instance("web1", disks=2, node="node3")
+    cl.add_instance("nodisk", template="diskless")
+    result = cl.run("OP_INSTANCE_ACTIVATE_DISKS", instance_name="web1")
+    disk0 = cl.store.get("disk", inst.disks[0])
+    assert len(result) == 2
+    assert result[0] == ["node3", "disk/0", "/local" + disk0.logical_id[1]]
+    cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1")
+    [(node, args)] = cl.calls("blockdev_shutdown")
+    assert node == "node3" and len(args["disks"]) == 2
+    assert cl.run("OP_INSTANCE_ACTIVATE_DISKS", instance_name="nodisk") == []
+
+
+def test_deactivate_disks_of_a_running_instance_needs_force(cl: Cluster) -> None:
+    cl.add_instance("web1")
+    cl.running["node1"].add("web1")
+    with pytest.raises(OpPrereqError, match="is running on node node1"):
+        cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1")
+    assert not cl.calls("blockdev_shutdown")
+    cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1", force=True)
+    assert cl.calls("blockdev_shutdown")
+
+
+def test_grow_disk_dry_runs_then_grows(cl: Cluster) -> None:
+    inst = cl.add_instance("web1")
+    cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=512)
+    assert [args["dryrun"] for _n, args in cl.calls("blockdev_grow")] == [True, False]
+    assert all(args["amount"] == 512 for _n, args in cl.calls("blockdev_grow"))
+    assert cl.store.get("disk", inst.disks[0]).size == 1536
+    cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=2048, absolute=True)
+    assert cl.calls("blockdev_grow")[-1][1]["amount"] == 512
+    assert cl.store.get("disk", inst.disks[0]).size == 2048
+    with pytest.raises(OpPrereqError, match="cannot shrink"):
+        cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=100,
+               absolute=True)
+    with pytest.raises(OpPrereqError, match="no disk 3"):
+        cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=3, amount=100)
+
+
+def test_grow_disk_refusals(cl: Cluster) -> None:
+    inst = cl.add_instance("web1")
+    cl.add_instance("nodisk", template="diskless")
+    with pytest.raises(OpPrereqError, match="no disks"):
+        cl.run("OP_INSTANCE_GROW_DISK", instance_name="nodisk", disk=0, amount=1)
+    cl.fail["blockdev_grow"] = BlockDeviceError("not enough space: needs 9999 MiB")
+    with pytest.raises(BlockDeviceError, match="not enough space"):
+        cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=9999)
+    assert cl.store.get("disk", inst.disks[0]).size == 1024
+
+
+# -- console ----------------------------------------------------------------------------------
+
+
+def test_console_of_running_instance(cl: Cluster) -> None:
+    cl.add_instance("web1", up=True)
+    assert cl.run("OP_INSTANCE_CONSOLE", instance_name="web1") == {
+        "instance": "web1", "kind": "message", "message": "fake console"}
+    cl.running["node1"].clear()
+    with pytest.raises(OpPrereqError, match=r"web1 is not running \(state ERROR_down\)"):
+        cl.run("OP_INSTANCE_CONSOLE", instance_name="web1")
+
+
+# -- migrate / failover -----------------------------------------------------------------------
+
+
+def test_migrate_needs_a_target_and_shared_disks(cl: Cluster) -> None:
+    cl.add_instance("files", up=True)
+    cl.add_instance("shared", template="sharedfile", up=True)
+    with pytest.raises(OpPrereqError, match="target node is required"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared")
+    with pytest.raises(ParameterError, match="iallocator"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", iallocator="hail")
+    with pytest.raises(OpPrereqError, match="gnt-instance move"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="files", target_node="node2")
+    with pytest.raises(OpPrereqError, match="already its primary"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node1")
+    with pytest.raises(OpPrereqError, match="gnt-instance move"):
+        cl.run("OP_INSTANCE_FAILOVER", instance_name="files", target_node="node2")
+
+
+def test_migrate_running_instance(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2",
+           mode="non-live")
+    steps = [(c.node, c.procedure) for c in cl.rpc.calls
+             if c.procedure.startswith("migration_")]
+    assert steps == [("node2", "migration_accept"), ("node1", "migration_send"),
+                     ("node2", "migration_finish")]
+    send = cl.calls("migration_send")[0][1]
+    assert send["target_ip"] == "192.0.2.2" and send["live"] is False
+    inst = cl.instance("shared")
+    assert cl.node_name(inst) == "node2" and inst.last_reason == REASON
+    assert cl.store.get("disk", inst.disks[0]).nodes == [inst.primary_node]
+
+
+def test_failed_migration_leaves_instance_on_source(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    before = snapshot(cl.store)
+    cl.fail["migration_send"] = HypervisorError("connection reset")
+    with pytest.raises(OpExecError, match=r"connection reset.*stays on node node1"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    assert snapshot(cl.store) == before
+    [(node, args)] = cl.calls("migration_finish")
+    assert node == "node2" and args["success"] is False
+
+
+def test_migrating_a_stopped_instance(cl: Cluster) -> None:
+    cl.add_instance("shared", template="diskless")
+    with pytest.raises(OpPrereqError, match=r"not running.*allow_failover"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2",
+           allow_failover=True)
+    assert cl.node_name(cl.instance("shared")) == "node2"
+    assert not cl.calls("migration_accept") and cl.calls("instance_shutdown")
+    assert not cl.calls("instance_start")
+
+
+def test_failover_stops_switches_and_starts(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.run("OP_INSTANCE_FAILOVER", instance_name="shared", target_node="node3",
+           shutdown_timeout=5)
+    assert cl.calls("instance_shutdown")[0][0] == "node1"
+    assert cl.calls("instance_shutdown")[0][1]["timeout"] == 5
+    assert cl.calls("instance_start")[0][0] == "node3"
+    assert cl.running == {"node1": set(), "node2": set(), "node3": {"shared"}}
+    assert cl.node_name(cl.instance("shared")) == "node3"
+
+
+def test_failover_from_an_unreachable_node(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.rpc.down.add("node1")
+    before = snapshot(cl.store)
+    with pytest.raises(OpExecError, match="ignore-consistency"):
+        cl.run("OP_INSTANCE_FAILOVER", instance_name="shared", target_node="node2")
+    assert snapshot(cl.store) == before
+    cl.run("OP_INSTANCE_FAILOVER", instance_name="shared", target_node="node2",
+           ignore_consistency=True)
+    assert cl.node_name(cl.instance("shared")) == "node2"
+    assert "shared" in cl.running["node2"]
+
+
+def test_failover_checks_memory_on_the_target(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.rpc.handlers["node_info"] = lambda node, args: {"memory_free": 64}
+    with pytest.raises(OpPrereqError, match="needs 128 MiB, 64 MiB free"):
+        cl.run("OP_INSTANCE_FAILOVER", instance_name="shared", target_node="node2")
+
+
+# -- move -------------------------------------------------------------------------------------
+
+
+def test_move_copies_file_disks(cl: Cluster) -> None:
+    inst = cl.add_instance("web1", disks=2, up=True)
+    old = [cl.store.get("disk", u) for u in inst.disks]
+    cl.run("OP_INSTANCE_MOVE", instance_name="web1", target_node="node2")
+    node2 = cl.store.get("node", "node2")
+    inst = cl.instance("web1")
+    assert inst.primary_node == node2.uuid and inst.last_reason == REASON
+    for index, disk in enumerate(cl.store.get("disk", u) for u in inst.disks):
+        assert disk.nodes == [node2.uuid]
+        assert disk.logical_id == ["loop", f"{FILE_DIR}/{inst.uuid}/{disk.uuid}.disk{index}"]
+    copies = cl.calls("blockdev_copy_from")
+    assert [node for node, _a in copies] == ["node2", "node2"]
+    assert copies[0][1]["source_ip"] == "192.0.2.1"
+    assert copies[0][1]["source_port"] == cl.store.cluster.noded_port
+    assert copies[0][1]["source_disk"]["uuid"] == old[0].uuid
+    assert [n for n, _a in cl.calls("blockdev_remove")] == ["node1", "node1"]
+    order = [c.procedure for c in cl.rpc.calls if c.procedure != "node_info"]
+    assert order.index("instance_shutdown") < order.index("blockdev_create")
+    assert order.index("blockdev_remove") < order.index("instance_start")
+    assert cl.running == {"node1": set(), "node2": {"web1"}, "node3": set()}
+
+
+def test_failed_move_restarts_on_source_and_changes_nothing(cl: Cluster) -> None:
+    cl.add_instance("web1", disks=2, up=True)
+    before = snapshot(cl.store)
+    copies: list[str] = []
+
+    def copy(node: Node, args: Mapping[str, Any]) -> Any:
+        copies.append(args["disk"]["uuid"])
+        if len(copies) == 2:
+            raise NodeUnreachableError("node node1 did not answer within 60 s")
+        return {"bytes": 1}
+
+    cl.rpc.handlers["blockdev_copy_from"] = copy
+    with pytest.raises(NodeUnreachableError, match="node1"):
+        cl.run("OP_INSTANCE_MOVE", instance_name="web1", target_node="node2")
+    assert snapshot(cl.store) == before
+    assert [(n, a["disk"]["uuid"]) for n, a in cl.calls("blockdev_remove")] == [
+        ("node2", copies[0]), ("node2", copies[1])]
+    assert cl.running["node1"] == {"web1"}
+
+
+def test_move_refuses_shared_disks_and_bad_targets(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile")
+    cl.add_instance("web1")
+    with pytest.raises(OpPrereqError, match="failover"):
+        cl.run("OP_INSTANCE_MOVE", instance_name="shared", target_node="node2")
+    with pytest.raises(NotFoundError, match="node9"):
+        cl.run("OP_INSTANCE_MOVE", instance_name="web1", target_node="node9")
+    with cl.store.transaction() as txn:
+        node = txn.get("node", "node2")
+        node.offline = True
+        txn.update(node)
+    with pytest.raises(OpPrereqError, match="node2 is offline"):
+        cl.run("OP_INSTANCE_MOVE", instance_name="web1", target_node="node2")
+
+
+def test_hypervisor_parameters_per_instance(cl: Cluster) -> None:
+    inst = cl.add_instance("vm1")
+    with cl.store.transaction() as txn:
+        copy = txn.get("instance", inst.uuid)
+        copy.hypervisor = "kvm"
+        txn.update(copy)
+    assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1",
+                  hvparams={"acpi": "false", "kernel_args": "ro quiet"}) == [
+        ["hv/acpi", "false"], ["hv/kernel_args", "ro quiet"]]
+    assert cl.instance("vm1").hvparams == {"acpi": False, "kernel_args": "ro quiet"}
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1", hvparams={"acpi": "default"})
+    assert cl.instance("vm1").hvparams == {"kernel_args": "ro quiet"}
+    with pytest.raises(ParameterError, match="global"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1",
+               hvparams={"migration_port": 9000})
+
+
+def test_deactivate_disks_of_an_instance_marked_up_needs_force(cl: Cluster) -> None:
+    cl.add_instance("web1", up=True)
+    with pytest.raises(OpPrereqError, match="marked up"):
+        cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1")
+
+
+def test_migrate_cleanup_records_where_the_instance_runs(cl: Cluster) -> None:
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.running["node1"].clear()
+    cl.running["node2"].add("shared")
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2", cleanup=True)
+    assert cl.node_name(cl.instance("shared")) == "node2"
+    cl.running["node1"].add("shared")
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node3", cleanup=True)
+    assert cl.node_name(cl.instance("shared")) == "node2"
+    assert cl.calls("migration_finish")[-1] == ("node3", cl.calls("migration_finish")[-1][1])
+    assert cl.calls("migration_finish")[-1][1]["success"] is False
+
+
+def test_move_of_a_diskless_instance_only_switches_nodes(cl: Cluster) -> None:
+    cl.add_instance("light", template="diskless")
+    cl.run("OP_INSTANCE_MOVE", instance_name="light", target_node="node3")
+    assert cl.node_name(cl.instance("light")) == "node3"
+    assert not cl.calls("blockdev_create") and not cl.calls("instance_start")
+
+
+def test_new_disks_go_where_the_instance_keeps_its_disks(cl: Cluster) -> None:
+    inst = cl.add_instance("web1", directory=f"{FILE_DIR}/team-a")
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["add", -1, {"size": 8}]])
+    disk = cl.store.get("disk", cl.instance("web1").disks[1])
+    assert disk.logical_id[1] == f"{FILE_DIR}/team-a/{inst.uuid}/{disk.uuid}.disk1"

@@ -1,0 +1,1054 @@
+"""``gnt-instance``: create, run, change, move and remove instances.
+
+Every command builds its opcode in Ganeti's dict form (field names of Ganeti's
+``opcodes.py``) and submits it through the master daemon's luxi socket, as Ganeti's
+own client does. Options follow ``man gnt-instance``: ``--disk N:size=...``,
+``--net N:mac=...``, ``-H``, ``-B`` and ``-O`` take ``key=val`` lists (``-key``
+resets a parameter to its default in ``modify``; ``-B`` values are checked and typed
+before submitting, as Ganeti's client does). Instance names or UUIDs are
+accepted and passed on unchanged; the master resolves them.
+
+Only the fields a command sets on purpose are sent (plus those Ganeti's client always
+sends and corral implements), so the opcode defaults apply to the rest.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from corral import __version__, serializer
+from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.jobs import (
+    exit_with,
+    format_time,
+    generic_list,
+    list_fields_command,
+    make_op,
+    poll_job,
+    submit_and_wait,
+)
+from corral.cli.keyval import IdentValue, KeyValDict
+from corral.cli.options import (
+    FieldSelection,
+    IdentKeyValType,
+    KeyValType,
+    common_list_options,
+    dry_run_option,
+    force_option,
+    print_jobid_option,
+    priority_option,
+    reason_option,
+    resolve_fields,
+    submit_option,
+)
+from corral.cli.output import format_info, format_unit
+from corral.errors import CorralError, OpExecError, ParameterError
+from corral.objects.params import BE_PARAMS, DISK_TEMPLATES, parse_size, validate_params
+
+__all__ = ["LIST_DEFAULT_FIELDS", "convert_modifications", "main", "parse_disks", "parse_nics"]
+
+TOOL = "gnt-instance"
+
+#: ``gnt-instance list`` columns without ``-o`` (Ganeti's default).
+LIST_DEFAULT_FIELDS = ("name", "hypervisor", "os", "pnode", "status", "oper_ram")
+
+#: List fields whose values are lists, shown comma-separated (as Ganeti does).
+_LIST_JOINED = ("tags", "disk.sizes", "nic.macs", "nic.ips", "nic.modes", "nic.links",
+                "nic.bridges", "nic.networks", "snodes", "snodes.group", "snodes.group.uuid",
+                "disk.names", "disk.uuids", "nic.names", "nic.uuids")
+
+#: Ganeti's default shutdown timeout, seconds.
+DEFAULT_SHUTDOWN_TIMEOUT = 120
+
+#: Actions of ``modify --disk/--net`` that take no index (Ganeti's DDM_* words).
+_INDEXLESS_ACTIONS = ("add", "remove", "attach", "detach")
+_ALL_ACTIONS = ("add", "remove", "attach", "detach", "modify")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- option helpers ------------------------------------------------------------------------
+
+
+def _job_options(*, dry_run: bool = True) -> Callable[[F], F]:
+    """``--submit``, ``--print-jobid``, ``--priority``, ``--reason`` (and ``--dry-run``)."""
+    decorators: list[Callable[[F], F]] = [submit_option, print_jobid_option, priority_option,
+                                          reason_option]
+    if dry_run:
+        decorators.append(dry_run_option)
+
+    def decorate(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+    return decorate
+
+
+def _shutdown_timeout_option(func: F) -> F:
+    return click.option("--shutdown-timeout", "shutdown_timeout", type=click.IntRange(min=0),
+                        default=DEFAULT_SHUTDOWN_TIMEOUT, show_default=True,
+                        help="Seconds to wait for the instance to shut down.")(func)
+
+
+def _index(option: str, ident: str, what: str) -> int:
+    try:
+        index = int(ident)
+    except ValueError:
+        raise ParameterError(
+            f"{option} {ident}:...: invalid {what} index '{ident}'; expected a number "
+            "such as 0"
+        ) from None
+    if index < 0:
+        raise ParameterError(f"{option}: {what} index must not be negative, got {index}")
+    return index
+
+
+def _size(option: str, value: Any, what: str) -> int:
+    if not isinstance(value, str):
+        raise ParameterError(f"{option}: {what} needs a value, e.g. size=10G")
+    try:
+        return parse_size(value)
+    except CorralError as err:
+        raise ParameterError(f"{option}: invalid size for {what}: {err.message}") from None
+    except ValueError as err:
+        raise ParameterError(f"{option}: invalid size for {what}: {err}") from None
+
+
+def _indexed(option: str, items: Sequence[tuple[str, IdentValue]],
+             what: str) -> list[dict[str, Any]]:
+    """``N:key=val`` items → a list with one dict per index 0..max (each index once)."""
+    by_index: dict[int, dict[str, Any]] = {}
+    for ident, values in items:
+        index = _index(option, ident, what)
+        if not isinstance(values, dict):
+            raise ParameterError(
+                f"{option}: '{'-' if values is None else 'no_'}{ident}' is not valid when "
+                f"creating; give {ident}:key=value,..."
+            )
+        if index in by_index:
+            raise ParameterError(f"{option}: {what} {index} given more than once")
+        by_index[index] = dict(values)
+    if not by_index:
+        return []
+    missing = [i for i in range(max(by_index) + 1) if i not in by_index]
+    if missing:
+        raise ParameterError(
+            f"{option}: no {what} {', '.join(map(str, missing))} given; {what}s are "
+            f"numbered from 0 without gaps"
+        )
+    return [by_index[i] for i in range(len(by_index))]
+
+
+def parse_disks(items: Sequence[tuple[str, IdentValue]]) -> list[dict[str, Any]]:
+    """``--disk N:size=SIZE[,mode=ro|rw][,name=...]`` values → opcode ``disks``.
+
+    Sizes take Ganeti's units (``10G``, ``512M``, plain numbers are MiB) and become
+    MiB; every disk needs ``size`` (or ``adopt``).
+    """
+    disks = _indexed("--disk", items, "disk")
+    for index, disk in enumerate(disks):
+        if "size" in disk:
+            if "adopt" in disk:
+                raise ParameterError(f"--disk {index}: give only one of 'size' and 'adopt'")
+            disk["size"] = _size("--disk", disk["size"], f"disk {index}")
+        elif "adopt" not in disk:
+            raise ParameterError(f"--disk {index}: missing size, e.g. --disk {index}:size=10G")
+    return disks
+
+
+def parse_nics(items: Sequence[tuple[str, IdentValue]]) -> list[dict[str, Any]]:
+    """``--net N:mac=...,ip=...,mode=...,link=...,name=...`` values → opcode ``nics``."""
+    return _indexed("--net", items, "NIC")
+
+
+def _mod_identifier(ident: str) -> int | str:
+    """An index (``0``, ``-1``) as a number; a disk/NIC name or UUID as text."""
+    try:
+        return int(ident)
+    except ValueError:
+        return ident
+
+
+def convert_modifications(option: str, items: Sequence[tuple[str, IdentValue]], *,
+                          disks: bool) -> list[list[Any]]:
+    """``modify --disk/--net`` values → Ganeti's ``[[action, identifier, params]]``.
+
+    ``add:size=1G`` adds at the end (identifier -1), ``remove`` removes the last one;
+    ``N:remove`` removes number N (or the one called N), ``N:add,...`` adds at N, and
+    ``N:key=val,...`` (or ``N:modify,key=val``) changes it. Removals take no parameters.
+    """
+    result: list[list[Any]] = []
+    for ident, values in items:
+        if not isinstance(values, dict):
+            raise ParameterError(
+                f"{option} {'-' if values is None else 'no_'}{ident}: not understood; use "
+                f"{ident}:remove to remove it"
+            )
+        params: dict[str, Any] = dict(values)
+        identifier: int | str
+        if ident in _INDEXLESS_ACTIONS:
+            action, identifier = ident, -1
+        else:
+            identifier = _mod_identifier(ident)
+            given = [a for a in _ALL_ACTIONS if a in params]
+            if len(given) > 1:
+                raise ParameterError(
+                    f"{option} {ident}: only one of {', '.join(_ALL_ACTIONS)} at a time "
+                    f"(got {', '.join(given)})"
+                )
+            action = given[0] if given else "modify"
+            for name in given:
+                if params.pop(name) is not True:
+                    raise ParameterError(f"{option} {ident}: '{name}' takes no value")
+        if action in ("remove", "detach") and params:
+            raise ParameterError(
+                f"{option} {ident}: {action} takes no parameters (got "
+                f"{', '.join(sorted(params))})"
+            )
+        if disks:
+            if "size" in params:
+                params["size"] = _size(option, params["size"], f"disk {ident}")
+            elif action == "add":
+                raise ParameterError(f"{option} {ident}: adding a disk needs size=SIZE")
+        result.append([action, identifier, params])
+    return result
+
+
+def _backend(values: KeyValDict | None) -> dict[str, Any] | None:
+    """``-B`` values checked and typed here, as Ganeti's client does (sizes become MiB;
+    ``-key`` and ``key=default`` become None: back to the default)."""
+    if values is None:
+        return None
+    return validate_params("backend", BE_PARAMS, values, instance_level=True)
+
+
+# -- submitting -----------------------------------------------------------------------------
+
+
+def _submit(verb: str, op_id: str, params: dict[str, Any], *, reason: str | None,
+            priority: int | None, submit_only: bool, print_jobid: bool,
+            dry_run: bool = False) -> Any:
+    """Submit one opcode as one job; its result (None with ``--submit``)."""
+    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
+                 dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op], submit_only=submit_only,
+                                  print_jobid=print_jobid)
+    return None if results is None else results[0]
+
+
+def _submit_many(verb: str, names: Sequence[str], build: Callable[[str], dict[str, Any]],
+                 op_id: str, *, reason: str | None, priority: int | None, submit_only: bool,
+                 print_jobid: bool, dry_run: bool, force_multiple: bool) -> None:
+    """One job per instance (Ganeti's way for startup/shutdown/reboot); exit code 1 if any
+    job failed. More than one instance needs ``--force-multiple`` or a confirmation."""
+    if len(names) > 1 and not force_multiple:
+        click.echo(f"The {verb} will operate on {len(names)} instances:")
+        for name in names:
+            click.echo(f"  {name}")
+        if not click.confirm("Do you want to continue?", default=False):
+            exit_with(1)
+    if len(names) == 1:
+        _submit(verb, op_id, build(names[0]), reason=reason, priority=priority,
+                submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+        return
+    trail = reason_trail(TOOL, verb, reason)
+    failed = 0
+    with get_client() as client:
+        jobs = []
+        for name in names:
+            op = make_op(op_id, build(name), trail=trail, priority=priority, dry_run=dry_run)
+            job_id = int(client.call("SubmitJob", [op]))
+            if print_jobid:
+                click.echo(str(job_id))
+            jobs.append((name, job_id))
+        if submit_only:
+            for name, job_id in jobs:
+                click.echo(f"JobID: {job_id} ({name})", err=True)
+            return
+        for name, job_id in jobs:
+            try:
+                poll_job(client, job_id)
+            except CorralError as err:
+                failed += 1
+                click.echo(f"Failure: {name}: {err.message}", err=True)
+    exit_with(1 if failed else 0)
+
+
+def _confirm(text: str, force: bool) -> None:
+    """Ask ``text`` unless ``force``; a "no" ends the command with exit code 1."""
+    if not force and not click.confirm(text, default=False):
+        exit_with(1)
+
+
+# -- the commands ---------------------------------------------------------------------------
+
+
+@click.group(cls=CorralGroup)
+@click.version_option(__version__, prog_name=TOOL)
+def cli() -> None:
+    """Instance administration: add, remove, start, stop, modify, migrate, move, list..."""
+
+
+@cli.command()
+@click.option("-t", "--disk-template", "disk_template", type=click.Choice(DISK_TEMPLATES),
+              help="Disk template: " + ", ".join(DISK_TEMPLATES) + ".")
+@click.option("-o", "--os-type", "os_type", metavar="OS[+VARIANT]",
+              help="OS definition (and variant) to install.")
+@click.option("-n", "--node", "node", metavar="PNODE[:SNODE]", help="Primary node.")
+@click.option("-g", "--node-group", "group_name", metavar="GROUP",
+              help="Node group to place the instance in.")
+@click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
+              help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk.")
+@click.option("-s", "--os-size", "os_size", metavar="SIZE",
+              help="One disk of SIZE (instead of --disk).")
+@click.option("--net", "net_items", type=IdentKeyValType(), multiple=True,
+              help="NIC N: N:mac=MAC,ip=IP,mode=MODE,link=LINK,name=NAME; repeat per NIC.")
+@click.option("--no-nics", is_flag=True, help="Create the instance without NICs.")
+@click.option("-H", "--hypervisor-parameters", "hv_option", type=IdentKeyValType(),
+              default=None, help="Hypervisor and its parameters: HV[:key=val,...].")
+@click.option("--hypervisor", "hypervisor_name", metavar="HV",
+              help="Hypervisor (same as the HV of -H).")
+@click.option("-B", "--backend-parameters", "beparams", type=KeyValType(), default=None,
+              help="Backend parameters: vcpus=N,maxmem=SIZE,minmem=SIZE,...")
+@click.option("-O", "--os-parameters", "osparams", type=KeyValType(), default=None,
+              help="OS parameters: key=val,...")
+@click.option("--no-start", is_flag=True, help="Do not start the instance after creating it.")
+@click.option("--no-install", is_flag=True,
+              help="Do not install the OS (implies --no-start).")
+@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@click.option("--file-storage-dir", metavar="DIR",
+              help="Directory below the cluster's file storage dir for the disk files.")
+@click.option("--file-driver", metavar="DRIVER", help="Driver for file disks (loop).")
+@click.option("--no-name-check", is_flag=True, help="Do not resolve the instance name.")
+@click.option("--no-ip-check", is_flag=True,
+              help="Do not check that the instance's IP is unused.")
+@click.option("--tags", "tags", metavar="TAG,...", help="Comma-separated tags.")
+@_job_options()
+@click.argument("instance_name")
+def add(instance_name: str, disk_template: str | None, os_type: str | None,
+        node: str | None, group_name: str | None, disk_items: tuple[tuple[str, IdentValue], ...],
+        os_size: str | None, net_items: tuple[tuple[str, IdentValue], ...], no_nics: bool,
+        hv_option: tuple[str, IdentValue] | None, hypervisor_name: str | None,
+        beparams: KeyValDict | None, osparams: KeyValDict | None, no_start: bool,
+        no_install: bool, force_variant: bool, file_storage_dir: str | None,
+        file_driver: str | None, no_name_check: bool, no_ip_check: bool, tags: str | None,
+        submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
+        dry_run: bool) -> None:
+    """Create INSTANCE_NAME: its disks, the OS install and (unless --no-start) a start."""
+    if disk_template == "diskless":
+        if disk_items or os_size is not None:
+            raise ParameterError("a diskless instance takes no --disk or -s option")
+        disks: list[dict[str, Any]] = []
+    else:
+        if disk_items and os_size is not None:
+            raise ParameterError("give either --disk or -s, not both")
+        if os_size is not None:
+            disks = [{"size": _size("-s", os_size, "the disk")}]
+        else:
+            disks = parse_disks(disk_items)
+        if not disks:
+            raise ParameterError(
+                "no disk given: use --disk 0:size=SIZE (or -s SIZE), or -t diskless"
+            )
+    if net_items and no_nics:
+        raise ParameterError("give either --net or --no-nics, not both")
+    nics = parse_nics(net_items) if net_items else ([] if no_nics else [{}])
+    hypervisor, hvparams = hypervisor_name, {}
+    if hv_option is not None:
+        hv, values = hv_option
+        if not isinstance(values, dict):
+            raise ParameterError(f"-H: '{hv}' needs to name a hypervisor, e.g. -H fake")
+        if hypervisor is not None and hypervisor != hv:
+            raise ParameterError(
+                f"--hypervisor {hypervisor} and -H {hv}:... name different hypervisors"
+            )
+        hypervisor, hvparams = hv, dict(values)
+    pnode, _, snode = (node or "").partition(":")
+    body: dict[str, Any] = {
+        "instance_name": instance_name,
+        "mode": "create",
+        "disks": disks,
+        "nics": nics,
+        "hvparams": hvparams,
+        "beparams": _backend(beparams) or {},
+        "osparams": dict(osparams or {}),
+        "start": not (no_start or no_install),
+        "name_check": not no_name_check,
+        "ip_check": not no_ip_check,
+    }
+    optional = {
+        "disk_template": disk_template, "os_type": os_type, "pnode": pnode or None,
+        "snode": snode or None,
+        "group_name": group_name, "hypervisor": hypervisor,
+        "file_storage_dir": file_storage_dir, "file_driver": file_driver,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    if no_install:
+        body["no_install"] = True
+    if force_variant:
+        body["force_variant"] = True
+    if tags:
+        body["tags"] = [t for t in tags.split(",") if t]
+    _submit("add", "OP_INSTANCE_CREATE", body, reason=reason, priority=priority,
+            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command()
+@force_option
+@_shutdown_timeout_option
+@click.option("--ignore-failures", is_flag=True,
+              help="Remove the instance from the configuration even if removing its disks "
+                   "or stopping it fails.")
+@_job_options()
+@click.argument("instance_name")
+def remove(instance_name: str, force: bool, shutdown_timeout: int, ignore_failures: bool,
+           submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
+           dry_run: bool) -> None:
+    """Stop INSTANCE_NAME and remove it with all its disks."""
+    _confirm(f"This will remove instance {instance_name} and delete all its disks, with "
+             "all the data on them. Continue?", force)
+    _submit("remove", "OP_INSTANCE_REMOVE",
+            {"instance_name": instance_name, "ignore_failures": ignore_failures,
+             "shutdown_timeout": shutdown_timeout},
+            reason=reason, priority=priority, submit_only=submit_only,
+            print_jobid=print_jobid, dry_run=dry_run)
+
+
+def _multi_options(func: F) -> F:
+    func = click.option("--force-multiple", "force_multiple", is_flag=True,
+                        help="Do not ask for confirmation when more than one instance is "
+                             "affected.")(func)
+    return click.option("--ignore-offline", "ignore_offline", is_flag=True,
+                        help="Ignore offline nodes and do as much as possible.")(func)
+
+
+@cli.command()
+@force_option
+@click.option("-H", "--hypervisor-parameters", "hvparams", type=KeyValType(), default=None,
+              help="Hypervisor parameters for this start only: key=val,...")
+@click.option("-B", "--backend-parameters", "beparams", type=KeyValType(), default=None,
+              help="Backend parameters for this start only: key=val,...")
+@click.option("--paused", "startup_paused", is_flag=True, help="Start the instance paused.")
+@click.option("--no-remember", is_flag=True,
+              help="Start it but keep its configured state (down).")
+@_multi_options
+@_job_options()
+@click.argument("instances", nargs=-1, required=True)
+def startup(instances: tuple[str, ...], force: bool, hvparams: KeyValDict | None,
+            beparams: KeyValDict | None, startup_paused: bool, no_remember: bool,
+            force_multiple: bool, ignore_offline: bool, submit_only: bool, print_jobid: bool,
+            priority: int | None, reason: str | None, dry_run: bool) -> None:
+    """Start INSTANCES."""
+    be_checked = _backend(beparams)
+
+    def build(name: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"instance_name": name, "force": force,
+                                "ignore_offline_nodes": ignore_offline,
+                                "no_remember": no_remember, "startup_paused": startup_paused}
+        if hvparams:
+            body["hvparams"] = dict(hvparams)
+        if beparams:
+            body["beparams"] = be_checked
+        return body
+    _submit_many("startup", instances, build, "OP_INSTANCE_STARTUP", reason=reason,
+                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                 dry_run=dry_run, force_multiple=force_multiple)
+
+
+@cli.command()
+@force_option
+@click.option("--timeout", "timeout", type=click.IntRange(min=0),
+              default=DEFAULT_SHUTDOWN_TIMEOUT, show_default=True,
+              help="Seconds to wait for a clean shutdown before forcing it.")
+@click.option("--no-remember", is_flag=True,
+              help="Stop it but keep its configured state (up).")
+@_multi_options
+@_job_options()
+@click.argument("instances", nargs=-1, required=True)
+def shutdown(instances: tuple[str, ...], force: bool, timeout: int, no_remember: bool,
+             force_multiple: bool, ignore_offline: bool, submit_only: bool, print_jobid: bool,
+             priority: int | None, reason: str | None, dry_run: bool) -> None:
+    """Stop INSTANCES."""
+    def build(name: str) -> dict[str, Any]:
+        return {"instance_name": name, "force": force, "timeout": timeout,
+                "ignore_offline_nodes": ignore_offline, "no_remember": no_remember}
+    _submit_many("shutdown", instances, build, "OP_INSTANCE_SHUTDOWN", reason=reason,
+                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                 dry_run=dry_run, force_multiple=force_multiple)
+
+
+@cli.command()
+@click.option("-t", "--type", "reboot_type", type=click.Choice(["soft", "hard", "full"]),
+              default="hard", show_default=True,
+              help="soft: inside the guest; hard: restart the VM; full: stop and start.")
+@_shutdown_timeout_option
+@click.option("--ignore-secondaries", is_flag=True,
+              help="Ignore errors from secondary nodes (full reboot).")
+@click.option("--force-multiple", "force_multiple", is_flag=True,
+              help="Do not ask for confirmation when more than one instance is affected.")
+@_job_options()
+@click.argument("instances", nargs=-1, required=True)
+def reboot(instances: tuple[str, ...], reboot_type: str, shutdown_timeout: int,
+           ignore_secondaries: bool, force_multiple: bool, submit_only: bool,
+           print_jobid: bool, priority: int | None, reason: str | None, dry_run: bool) -> None:
+    """Reboot INSTANCES."""
+    def build(name: str) -> dict[str, Any]:
+        return {"instance_name": name, "reboot_type": reboot_type,
+                "ignore_secondaries": ignore_secondaries,
+                "shutdown_timeout": shutdown_timeout}
+    _submit_many("reboot", instances, build, "OP_INSTANCE_REBOOT", reason=reason,
+                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                 dry_run=dry_run, force_multiple=force_multiple)
+
+
+@cli.command()
+@force_option
+@click.option("-o", "--os-type", "os_type", metavar="OS[+VARIANT]",
+              help="Install this OS instead of the current one.")
+@click.option("-O", "--os-parameters", "osparams", type=KeyValType(), default=None,
+              help="OS parameters: key=val,...")
+@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@_job_options()
+@click.argument("instance_name")
+def reinstall(instance_name: str, force: bool, os_type: str | None,
+              osparams: KeyValDict | None, force_variant: bool, submit_only: bool,
+              print_jobid: bool, priority: int | None, reason: str | None,
+              dry_run: bool) -> None:
+    """Reinstall the OS of the stopped INSTANCE_NAME, erasing its disks."""
+    what = f"install OS '{os_type}'" if os_type else "reinstall the same OS"
+    _confirm(f"This will {what} on instance '{instance_name}', erasing all data on its "
+             "disks. Continue?", force)
+    body: dict[str, Any] = {"instance_name": instance_name, "force_variant": force_variant}
+    if os_type is not None:
+        body["os_type"] = os_type
+    if osparams:
+        body["osparams"] = dict(osparams)
+    _submit("reinstall", "OP_INSTANCE_REINSTALL", body, reason=reason, priority=priority,
+            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command()
+@force_option
+@click.option("--no-name-check", is_flag=True, help="Do not resolve the new name.")
+@click.option("--no-ip-check", is_flag=True, help="Do not check that the new IP is unused.")
+@_job_options()
+@click.argument("instance_name")
+@click.argument("new_name")
+def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
+           no_ip_check: bool, submit_only: bool, print_jobid: bool, priority: int | None,
+           reason: str | None, dry_run: bool) -> None:
+    """Rename INSTANCE_NAME to NEW_NAME (the OS's rename script runs on its disks)."""
+    if no_name_check:
+        _confirm(f"The name check is off: make sure '{new_name}' is a fully qualified "
+                 "name. Continue?", force)
+    result = _submit("rename", "OP_INSTANCE_RENAME",
+                     {"instance_name": instance_name, "new_name": new_name,
+                      "name_check": not no_name_check, "ip_check": not no_ip_check},
+                     reason=reason, priority=priority, submit_only=submit_only,
+                     print_jobid=print_jobid, dry_run=dry_run)
+    if result:
+        click.echo(f"Instance '{instance_name}' renamed to '{result}'")
+
+
+@cli.command()
+@click.option("-H", "--hypervisor-parameters", "hvparams", type=KeyValType(), default=None,
+              help="Hypervisor parameters: key=val,...; '-key' or key=default resets one.")
+@click.option("-B", "--backend-parameters", "beparams", type=KeyValType(), default=None,
+              help="Backend parameters: key=val,...; '-key' or key=default resets one.")
+@click.option("-O", "--os-parameters", "osparams", type=KeyValType(), default=None,
+              help="OS parameters: key=val,...; '-key' removes one.")
+@click.option("-o", "--os-type", "os_name", metavar="OS[+VARIANT]",
+              help="Change the OS (takes effect at the next reinstall).")
+@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
+              help="add:size=SIZE[,mode=..] | N:remove | N:modify,mode=..; repeatable.")
+@click.option("--net", "net_items", type=IdentKeyValType(), multiple=True,
+              help="add[:mac=..,ip=..,mode=..,link=..] | N:remove | N:modify,ip=..; "
+                   "repeatable.")
+@click.option("--offline", "offline", flag_value=True, default=None,
+              help="Mark the (stopped) instance offline.")
+@click.option("--online", "offline", flag_value=False, help="Mark the instance online again.")
+@force_option
+@_job_options()
+@click.argument("instance_name")
+def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict | None,
+           osparams: KeyValDict | None, os_name: str | None, force_variant: bool,
+           disk_items: tuple[tuple[str, IdentValue], ...],
+           net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None, force: bool,
+           submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
+           dry_run: bool) -> None:
+    """Change parameters, disks or NICs of INSTANCE_NAME."""
+    if not (hvparams or beparams or osparams or os_name or disk_items or net_items
+            or offline is not None):
+        click.echo("Please give at least one of the parameters.", err=True)
+        exit_with(1)
+    body: dict[str, Any] = {"instance_name": instance_name, "force": force}
+    if hvparams:
+        body["hvparams"] = dict(hvparams)
+    if beparams:
+        body["beparams"] = _backend(beparams)
+    if osparams:
+        body["osparams"] = dict(osparams)
+    if os_name:
+        body["os_name"] = os_name
+    if force_variant:
+        body["force_variant"] = True
+    if disk_items:
+        body["disks"] = convert_modifications("--disk", disk_items, disks=True)
+    if net_items:
+        body["nics"] = convert_modifications("--net", net_items, disks=False)
+    if offline is not None:
+        body["offline"] = offline
+    result = _submit("modify", "OP_INSTANCE_SET_PARAMS", body, reason=reason,
+                     priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                     dry_run=dry_run)
+    if result:
+        click.echo(f"Modified instance {instance_name}")
+        for param, data in result:
+            click.echo(f" - {param:<5} -> {data}")
+        click.echo("Most parameters take effect only at the next start of the instance "
+                   "done by the cluster; a restart from inside the guest is not enough.")
+
+
+@cli.command()
+@force_option
+@click.option("-n", "--target-node", "target_node", metavar="NODE",
+              help="Node to migrate to (needed for file/sharedfile disks).")
+@click.option("--non-live", "non_live", is_flag=True,
+              help="Suspend, copy and resume instead of a live migration.")
+@click.option("--migration-mode", type=click.Choice(["live", "non-live"]), default=None,
+              help="Override the hypervisor's default migration mode.")
+@click.option("--cleanup", is_flag=True, help="Recover from a failed migration.")
+@click.option("--allow-failover", is_flag=True,
+              help="Fail over instead if the instance cannot be migrated.")
+@_job_options()
+@click.argument("instance_name")
+def migrate(instance_name: str, force: bool, target_node: str | None, non_live: bool,
+            migration_mode: str | None, cleanup: bool, allow_failover: bool,
+            submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
+            dry_run: bool) -> None:
+    """Move the running INSTANCE_NAME to another node without stopping it."""
+    if non_live and migration_mode is not None:
+        raise ParameterError("give only one of --non-live and --migration-mode")
+    what = ("recovered from a failed migration" if cleanup else "migrated")
+    _confirm(f"Instance {instance_name} will be {what}; if anything goes wrong the "
+             "instance may be affected. Continue?", force)
+    mode = "non-live" if non_live else migration_mode
+    body: dict[str, Any] = {"instance_name": instance_name, "cleanup": cleanup,
+                            "allow_failover": allow_failover}
+    if mode is not None:
+        body["mode"] = mode
+    if target_node is not None:
+        body["target_node"] = target_node
+    _submit("migrate", "OP_INSTANCE_MIGRATE", body, reason=reason, priority=priority,
+            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command()
+@force_option
+@click.option("-n", "--target-node", "target_node", metavar="NODE",
+              help="Node to fail over to (needed for file/sharedfile disks).")
+@click.option("--ignore-consistency", is_flag=True,
+              help="Fail over even if the disks cannot be checked (source node offline).")
+@_shutdown_timeout_option
+@_job_options()
+@click.argument("instance_name")
+def failover(instance_name: str, force: bool, target_node: str | None,
+             ignore_consistency: bool, shutdown_timeout: int, submit_only: bool,
+             print_jobid: bool, priority: int | None, reason: str | None,
+             dry_run: bool) -> None:
+    """Stop INSTANCE_NAME, make another node its primary and start it there if it ran."""
+    _confirm(f"Failing over instance {instance_name} shuts it down. Continue?", force)
+    if ignore_consistency:
+        _confirm(f"To fail over {instance_name} ignoring consistency its primary node must "
+                 "be marked offline first. Is it?", force)
+    body: dict[str, Any] = {"instance_name": instance_name,
+                            "ignore_consistency": ignore_consistency,
+                            "shutdown_timeout": shutdown_timeout}
+    if target_node is not None:
+        body["target_node"] = target_node
+    _submit("failover", "OP_INSTANCE_FAILOVER", body, reason=reason, priority=priority,
+            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command()
+@force_option
+@click.option("-n", "--node", "target_node", metavar="NODE", required=True,
+              help="Node to move the instance to.")
+@_shutdown_timeout_option
+@click.option("--ignore-consistency", is_flag=True,
+              help="Go on even if the instance cannot be stopped on its node.")
+@_job_options()
+@click.argument("instance_name")
+def move(instance_name: str, force: bool, target_node: str, shutdown_timeout: int,
+         ignore_consistency: bool, submit_only: bool, print_jobid: bool,
+         priority: int | None, reason: str | None, dry_run: bool) -> None:
+    """Copy the disks of INSTANCE_NAME to another node and make it the primary."""
+    _confirm(f"Instance {instance_name} will be moved; it is shut down for that. "
+             "Continue?", force)
+    body: dict[str, Any] = {"instance_name": instance_name, "target_node": target_node,
+                            "shutdown_timeout": shutdown_timeout}
+    if ignore_consistency:
+        body["ignore_consistency"] = True
+    _submit("move", "OP_INSTANCE_MOVE", body, reason=reason, priority=priority,
+            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command("activate-disks")
+@click.option("--ignore-size", is_flag=True, help="Ignore the recorded size of the disks.")
+@_job_options(dry_run=False)
+@click.argument("instance_name")
+def activate_disks(instance_name: str, ignore_size: bool, submit_only: bool,
+                   print_jobid: bool, priority: int | None, reason: str | None) -> None:
+    """Make the disks of INSTANCE_NAME available on its node; print node:disk:path."""
+    body: dict[str, Any] = {"instance_name": instance_name}
+    if ignore_size:
+        body["ignore_size"] = True
+    result = _submit("activate-disks", "OP_INSTANCE_ACTIVATE_DISKS", body, reason=reason,
+                     priority=priority, submit_only=submit_only, print_jobid=print_jobid)
+    for entry in result or []:
+        click.echo(":".join(str(part) for part in entry))
+
+
+@cli.command("deactivate-disks")
+@force_option
+@_job_options()
+@click.argument("instance_name")
+def deactivate_disks(instance_name: str, force: bool, submit_only: bool, print_jobid: bool,
+                     priority: int | None, reason: str | None, dry_run: bool) -> None:
+    """Release the disks of the stopped INSTANCE_NAME on its node."""
+    _submit("deactivate-disks", "OP_INSTANCE_DEACTIVATE_DISKS",
+            {"instance_name": instance_name, "force": force}, reason=reason,
+            priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+            dry_run=dry_run)
+
+
+@cli.command("grow-disk")
+@click.option("--absolute", is_flag=True,
+              help="AMOUNT is the new size, not the amount to add.")
+@_job_options()
+@click.argument("instance_name")
+@click.argument("disk")
+@click.argument("amount")
+def grow_disk(instance_name: str, disk: str, amount: str, absolute: bool, submit_only: bool,
+              print_jobid: bool, priority: int | None, reason: str | None,
+              dry_run: bool) -> None:
+    """Grow disk number DISK of INSTANCE_NAME by AMOUNT (e.g. 1G), or to AMOUNT."""
+    try:
+        index = int(disk)
+    except ValueError:
+        raise ParameterError(f"invalid disk index '{disk}': expected a number such as 0") \
+            from None
+    size = _size("grow-disk", amount, "the amount")
+    _submit("grow-disk", "OP_INSTANCE_GROW_DISK",
+            {"instance_name": instance_name, "disk": index, "amount": size,
+             "absolute": absolute},
+            reason=reason, priority=priority, submit_only=submit_only,
+            print_jobid=print_jobid, dry_run=dry_run)
+
+
+# -- info -----------------------------------------------------------------------------------
+
+
+def _params_info(own: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
+    """Each parameter: its own value, or ``default (value)`` (Ganeti's layout)."""
+    shown: dict[str, Any] = {}
+    for key, value in actual.items():
+        if isinstance(value, dict) and value:
+            shown[key] = _params_info(own.get(key) or {}, value)
+        elif key in own:
+            shown[key] = str(own[key])
+        else:
+            shown[key] = f"default ({value})"
+    return shown
+
+
+def _reason_info(trail: Any) -> list[str]:
+    lines = []
+    for entry in trail or []:
+        try:
+            source, text, stamp = entry
+            when = format_time(int(stamp) / 1e9)
+        except (TypeError, ValueError):
+            lines.append(str(entry))
+            continue
+        lines.append(f"{source}: {text} ({when})")
+    return lines
+
+
+def _disk_info(index: int, disk: dict[str, Any]) -> list[tuple[str, Any]]:
+    size = disk.get("size")
+    nice = format_unit(size, "h") if isinstance(size, int | float) else str(size)
+    data: list[tuple[str, Any]] = [
+        (str(disk.get("iv_name") or f"disk {index}"), f"{disk.get('dev_type')}, size {nice}"),
+        ("access mode", disk.get("mode")),
+    ]
+    if disk.get("logical_id") is not None:
+        data.append(("logical_id", str(disk["logical_id"])))
+    if disk.get("pstatus"):
+        data.append(("on primary", _dev_status(disk["pstatus"])))
+    data.append(("name", disk.get("name")))
+    data.append(("UUID", disk.get("uuid")))
+    return data
+
+
+def _dev_status(status: Any) -> str:
+    if isinstance(status, list | tuple) and status:
+        return str(status[0])
+    return str(status)
+
+
+def _nic_info(index: int, nic: Any) -> list[tuple[str, Any]]:
+    if isinstance(nic, dict):
+        values = nic
+    else:
+        keys = ("name", "uuid", "ip", "mac", "mode", "link", "vlan", "network", "netinfo")
+        values = dict(zip(keys, nic, strict=False))
+    netinfo = values.get("netinfo")
+    network = netinfo.get("name") if isinstance(netinfo, dict) else values.get("network")
+    return [
+        (f"nic/{index}", ""),
+        ("MAC", str(values.get("mac"))),
+        ("IP", str(values.get("ip"))),
+        ("mode", str(values.get("mode"))),
+        ("link", str(values.get("link"))),
+        ("vlan", str(values.get("vlan"))),
+        ("network", str(network)),
+        ("UUID", str(values.get("uuid"))),
+        ("name", str(values.get("name"))),
+    ]
+
+
+def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
+    """One ``OP_INSTANCE_QUERY_DATA`` entry in ``gnt-instance info``'s layout."""
+    state = f"configured to be {inst.get('config_state')}"
+    if inst.get("run_state"):
+        state += f", actual state is {inst['run_state']}"
+    pgroup = f"{inst.get('pnode_group_name')} (UUID {inst.get('pnode_group_uuid')})"
+    secondaries = ", ".join(
+        f"{name} (group {gname}, group UUID {guuid})"
+        for name, gname, guuid in zip(inst.get("snodes") or [],
+                                      inst.get("snodes_group_names") or [],
+                                      inst.get("snodes_group_uuids") or [], strict=False)
+    )
+    layout: list[tuple[str, Any]] = [
+        ("Instance name", inst.get("name")),
+        ("UUID", inst.get("uuid")),
+        ("Serial number", str(inst.get("serial_no"))),
+        ("Creation time", _time(inst.get("ctime"))),
+        ("Modification time", _time(inst.get("mtime"))),
+        ("State", state),
+        ("Nodes", [[("primary", inst.get("pnode")), ("group", pgroup)],
+                   [("secondaries", secondaries)]]),
+        ("Operating system", inst.get("os")),
+        ("Operating system parameters",
+         _params_info(inst.get("os_instance") or {}, inst.get("os_actual") or {})),
+    ]
+    if inst.get("network_port") is not None:
+        layout.append(("Allocated network port", str(inst["network_port"])))
+    layout.append(("Hypervisor", inst.get("hypervisor")))
+    layout.extend([
+        ("Hypervisor parameters",
+         _params_info(inst.get("hv_instance") or {}, inst.get("hv_actual") or {})),
+        ("Back-end parameters",
+         _params_info(inst.get("be_instance") or {}, inst.get("be_actual") or {})),
+        ("NICs", [_nic_info(i, nic) for i, nic in enumerate(inst.get("nics") or [])]),
+        ("Disk template", inst.get("disk_template")),
+        ("Disks", [_disk_info(i, d) for i, d in enumerate(inst.get("disks") or [])]),
+    ])
+    trail = _reason_info(inst.get("last_reason"))
+    if trail:
+        layout.append(("Last state change reason", trail))
+    return layout
+
+
+def _time(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return format_time(value[0], value[1])
+    if isinstance(value, int | float):
+        return format_time(value)
+    return "N/A"
+
+
+@cli.command()
+@click.option("-s", "--static", is_flag=True,
+              help="Only configuration data, no live state from the nodes.")
+@click.option("--all", "show_all", is_flag=True, help="Show every instance.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw data as JSON.")
+@priority_option
+@click.argument("instances", nargs=-1)
+def info(instances: tuple[str, ...], static: bool, show_all: bool, as_json: bool,
+         priority: int | None) -> None:
+    """Show the configuration (and run state) of INSTANCES, or --all of them."""
+    if not instances and not show_all:
+        click.echo("No instance selected. Give instance names, or --all for every "
+                   "instance (which can take long on a big cluster).", err=True)
+        exit_with(1)
+    if instances and show_all:
+        click.echo("Give either instance names or --all, not both.", err=True)
+        exit_with(1)
+    op = make_op("OP_INSTANCE_QUERY_DATA",
+                 {"instances": list(instances), "static": static, "use_locking": not static},
+                 trail=reason_trail(TOOL, "info"), priority=priority)
+    with get_client() as client:
+        results = submit_and_wait(client, [op])
+    result = results[0] if results else None
+    if as_json:
+        click.echo(serializer.dumps_pretty(result or {}))
+        return
+    if not result:
+        click.echo("No instances.")
+        exit_with(1)
+    assert isinstance(result, dict)
+    click.echo(format_info([instance_info_layout(data) for data in result.values()]))
+
+
+# -- list, console, tags --------------------------------------------------------------------
+
+
+def _joined(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+@cli.command("list")
+@common_list_options
+@click.option("-v", "--verbose", is_flag=True, help="Long marks for values not available.")
+@click.option("-F", "--filter", "force_filter", is_flag=True,
+              help="Treat the arguments as a query filter.")
+@click.argument("names", nargs=-1)
+def list_(names: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
+          separator: str | None, units: str | None, as_json: bool, verbose: bool,
+          force_filter: bool) -> None:
+    """List instances (all, or NAMES); default fields name, hypervisor, os, pnode,
+    status, oper_ram."""
+    fields = resolve_fields(output, LIST_DEFAULT_FIELDS)
+    with get_client() as client:
+        code = generic_list(client, "instance", fields, names, force_filter=force_filter,
+                            separator=separator, no_headers=no_headers, units=units,
+                            verbose=verbose, as_json=as_json,
+                            overrides=dict.fromkeys(_LIST_JOINED, _joined))
+    exit_with(code)
+
+
+cli.add_command(list_fields_command("instance", "instances", lambda: get_client()))
+
+
+@cli.command()
+@click.option("--show-cmd", "show_cmd", is_flag=True,
+              help="Print the console command instead of running it.")
+@priority_option
+@click.argument("instance_name")
+def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
+    """Connect to the console of INSTANCE_NAME (or say how to)."""
+    op = make_op("OP_INSTANCE_CONSOLE", {"instance_name": instance_name},
+                 trail=reason_trail(TOOL, "console"), priority=priority)
+    with get_client() as client:
+        results = submit_and_wait(client, [op])
+    data = results[0] if results else None
+    if not isinstance(data, dict):
+        raise OpExecError(f"no console information for instance {instance_name}")
+    kind = data.get("kind")
+    name = data.get("instance", instance_name)
+    if kind == "message":
+        click.echo(str(data.get("message", "")))
+    elif kind == "vnc":
+        click.echo(f"Instance {name} has VNC listening on {data.get('host')}:"
+                   f"{data.get('port')}, URL <vnc://{data.get('host')}:{data.get('port')}/>")
+    elif kind == "spice":
+        click.echo(f"Instance {name} has SPICE listening on {data.get('host')}:"
+                   f"{data.get('port')}")
+    elif kind == "ssh":
+        command = data.get("command") or []
+        remote = command if isinstance(command, str) else shlex.join(map(str, command))
+        argv = ["ssh", "-t", "-q", "-oBatchMode=yes"]
+        if data.get("port"):
+            argv += ["-p", str(data["port"])]
+        argv += [f"{data.get('user', 'root')}@{data.get('host')}", remote]
+        if show_cmd:
+            click.echo(shlex.join(argv))
+            return
+        code = subprocess.call(argv)
+        if code:
+            raise OpExecError(f"connection to the console of instance {name} failed "
+                              f"(ssh exit code {code})")
+    else:
+        raise OpExecError(f"unknown console kind {kind!r} for instance {name}")
+
+
+def _tags(tags: tuple[str, ...], source: str | None, verb: str) -> list[str]:
+    result = list(tags)
+    if source is not None:
+        with click.open_file(source, "r") as stream:
+            result.extend(line.strip() for line in stream if line.strip())
+    if not result:
+        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
+    return result
+
+
+_from_option = click.option("--from", "source", metavar="FILE",
+                            help="File with tags, one per line ('-' for standard input).")
+
+
+@cli.command("add-tags")
+@_from_option
+@_job_options(dry_run=False)
+@click.argument("instance_name")
+@click.argument("tags", nargs=-1)
+def add_tags(instance_name: str, tags: tuple[str, ...], source: str | None,
+             submit_only: bool, print_jobid: bool, priority: int | None,
+             reason: str | None) -> None:
+    """Add TAGS to INSTANCE_NAME."""
+    _submit("add-tags", "OP_TAGS_SET",
+            {"kind": "instance", "name": instance_name, "tags": _tags(tags, source, "added")},
+            reason=reason, priority=priority, submit_only=submit_only,
+            print_jobid=print_jobid)
+
+
+@cli.command("remove-tags")
+@_from_option
+@_job_options(dry_run=False)
+@click.argument("instance_name")
+@click.argument("tags", nargs=-1)
+def remove_tags(instance_name: str, tags: tuple[str, ...], source: str | None,
+                submit_only: bool, print_jobid: bool, priority: int | None,
+                reason: str | None) -> None:
+    """Remove TAGS from INSTANCE_NAME."""
+    _submit("remove-tags", "OP_TAGS_DEL",
+            {"kind": "instance", "name": instance_name,
+             "tags": _tags(tags, source, "removed")},
+            reason=reason, priority=priority, submit_only=submit_only,
+            print_jobid=print_jobid)
+
+
+@cli.command("list-tags")
+@click.argument("instance_name")
+def list_tags(instance_name: str) -> None:
+    """List the tags of INSTANCE_NAME, one per line, sorted."""
+    with get_client() as client:
+        tags = client.call("QueryTags", "instance", instance_name)
+    for tag in sorted(tags):
+        click.echo(tag)
+
+
+# Ganeti's aliases.
+cli.add_command(startup, "start")
+cli.add_command(shutdown, "stop")
+cli.add_command(info, "show")
+
+
+def main() -> None:
+    """Entry point of ``gnt-instance``."""
+    cli(prog_name=TOOL)
+
+
+if __name__ == "__main__":
+    main()
+

@@ -234,7 +234,7 @@ def test_no_master_daemon_gives_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_daemons_stop_start_status(testbed: TestbedHandle) -> None:
-    assert testbed.run("corral-daemons", "status").stdout.startswith("corral-masterd: running")
+    assert "corral-masterd: running" in testbed.run("corral-daemons", "status").stdout
     testbed.run("corral-daemons", "stop")
     assert testbed.run("corral-daemons", "status", check=False).returncode == 3
     # SIGTERM is a clean shutdown: socket and pid file gone, the log says so.
@@ -251,6 +251,10 @@ def test_destroy_requires_confirmation_then_removes_everything(testbed: TestbedH
     proc = testbed.run("gnt-cluster", "destroy", check=False)
     assert proc.returncode == 1 and "--yes-do-it" in proc.stderr
     assert paths.config_db.exists()
+    refused = testbed.run("gnt-cluster", "destroy", "--yes-do-it", check=False)
+    assert refused.returncode == 1 and "node2.testbed" in refused.stderr
+    testbed.run("gnt-node", "remove", "node2.testbed")
+    testbed.run("gnt-node", "remove", "node3.testbed")
     testbed.run("gnt-cluster", "destroy", "--yes-do-it")
     assert not paths.config_db.exists() and not paths.ca_key.exists()
     assert running_pid(paths.pid_file("masterd")) is None

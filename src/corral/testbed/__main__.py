@@ -69,11 +69,34 @@ def demo_command(directory: Path) -> None:
     def show(*args: str) -> str:
         click.echo(f"\n$ {' '.join(shlex.quote(a) for a in args)}")
         sys.stdout.flush()
-        proc = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
+        proc = subprocess.run(args, env=env, capture_output=True, text=True)
         click.echo(proc.stdout, nl=False)
+        if proc.returncode != 0:
+            click.echo(proc.stderr, err=True, nl=False)
+            raise click.ClickException(f"{args[0]} exited with {proc.returncode}")
         return proc.stdout
 
     show("gnt-cluster", "info")
+    show("gnt-node", "list")
+    show("gnt-os", "list")
+    # Instances through their life cycle: the bundled OS formats a real ext4 file system
+    # in a sparse file disk; a sharedfile instance migrates without copying its disk.
+    show("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n", "node2.testbed",
+         "--disk", "0:size=256M", "--net", "0:mode=bridged,link=br0", "--reason", "demo",
+         "web1.testbed")
+    show("gnt-instance", "add", "-t", "sharedfile", "-o", "corral-ext4+minimal", "-n",
+         "node1.testbed", "--disk", "0:size=128M", "-B", "vcpus=2,maxmem=256M",
+         "db1.testbed")
+    show("gnt-instance", "add", "-t", "diskless", "--no-install", "-n", "node3.testbed",
+         "--net", "0:mode=routed,ip=192.0.2.10,link=100", "--no-start", "light1.testbed")
+    show("gnt-instance", "list", "-o", "name,pnode,status,disk_template,os,disk.sizes,nic.ips")
+    show("gnt-instance", "migrate", "-f", "-n", "node3.testbed", "db1.testbed")
+    show("gnt-instance", "shutdown", "--reason", "demo maintenance window", "web1.testbed")
+    show("gnt-instance", "move", "-f", "-n", "node3.testbed", "web1.testbed")
+    show("gnt-instance", "startup", "web1.testbed")
+    show("gnt-instance", "info", "web1.testbed")
+    show("gnt-instance", "list", "-o", "name,pnode,status,oper_ram,be/vcpus")
+    show("gnt-instance", "remove", "-f", "light1.testbed")
     show("gnt-cluster", "modify", "-B", "maxmem=1G,vcpus=2", "--reason", "demo")
     # A job and its reason trail: the CLI's entry, the user's, the queue's.
     job = show("gnt-debug", "delay", "--submit", "--print-jobid", "--reason", "demo delay",
@@ -94,6 +117,9 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
 
   export CORRAL_ROOT={root} PATH={Path(sys.executable).parent}:$PATH
   gnt-cluster info --json
+  gnt-node list && gnt-instance list
+  gnt-instance add -t file -o corral-ext4 -n node3.testbed --disk 0:size=1G web2.testbed
+  gnt-instance console web1.testbed && gnt-os diagnose
   gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
   gnt-debug delay --repeat 3 1 && gnt-job list
   gnt-filter add --action REJECT --predicates '[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]'

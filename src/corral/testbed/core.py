@@ -5,11 +5,13 @@ Node *i* is ``node<i>.testbed`` with primary IP ``127.0.<1>.<i>`` (all of
 ``DIR/testbed.json`` records what was started; :func:`down` stops the testbed's
 processes, by pid, and nothing else.
 
-What runs today is the master daemon on node 1; later issues add noded, rapi and
-confd processes for every node. A daemon restarted inside the testbed (with
-``corral-daemons start`` under a node's root) belongs to it too: :func:`down`
-finds it through the node's locked pid file. Ports those will use are chosen free now and
-recorded, so several testbeds can run side by side with other services.
+Every node runs a node daemon on its own address; node 1 is the master and runs
+the master daemon too. The other nodes join by the one-time token their node
+daemon prints, as ``gnt-node add --token`` does; later issues add rapi and confd.
+A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
+root) belongs to it too: :func:`down` finds it through the node's locked pid file.
+Ports are chosen free and recorded, so several testbeds can run side by side with
+other services.
 """
 
 from __future__ import annotations
@@ -20,18 +22,23 @@ import os
 import shutil
 import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corral import bootstrap, daemons
+from corral.cli.jobs import StdioReporter, poll_job
 from corral.cmdlib.cluster import ClusterSetParams
-from corral.errors import DaemonError, ParameterError
+from corral.errors import CorralError, DaemonError, ParameterError
+from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.files import write_public
 from corral.utils.process import stop_daemon
 
-__all__ = ["STATE_FILE", "Testbed", "TestbedNode", "down", "load", "up"]
+__all__ = [
+    "STATE_FILE", "Testbed", "TestbedNode", "bundled_os_dir", "down", "load", "up",
+]
 
 STATE_FILE = "testbed.json"
 CLUSTER_NAME = "cluster.testbed"
@@ -136,14 +143,17 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         "rapi": _free_port(master.ip, socket.SOCK_STREAM),
         "confd": _free_port(master.ip, socket.SOCK_DGRAM),
     }
-    paths = Paths(Path(master.root))
     shared = directory / "shared-file-storage"
+    shared.mkdir(exist_ok=True)
+    for member in members:
+        _prepare_node(Path(member.root), member.ip, ports["noded"], shared)
+    paths = Paths(Path(master.root))
     bootstrap.init_cluster(paths, bootstrap.InitOptions(
         cluster_name=CLUSTER_NAME, master_name=master.name, primary_ip=master.ip,
+        noded_port=ports["noded"],
         params=ClusterSetParams(
             enabled_hypervisors=["fake"],
             enabled_disk_templates=["file", "sharedfile", "diskless"],
-            shared_file_storage_dir=str(shared),
         ),
     ))
     testbed = Testbed(
@@ -156,10 +166,74 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
     )
     _save(testbed)
     try:
-        master.daemons = daemons.start(paths)
+        for member in members:
+            member.daemons = daemons.start(Paths(Path(member.root)))
+        _join(paths, members[1:])
     finally:
         _save(testbed)
     return testbed
+
+
+def bundled_os_dir() -> Path:
+    """The OS definitions shipped with corral (``share/os`` in the source tree)."""
+    return Path(__file__).resolve().parents[3] / "share" / "os"
+
+
+def _prepare_node(root: Path, ip: str, port: int, shared: Path) -> None:
+    """Give a node its noded settings, the bundled OS definitions and the shared storage.
+
+    Every node sees the cluster's shared file storage directory as a link to one
+    directory of the testbed, which is what a shared mount looks like on real hosts.
+    """
+    paths = Paths(root)
+    paths.ensure_dirs()
+    write_public(paths.noded_settings, json.dumps({"bind": ip, "port": port}) + "\n")
+    os_dir = paths.node_path("/srv/corral/os")
+    os_dir.mkdir(parents=True, exist_ok=True)
+    for definition in sorted(bundled_os_dir().iterdir()):
+        target = os_dir / definition.name
+        if not target.exists():
+            shutil.copytree(definition, target)
+    link = paths.node_path(Paths.DEFAULT_SHARED_FILE_STORAGE_DIR)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink():
+        link.symlink_to(shared, target_is_directory=True)
+
+
+def _wait_for_token(paths: Paths, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            token = paths.join_token.read_text().strip()
+        except FileNotFoundError:
+            token = ""
+        if token:
+            return token
+        if time.monotonic() > deadline:
+            raise DaemonError(f"no join token appeared at {paths.join_token} within "
+                              f"{timeout:.0f} s; see {paths.log_file('noded')}")
+        time.sleep(0.05)
+
+
+def _join(master: Paths, members: list[TestbedNode]) -> None:
+    """Add ``members`` to the cluster with their noded's one-time tokens, as
+    ``gnt-node add --token`` does."""
+    if not members:
+        return
+    ops = [
+        {"OP_ID": "OP_NODE_ADD", "node_name": m.name, "primary_ip": m.ip,
+         "token": _wait_for_token(Paths(Path(m.root))),
+         "reason": [["gnt:client:testbed", "up", time.time_ns()]]}
+        for m in members
+    ]
+    with Client(master.master_socket) as client:
+        for op in ops:
+            job_id = int(client.call("SubmitJob", [op]))
+            try:
+                poll_job(client, job_id, StdioReporter(quiet=True))
+            except CorralError as err:
+                raise DaemonError(
+                    f"adding {op['node_name']} to the testbed failed: {err}") from err
 
 
 def down(directory: Path) -> list[str]:

@@ -119,7 +119,7 @@ def test_dumpenv_os_is_valid() -> None:
     os_def = read_os(DUMPENV_OS)
     assert os_def.valid, os_def.message
     assert os_def.variants == ["alpha", "beta"]
-    assert os_def.parameter_names == ["dump_file", "fail", "extra"]
+    assert os_def.parameter_names == ["dump_file", "fail", "extra", "color"]
 
 
 def test_discover_valid_invalid_and_first_wins(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ fi
 env | LC_ALL=C sort > "$out"
 [ "$script" = import ] && cat > /dev/null
 echo "dumpenv: $script wrote its environment to $out" >&2
-if [ "$OSP_FAIL" = yes ]; then
+if [ "$OSP_FAIL" = yes ] || [ "$OSP_FAIL" = "$script" ]; then
   for n in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
     echo "dumpenv: failure line $n" >&2
   done

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from corral.cli import gnt_instance, gnt_os
+from corral.cli import gnt_instance, gnt_os, jobs, tags
 from corral.errors import CorralError, OpPrereqError, to_wire
 from corral.opcodes import op_from_dict
 
@@ -58,7 +58,7 @@ class FakeMaster:
 def master(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeMaster]]:
     def install(**kwargs: Any) -> FakeMaster:
         fake = FakeMaster(**kwargs)
-        for module in (gnt_instance, gnt_os):
+        for module in (gnt_instance, gnt_os, jobs, tags):
             monkeypatch.setattr(module, "get_client", lambda *a, **k: fake)
         return fake
     yield install

@@ -16,7 +16,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from corral.cli import gnt_cluster, gnt_debug, gnt_filter, gnt_job
+from corral.cli import gnt_cluster, gnt_debug, gnt_filter, gnt_job, tags
+from corral.cli import jobs as cli_jobs
 from corral.cli.jobs import (
     build_name_filter,
     format_query,
@@ -65,7 +66,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeClient]]
     def install(**handlers: Any) -> FakeClient:
         client = FakeClient(handlers)
         module: ModuleType
-        for module in (gnt_job, gnt_filter, gnt_debug, gnt_cluster):
+        for module in (gnt_job, gnt_filter, gnt_debug, gnt_cluster, cli_jobs, tags):
             monkeypatch.setattr(module, "get_client", lambda *a, **k: client)
         return client
 

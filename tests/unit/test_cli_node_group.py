@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from corral.cli import gnt_group, gnt_node
+from corral.cli import gnt_group, gnt_node, jobs, tags
 from corral.errors import OpPrereqError, to_wire
 
 
@@ -45,7 +45,7 @@ class FakeClient:
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeClient]]:
     def install(**handlers: Any) -> FakeClient:
         client = FakeClient(handlers)
-        for module in (gnt_node, gnt_group):
+        for module in (gnt_node, gnt_group, jobs, tags):
             monkeypatch.setattr(module, "get_client", lambda *a, **k: client)
         return client
 
@@ -222,8 +222,9 @@ def test_node_tags(fake: Any, tmp_path: Path) -> None:
     client = fake(**_job())
     assert run(gnt_node.cli, "remove-tags", "node2", "a").exit_code == 0
     assert _op(client)["OP_ID"] == "OP_TAGS_DEL"
-    fake(Query=_answer(["name", "uuid", "tags"], [["node2", "u2", ["z", "a"]]]))
+    client = fake(QueryTags=[["z", "a"]])
     assert run(gnt_node.cli, "list-tags", "node2").stdout == "a\nz\n"
+    assert client.args_of("QueryTags") == ("node", "node2")
 
 
 def test_node_list_fields(fake: Any) -> None:
@@ -314,5 +315,6 @@ def test_group_tags(fake: Any) -> None:
     assert run(gnt_group.cli, "add-tags", "default", "x").exit_code == 0
     op = _op(client)
     assert (op["kind"], op["name"], op["tags"]) == ("nodegroup", "default", ["x"])
-    fake(Query=_answer(["name", "uuid", "tags"], [["default", "u", ["x"]]]))
+    client = fake(QueryTags=[["x"]])
     assert run(gnt_group.cli, "list-tags", "default").stdout == "x\n"
+    assert client.args_of("QueryTags") == ("nodegroup", "default")

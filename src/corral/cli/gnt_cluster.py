@@ -23,6 +23,7 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
+from corral.cli.tags import add_tag_commands
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, ParameterError
 from corral.opcodes import OpCode
@@ -300,62 +301,6 @@ def queue(command: str) -> None:
             client.call("SetDrainFlag", command == "drain")
 
 
-def _tags(tags: tuple[str, ...], source: str | None, verb: str) -> list[str]:
-    """The tags given as arguments plus those in --from FILE (one per line, '-' = stdin)."""
-    result = list(tags)
-    if source is not None:
-        with click.open_file(source, "r") as stream:
-            result.extend(line.strip() for line in stream)
-    if not result:
-        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
-    return result
-
-
-def _tag_options(func: F) -> F:
-    for option in reversed([
-        click.option("--from", "source", metavar="FILE",
-                     help="File with tags, one per line ('-' for standard input)."),
-        priority_option, submit_option, print_jobid_option, reason_option,
-    ]):
-        func = option(func)
-    return func
-
-
-@cli.command("add-tags")
-@_tag_options
-@click.argument("tags", nargs=-1)
-def add_tags(tags: tuple[str, ...], source: str | None, priority: int | None,
-             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Add TAGS to the cluster."""
-    op = make_op("OP_TAGS_SET", {"kind": "cluster", "name": "",
-                                 "tags": _tags(tags, source, "added")},
-                 trail=reason_trail(TOOL, "add-tags", reason), priority=priority)
-    with get_client() as client:
-        submit_and_wait(client, [op], submit_only=submit_only, print_jobid=print_jobid)
-
-
-@cli.command("remove-tags")
-@_tag_options
-@click.argument("tags", nargs=-1)
-def remove_tags(tags: tuple[str, ...], source: str | None, priority: int | None,
-                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Remove TAGS from the cluster."""
-    op = make_op("OP_TAGS_DEL", {"kind": "cluster", "name": "",
-                                 "tags": _tags(tags, source, "removed")},
-                 trail=reason_trail(TOOL, "remove-tags", reason), priority=priority)
-    with get_client() as client:
-        submit_and_wait(client, [op], submit_only=submit_only, print_jobid=print_jobid)
-
-
-@cli.command("list-tags")
-def list_tags() -> None:
-    """List the cluster's tags, one per line, sorted."""
-    with get_client() as client:
-        tags = client.call("QueryTags", "cluster", "")
-    for tag in sorted(tags):
-        click.echo(tag)
-
-
 @cli.command()
 def getmaster() -> None:
     """Print the name of the master node."""
@@ -393,6 +338,9 @@ def destroy(yes_do_it: bool) -> None:
     removed = bootstrap.destroy_cluster(paths, before_removal=lambda: daemons.stop(paths))
     click.echo(f"Cluster destroyed: {len(removed)} file(s) removed; logs are kept in "
                f"{paths.log_dir}.")
+
+
+add_tag_commands(cli, TOOL, "cluster")
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import click
 
 from corral import __version__, serializer
-from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.gnt_node import format_params, query_named, read_tags, selection_filter, tag_options
-from corral.cli.jobs import exit_with, generic_list, list_fields_command, make_op, submit_and_wait
+from corral.cli.common import CorralGroup, get_client
+from corral.cli.gnt_node import format_params, query_named, selection_filter
+from corral.cli.jobs import exit_with, generic_list, list_fields_command, submit_op
 from corral.cli.keyval import IdentValue
 from corral.cli.options import (
     FieldSelection,
@@ -31,6 +31,7 @@ from corral.cli.options import (
     submit_option,
 )
 from corral.cli.output import format_info
+from corral.cli.tags import add_tag_commands
 from corral.errors import ParameterError
 
 __all__ = ["DEFAULT_FIELDS", "LIST_FORMAT", "main"]
@@ -96,15 +97,6 @@ def _job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _submit(op_id: str, params: dict[str, Any], verb: str, reason: str | None,
-            priority: int | None, submit_only: bool, print_jobid: bool,
-            dry_run: bool = False) -> Any:
-    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
-                 dry_run=dry_run)
-    with get_client() as client:
-        results = submit_and_wait(client, [op], submit_only=submit_only,
-                                  print_jobid=print_jobid)
-    return None if results is None else results[0]
 
 
 @click.group(cls=CorralGroup)
@@ -126,8 +118,8 @@ def add(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
                        ("diskparams", _diskparams(diskparams))):
         if value is not None:
             params[key] = value
-    _submit("OP_GROUP_ADD", params, "add", reason, priority, submit_only, print_jobid,
-            dry_run)
+    submit_op(TOOL, "add", "OP_GROUP_ADD", params, reason=reason, priority=priority,
+              submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
 
 @cli.command("assign-nodes")
@@ -139,9 +131,10 @@ def assign_nodes(group: str, nodes: tuple[str, ...], force: bool, dry_run: bool,
                  priority: int | None, submit_only: bool, print_jobid: bool,
                  reason: str | None) -> None:
     """Move NODES into GROUP."""
-    _submit("OP_GROUP_ASSIGN_NODES", {"group_name": group, "nodes": list(nodes),
-                                      "force": force},
-            "assign-nodes", reason, priority, submit_only, print_jobid, dry_run)
+    submit_op(TOOL, "assign-nodes", "OP_GROUP_ASSIGN_NODES",
+              {"group_name": group, "nodes": list(nodes), "force": force}, reason=reason,
+              priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+              dry_run=dry_run)
 
 
 @cli.command()
@@ -150,8 +143,9 @@ def assign_nodes(group: str, nodes: tuple[str, ...], force: bool, dry_run: bool,
 def remove(group: str, dry_run: bool, priority: int | None, submit_only: bool,
            print_jobid: bool, reason: str | None) -> None:
     """Remove the (empty) GROUP."""
-    _submit("OP_GROUP_REMOVE", {"group_name": group}, "remove", reason, priority,
-            submit_only, print_jobid, dry_run)
+    submit_op(TOOL, "remove", "OP_GROUP_REMOVE", {"group_name": group}, reason=reason,
+              priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+              dry_run=dry_run)
 
 
 @cli.command()
@@ -161,8 +155,9 @@ def remove(group: str, dry_run: bool, priority: int | None, submit_only: bool,
 def rename(group: str, new_name: str, dry_run: bool, priority: int | None, submit_only: bool,
            print_jobid: bool, reason: str | None) -> None:
     """Rename GROUP to NEW_NAME."""
-    _submit("OP_GROUP_RENAME", {"group_name": group, "new_name": new_name}, "rename", reason,
-            priority, submit_only, print_jobid, dry_run)
+    submit_op(TOOL, "rename", "OP_GROUP_RENAME", {"group_name": group, "new_name": new_name},
+              reason=reason, priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+              dry_run=dry_run)
 
 
 @cli.command()
@@ -180,8 +175,9 @@ def modify(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None
             params[key] = value
     if len(params) == 1:
         raise ParameterError("please give at least one of the parameters (see --help)")
-    result = _submit("OP_GROUP_SET_PARAMS", params, "modify", reason, priority, submit_only,
-                     print_jobid, dry_run)
+    result = submit_op(TOOL, "modify", "OP_GROUP_SET_PARAMS", params, reason=reason,
+                       priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                       dry_run=dry_run)
     if result:
         click.echo(f"Modified node group {group}")
         for param, value in result:
@@ -233,38 +229,7 @@ def info(groups: tuple[str, ...], as_json: bool) -> None:
         ] for row in rows]))
 
 
-@cli.command("add-tags")
-@tag_options
-@click.argument("group")
-@click.argument("tags", nargs=-1)
-def add_tags(group: str, tags: tuple[str, ...], source: str | None, priority: int | None,
-             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Add TAGS to GROUP."""
-    _submit("OP_TAGS_SET", {"kind": "nodegroup", "name": group,
-                            "tags": read_tags(tags, source, "added")},
-            "add-tags", reason, priority, submit_only, print_jobid)
-
-
-@cli.command("remove-tags")
-@tag_options
-@click.argument("group")
-@click.argument("tags", nargs=-1)
-def remove_tags(group: str, tags: tuple[str, ...], source: str | None, priority: int | None,
-                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Remove TAGS from GROUP."""
-    _submit("OP_TAGS_DEL", {"kind": "nodegroup", "name": group,
-                            "tags": read_tags(tags, source, "removed")},
-            "remove-tags", reason, priority, submit_only, print_jobid)
-
-
-@cli.command("list-tags")
-@click.argument("group")
-def list_tags(group: str) -> None:
-    """List GROUP's tags, one per line, sorted."""
-    with get_client() as client:
-        (row,) = query_named(client, "group", "node group", [group], ["tags"])
-    for tag in sorted(row["tags"] or []):
-        click.echo(tag)
+add_tag_commands(cli, TOOL, "nodegroup", "GROUP")
 
 
 def main() -> None:

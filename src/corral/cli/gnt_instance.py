@@ -14,6 +14,7 @@ sends and corral implements), so the opcode defaults apply to the rest.
 
 from __future__ import annotations
 
+import functools
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from corral.cli.jobs import (
     make_op,
     poll_job,
     submit_and_wait,
+    submit_op,
 )
 from corral.cli.keyval import IdentValue, KeyValDict
 from corral.cli.options import (
@@ -47,6 +49,7 @@ from corral.cli.options import (
     submit_option,
 )
 from corral.cli.output import format_info, format_unit
+from corral.cli.tags import add_tag_commands
 from corral.errors import CorralError, OpExecError, ParameterError
 from corral.objects.params import BE_PARAMS, DISK_TEMPLATES, parse_size, validate_params
 
@@ -230,16 +233,8 @@ def _backend(values: KeyValDict | None) -> dict[str, Any] | None:
 # -- submitting -----------------------------------------------------------------------------
 
 
-def _submit(verb: str, op_id: str, params: dict[str, Any], *, reason: str | None,
-            priority: int | None, submit_only: bool, print_jobid: bool,
-            dry_run: bool = False) -> Any:
-    """Submit one opcode as one job; its result (None with ``--submit``)."""
-    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
-                 dry_run=dry_run)
-    with get_client() as client:
-        results = submit_and_wait(client, [op], submit_only=submit_only,
-                                  print_jobid=print_jobid)
-    return None if results is None else results[0]
+#: Submit one opcode as one job from this tool; its result (None with ``--submit``).
+_submit = functools.partial(submit_op, TOOL)
 
 
 def _submit_many(verb: str, names: Sequence[str], build: Callable[[str], dict[str, Any]],
@@ -983,60 +978,7 @@ def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
         raise OpExecError(f"unknown console kind {kind!r} for instance {name}")
 
 
-def _tags(tags: tuple[str, ...], source: str | None, verb: str) -> list[str]:
-    result = list(tags)
-    if source is not None:
-        with click.open_file(source, "r") as stream:
-            result.extend(line.strip() for line in stream if line.strip())
-    if not result:
-        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
-    return result
-
-
-_from_option = click.option("--from", "source", metavar="FILE",
-                            help="File with tags, one per line ('-' for standard input).")
-
-
-@cli.command("add-tags")
-@_from_option
-@_job_options(dry_run=False)
-@click.argument("instance_name")
-@click.argument("tags", nargs=-1)
-def add_tags(instance_name: str, tags: tuple[str, ...], source: str | None,
-             submit_only: bool, print_jobid: bool, priority: int | None,
-             reason: str | None) -> None:
-    """Add TAGS to INSTANCE_NAME."""
-    _submit("add-tags", "OP_TAGS_SET",
-            {"kind": "instance", "name": instance_name, "tags": _tags(tags, source, "added")},
-            reason=reason, priority=priority, submit_only=submit_only,
-            print_jobid=print_jobid)
-
-
-@cli.command("remove-tags")
-@_from_option
-@_job_options(dry_run=False)
-@click.argument("instance_name")
-@click.argument("tags", nargs=-1)
-def remove_tags(instance_name: str, tags: tuple[str, ...], source: str | None,
-                submit_only: bool, print_jobid: bool, priority: int | None,
-                reason: str | None) -> None:
-    """Remove TAGS from INSTANCE_NAME."""
-    _submit("remove-tags", "OP_TAGS_DEL",
-            {"kind": "instance", "name": instance_name,
-             "tags": _tags(tags, source, "removed")},
-            reason=reason, priority=priority, submit_only=submit_only,
-            print_jobid=print_jobid)
-
-
-@cli.command("list-tags")
-@click.argument("instance_name")
-def list_tags(instance_name: str) -> None:
-    """List the tags of INSTANCE_NAME, one per line, sorted."""
-    with get_client() as client:
-        tags = client.call("QueryTags", "instance", instance_name)
-    for tag in sorted(tags):
-        click.echo(tag)
-
+add_tag_commands(cli, TOOL, "instance", "INSTANCE_NAME")
 
 # Ganeti's aliases.
 cli.add_command(startup, "start")

@@ -15,14 +15,13 @@ from typing import Any, TypeVar
 import click
 
 from corral import __version__, serializer
-from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import (
     LuxiCaller,
     exit_with,
     generic_list,
     list_fields_command,
-    make_op,
-    submit_and_wait,
+    submit_op,
 )
 from corral.cli.options import (
     FieldSelection,
@@ -37,6 +36,7 @@ from corral.cli.options import (
     submit_option,
 )
 from corral.cli.output import format_info
+from corral.cli.tags import add_tag_commands
 from corral.errors import NotFoundError, ParameterError
 from corral.qlang.parser import FILTER_DETECTION_CHARS, make_filter, make_simple_filter
 
@@ -46,9 +46,7 @@ __all__ = [
     "format_params",
     "main",
     "query_named",
-    "read_tags",
     "selection_filter",
-    "tag_options",
     "yes_no_option",
 ]
 
@@ -139,38 +137,10 @@ def format_params(custom: dict[str, Any] | None, filled: dict[str, Any] | None
     return result
 
 
-def read_tags(tags: Sequence[str], source: str | None, verb: str) -> list[str]:
-    """The tags given as arguments plus those in ``--from FILE`` (one per line, ``-``
-    for standard input)."""
-    result = list(tags)
-    if source is not None:
-        with click.open_file(source, "r") as stream:
-            result.extend(line.strip() for line in stream if line.strip())
-    if not result:
-        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
-    return result
 
 
-def tag_options(func: F) -> F:
-    """``--from``, ``--priority``, ``--submit``, ``--print-jobid``, ``--reason``."""
-    for option in reversed([
-        click.option("--from", "source", metavar="FILE",
-                     help="File with tags, one per line ('-' for standard input)."),
-        priority_option, submit_option, print_jobid_option, reason_option,
-    ]):
-        func = option(func)
-    return func
 
 
-def _submit(op_id: str, params: dict[str, Any], verb: str, reason: str | None,
-            priority: int | None, submit_only: bool, print_jobid: bool,
-            dry_run: bool = False) -> Any:
-    op = make_op(op_id, params, trail=reason_trail(TOOL, verb, reason), priority=priority,
-                 dry_run=dry_run)
-    with get_client() as client:
-        results = submit_and_wait(client, [op], submit_only=submit_only,
-                                  print_jobid=print_jobid)
-    return None if results is None else results[0]
 
 
 # -- commands ----------------------------------------------------------------------
@@ -223,7 +193,8 @@ def add(node: str, primary_ip: str | None, token: str | None, secondary_ip: str 
                        ("ndparams", ndparams)):
         if value is not None:
             params[key] = value
-    _submit("OP_NODE_ADD", params, "add", reason, priority, submit_only, print_jobid)
+    submit_op(TOOL, "add", "OP_NODE_ADD", params, reason=reason, priority=priority,
+              submit_only=submit_only, print_jobid=print_jobid)
 
 
 @cli.command()
@@ -236,8 +207,9 @@ def add(node: str, primary_ip: str | None, token: str | None, secondary_ip: str 
 def remove(node: str, dry_run: bool, priority: int | None, submit_only: bool,
            print_jobid: bool, reason: str | None) -> None:
     """Remove NODE (it must have no instances); it forgets the cluster."""
-    _submit("OP_NODE_REMOVE", {"node_name": node}, "remove", reason, priority, submit_only,
-            print_jobid, dry_run)
+    submit_op(TOOL, "remove", "OP_NODE_REMOVE", {"node_name": node}, reason=reason,
+              priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+              dry_run=dry_run)
 
 
 @cli.command("list")
@@ -335,46 +307,16 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
         exit_with(1)
     params: dict[str, Any] = {"node_name": node, "force": force, "auto_promote": auto_promote,
                               **{k: v for k, v in changes.items() if v is not None}}
-    result = _submit("OP_NODE_SET_PARAMS", params, "modify", reason, priority, submit_only,
-                     print_jobid, dry_run)
+    result = submit_op(TOOL, "modify", "OP_NODE_SET_PARAMS", params, reason=reason,
+                       priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                       dry_run=dry_run)
     if result:
         click.echo(f"Modified node {node}")
         for param, value in result:
             click.echo(f" - {param:<5} -> {value}")
 
 
-@cli.command("add-tags")
-@tag_options
-@click.argument("node")
-@click.argument("tags", nargs=-1)
-def add_tags(node: str, tags: tuple[str, ...], source: str | None, priority: int | None,
-             submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Add TAGS to NODE."""
-    _submit("OP_TAGS_SET", {"kind": "node", "name": node,
-                            "tags": read_tags(tags, source, "added")},
-            "add-tags", reason, priority, submit_only, print_jobid)
-
-
-@cli.command("remove-tags")
-@tag_options
-@click.argument("node")
-@click.argument("tags", nargs=-1)
-def remove_tags(node: str, tags: tuple[str, ...], source: str | None, priority: int | None,
-                submit_only: bool, print_jobid: bool, reason: str | None) -> None:
-    """Remove TAGS from NODE."""
-    _submit("OP_TAGS_DEL", {"kind": "node", "name": node,
-                            "tags": read_tags(tags, source, "removed")},
-            "remove-tags", reason, priority, submit_only, print_jobid)
-
-
-@cli.command("list-tags")
-@click.argument("node")
-def list_tags(node: str) -> None:
-    """List NODE's tags, one per line, sorted."""
-    with get_client() as client:
-        (row,) = query_named(client, "node", "node", [node], ["tags"])
-    for tag in sorted(row["tags"] or []):
-        click.echo(tag)
+add_tag_commands(cli, TOOL, "node", "NODE")
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import click
 
 from corral import serializer
+from corral.cli.common import get_client, reason_trail
 from corral.cli.options import no_headers_option, separator_option
 from corral.cli.output import effective_units, format_bool, format_table, format_unit
 from corral.errors import (
@@ -296,6 +297,31 @@ def submit_and_wait(
         click.echo(f"JobID: {job_id}", err=True)
         return None
     return poll_job(client, job_id, reporter)
+
+
+def submit_op(
+    tool: str,
+    verb: str,
+    op_id: str,
+    params: Mapping[str, Any],
+    *,
+    reason: str | None = None,
+    priority: int | None = None,
+    submit_only: bool = False,
+    print_jobid: bool = False,
+    dry_run: bool = False,
+) -> Any:
+    """Submit one opcode as one job from ``tool``'s ``verb`` and follow it.
+
+    The opcode carries the tool's reason trail (plus ``reason`` as a user entry);
+    returns the opcode's result, or None with ``submit_only``.
+    """
+    op = make_op(op_id, dict(params), trail=reason_trail(tool, verb, reason),
+                 priority=priority, dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op], submit_only=submit_only,
+                                  print_jobid=print_jobid)
+    return None if results is None else results[0]
 
 
 def parse_job_ids(args: Iterable[str]) -> list[int]:

@@ -84,6 +84,8 @@ def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
     uuid = list_instances(testbed, "uuid")[0][0]
     # Names or UUIDs work wherever a name does.
     testbed.run("gnt-instance", "startup", uuid)
+    by_uuid = testbed.run("gnt-instance", "list", "--no-headers", "-o", "name", uuid).stdout
+    assert by_uuid.split() == ["web2.testbed"]
     assert fake_state(testbed, 2) == ["web2.testbed"]
     testbed.run("gnt-instance", "remove", "-f", "web2.testbed")
     assert list_instances(testbed, "name") == []

@@ -249,7 +249,7 @@ def test_modify_parameters_disks_and_nics(master: Callable[..., FakeMaster]) -> 
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    ([], "Please give at least one of the parameters."),
+    ([], "nothing to change"),
     (["--disk", "add:mode=rw"], "adding a disk needs size"),
     (["--disk", "0:remove,mode=rw"], "remove takes no parameters"),
     (["--net", "0:add,remove"], "only one of"),
@@ -377,7 +377,9 @@ def test_list_joins_list_fields(master: Callable[..., FakeMaster]) -> None:
         "data": [[[0, ["10.0.0.1", "10.0.0.2"]]]]}
     result = run(gnt_instance.cli, "list", "-o", "nic.ips", "--no-headers", "inst1")
     assert result.output.strip() == "10.0.0.1,10.0.0.2"
-    assert fake.calls[0][1][2] == ["|", ["==", "name", "inst1"]]
+    # A name or a UUID selects the instance.
+    assert fake.calls[0][1][2] == ["|", ["|", ["==", "name", "inst1"]],
+                                   ["|", ["==", "uuid", "inst1"]]]
 
 
 def test_console_message_and_ssh(master: Callable[..., FakeMaster]) -> None:
@@ -485,5 +487,5 @@ def test_os_modify_sends_cluster_set_params(master: Callable[..., FakeMaster]) -
 def test_os_modify_needs_something(master: Callable[..., FakeMaster]) -> None:
     fake = master()
     result = run(gnt_os.cli, "modify", "debian")
-    assert result.exit_code == 1 and "At least one of" in result.output
+    assert result.exit_code == 1 and "nothing to change" in result.output
     assert fake.jobs == []

@@ -14,9 +14,9 @@ import click
 
 from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client
-from corral.cli.gnt_node import format_params, query_named, selection_filter
 from corral.cli.jobs import exit_with, generic_list, list_fields_command, submit_op
 from corral.cli.keyval import IdentValue
+from corral.cli.lookup import query_named, selection_filter
 from corral.cli.options import (
     FieldSelection,
     KeyValType,
@@ -30,7 +30,7 @@ from corral.cli.options import (
     resolve_fields,
     submit_option,
 )
-from corral.cli.output import format_info
+from corral.cli.output import format_info, format_params
 from corral.cli.tags import add_tag_commands
 from corral.errors import ParameterError
 

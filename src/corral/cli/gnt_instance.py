@@ -35,6 +35,7 @@ from corral.cli.jobs import (
     submit_op,
 )
 from corral.cli.keyval import IdentValue, KeyValDict
+from corral.cli.lookup import selection_filter
 from corral.cli.options import (
     FieldSelection,
     IdentKeyValType,
@@ -581,8 +582,8 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
     """Change parameters, disks or NICs of INSTANCE_NAME."""
     if not (hvparams or beparams or osparams or os_name or disk_items or net_items
             or offline is not None):
-        click.echo("Please give at least one of the parameters.", err=True)
-        exit_with(1)
+        raise ParameterError("nothing to change: give at least one of -H, -B, -O, -o, "
+                             "--disk, --net, --online, --offline")
     body: dict[str, Any] = {"instance_name": instance_name, "force": force}
     if hvparams:
         body["hvparams"] = dict(hvparams)
@@ -614,7 +615,7 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
 @cli.command()
 @force_option
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
-              help="Node to migrate to (needed for file/sharedfile disks).")
+              help="Node to migrate to (required until corral has an allocator).")
 @click.option("--non-live", "non_live", is_flag=True,
               help="Suspend, copy and resume instead of a live migration.")
 @click.option("--migration-mode", type=click.Choice(["live", "non-live"]), default=None,
@@ -648,7 +649,7 @@ def migrate(instance_name: str, force: bool, target_node: str | None, non_live: 
 @cli.command()
 @force_option
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
-              help="Node to fail over to (needed for file/sharedfile disks).")
+              help="Node to fail over to (required until corral has an allocator).")
 @click.option("--ignore-consistency", is_flag=True,
               help="Fail over even if the disks cannot be checked (source node offline).")
 @_shutdown_timeout_option
@@ -922,11 +923,12 @@ def _joined(value: Any) -> str:
 def list_(names: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool) -> None:
-    """List instances (all, or NAMES); default fields name, hypervisor, os, pnode,
-    status, oper_ram."""
+    """List instances (all, or NAMES or UUIDs, or a filter); default fields name,
+    hypervisor, os, pnode, status, oper_ram."""
     fields = resolve_fields(output, LIST_DEFAULT_FIELDS)
     with get_client() as client:
-        code = generic_list(client, "instance", fields, names, force_filter=force_filter,
+        code = generic_list(client, "instance", fields,
+                            qfilter=selection_filter(names, force_filter),
                             separator=separator, no_headers=no_headers, units=units,
                             verbose=verbose, as_json=as_json,
                             overrides=dict.fromkeys(_LIST_JOINED, _joined))

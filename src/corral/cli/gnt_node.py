@@ -9,7 +9,7 @@ named, its UUID works too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -17,12 +17,12 @@ import click
 from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import (
-    LuxiCaller,
     exit_with,
     generic_list,
     list_fields_command,
     submit_op,
 )
+from corral.cli.lookup import query_named, selection_filter
 from corral.cli.options import (
     FieldSelection,
     KeyValType,
@@ -34,20 +34,16 @@ from corral.cli.options import (
     reason_option,
     resolve_fields,
     submit_option,
+    yes_no_option,
 )
-from corral.cli.output import format_info
+from corral.cli.output import format_info, format_params
 from corral.cli.tags import add_tag_commands
-from corral.errors import NotFoundError, ParameterError
-from corral.qlang.parser import FILTER_DETECTION_CHARS, make_filter, make_simple_filter
+from corral.errors import ParameterError
 
 __all__ = [
     "DEFAULT_FIELDS",
     "LIST_FORMAT",
-    "format_params",
     "main",
-    "query_named",
-    "selection_filter",
-    "yes_no_option",
 ]
 
 TOOL = "gnt-node"
@@ -68,73 +64,6 @@ _INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candid
                 "custom_ndparams", "group", "role"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-# -- helpers shared with gnt-group --------------------------------------------------
-
-
-def _yes_no(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
-    if value is None:
-        return None
-    text = value.lower()
-    if text in ("yes", "true"):
-        return True
-    if text in ("no", "false"):
-        return False
-    raise click.BadParameter(f"{value!r} is not yes or no", ctx, param)
-
-
-def yes_no_option(*decls: str, help: str) -> Callable[[F], F]:
-    """A ``yes|no`` option (Ganeti's ``bool`` options) → ``True``/``False``/``None``."""
-    return click.option(*decls, metavar="yes|no", default=None, callback=_yes_no, help=help)
-
-
-def selection_filter(names: Sequence[str], force_filter: bool = False) -> list[Any] | None:
-    """The query filter for command arguments: names (with globs) or UUIDs, or one
-    argument that is a filter in the text form (always with ``-F``)."""
-    if not names:
-        return None
-    if force_filter or (len(names) == 1 and FILTER_DETECTION_CHARS & set(names[0])):
-        return make_filter(list(names), force_filter=True)
-    return ["|", make_filter(list(names)), make_simple_filter("uuid", list(names))]
-
-
-def query_named(client: LuxiCaller, resource: str, noun: str, names: Sequence[str],
-                fields: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows (field → value, None when not available) of the named items, or of all
-    of them; an unknown name is a :class:`NotFoundError` naming it."""
-    wanted = ["name", "uuid", *(f for f in fields if f not in ("name", "uuid"))]
-    qfilter = (["|", *(["|", ["=", "name", n], ["=", "uuid", n]] for n in names)]
-               if names else None)
-    answer = client.call("Query", resource, wanted, qfilter)
-    rows = [{f: (value if status == 0 else None)
-             for f, (status, value) in zip(wanted, row, strict=True)} for row in answer["data"]]
-    known = {row["name"] for row in rows} | {row["uuid"] for row in rows}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise NotFoundError(f"{noun} {', '.join(missing)} not found; see "
-                            f"'{'gnt-group' if resource == 'group' else 'gnt-node'} list'")
-    if names:
-        order = {n: i for i, n in enumerate(names)}
-        rows.sort(key=lambda r: min(order.get(str(r["name"]), len(order)),
-                                    order.get(str(r["uuid"]), len(order))))
-    return rows
-
-
-def format_params(custom: dict[str, Any] | None, filled: dict[str, Any] | None
-                  ) -> dict[str, Any]:
-    """Parameters as Ganeti's ``info`` shows them: the value when set here,
-    ``default (value)`` when inherited; nested dicts likewise."""
-    custom = custom or {}
-    result: dict[str, Any] = {}
-    for key, value in (filled or {}).items():
-        if isinstance(value, dict) and value:
-            result[key] = format_params(custom.get(key), value)
-        elif key in custom:
-            result[key] = str(custom[key])
-        else:
-            result[key] = f"default ({value})"
-    return result
 
 
 

@@ -14,7 +14,7 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.jobs import exit_with, make_op, submit_and_wait
+from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.keyval import IdentValue, KeyValDict
 from corral.cli.options import (
     KeyValType,
@@ -25,6 +25,7 @@ from corral.cli.options import (
     priority_option,
     reason_option,
     submit_option,
+    yes_no_option,
 )
 from corral.cli.output import format_info, format_table
 from corral.errors import ParameterError
@@ -187,21 +188,15 @@ def diagnose(priority: int | None) -> None:
     exit_with(int(has_bad))
 
 
-def _yes_no(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
-    return None if value is None else value == "yes"
-
-
 @cli.command()
 @ident_keyval_option("-H", "--hypervisor-parameters", "hvparams",
                      help="OS-specific hypervisor parameters, hypervisor:key=val,...; "
                           "'-hypervisor' drops all of the OS's overrides for it.")
 @click.option("-O", "--os-parameters", "osparams", type=KeyValType(), default=None,
               help="Cluster-level OS parameters, key=val,...; '-key' removes one.")
-@click.option("--hidden", type=click.Choice(["yes", "no"]), default=None, callback=_yes_no,
-              help="Hide the OS from listings (yes) or show it again (no).")
-@click.option("--blacklisted", type=click.Choice(["yes", "no"]), default=None,
-              callback=_yes_no,
-              help="Refuse new installs of the OS (yes) or allow them again (no).")
+@yes_no_option("--hidden", help="Hide the OS from listings (yes) or show it again (no).")
+@yes_no_option("--blacklisted",
+               help="Refuse new installs of the OS (yes) or allow them again (no).")
 @dry_run_option
 @priority_option
 @submit_option
@@ -229,17 +224,11 @@ def modify(os_name: str, hvparams: dict[str, IdentValue], osparams: KeyValDict |
     if blacklisted is not None:
         body["blacklisted_os"] = [["add" if blacklisted else "remove", os_name]]
     if not body:
-        click.echo("At least one of OS parameters or hypervisor parameters must be passed",
-                   err=True)
-        exit_with(1)
-    op = make_op("OP_CLUSTER_SET_PARAMS", body, trail=reason_trail(TOOL, "modify", reason),
-                 priority=priority, dry_run=dry_run)
-    with get_client() as client:
-        results = submit_and_wait(client, [op], submit_only=submit_only,
-                                  print_jobid=print_jobid)
-    if not results:
-        return
-    result = results[0]
+        raise ParameterError("nothing to change: give at least one of -O, -H, --hidden, "
+                             "--blacklisted")
+    result = submit_op(TOOL, "modify", "OP_CLUSTER_SET_PARAMS", body, reason=reason,
+                       priority=priority, submit_only=submit_only, print_jobid=print_jobid,
+                       dry_run=dry_run)
     if isinstance(result, dict) and result.get("changes"):
         prefix = "Would change" if result.get("dry_run") else "Changed"
         for line in result["changes"]:

@@ -44,6 +44,7 @@ __all__ = [
     "submit_option",
     "units_option",
     "yes_do_it_option",
+    "yes_no_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -322,3 +323,19 @@ def common_list_options(fn: F) -> F:
     ):
         fn = decorator(fn)
     return fn
+
+
+def _yes_no(ctx: click.Context, param: click.Parameter, value: str | None) -> bool | None:
+    if value is None:
+        return None
+    text = value.lower()
+    if text in ("yes", "true"):
+        return True
+    if text in ("no", "false"):
+        return False
+    raise click.BadParameter(f"{value!r} is not yes or no", ctx, param)
+
+
+def yes_no_option(*decls: str, help: str) -> Callable[[F], F]:
+    """A ``yes|no`` option (Ganeti's ``bool`` options) → ``True``/``False``/``None``."""
+    return click.option(*decls, metavar="yes|no", default=None, callback=_yes_no, help=help)

@@ -24,6 +24,7 @@ __all__ = [
     "effective_units",
     "format_bool",
     "format_info",
+    "format_params",
     "format_table",
     "format_unit",
 ]
@@ -168,3 +169,19 @@ def format_info(data: Any) -> str:
     out = StringIO()
     _write_info(out, data, 0, False)
     return out.getvalue().rstrip("\n")
+
+
+def format_params(custom: dict[str, Any] | None, filled: dict[str, Any] | None
+                  ) -> dict[str, Any]:
+    """Parameters as Ganeti's ``info`` shows them: the value when set here,
+    ``default (value)`` when inherited; nested dicts likewise."""
+    custom = custom or {}
+    result: dict[str, Any] = {}
+    for key, value in (filled or {}).items():
+        if isinstance(value, dict) and value:
+            result[key] = format_params(custom.get(key), value)
+        elif key in custom:
+            result[key] = str(custom[key])
+        else:
+            result[key] = f"default ({value})"
+    return result

@@ -375,7 +375,7 @@ def test_names_macs_and_ips_are_unique(cl: Cluster) -> None:
 def test_generated_macs_skip_used_ones(cl: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     cl.create(nics=[{"mac": "aa:00:00:00:00:01"}])
     values = iter([1, 1, 2, 3])
-    monkeypatch.setattr("corral.cmdlib.instance.random.getrandbits", lambda _bits: next(values))
+    monkeypatch.setattr("corral.cmdlib.instance_base.secrets.randbits", lambda _bits: next(values))
     cl.create("web2", nics=[{}, {"mac": "generate"}])
     macs = [n.mac for n in cl.store.get("instance", "web2").nics]
     assert macs == ["aa:00:00:00:00:02", "aa:00:00:00:00:03"]

@@ -14,9 +14,6 @@ The result of ``modify`` is Ganeti's list of ``[what, new value]`` pairs, e.g.
 
 from __future__ import annotations
 
-import ipaddress
-import re
-import secrets
 from typing import Any, Literal
 
 import msgspec
@@ -28,16 +25,18 @@ from corral.cmdlib.common import (
     fill_osparams,
     split_os_name,
 )
-from corral.cmdlib.instance_migration import (
+from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     InstanceLU,
-    LUInstanceFailover,
-    LUInstanceMigrate,
-    LUInstanceMove,
+    check_ip,
+    check_mac,
     disk_spec,
+    generate_mac,
+    is_blacklisted,
     is_running,
     storage_dir,
 )
+from corral.cmdlib.instance_migration import LUInstanceFailover, LUInstanceMigrate, LUInstanceMove
 from corral.errors import (
     AlreadyExistsError,
     CorralError,
@@ -66,7 +65,6 @@ __all__ = [
     "LUInstanceDeactivateDisks",
     "LUInstanceGrowDisk",
     "LUInstanceSetParams",
-    "generate_mac",
     "parse_device_mods",
     "query_resources",
 ]
@@ -75,7 +73,6 @@ Action = Literal["add", "remove", "modify"]
 #: One parsed disk/NIC change: action, index or name/UUID, parameters.
 DeviceMod = tuple[Action, int | str, dict[str, Any]]
 
-_MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
 _DISK_KEYS = frozenset({"size", "mode", "name", "dev_type"})
 _NIC_KEYS = frozenset({"bridge", "ip", "link", "mac", "mode", "name", "network", "vlan"})
 _NONE = "none"
@@ -164,37 +161,6 @@ def _find_index(kind: str, ident: int | str, items: list[Any]) -> int:
 def _none_word(value: Any) -> Any:
     """Ganeti's ``"none"`` (any case) as None."""
     return None if isinstance(value, str) and value.lower() == _NONE else value
-
-
-def generate_mac(prefix: str, used: set[str]) -> str:
-    """A random MAC address with the cluster's three-octet ``prefix``, not in ``used``."""
-    for _ in range(1000):
-        suffix = ":".join(f"{b:02x}" for b in secrets.token_bytes(3))
-        mac = f"{prefix.lower()}:{suffix}"
-        if mac not in used:
-            return mac
-    raise OpPrereqError(f"could not find an unused MAC address with prefix {prefix}")
-
-
-def _check_mac(value: Any) -> str:
-    mac = str(value).strip().lower().replace("-", ":")
-    if not _MAC_RE.match(mac):
-        raise ParameterError(f"invalid MAC address {value!r}: expected six hex octets like "
-                             "aa:00:00:12:34:56, or 'auto'/'generate'")
-    return mac
-
-
-def _check_ip(value: Any) -> str | None:
-    value = _none_word(value)
-    if value is None:
-        return None
-    if str(value).lower() == "pool":
-        raise ParameterError("ip=pool needs a network; corral has no networks yet: give an "
-                             "address or 'none'")
-    try:
-        return str(ipaddress.ip_address(str(value)))
-    except ValueError:
-        raise ParameterError(f"invalid IP address {value!r}") from None
 
 
 # -- modify ---------------------------------------------------------------------------
@@ -343,8 +309,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def _check_os(self) -> None:
         op, inst, cluster = self.op, self.instance, self.master.store.cluster
         if op.os_name and op.os_name != inst.os:
-            base, _variant = split_os_name(op.os_name)
-            if base in cluster.blacklisted_os or op.os_name in cluster.blacklisted_os:
+            if is_blacklisted(cluster.blacklisted_os, op.os_name):
                 raise OsError(f"OS {op.os_name} is blacklisted: it cannot be given to "
                               "instances (see 'gnt-os modify --blacklisted')")
             self.new_inst.os = op.os_name
@@ -491,10 +456,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             if action == "add":
                 index = _add_index("NIC", ident, len(nics))
                 nic = NIC(name=_none_word(values.get("name")),
-                          ip=_check_ip(values.get("ip")),
+                          ip=check_ip(values.get("ip")),
                           nicparams=params.update_params({}, overrides))
-                mac = values.get("mac")
-                nic.mac = "" if mac in (None, "auto", "generate") else _check_mac(mac)
+                nic.mac = check_mac(values.get("mac"))
                 nics.insert(index, nic)
                 filled = fill_params(defaults, nic.nicparams)
                 self._check_routed(nic, filled, index)
@@ -510,17 +474,17 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             nic = nics[index]
             if "mac" in values:
                 mac = values["mac"]
-                if mac == "auto":
-                    raise ParameterError("'auto' is not a valid MAC address when modifying "
-                                         "a NIC; give an address or 'generate'")
                 if mac == "generate":
                     used = set(other_macs) | {n.mac for n in nics}
                     nic.mac = generate_mac(cluster.mac_prefix, used)
                 else:
-                    nic.mac = _check_mac(mac)
+                    nic.mac = check_mac(mac, f"NIC {index}")
+                    if not nic.mac:
+                        raise ParameterError(f"NIC {index}: {mac!r} is not a MAC address to "
+                                             "change to; give an address or 'generate'")
                 self.changes.append([f"nic.mac/{index}", nic.mac])
             if "ip" in values:
-                nic.ip = _check_ip(values["ip"])
+                nic.ip = check_ip(values["ip"])
                 self.changes.append([f"nic.ip/{index}", nic.ip])
             if "name" in values:
                 nic.name = _none_word(values["name"])

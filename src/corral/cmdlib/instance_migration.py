@@ -8,27 +8,27 @@ primary node; ``file`` disks live on the primary node alone and must be copied
 migration leaves the instance on its source node, a failed move removes the copies
 and restarts the instance where it was.
 
-Also here: the base class of every single-instance logical unit of this area, which
-expands the name, locks the instance and its nodes by name and re-reads the instance
-once the locks are held.
+The single-instance base class they build on is
+:class:`corral.cmdlib.instance_base.InstanceLU`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from corral.cmdlib.base import LockRequest, LogicalUnit
 from corral.cmdlib.common import (
     check_node_online,
-    expand_instance,
     expand_node,
     fill_hvparams,
-    instance_spec,
+)
+from corral.cmdlib.instance_base import (
+    InstanceLU,
+    disk_spec,
+    is_running,
+    storage_dir,
 )
 from corral.errors import (
     CorralError,
@@ -37,29 +37,21 @@ from corral.errors import (
     OpPrereqError,
     ParameterError,
 )
-from corral.locking import LockLevel
 from corral.objects import Disk, Instance, Node, fill_params
-from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.objects.specs import DiskSpec
 from corral.opcodes.instance_change_ops import (
     MOVE_COMPRESSIONS,
-    InstanceOp,
     OpInstanceFailover,
     OpInstanceMigrate,
     OpInstanceMove,
 )
+from corral.opcodes.instance_ops import InstanceOp
 from corral.storage import file_logical_id
 
-if TYPE_CHECKING:
-    from corral.config import ConfigStore
-
 __all__ = [
-    "InstanceLU",
     "LUInstanceFailover",
     "LUInstanceMigrate",
     "LUInstanceMove",
-    "disk_spec",
-    "is_running",
-    "storage_dir",
 ]
 
 _Op = TypeVar("_Op", bound=InstanceOp)
@@ -68,155 +60,6 @@ _Op = TypeVar("_Op", bound=InstanceOp)
 SHARED_TEMPLATES = frozenset({"sharedfile", "diskless"})
 #: Disk templates whose data ``move`` copies (an instance without disks moves too).
 COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
-#: Disk templates corral creates as files.
-FILE_TEMPLATES = frozenset({"file", "sharedfile"})
-
-
-def storage_dir(store: ConfigStore, instance: Instance, template: str) -> str:
-    """The cluster-wide directory for new disks of ``instance`` (``file`` or
-    ``sharedfile``): where its existing disks are (an instance created with a
-    ``file_storage_dir`` subdirectory keeps it), else the cluster's directory."""
-    for uuid in instance.disks:
-        disk = store.get("disk", uuid)
-        if disk.dev_type == template and len(disk.logical_id) == 2:
-            path = PurePosixPath(disk.logical_id[1])
-            if path.parent.name == instance.uuid:
-                return str(path.parent.parent)
-    cluster = store.cluster
-    base = cluster.shared_file_storage_dir if template == "sharedfile" \
-        else cluster.file_storage_dir
-    if not base:
-        raise OpPrereqError(f"the cluster has no {template} storage directory; set it with "
-                            "'gnt-cluster modify'")
-    return base
-
-
-def disk_spec(disk: Disk, index: int, logical_id: list[str] | None = None) -> DiskSpec:
-    """What a node needs to know about one disk (``logical_id`` overrides the disk's)."""
-    return DiskSpec(
-        uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size, mode=disk.mode,
-        logical_id=list(disk.logical_id if logical_id is None else logical_id),
-        name=disk.name, params=dict(disk.params),
-    )
-
-
-def is_running(info: Any) -> bool:
-    """Whether an ``instance_info`` answer says the instance runs (paused counts)."""
-    return isinstance(info, dict) and info.get("state") not in (None, "shutdown")
-
-
-def _reason(trail: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    return [list(entry) for entry in trail]
-
-
-class InstanceLU(LogicalUnit[_Op]):
-    """A logical unit about one instance: locks it (and its nodes) by name.
-
-    Subclasses name further nodes to lock (a migration target) in
-    :meth:`extra_nodes`; the instance is re-read in :meth:`check_prereq`, and a
-    primary node that changed while the job waited for its locks is refused.
-    """
-
-    #: Whether the instance lock is shared (read-only units).
-    SHARED_INSTANCE: ClassVar[bool] = False
-    #: Whether the nodes of the instance are locked (node and node-resource levels).
-    LOCK_NODES: ClassVar[bool] = True
-
-    instance: Instance
-
-    def expand_names(self) -> None:
-        """The instance by name or UUID (``instance_uuid`` wins when given)."""
-        store = self.master.store
-        self.instance = expand_instance(store, self.op.instance_uuid or self.op.instance_name)
-
-    def extra_nodes(self) -> list[Node]:
-        """Nodes besides the primary one that the unit locks."""
-        return []
-
-    def declare_locks(self) -> dict[LockLevel, LockRequest]:
-        """The instance; the primary and extra nodes at node and node-resource level."""
-        locks = {LockLevel.INSTANCE: LockRequest([self.instance.name],
-                                                 shared=self.SHARED_INSTANCE)}
-        if self.LOCK_NODES:
-            names = {self.master.store.get("node", self.instance.primary_node).name}
-            names.update(node.name for node in self.extra_nodes())
-            locks[LockLevel.NODE] = LockRequest(sorted(names))
-            locks[LockLevel.NODE_RES] = LockRequest(sorted(names))
-        return locks
-
-    def check_prereq(self) -> None:
-        """Re-read the instance now that it is locked."""
-        store = self.master.store
-        current = store.find("instance", self.instance.uuid)
-        if current is None:
-            raise NotFoundError(f"instance {self.instance.name} was removed meanwhile")
-        self.instance = current
-        if self.LOCK_NODES:
-            owned = self.master.locks.owned_locks(LockLevel.NODE, owner=self.owner)
-            if self.primary.name not in owned:
-                raise OpPrereqError(
-                    f"instance {current.name} moved to node {self.primary.name} while this "
-                    "job waited for its locks; submit it again"
-                )
-
-    # -- helpers ---------------------------------------------------------------
-    @property
-    def primary(self) -> Node:
-        """The instance's primary node."""
-        return self.master.store.get("node", self.instance.primary_node)
-
-    def disks(self) -> list[Disk]:
-        """The instance's disks, in order."""
-        return [self.master.store.get("disk", uuid) for uuid in self.instance.disks]
-
-    def spec(self, node: Node | None = None) -> dict[str, Any]:
-        """The instance spec as RPC arguments (for ``node`` if not the primary)."""
-        return _builtins(instance_spec(self.master.store, self.instance, node))
-
-    async def instance_info(self, node: Node) -> Any:
-        """``instance_info`` of the instance on ``node`` (raises naming the node)."""
-        results = await self.master.rpc.call(
-            [node], "instance_info",
-            {"instance": self.instance.name, "hypervisor": self.instance.hypervisor},
-        )
-        return results[node.name].get(f"asking for instance {self.instance.name}")
-
-    async def call_one(self, node: Node, procedure: str, args: dict[str, Any], what: str,
-                       *, rpc_timeout: float = 60.0) -> Any:
-        """Call ``procedure`` on one node; its error is raised, prefixed by ``what``."""
-        results = await self.master.rpc.call([node], procedure, args, timeout=rpc_timeout)
-        return results[node.name].get(what)
-
-    async def try_call(self, node: Node, procedure: str, args: dict[str, Any], what: str
-                       ) -> bool:
-        """Like :meth:`call_one`, but a failure is only reported in the job log."""
-        try:
-            await self.call_one(node, procedure, args, what)
-        except CorralError as err:
-            self.feedback(f"WARNING: {err.message}")
-            return False
-        return True
-
-    def update_instance(self, change: Callable[[Instance], None],
-                        disks: Callable[[Disk], None] | None = None) -> None:
-        """Commit ``change`` to the instance (and ``disks`` to each disk) with the
-        opcode's reason trail as the instance's last one."""
-        with self.master.store.transaction() as txn:
-            inst = txn.get("instance", self.instance.uuid)
-            change(inst)
-            inst.last_reason = _reason(self.op.reason)
-            txn.update(inst)
-            if disks is not None:
-                for uuid in inst.disks:
-                    disk = txn.get("disk", uuid)
-                    disks(disk)
-                    txn.update(disk)
-        self.instance = self.master.store.get("instance", self.instance.uuid)
-
-
-def _builtins(spec: InstanceSpec) -> dict[str, Any]:
-    result: dict[str, Any] = msgspec.to_builtins(spec)
-    return result
 
 
 # -- moving instances between nodes ------------------------------------------------

@@ -9,11 +9,12 @@ actually set, with a message saying so.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-from corral.opcodes.base import OpCode, register
+from corral.opcodes.base import register
+from corral.opcodes.instance_ops import InstanceOp
 
 __all__ = [
     "DEVICE_ACTIONS",
@@ -50,15 +51,6 @@ _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 _Timeout = Annotated[int, msgspec.Meta(ge=0)]
 _DiskIndex = Annotated[int, msgspec.Meta(ge=0, lt=MAX_DISKS)]
 _Positive = Annotated[int, msgspec.Meta(gt=0)]
-
-
-class InstanceOp(OpCode, kw_only=True):
-    """An opcode about one instance, named by name or UUID."""
-
-    SUMMARY_FIELD: ClassVar[str | None] = "instance_name"
-
-    instance_name: _NonEmpty
-    instance_uuid: str | None = None
 
 
 @register

@@ -18,6 +18,7 @@ from corral.opcodes.base import OpCode, register
 __all__ = [
     "CREATE_MODES",
     "REBOOT_TYPES",
+    "InstanceOp",
     "OpInstanceCreate",
     "OpInstanceQueryData",
     "OpInstanceReboot",
@@ -40,8 +41,9 @@ _RebootType = Literal["soft", "hard", "full"]
 _FileDriver = Literal["loop", "blktap", "blktap2"]
 
 
-class _SingleInstance(OpCode, kw_only=True):
-    """Fields of opcodes about one instance: a name (or UUID) and optionally its UUID."""
+class InstanceOp(OpCode, kw_only=True):
+    """An opcode about one existing instance, named by name or UUID (``instance_uuid``,
+    when given too, must name the same instance)."""
 
     SUMMARY_FIELD: ClassVar[str | None] = "instance_name"
 
@@ -108,7 +110,7 @@ class OpInstanceCreate(OpCode, tag="OP_INSTANCE_CREATE"):
 
 
 @register
-class OpInstanceRemove(_SingleInstance, tag="OP_INSTANCE_REMOVE"):
+class OpInstanceRemove(InstanceOp, tag="OP_INSTANCE_REMOVE"):
     """Shut an instance down, remove its disks and forget it."""
 
     shutdown_timeout: _Timeout = 120
@@ -116,7 +118,7 @@ class OpInstanceRemove(_SingleInstance, tag="OP_INSTANCE_REMOVE"):
 
 
 @register
-class OpInstanceStartup(_SingleInstance, tag="OP_INSTANCE_STARTUP"):
+class OpInstanceStartup(InstanceOp, tag="OP_INSTANCE_STARTUP"):
     """Start an instance; ``hvparams``/``beparams`` apply to this start only."""
 
     force: bool = False
@@ -129,7 +131,7 @@ class OpInstanceStartup(_SingleInstance, tag="OP_INSTANCE_STARTUP"):
 
 
 @register
-class OpInstanceShutdown(_SingleInstance, tag="OP_INSTANCE_SHUTDOWN"):
+class OpInstanceShutdown(InstanceOp, tag="OP_INSTANCE_SHUTDOWN"):
     """Stop an instance (``timeout`` seconds for a clean shutdown)."""
 
     force: bool = False
@@ -140,7 +142,7 @@ class OpInstanceShutdown(_SingleInstance, tag="OP_INSTANCE_SHUTDOWN"):
 
 
 @register
-class OpInstanceReboot(_SingleInstance, tag="OP_INSTANCE_REBOOT"):
+class OpInstanceReboot(InstanceOp, tag="OP_INSTANCE_REBOOT"):
     """Reboot an instance: ``soft``/``hard`` by its hypervisor, ``full`` = stop + start."""
 
     reboot_type: _RebootType
@@ -149,7 +151,7 @@ class OpInstanceReboot(_SingleInstance, tag="OP_INSTANCE_REBOOT"):
 
 
 @register
-class OpInstanceReinstall(_SingleInstance, tag="OP_INSTANCE_REINSTALL"):
+class OpInstanceReinstall(InstanceOp, tag="OP_INSTANCE_REINSTALL"):
     """Reinstall a stopped instance's OS, optionally another one (``os_type``).
 
     ``osparams`` apply to this installation only (Ganeti's "temporary OS parameters").
@@ -163,7 +165,7 @@ class OpInstanceReinstall(_SingleInstance, tag="OP_INSTANCE_REINSTALL"):
 
 
 @register
-class OpInstanceRename(_SingleInstance, tag="OP_INSTANCE_RENAME"):
+class OpInstanceRename(InstanceOp, tag="OP_INSTANCE_RENAME"):
     """Rename a stopped instance and run its OS's rename script; returns the new name."""
 
     SUMMARY_FIELD: ClassVar[str | None] = None

@@ -1,0 +1,435 @@
+"""What the instance areas share: the base of single-instance logical units, calls to
+one node, disk specs and storage directories, NIC addresses and the OS check.
+
+The instance logical units live in four modules (``instance_create``, ``instance``
+for the life cycle of an existing instance, ``instance_migration`` and
+``instance_change``); they all build on this one, so that an instance is locked,
+re-read, described to a node and committed the same way everywhere.
+
+Locks. :class:`InstanceLU` locks its instance exclusively and the instance's nodes
+at the node and node-resource levels: shared for operations that only act on the
+instance where it is (start, stop, reboot, reinstall, rename, remove; a shared node
+lock keeps the node from being removed or taken offline underneath while many such
+operations on one node run side by side), exclusively for those that move it or
+change what it uses on a node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import msgspec
+
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
+from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
+from corral.errors import (
+    CorralError,
+    NotFoundError,
+    OpPrereqError,
+    OsError,
+    ParameterError,
+)
+from corral.locking import LockLevel
+from corral.objects import Disk, Instance, Node
+from corral.objects.params import BE_PARAMS, HV_PARAMS, update_params, validate_params
+from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.opcodes.instance_ops import InstanceOp
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+
+__all__ = [
+    "FILE_TEMPLATES",
+    "RPC_INSTALL",
+    "RPC_QUICK",
+    "RPC_START",
+    "InstanceLU",
+    "add_name_lock",
+    "call_node",
+    "check_hv_be",
+    "check_instance_name",
+    "check_ip",
+    "check_mac",
+    "check_os",
+    "commit_instance",
+    "disk_spec",
+    "drop_name_lock",
+    "generate_mac",
+    "is_blacklisted",
+    "is_running",
+    "remove_disks",
+    "storage_dir",
+    "wire",
+]
+
+_Op = TypeVar("_Op", bound=InstanceOp)
+
+#: Disk templates corral creates as files.
+FILE_TEMPLATES = frozenset({"file", "sharedfile"})
+
+#: Node RPC timeouts (seconds): quick calls, starting an instance, running an OS script.
+RPC_QUICK = 60.0
+RPC_START = 300.0
+RPC_INSTALL = 3660.0
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+#: What asks for a generated MAC where a MAC is expected.
+_GENERATE_MAC = ("", "auto", "generate")
+_MAC_ATTEMPTS = 64
+
+
+# -- small helpers ------------------------------------------------------------------
+
+
+def wire(spec: InstanceSpec | DiskSpec) -> dict[str, Any]:
+    """A spec as RPC arguments."""
+    result: dict[str, Any] = msgspec.to_builtins(spec)
+    return result
+
+
+def check_instance_name(name: str) -> None:
+    """Refuse names that cannot be host names."""
+    if len(name) > 255 or not _NAME_RE.match(name):
+        raise ParameterError(
+            f"invalid instance name {name!r}: use letters, digits, '.', '-' and '_', "
+            "starting with a letter or a digit (at most 255 characters)")
+
+
+async def call_node(master: MasterContext, node: Node, procedure: str,
+                    args: Mapping[str, Any], what: str, *,
+                    timeout: float = RPC_QUICK,  # noqa: ASYNC109 - the RPC's own timeout
+                    ) -> Any:
+    """Call ``procedure`` on one node; its payload, or its error prefixed by ``what``
+    and naming the node."""
+    results = await master.rpc.call([node], procedure, args, timeout=timeout)
+    return results[node.name].get(what)
+
+
+def is_running(info: Any) -> bool:
+    """Whether an ``instance_info`` answer says the instance runs (paused counts)."""
+    return isinstance(info, dict) and info.get("state") not in (None, "shutdown")
+
+
+def is_blacklisted(blacklist: Sequence[str], os_name: str) -> bool:
+    """Whether ``os_name`` (``OS`` or ``OS+VARIANT``) or its OS is blacklisted."""
+    return os_name in blacklist or split_os_name(os_name)[0] in blacklist
+
+
+def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],
+                    change: Callable[[Instance], None],
+                    disks: Callable[[Disk], None] | None = None) -> Instance:
+    """Commit ``change`` to the instance (and ``disks`` to each of its disks) with
+    ``reason`` as its last reason trail; return the committed instance."""
+    with master.store.transaction() as txn:
+        inst = txn.get("instance", uuid)
+        change(inst)
+        inst.last_reason = [list(entry) for entry in reason]
+        txn.update(inst)
+        if disks is not None:
+            for disk_uuid in inst.disks:
+                disk = txn.get("disk", disk_uuid)
+                disks(disk)
+                txn.update(disk)
+    return master.store.get("instance", uuid)
+
+
+async def add_name_lock(lu: LogicalUnit[Any], name: str) -> None:
+    """Make sure an instance lock called ``name`` exists (a new or renamed instance's),
+    so that a second job for the same name waits for this one and then finds the name
+    taken. Another job adding it at the same moment is fine."""
+    locks = lu.master.locks
+    if name not in locks.lockset(LockLevel.INSTANCE):
+        try:
+            await locks.add(LockLevel.INSTANCE, name, owner=lu.owner)
+        except CorralError:
+            if name not in locks.lockset(LockLevel.INSTANCE):
+                raise
+
+
+async def drop_name_lock(lu: LogicalUnit[Any], name: str) -> None:
+    """Remove the instance lock ``name`` unless an instance has that name (again)."""
+    if lu.master.store.find("instance", name) is None:
+        await lu.master.locks.remove(LockLevel.INSTANCE, name, owner=lu.owner)
+
+
+# -- parameters and the OS ------------------------------------------------------------
+
+
+def check_hv_be(hypervisor: str, hvparams: Mapping[str, Any], beparams: Mapping[str, Any]
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Validated instance-level hypervisor and backend parameter overrides."""
+    hv = validate_params("hypervisor", HV_PARAMS[hypervisor], hvparams, instance_level=True)
+    be_in = dict(beparams)
+    if "memory" in be_in:  # Ganeti's pre-2.6 name for maxmem = minmem
+        memory = be_in.pop("memory")
+        be_in.setdefault("maxmem", memory)
+        be_in.setdefault("minmem", memory)
+    be = validate_params("backend", BE_PARAMS, be_in, instance_level=True)
+    return update_params({}, hv), update_params({}, be)
+
+
+async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,
+                   force_variant: bool, own_params: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``os_name`` on ``node`` (exists, valid, variant, parameters); return the
+    OS parameters filled in the order instance > OS+variant > OS."""
+    cluster = lu.master.store.cluster
+    base, variant = split_os_name(os_name)
+    search_path = list(cluster.os_search_path)
+    info = await call_node(lu.master, node, "os_get",
+                           {"name": base if force_variant else os_name,
+                            "search_path": search_path},
+                           f"looking up OS {os_name}")
+    if not isinstance(info, dict):
+        raise OsError(f"OS {os_name}: node {node.name} answered no OS description")
+    if not info.get("valid", True):
+        raise OsError(f"OS {os_name} is not valid on node {node.name}: {info.get('message')}")
+    variants = list(info.get("variants") or [])
+    # Unlike Ganeti, a name without a variant is accepted for an OS that has variants:
+    # its scripts then run with an empty OS_VARIANT and pick their own default.
+    if variants and variant and not force_variant:
+        if variant not in variants:
+            raise OsError(f"OS {base} has no variant {variant!r}; its variants: "
+                          f"{', '.join(variants)}")
+    elif variant and not variants and not force_variant:
+        raise OsError(f"OS {base} has no variants, but {os_name!r} names one")
+    known = {str(entry[0]) for entry in info.get("parameters") or [] if entry}
+    unknown = sorted(set(own_params) - known)
+    if unknown:
+        raise OsError(f"OS {base} does not have the parameter(s) {', '.join(unknown)}; its "
+                      f"parameters: {', '.join(sorted(known)) or '(none)'}")
+    filled = fill_osparams(lu.master.store, os_name, dict(own_params))
+    if filled or known:
+        # An OS without parameters has nothing to verify: spare the script run.
+        await call_node(lu.master, node, "os_validate",
+                        {"name": os_name, "osparams": filled, "search_path": search_path},
+                        f"validating the parameters of OS {os_name}")
+    return filled
+
+
+# -- NIC addresses --------------------------------------------------------------------
+
+
+def _where(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def check_mac(value: Any, where: str = "") -> str:
+    """A MAC address in canonical form (lower case, colons); ``""`` for the words that
+    ask for a generated one (empty, ``auto``, ``generate``)."""
+    mac = "" if value is None else str(value).strip().lower().replace("-", ":")
+    if mac in _GENERATE_MAC:
+        return ""
+    if not _MAC_RE.match(mac):
+        raise ParameterError(f"{_where(where)}invalid MAC address {value!r}: expected six "
+                             "hex octets like aa:00:00:12:34:56, or 'auto'/'generate'")
+    return mac
+
+
+def check_ip(value: Any, where: str = "") -> str | None:
+    """An IP address in canonical form, or None for none (``None``, ``""``, ``none``)."""
+    if value is None or (isinstance(value, str) and value.lower() in ("", "none")):
+        return None
+    if not isinstance(value, str):
+        raise ParameterError(f"{_where(where)}invalid IP address {value!r}")
+    if value.lower() == "pool":
+        raise ParameterError(f"{_where(where)}ip=pool needs a network, and corral has no "
+                             "networks yet: give an address or 'none'")
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ParameterError(f"{_where(where)}invalid IP address {value!r}") from None
+
+
+def generate_mac(prefix: str, used: set[str]) -> str:
+    """A MAC of the cluster's three-octet ``prefix`` and three random octets that is not
+    in ``used``; it is added to ``used``."""
+    for _attempt in range(_MAC_ATTEMPTS):
+        suffix = secrets.randbits(24)
+        mac = f"{prefix.lower()}:{suffix >> 16:02x}:{(suffix >> 8) & 0xff:02x}:{suffix & 0xff:02x}"
+        if mac not in used:
+            used.add(mac)
+            return mac
+    raise OpPrereqError(f"no free MAC address found with the prefix {prefix} after "
+                        f"{_MAC_ATTEMPTS} attempts; set another prefix with "
+                        "'gnt-cluster modify --mac-prefix'")
+
+
+# -- disks ----------------------------------------------------------------------------
+
+
+def storage_dir(store: ConfigStore, instance: Instance, template: str) -> str:
+    """The cluster-wide directory for new disks of ``instance`` (``file`` or
+    ``sharedfile``): where its existing disks are (an instance created with a
+    ``file_storage_dir`` subdirectory keeps it), else the cluster's directory."""
+    for uuid in instance.disks:
+        disk = store.get("disk", uuid)
+        if disk.dev_type == template and len(disk.logical_id) == 2:
+            path = PurePosixPath(disk.logical_id[1])
+            if path.parent.name == instance.uuid:
+                return str(path.parent.parent)
+    cluster = store.cluster
+    base = cluster.shared_file_storage_dir if template == "sharedfile" \
+        else cluster.file_storage_dir
+    if not base:
+        raise OpPrereqError(f"the cluster has no {template} storage directory; set it with "
+                            "'gnt-cluster modify'")
+    return base
+
+
+def disk_spec(disk: Disk, index: int, logical_id: list[str] | None = None) -> DiskSpec:
+    """What a node needs to know about one disk (``logical_id`` overrides the disk's)."""
+    return DiskSpec(
+        uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size, mode=disk.mode,
+        logical_id=list(disk.logical_id if logical_id is None else logical_id),
+        name=disk.name, params=dict(disk.params),
+    )
+
+
+async def remove_disks(lu: LogicalUnit[Any], node: Node, disks: Sequence[DiskSpec], *,
+                       best_effort: bool) -> list[str]:
+    """Remove ``disks`` on ``node``; failures are raised, or with ``best_effort``
+    reported in the job log and returned."""
+    failures: list[str] = []
+    for disk in disks:
+        try:
+            await call_node(lu.master, node, "blockdev_remove", {"disk": wire(disk)},
+                            f"removing disk {disk.index}")
+        except CorralError as err:
+            if not best_effort:
+                raise
+            lu.feedback(f"Warning: {err.message}")
+            failures.append(err.message)
+    return failures
+
+
+# -- the base of single-instance logical units ----------------------------------------
+
+
+class InstanceLU(LogicalUnit[_Op]):
+    """A logical unit about one instance: locks it (and its nodes) by name.
+
+    Subclasses name further nodes to lock (a migration target) in
+    :meth:`extra_nodes` and further instance names (a rename's new name) in
+    :meth:`instance_locks`; the instance is re-read in :meth:`check_prereq`, and a
+    primary node that changed while the job waited for its locks is refused.
+    """
+
+    #: Whether the instance lock is shared (read-only units).
+    SHARED_INSTANCE: ClassVar[bool] = False
+    #: Whether the instance's nodes are locked shared (the unit acts on the instance
+    #: where it is) rather than exclusively (it moves it or changes what it uses).
+    SHARED_NODES: ClassVar[bool] = False
+    #: Whether the nodes of the instance are locked (node and node-resource levels).
+    LOCK_NODES: ClassVar[bool] = True
+
+    instance: Instance
+
+    def expand_names(self) -> None:
+        """The instance by name or UUID (``instance_name`` takes either); an
+        ``instance_uuid`` given too must be that instance's, as in Ganeti. The opcode
+        then carries the canonical name and UUID."""
+        op = self.op
+        inst = expand_instance(self.master.store, op.instance_name)
+        if op.instance_uuid and op.instance_uuid != inst.uuid:
+            raise ParameterError(f"instance_name {op.instance_name!r} and instance_uuid "
+                                 f"{op.instance_uuid!r} name different instances")
+        op.instance_name, op.instance_uuid = inst.name, inst.uuid
+        self.instance = inst
+
+    def extra_nodes(self) -> list[Node]:
+        """Nodes besides the primary one that the unit locks."""
+        return []
+
+    def instance_locks(self) -> list[str]:
+        """Names of the instance locks the unit takes (its instance's)."""
+        return [self.instance.name]
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The instance; the primary and extra nodes at node and node-resource level."""
+        locks = {LockLevel.INSTANCE: LockRequest(self.instance_locks(),
+                                                 shared=self.SHARED_INSTANCE)}
+        if self.LOCK_NODES:
+            names = {self.master.store.get("node", self.instance.primary_node).name}
+            names.update(node.name for node in self.extra_nodes())
+            locks[LockLevel.NODE] = LockRequest(sorted(names), shared=self.SHARED_NODES)
+            locks[LockLevel.NODE_RES] = LockRequest(sorted(names), shared=self.SHARED_NODES)
+        return locks
+
+    def check_prereq(self) -> None:
+        """Re-read the instance now that it is locked."""
+        store = self.master.store
+        current = store.find("instance", self.instance.uuid)
+        if current is None:
+            raise NotFoundError(f"instance {self.instance.name} was removed meanwhile")
+        self.instance = current
+        if self.LOCK_NODES:
+            owned = self.master.locks.owned_locks(LockLevel.NODE, owner=self.owner)
+            if self.primary.name not in owned:
+                raise OpPrereqError(
+                    f"instance {current.name} moved to node {self.primary.name} while this "
+                    "job waited for its locks; submit it again"
+                )
+
+    # -- helpers ---------------------------------------------------------------
+    @property
+    def primary(self) -> Node:
+        """The instance's primary node."""
+        return self.master.store.get("node", self.instance.primary_node)
+
+    def disks(self) -> list[Disk]:
+        """The instance's disks, in order."""
+        return [self.master.store.get("disk", uuid) for uuid in self.instance.disks]
+
+    def instance_spec(self, node: Node | None = None) -> InstanceSpec:
+        """The instance's filled spec (for ``node`` if not the primary)."""
+        return instance_spec(self.master.store, self.instance, node)
+
+    def spec(self, node: Node | None = None) -> dict[str, Any]:
+        """The instance spec as RPC arguments (for ``node`` if not the primary)."""
+        return wire(self.instance_spec(node))
+
+    async def instance_info(self, node: Node) -> Any:
+        """``instance_info`` of the instance on ``node`` (raises naming the node)."""
+        return await self.call_one(
+            node, "instance_info",
+            {"instance": self.instance.name, "hypervisor": self.instance.hypervisor},
+            f"asking for instance {self.instance.name}")
+
+    async def running(self) -> bool:
+        """Whether the hypervisor on the primary node runs the instance."""
+        return is_running(await self.instance_info(self.primary))
+
+    async def call_one(self, node: Node, procedure: str, args: Mapping[str, Any], what: str,
+                       *, rpc_timeout: float = RPC_QUICK) -> Any:
+        """Call ``procedure`` on one node; its error is raised, prefixed by ``what``."""
+        return await call_node(self.master, node, procedure, args, what, timeout=rpc_timeout)
+
+    async def try_call(self, node: Node, procedure: str, args: Mapping[str, Any], what: str
+                       ) -> bool:
+        """Like :meth:`call_one`, but a failure is only reported in the job log."""
+        try:
+            await self.call_one(node, procedure, args, what)
+        except CorralError as err:
+            self.feedback(f"WARNING: {err.message}")
+            return False
+        return True
+
+    def update_instance(self, change: Callable[[Instance], None],
+                        disks: Callable[[Disk], None] | None = None) -> None:
+        """Commit ``change`` to the instance (and ``disks`` to each disk) with the
+        opcode's reason trail as the instance's last one."""
+        self.instance = commit_instance(self.master, self.instance.uuid, self.op.reason,
+                                        change, disks)
+
+    def set_state(self, **changes: Any) -> None:
+        """Commit attribute ``changes`` (``admin_state="up"``) to the instance."""
+        def change(inst: Instance) -> None:
+            for name, value in changes.items():
+                setattr(inst, name, value)
+        self.update_instance(change)

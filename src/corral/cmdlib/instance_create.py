@@ -1,0 +1,450 @@
+"""Creating an instance: its disks on the primary node, the OS installed, started.
+
+Locks. A create locks the new instance name exclusively and its primary node shared
+at the node and node-resource levels, so that four creates on four nodes, or many on
+one node, run side by side: what a create on a node needs to be safe is its own
+instance name (the lock, added by :meth:`LUInstanceCreate.prepare` so that a second
+create of the same name waits for the first and then finds the name taken), its own
+disk files (named by UUID) and a unique MAC (random, checked, and checked again by
+the configuration at commit). corral does not account node memory or disk space at
+creation yet; when it does, the reservation will want ``NODE_RES`` exclusively.
+
+Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
+need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
+``ignore_ipolicy``, ``opportunistic_locking``, ``compress``, ``group_name`` and
+``helper_*_timeout``. Refused with an error saying what works: creation modes other
+than ``create``, ``iallocator`` (give ``pnode``), secondary nodes, ``file_driver``
+other than ``loop``, forthcoming instances, instance communication, private/secret
+OS parameters, networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
+from corral.cmdlib.common import check_node_online, expand_node, fill_osparams, instance_spec
+from corral.cmdlib.instance_base import (
+    FILE_TEMPLATES,
+    RPC_INSTALL,
+    RPC_START,
+    add_name_lock,
+    call_node,
+    check_hv_be,
+    check_instance_name,
+    check_ip,
+    check_mac,
+    check_os,
+    commit_instance,
+    drop_name_lock,
+    generate_mac,
+    is_blacklisted,
+    remove_disks,
+    wire,
+)
+from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.tags import check_tag
+from corral.errors import (
+    AlreadyExistsError,
+    CorralError,
+    OpExecError,
+    OpPrereqError,
+    OsError,
+    ParameterError,
+)
+from corral.locking import LockLevel
+from corral.objects import NIC, Disk, Instance, Node, fill_params, new_uuid
+from corral.objects.params import (
+    HV_PARAMS,
+    NIC_MODES,
+    NIC_PARAMS,
+    parse_size,
+    update_params,
+    validate_params,
+)
+from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.opcodes.instance_ops import OpInstanceCreate
+from corral.storage import file_logical_id
+
+__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate"]
+
+#: Disk templates instances can be created with so far.
+SUPPORTED_TEMPLATES = ("diskless", "file", "sharedfile")
+#: Keys of a disk definition (Ganeti's); the last ones are refused when set.
+DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider")
+#: Keys of a NIC definition (Ganeti's, plus the legacy ``bridge``).
+NIC_KEYS = ("mac", "ip", "mode", "link", "vlan", "name", "network", "bridge")
+
+
+def _used_addresses(master: MasterContext) -> tuple[set[str], set[str]]:
+    """MACs (lower case) and IPs the configuration's instances use."""
+    macs: set[str] = set()
+    ips: set[str] = set()
+    for inst in master.store.all("instance"):
+        for nic in inst.nics:
+            if nic.mac:
+                macs.add(nic.mac.lower())
+            if nic.ip:
+                ips.add(nic.ip)
+    return macs, ips
+
+
+# -- disks and NICs of a new instance ------------------------------------------
+
+def _parse_disks(template: str, disks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validated disk definitions: ``{"size": MiB, "mode", "name", "spindles"}``."""
+    if template == "diskless":
+        if disks:
+            raise ParameterError("disk template 'diskless' takes no disks; "
+                                 f"got {len(disks)}")
+        return []
+    if not disks:
+        raise ParameterError(f"disk template {template!r} needs at least one disk, e.g. "
+                             "disks=[{\"size\": \"1G\"}]")
+    if len(disks) > MAX_DISKS:
+        raise ParameterError(f"at most {MAX_DISKS} disks are allowed, got {len(disks)}")
+    result: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for index, disk in enumerate(disks):
+        where = f"disk {index}"
+        if not isinstance(disk, dict):
+            raise ParameterError(f"{where}: expected an object with size, mode, name")
+        unknown = sorted(set(disk) - set(DISK_KEYS))
+        if unknown:
+            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
+                                 f"{', '.join(DISK_KEYS)}")
+        for key in ("adopt", "vg", "metavg", "provider"):
+            if disk.get(key) not in (None, ""):
+                raise ParameterError(f"{where}: {key!r} is not supported with the "
+                                     f"{template!r} template (only plain/ext disks have it)")
+        if disk.get("size") is None:
+            raise ParameterError(f"{where}: the size is missing (e.g. size=10G)")
+        size = parse_size(disk["size"])
+        if size < 1:
+            raise ParameterError(f"{where}: the size must be at least 1 MiB")
+        mode = disk.get("mode") or "rw"
+        if mode not in ("rw", "ro"):
+            raise ParameterError(f"{where}: invalid mode {mode!r}; valid: rw, ro")
+        name = disk.get("name")
+        if name in ("", "none"):
+            name = None
+        if name is not None:
+            if not isinstance(name, str) or name.isdigit():
+                raise ParameterError(f"{where}: invalid name {name!r} (a non-numeric string)")
+            if name in names:
+                raise ParameterError(f"{where}: the name {name!r} is used twice")
+            names.add(name)
+        spindles = disk.get("spindles")
+        if spindles is not None:
+            try:
+                spindles = int(spindles)
+            except (TypeError, ValueError):
+                raise ParameterError(f"{where}: spindles must be an integer, got "
+                                     f"{spindles!r}") from None
+        result.append({"size": size, "mode": mode, "name": name, "spindles": spindles})
+    return result
+
+
+def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
+                ) -> list[dict[str, Any]]:
+    """Validated NIC definitions: ``{"mac" (None = generate), "ip", "name", "params"}``
+    where ``params`` holds the given mode/link/vlan overrides."""
+    if len(nics) > MAX_NICS:
+        raise ParameterError(f"at most {MAX_NICS} NICs are allowed, got {len(nics)}")
+    result: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for index, nic in enumerate(nics):
+        where = f"NIC {index}"
+        if not isinstance(nic, dict):
+            raise ParameterError(f"{where}: expected an object with mac, ip, mode, link")
+        unknown = sorted(set(nic) - set(NIC_KEYS))
+        if unknown:
+            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
+                                 f"{', '.join(NIC_KEYS)}")
+        if nic.get("network") not in (None, "", "none"):
+            raise ParameterError(f"{where}: networks are not supported yet; give mode and "
+                                 "link instead")
+        given: dict[str, Any] = {}
+        for key in ("mode", "link", "vlan"):
+            if nic.get(key) not in (None, ""):
+                given[key] = nic[key]
+        if nic.get("bridge") not in (None, ""):
+            if "link" in given and given["link"] != nic["bridge"]:
+                raise ParameterError(f"{where}: give either link or bridge, not both")
+            given["link"] = nic["bridge"]
+        if given.get("mode") not in (None, *NIC_MODES):
+            raise ParameterError(f"{where}: invalid mode {given['mode']!r}; valid: "
+                                 f"{', '.join(NIC_MODES)}")
+        params = update_params({}, validate_params("NIC", NIC_PARAMS, given,
+                                                   instance_level=True))
+        filled = fill_params(defaults, params)
+        ip = check_ip(nic.get("ip"), where)
+        if filled.get("mode") == "routed" and ip is None:
+            raise ParameterError(f"{where}: routed mode needs an IP address (ip=...)")
+        mac = check_mac(nic.get("mac"), where)
+        name = nic.get("name")
+        if name in ("", "none"):
+            name = None
+        if name is not None:
+            if name in names:
+                raise ParameterError(f"{where}: the name {name!r} is used twice")
+            names.add(name)
+        result.append({"mac": mac, "ip": ip, "name": name, "params": params})
+    return result
+
+
+# -- create --------------------------------------------------------------------
+
+class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
+    """``OP_INSTANCE_CREATE``: disks on the primary node, OS installed, started.
+
+    Anything that fails before the configuration commit removes the disks created so
+    far and leaves the configuration untouched; a failing start after the commit
+    leaves the instance defined and stopped, and fails the job saying so.
+    """
+
+    OP_ID = "OP_INSTANCE_CREATE"
+
+    def check_arguments(self) -> None:
+        """Refuse what corral cannot do and parse disks and tags."""
+        op = self.op
+        if op.mode != "create":
+            raise ParameterError(
+                f"instance creation mode {op.mode!r} is not implemented; only 'create' is "
+                "(imports arrive with gnt-backup)")
+        if op.iallocator:
+            raise ParameterError(
+                "instance allocators are not available yet: give the primary node (pnode) "
+                "instead of an iallocator")
+        if op.snode or op.snode_uuid:
+            raise ParameterError("the disk templates corral has (diskless, file, sharedfile) "
+                                 "use no secondary node; do not give snode")
+        if op.forthcoming or op.commit:
+            raise ParameterError("forthcoming instances (forthcoming/commit) are not supported")
+        if op.instance_communication:
+            raise ParameterError("instance communication is not supported")
+        if op.osparams_private or op.osparams_secret:
+            raise ParameterError("private and secret OS parameters are not supported yet; "
+                                 "use osparams")
+        if not op.os_type and not op.no_install:
+            # Ganeti wants an OS even without installation; corral records none then
+            # (a later reinstall names one).
+            raise ParameterError("an OS is needed to create an instance (os_type, "
+                                 "'-o OS+VARIANT'), unless nothing is installed (no_install)")
+        check_instance_name(op.instance_name)
+        for tag in op.tags:
+            check_tag(tag)
+        if op.no_install and op.start:
+            self.feedback("No OS installation requested: the instance is not started")
+            op.start = False
+        if op.file_driver not in (None, "loop"):
+            raise ParameterError(f"file driver {op.file_driver!r} is not supported; corral's "
+                                 "file disks use 'loop'")
+        if op.file_storage_dir is not None:
+            sub = op.file_storage_dir.strip("/")
+            if op.file_storage_dir.startswith("/") or ".." in sub.split("/"):
+                raise ParameterError(
+                    f"file_storage_dir {op.file_storage_dir!r} must be a relative path "
+                    "below the cluster's file storage directory (no '..')")
+
+    def expand_names(self) -> None:
+        """The primary node's canonical name (from pnode or pnode_uuid)."""
+        op = self.op
+        key = op.pnode or op.pnode_uuid
+        if not key:
+            raise ParameterError("give the primary node (pnode); instance allocators are "
+                                 "not available yet")
+        node = expand_node(self.master.store, key)
+        if op.pnode_uuid and op.pnode_uuid != node.uuid:
+            raise ParameterError(f"pnode {op.pnode!r} and pnode_uuid {op.pnode_uuid!r} name "
+                                 "different nodes")
+        op.pnode, op.pnode_uuid = node.name, node.uuid
+
+    async def prepare(self) -> None:
+        """Add the new instance's lock (a concurrent create of the name shares it)."""
+        await add_name_lock(self, self.op.instance_name)
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The new name exclusively, the primary node shared (see the module doc)."""
+        node = [self.op.pnode or ""]
+        return {
+            LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
+            LockLevel.NODE: LockRequest(node, shared=True),
+            LockLevel.NODE_RES: LockRequest(node, shared=True),
+        }
+
+    def check_prereq(self) -> None:
+        """Name free, node usable, template/hypervisor enabled, parameters valid."""
+        op = self.op
+        store = self.master.store
+        cluster = store.cluster
+        if store.find("instance", op.instance_name) is not None:
+            raise AlreadyExistsError(f"instance {op.instance_name!r} already exists")
+        node = store.get("node", op.pnode_uuid or "")
+        check_node_online(node, f"create instance {op.instance_name}")
+        if node.drained:
+            raise OpPrereqError(f"cannot create instance {op.instance_name}: node {node.name} "
+                                "is drained (it takes no new instances)")
+        if not node.vm_capable:
+            raise OpPrereqError(f"cannot create instance {op.instance_name}: node {node.name} "
+                                "is not vm_capable")
+        self.node = node
+        template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
+        if template == "plain":
+            raise OpPrereqError("disk template 'plain' (LVM) is not available yet; use "
+                                f"one of {', '.join(SUPPORTED_TEMPLATES)}")
+        if template not in SUPPORTED_TEMPLATES:
+            raise ParameterError(f"unknown disk template {template!r}; corral has "
+                                 f"{', '.join(SUPPORTED_TEMPLATES)}")
+        if template not in cluster.enabled_disk_templates:
+            raise OpPrereqError(
+                f"disk template {template!r} is not enabled on this cluster (enabled: "
+                f"{', '.join(cluster.enabled_disk_templates) or 'none'}); enable it with "
+                "'gnt-cluster modify --enabled-disk-templates'")
+        self.template = template
+        self.storage_dir = ""
+        if template in FILE_TEMPLATES:
+            base = (cluster.file_storage_dir if template == "file"
+                    else cluster.shared_file_storage_dir)
+            if not base:
+                raise OpPrereqError(f"the cluster has no {template} storage directory; set "
+                                    "it with 'gnt-cluster modify'")
+            sub = (op.file_storage_dir or "").strip("/")
+            self.storage_dir = f"{base.rstrip('/')}/{sub}" if sub else base
+        hypervisor = op.hypervisor or cluster.default_hypervisor
+        if hypervisor not in cluster.enabled_hypervisors:
+            raise OpPrereqError(
+                f"hypervisor {hypervisor!r} is not enabled on this cluster (enabled: "
+                f"{', '.join(cluster.enabled_hypervisors) or 'none'})")
+        if hypervisor not in HV_PARAMS:
+            raise ParameterError(f"unknown hypervisor {hypervisor!r}; corral has "
+                                 f"{', '.join(sorted(HV_PARAMS))}")
+        self.hypervisor = hypervisor
+        self.hvparams, self.beparams = check_hv_be(hypervisor, op.hvparams, op.beparams)
+        if not op.no_install and is_blacklisted(cluster.blacklisted_os, op.os_type or ""):
+            raise OsError(f"OS {op.os_type} is blacklisted: new installations are refused "
+                          "(reinstall and rename still work); see 'gnt-os modify'")
+        group = store.get("nodegroup", node.group)
+        nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
+        self.disks = _parse_disks(template, op.disks)
+        self.nics = _parse_nics(op.nics, nic_defaults)
+        macs, ips = _used_addresses(self.master)
+        for index, nic in enumerate(self.nics):
+            if nic["mac"]:
+                if nic["mac"] in macs:
+                    raise AlreadyExistsError(f"NIC {index}: MAC {nic['mac']} is already in use")
+                macs.add(nic["mac"])
+            if nic["ip"]:
+                if nic["ip"] in ips:
+                    raise AlreadyExistsError(f"NIC {index}: IP {nic['ip']} is already in use")
+                ips.add(nic["ip"])
+        for nic in self.nics:
+            if not nic["mac"]:
+                nic["mac"] = generate_mac(cluster.mac_prefix, macs)
+        self._build(node)
+
+    def _build(self, node: Node) -> None:
+        """The instance and disk objects to commit (not yet in the configuration)."""
+        op = self.op
+        inst_uuid = new_uuid()
+        disks: list[Disk] = []
+        for index, d in enumerate(self.disks):
+            disk_uuid = new_uuid()
+            disks.append(Disk(
+                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"],
+                mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
+                spindles=d["spindles"],
+                logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
+            ))
+        nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"])
+                for n in self.nics]
+        inst = Instance(
+            uuid=inst_uuid, name=op.instance_name, primary_node=node.uuid,
+            os=op.os_type or "", hypervisor=self.hypervisor, hvparams=self.hvparams,
+            beparams=self.beparams, osparams=dict(op.osparams),
+            admin_state="up" if op.start else "down", disk_template=self.template,
+            disks=[d.uuid for d in disks], nics=nics, tags=list(op.tags),
+            last_reason=[list(entry) for entry in op.reason],
+        )
+        if op.identify_defaults:
+            store = self.master.store
+            hv_defaults = filled_hvparams(store, msgspec.structs.replace(inst, hvparams={}),
+                                          node, skip_globals=False)
+            be_defaults = filled_beparams(store, msgspec.structs.replace(inst, beparams={}),
+                                          node)
+            os_defaults = fill_osparams(store, inst.os, {})
+            inst.hvparams = {k: v for k, v in inst.hvparams.items() if hv_defaults.get(k) != v}
+            inst.beparams = {k: v for k, v in inst.beparams.items() if be_defaults.get(k) != v}
+            inst.osparams = {k: v for k, v in inst.osparams.items() if os_defaults.get(k) != v}
+        maxmem = filled_beparams(self.master.store, inst, node)
+        if maxmem.get("minmem", 0) > maxmem.get("maxmem", 0):
+            raise ParameterError(
+                f"minmem ({maxmem.get('minmem')} MiB) must not exceed maxmem "
+                f"({maxmem.get('maxmem')} MiB)")
+        self.instance = inst
+        self.disk_objects = disks
+
+    def _spec(self) -> InstanceSpec:
+        store = self.master.store
+        spec = instance_spec(store, msgspec.structs.replace(self.instance, disks=[]), self.node)
+        spec.disks = [
+            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
+                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
+            for i, d in enumerate(self.disk_objects)
+        ]
+        return spec
+
+    async def execute(self) -> list[str]:
+        """Check the OS on the node, create disks, install, commit, start."""
+        op = self.op
+        node = self.node
+        name = op.instance_name
+        if not op.no_install:
+            assert op.os_type is not None
+            await check_os(self, node, op.os_type, force_variant=op.force_variant,
+                            own_params=self.instance.osparams)
+        if op.dry_run:
+            await self.abort()  # nothing was created: the new name's lock goes again
+            return [node.name]
+        spec = self._spec()
+        created: list[DiskSpec] = []
+        try:
+            for disk in spec.disks:
+                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_create", {"disk": wire(disk)},
+                            f"creating disk {disk.index} of instance {name}", timeout=RPC_START)
+                created.append(disk)
+            if not op.no_install:
+                self.feedback(f"Installing OS {op.os_type} on {node.name}")
+                await call_node(self.master, node, "instance_os_add",
+                            {"instance": wire(spec), "reinstall": False,
+                             "debug": op.debug_level},
+                            f"installing OS {op.os_type} for instance {name}",
+                            timeout=RPC_INSTALL)
+            with self.master.store.transaction() as txn:
+                for disk_obj in self.disk_objects:
+                    txn.add(disk_obj)
+                txn.add(self.instance)
+        except BaseException:
+            await remove_disks(self, node, created, best_effort=True)
+            raise
+        if op.start:
+            self.feedback(f"Starting instance {name} on {node.name}")
+            try:
+                await call_node(self.master, node, "instance_start",
+                            {"instance": wire(spec), "startup_paused": False},
+                            f"starting instance {name}", timeout=RPC_START)
+            except CorralError as err:
+                commit_instance(self.master, self.instance.uuid, op.reason,
+                                lambda inst: setattr(inst, "admin_state", "down"))
+                raise OpExecError(
+                    f"instance {name} was created but could not be started; it is left "
+                    f"stopped (admin state down): {err.message}") from err
+        return [node.name]
+
+    async def abort(self) -> None:
+        """Remove the new name's lock unless an instance of that name exists."""
+        await drop_name_lock(self, self.op.instance_name)

@@ -94,6 +94,13 @@ class Paths:
         return self.data_dir / "server-key.pem"
 
     @property
+    def config_replica(self) -> Path:
+        """A master candidate's copy of the configuration (same SQLite schema as
+        :attr:`config_db`), kept up to date by its node daemon from the master's pushes;
+        confd answers from it."""
+        return self.data_dir / "config-replica.db"
+
+    @property
     def confd_hmac_key(self) -> Path:
         """The shared HMAC key confd signs its packets with (mode 0400)."""
         return self.data_dir / "confd.key"

@@ -15,7 +15,9 @@ references) and bump the serials; a commit costs O(objects changed).
 
 from __future__ import annotations
 
-from corral.config.store import ConfigStore
+from corral.config.replica import Replica
+from corral.config.storage import Row
+from corral.config.store import CommitListener, ConfigStore
 from corral.config.transaction import Transaction
 
-__all__ = ["ConfigStore", "Transaction"]
+__all__ = ["CommitListener", "ConfigStore", "Replica", "Row", "Transaction"]

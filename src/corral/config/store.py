@@ -16,7 +16,7 @@ import contextlib
 import gc
 import os
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -47,7 +47,11 @@ from corral.objects import (
 )
 from corral.utils.files import fsync_dir
 
-__all__ = ["ConfigStore"]
+__all__ = ["CommitListener", "ConfigStore"]
+
+#: Called after every commit with the new serial, the rows written and the UUIDs
+#: deleted (what a replica needs to follow).
+CommitListener = Callable[[int, Sequence[Row], Sequence[str]], None]
 
 
 class ConfigStore:
@@ -62,6 +66,7 @@ class ConfigStore:
         self._db: Database | None = db
         self._model = model
         self._serial = serial
+        self._listeners: list[CommitListener] = []
 
     # -- life cycle ----------------------------------------------------------
     @classmethod
@@ -259,7 +264,18 @@ class ConfigStore:
         check_kind(kind)
         return len(self._model.objects[kind])
 
+    def rows(self) -> list[Row]:
+        """Every object as the row the store keeps of it: a full snapshot at
+        :attr:`serial`, as a replica is seeded with."""
+        return [_row(kind, obj) for kind, objects in self._model.objects.items()
+                for obj in objects.values()]
+
     # -- changing ------------------------------------------------------------
+    def add_listener(self, listener: CommitListener) -> None:
+        """Call ``listener`` after every commit (from the committing code, once the
+        commit is durable); it must not raise and must not commit."""
+        self._listeners.append(listener)
+
     def transaction(self) -> Transaction:
         """A new transaction; use it as ``with store.transaction() as txn:``.
 
@@ -281,6 +297,8 @@ class ConfigStore:
         self._database().write(self._serial, new_serial, rows, deletes)
         self._model.apply(changes)
         self._serial = new_serial
+        for listener in self._listeners:
+            listener(new_serial, rows, deletes)
         return new_serial
 
 

@@ -1,4 +1,5 @@
-"""Everything the master daemon holds: configuration, locks, job queue, processor.
+"""Everything the master daemon holds: configuration, locks, job queue, processor,
+configuration replication.
 
 :class:`MasterState` builds them in order and keeps them in step: the job queue's
 ``max_running_jobs`` follows the cluster parameter, and the job filters are compiled
@@ -15,6 +16,7 @@ from corral.config import ConfigStore
 from corral.jobs import Decider, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
+from corral.masterd.replication import ConfigReplicator
 from corral.objects import Cluster
 from corral.paths import Paths
 
@@ -36,8 +38,11 @@ class MasterState:
         )
         self.context = MasterContext(store=store, locks=self.locks,
                                      cluster_changed=self._cluster_changed)
+        #: Pushes every commit to the master candidates (with a node RPC only).
+        self.replicator: ConfigReplicator | None = None
         if rpc is not None:
             self.context.rpc = rpc
+            self.replicator = ConfigReplicator(store, rpc)
         for area in AREAS:
             self.context.queries.update(area.query_resources(self.context))
         self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))
@@ -55,11 +60,16 @@ class MasterState:
         return cls(store, JobStore.open(paths.jobs_db))
 
     async def start(self) -> None:
-        """Load the queue (recovering from a crash) and start running jobs."""
+        """Load the queue (recovering from a crash), start running jobs and
+        replicating the configuration."""
         await self.queue.start()
+        if self.replicator is not None:
+            self.replicator.start()
 
     async def stop(self) -> None:
-        """Stop running jobs and close the job store."""
+        """Stop replicating and running jobs; close the job store."""
+        if self.replicator is not None:
+            await self.replicator.stop()
         await self.queue.stop()
 
     def _cluster_changed(self, cluster: Cluster) -> None:

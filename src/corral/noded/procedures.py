@@ -28,7 +28,7 @@ from corral import __version__, hypervisor, osapi, storage
 from corral.errors import CorralError, NodeUnreachableError, ParameterError, RpcError
 from corral.hypervisor import Hypervisor
 from corral.hypervisor.base import REBOOT_TYPES
-from corral.noded import join
+from corral.noded import join, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc.client import decode_answer, node_client_context
@@ -443,6 +443,7 @@ PROCEDURES: dict[str, Procedure] = {
     "instance_os_add": instance_os_add,
     "instance_run_rename": instance_run_rename,
     "os_validate": os_validate,
+    "config_replicate": replication.config_replicate,
 }
 
 

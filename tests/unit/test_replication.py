@@ -1,0 +1,142 @@
+"""Configuration replication without daemons: the replica file, the node procedure and
+the master's replicator (deltas, coalescing, snapshots, catching up)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.config import ConfigStore, Replica, Row
+from corral.errors import ParameterError
+from corral.masterd.replication import ConfigReplicator
+from corral.noded import replication as node_side
+from corral.objects import Node
+from corral.paths import Paths
+from tests.unit.config_helpers import new_store, snapshot
+from tests.unit.lu_helpers import FakeRpc
+
+
+def _row(uuid: str, serial: int = 1, data: str = "{}") -> Row:
+    return Row("filter", uuid, serial, data.encode())
+
+
+def test_replica_applies_deltas_in_order_only(tmp_path: Path) -> None:
+    replica = Replica.open(tmp_path / "r.db")
+    assert replica.serial == 0
+    assert replica.apply(0, 2, [_row("a")], []) is True
+    assert replica.serial == 2
+    assert replica.apply(5, 6, [_row("b")], []) is False  # a gap: nothing written
+    assert replica.apply(0, 2, [_row("a")], []) is True  # already there: accepted
+    assert replica.serial == 2
+    replica.reset(9, [_row("c")])
+    assert replica.serial == 9
+    replica.close()
+    # Reopening keeps it; a corrupt file is replaced by an empty replica.
+    assert Replica.open(tmp_path / "r.db").serial == 9
+    (tmp_path / "bad.db").write_bytes(b"not a database at all")
+    assert Replica.open(tmp_path / "bad.db").serial == 0
+
+
+def _cluster(tmp_path: Path, candidates: int = 2) -> ConfigStore:
+    store = new_store(tmp_path / "config.db")
+    with store.transaction() as txn:
+        master = txn.get("node", "node1")
+        for index in range(2, 2 + candidates):
+            txn.add(Node(name=f"node{index}", primary_ip=f"192.0.2.{index}",
+                         group=master.group, master_candidate=True))
+    return store
+
+
+def _wired_rpc(tmp_path: Path) -> tuple[FakeRpc, dict[str, Paths]]:
+    """A fake RPC whose nodes run the real ``config_replicate`` on their own files."""
+    roots: dict[str, Paths] = {}
+
+    def replicate(node: Node, args: Mapping[str, Any]) -> Any:
+        paths = roots.setdefault(node.name, Paths(tmp_path / node.name))
+        paths.data_dir.mkdir(parents=True, exist_ok=True)
+        return _run_sync(node_side.config_replicate(paths, args))
+
+    return FakeRpc(handlers={"config_replicate": replicate}), roots
+
+
+def _run_sync(coro: Any) -> Any:
+    """Run a coroutine that never awaits anything real (the procedure is synchronous
+    underneath) from inside the fake RPC's synchronous handler."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the procedure awaited something")
+
+
+def _replica_objects(paths: Paths) -> dict[str, Any]:
+    store = ConfigStore.open(paths.config_replica)
+    try:
+        return snapshot(store)
+    finally:
+        store.close()
+
+
+async def test_commits_reach_every_candidate_coalesced(tmp_path: Path) -> None:
+    store = _cluster(tmp_path)
+    rpc, roots = _wired_rpc(tmp_path)
+    replicator = ConfigReplicator(store, rpc, retry_interval=0.05)
+    replicator.start()
+    try:
+        assert await replicator.wait_replicated(5)
+        first = [c.args for c in rpc.calls if c.node == "node2"]
+        assert first[0] == {"serial_only": True}
+        assert first[1]["snapshot"] is True  # an empty replica is seeded
+        rpc.calls.clear()
+        for tag in ("a", "b", "c"):  # three commits while nothing is pushed
+            with store.transaction() as txn:
+                cluster = txn.cluster()
+                cluster.tags = [*cluster.tags, tag]
+                txn.update(cluster)
+        assert await replicator.wait_replicated(5)
+        deltas = [c.args for c in rpc.calls if c.node == "node3"]
+        # The cluster changed three times and travels once, in its last state.
+        assert len(deltas) == 1 and deltas[0]["serial"] == store.serial
+        assert len(deltas[0]["upserts"]) == 1
+    finally:
+        await replicator.stop()
+    for name in ("node2", "node3"):
+        assert _replica_objects(roots[name]) == snapshot(store)
+    assert "node1" not in roots  # the master has no replica
+
+
+async def test_a_candidate_that_was_down_catches_up(tmp_path: Path) -> None:
+    store = _cluster(tmp_path)
+    rpc, roots = _wired_rpc(tmp_path)
+    replicator = ConfigReplicator(store, rpc, retry_interval=0.05, log_size=10)
+    replicator.start()
+    try:
+        assert await replicator.wait_replicated(5)
+        rpc.down.add("node3")
+        for index in range(25):  # more commits than the log keeps
+            with store.transaction() as txn:
+                cluster = txn.cluster()
+                cluster.tags = [*cluster.tags, f"t{index}"]
+                txn.update(cluster)
+        assert not await replicator.wait_replicated(0.3)
+        assert replicator.replica_serials()["node2"] == store.serial
+        rpc.calls.clear()
+        rpc.down.clear()
+        assert await replicator.wait_replicated(5)
+        # Too far behind for the log: node3 gets a snapshot.
+        assert any(c.args.get("snapshot") for c in rpc.calls if c.node == "node3")
+    finally:
+        await replicator.stop()
+    assert _replica_objects(roots["node3"]) == snapshot(store)
+
+
+def test_bad_arguments_are_refused(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+    paths.data_dir.mkdir(parents=True)
+    with pytest.raises(ParameterError, match="config_replicate"):
+        _run_sync(node_side.config_replicate(paths, {"serial": "x"}))
+    with pytest.raises(ParameterError, match="needs 'base'"):
+        _run_sync(node_side.config_replicate(paths, {"serial": 3}))

@@ -74,6 +74,11 @@ class Paths:
         return self.data_dir / "jobs.db"
 
     @property
+    def jobs_replica(self) -> Path:
+        """A master candidate's copy of the job queue (the schema of :attr:`jobs_db`)."""
+        return self.data_dir / "jobs-replica.db"
+
+    @property
     def ca_cert(self) -> Path:
         """The cluster CA certificate (PEM), trusted by every daemon."""
         return self.data_dir / "ca.pem"

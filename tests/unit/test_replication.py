@@ -11,12 +11,15 @@ import pytest
 
 from corral.config import ConfigStore, Replica, Row
 from corral.errors import ParameterError
-from corral.masterd.replication import ConfigReplicator
+from corral.jobs import JobStore
+from corral.jobs.store import JobReplica
+from corral.masterd.replication import ConfigReplicator, JobReplicator
 from corral.noded import replication as node_side
 from corral.objects import Node
 from corral.paths import Paths
 from tests.unit.config_helpers import new_store, snapshot
 from tests.unit.lu_helpers import FakeRpc
+from tests.unit.test_jobs_store import make_job
 
 
 def _row(uuid: str, serial: int = 1, data: str = "{}") -> Row:
@@ -140,3 +143,43 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         _run_sync(node_side.config_replicate(paths, {"serial": "x"}))
     with pytest.raises(ParameterError, match="needs 'base'"):
         _run_sync(node_side.config_replicate(paths, {"serial": 3}))
+
+
+async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
+    store = _cluster(tmp_path, candidates=1)
+    jobs = JobStore.open(tmp_path / "jobs.db")
+    roots: dict[str, Paths] = {}
+
+    def replicate(node: Node, args: Mapping[str, Any]) -> Any:
+        paths = roots.setdefault(node.name, Paths(tmp_path / node.name))
+        paths.data_dir.mkdir(parents=True, exist_ok=True)
+        return _run_sync(node_side.jobs_replicate(paths, args))
+
+    rpc = FakeRpc(handlers={"jobs_replicate": replicate})
+    replicator = JobReplicator(store, jobs, rpc, retry_interval=0.05)
+    replicator.start()
+    try:
+        first = [make_job(jobs.new_id()) for _ in range(3)]
+        for job in first:
+            jobs.save(job)
+        await jobs.barrier()
+        assert await replicator.wait_replicated(5)
+        later = make_job(jobs.new_id())
+        jobs.save(later)
+        await jobs.archive(first[:1])
+        assert await replicator.wait_replicated(5)
+    finally:
+        await replicator.stop()
+    node_side.close_replicas()
+    # The replica opens as a job queue: the same live jobs, archive and last id.
+    copy = JobStore.open(roots["node2"].jobs_replica)
+    try:
+        loaded = copy.load()
+        assert [job.id for job in loaded.jobs] == [first[1].id, first[2].id, later.id]
+        assert loaded.last_id == later.id
+        assert list(await copy.read_archived([first[0].id])) == [first[0].id]
+        assert copy.serial == jobs.serial
+    finally:
+        await copy.close()
+        await jobs.close()
+    assert JobReplica.open(roots["node2"].jobs_replica).serial == jobs.serial

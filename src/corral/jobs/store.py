@@ -4,7 +4,7 @@ Schema::
 
     jobs(id INTEGER PRIMARY KEY, data BLOB)               -- live jobs (JSON)
     archive(id INTEGER PRIMARY KEY, end_sec INTEGER, data BLOB)
-    meta(key TEXT PRIMARY KEY, value)                      -- 'last_job_id', 'drained'
+    meta(key TEXT PRIMARY KEY, value)     -- 'last_job_id', 'drained', 'serial'
 
 The file runs in WAL mode with ``synchronous=FULL``. Writers never touch SQLite
 themselves: :meth:`JobStore.save` (and the other write requests) mark what changed
@@ -15,6 +15,11 @@ snapshot) and commits them in ONE transaction on a dedicated writer thread; requ
 made meanwhile form the next batch. A batch's future resolves only after its COMMIT
 has returned, i.e. once the data is durable, so a caller that awaits it (or a
 callback on it) can announce the change safely. Many jobs thus share one fsync.
+
+Every batch bumps the queue's ``serial`` (stored with it) and is then handed to the
+commit listeners as :class:`JobRows`: that is what the master candidates' job queue
+replicas (:class:`JobReplica`, the same schema) follow, so that a master failover
+loses no job.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +35,7 @@ from pathlib import Path
 from corral.errors import ConfigStoreError
 from corral.jobs.model import Job, decode_job, encode_job
 
-__all__ = ["JobStore", "StoredQueue"]
+__all__ = ["JobCommitListener", "JobReplica", "JobRows", "JobStore", "StoredQueue"]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
@@ -58,10 +63,42 @@ class _Batch:
 
 
 @dataclass(slots=True)
-class _Rows:
+class JobRows:
+    """One committed batch: live jobs written, jobs moved to the archive, meta values."""
+
     upserts: list[tuple[int, bytes]]
     archive: list[tuple[int, int | None, bytes]]
     meta: list[tuple[str, object]]
+
+
+#: Called on the event loop after each durable batch with the queue's new serial.
+JobCommitListener = Callable[[int, JobRows], None]
+
+
+def _write_rows(conn: sqlite3.Connection, rows: JobRows) -> None:
+    """Write ``rows`` (inside the caller's transaction)."""
+    if rows.upserts:
+        conn.executemany("INSERT OR REPLACE INTO jobs VALUES (?, ?)", rows.upserts)
+    if rows.archive:
+        conn.executemany("INSERT OR REPLACE INTO archive VALUES (?, ?, ?)", rows.archive)
+        conn.executemany("DELETE FROM jobs WHERE id=?", [(row[0],) for row in rows.archive])
+    if rows.meta:
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows.meta)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=10.0,
+                           check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    return conn
+
+
+def _read_serial(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key='serial'").fetchone()
+    return int(row[0]) if row else 0
 
 
 class JobStore:
@@ -77,23 +114,21 @@ class JobStore:
         self._last_id = 0
         self._stored_last_id = 0
         self._closed = False
+        self._serial = 0
+        self._listeners: list[JobCommitListener] = []
 
     # -- opening -------------------------------------------------------------
     @classmethod
     def open(cls, path: Path) -> JobStore:
         """Open (creating it if missing) the queue database at ``path``."""
         try:
-            conn = sqlite3.connect(
-                str(path), isolation_level=None, timeout=10.0, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            for statement in _SCHEMA:
-                conn.execute(statement)
+            conn = _connect(path)
         except sqlite3.Error as err:
             raise ConfigStoreError(f"job queue {path}: cannot open: {err}") from None
         store = cls(path, conn)
         store._last_id = store._stored_last_id = store._read_last_id()
+        with store._errors("read the serial"):
+            store._serial = _read_serial(conn)
         return store
 
     def _read_last_id(self) -> int:
@@ -121,6 +156,32 @@ class JobStore:
             yield
         except (sqlite3.Error, OSError) as err:
             raise ConfigStoreError(f"job queue {self.path}: cannot {doing}: {err}") from None
+
+    # -- replication ---------------------------------------------------------
+    @property
+    def serial(self) -> int:
+        """The number of the last batch committed (it grows by one per batch)."""
+        return self._serial
+
+    def add_listener(self, listener: JobCommitListener) -> None:
+        """Call ``listener(serial, rows)`` after each durable batch; it must not raise."""
+        self._listeners.append(listener)
+
+    async def snapshot(self) -> tuple[int, JobRows]:
+        """Everything stored (live jobs, archive, meta) and the serial it is at, read on
+        the writer thread after earlier writes."""
+        await self.barrier()
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._dump)
+
+    def _dump(self) -> tuple[int, JobRows]:
+        with self._errors("read the queue"):
+            conn = self._conn
+            rows = JobRows(
+                upserts=list(conn.execute("SELECT id, data FROM jobs ORDER BY id")),
+                archive=list(conn.execute("SELECT id, end_sec, data FROM archive ORDER BY id")),
+                meta=list(conn.execute("SELECT key, value FROM meta")),
+            )
+            return _read_serial(conn), rows
 
     # -- ids -----------------------------------------------------------------
     @property
@@ -189,16 +250,20 @@ class JobStore:
                     batch.future.cancel()
                     raise
                 except Exception as err:  # the writer's error goes to every requester
+                    self._serial -= 1
                     batch.future.set_exception(err)
                 else:
                     batch.future.set_result(None)
+                    for listener in self._listeners:
+                        listener(self._serial, rows)
                 finally:
                     self._inflight = None
         finally:
             self._flusher = None
 
-    def _rows(self, batch: _Batch) -> _Rows:
-        meta = list(batch.meta.items())
+    def _rows(self, batch: _Batch) -> JobRows:
+        self._serial += 1
+        meta = [*batch.meta.items(), ("serial", self._serial)]
         if self._last_id > self._stored_last_id:
             meta.append(("last_job_id", self._last_id))
             self._stored_last_id = self._last_id
@@ -207,28 +272,18 @@ class JobStore:
             job.archived = True
             end = job.end_timestamp[0] if job.end_timestamp else None
             archive.append((job_id, end, encode_job(job)))
-        return _Rows(
+        return JobRows(
             upserts=[(job_id, encode_job(job)) for job_id, job in batch.jobs.items()],
             archive=archive,
             meta=meta,
         )
 
-    def _commit(self, rows: _Rows) -> None:
+    def _commit(self, rows: JobRows) -> None:
         with self._errors("write the jobs"):
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                if rows.upserts:
-                    conn.executemany("INSERT OR REPLACE INTO jobs VALUES (?, ?)", rows.upserts)
-                if rows.archive:
-                    conn.executemany(
-                        "INSERT OR REPLACE INTO archive VALUES (?, ?, ?)", rows.archive
-                    )
-                    conn.executemany(
-                        "DELETE FROM jobs WHERE id=?", [(row[0],) for row in rows.archive]
-                    )
-                if rows.meta:
-                    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows.meta)
+                _write_rows(conn, rows)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -281,3 +336,68 @@ class JobStore:
         self._closed = True
         self._conn.close()
         self._thread.shutdown(wait=True)
+
+
+class JobReplica:
+    """A master candidate's copy of the job queue (the same schema as :class:`JobStore`,
+    so a new master opens it as its queue). Each update is one transaction."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+
+    @classmethod
+    def open(cls, path: Path) -> JobReplica:
+        """Open the replica at ``path``, creating an empty one if there is none."""
+        try:
+            return cls(path, _connect(path))
+        except sqlite3.Error as err:
+            raise ConfigStoreError(f"job queue replica {path}: cannot open: {err}") from None
+
+    @property
+    def serial(self) -> int:
+        """The serial of the master's batch the replica is at (0: none yet)."""
+        with self._errors("read the serial"):
+            return _read_serial(self._conn)
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except (sqlite3.Error, OSError) as err:
+            raise ConfigStoreError(f"job queue replica {self.path}: cannot {doing}: "
+                                   f"{err}") from None
+
+    def _write(self, rows: JobRows, *, reset: bool) -> None:
+        with self._errors("write"):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in ("jobs", "archive", "meta"):
+                        conn.execute(f"DELETE FROM {table}")
+                _write_rows(conn, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+
+    def apply(self, base: int, serial: int, rows: JobRows) -> bool:
+        """Apply the batches from ``base`` to ``serial`` (their ``meta`` carries the new
+        serial); False, nothing written, when the replica is not at ``base``."""
+        current = self.serial
+        if current == serial and base <= serial:
+            return True
+        if current != base or serial <= base:
+            return False
+        self._write(rows, reset=False)
+        return True
+
+    def reset(self, rows: JobRows) -> None:
+        """Replace everything with ``rows`` (a snapshot, its serial in ``meta``)."""
+        self._write(rows, reset=True)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._conn.close()

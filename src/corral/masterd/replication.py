@@ -1,16 +1,18 @@
-"""Pushing the configuration to the master candidates after every commit.
+"""Pushing the configuration and the job queue to the master candidates.
 
-The master keeps a short log of its recent commits (the rows written and the UUIDs
-deleted, by serial). After a commit it wakes one background task that brings every
-online master candidate up to date in one round: a candidate whose replica serial is
-known gets one *delta* covering all the commits since that serial, coalesced (an
-object changed five times travels once, in its last state); a candidate whose serial
-is older than the log, or whose replica refuses the delta, gets a *snapshot*; a
-candidate the master has not heard from yet is first asked for its serial, so a
-master that restarts does not resend everything. Candidates are called concurrently
-and each keeps its own pace: a slow or dead candidate never delays the others or the
-commit, and one that was down catches up when it answers again (retried every few
-seconds). See :mod:`corral.noded.replication` for the node side.
+Two streams follow the same rules: the configuration (one entry per commit, by the
+cluster serial) and the job queue (one entry per group-commit batch, by the queue's
+serial). The master keeps a short log of recent entries. After an entry it wakes one
+background task per stream that brings every online master candidate up to date in
+one round: a candidate whose replica serial is known gets one *delta* covering all
+the entries since that serial, coalesced (a job updated five times travels once, in
+its last state); a candidate further behind than the log, or whose replica refuses
+the delta, gets a *snapshot*; a candidate the master has not heard from yet is first
+asked for its serial, so a master that restarts does not resend everything.
+Candidates are called concurrently and each keeps its own pace: a slow or dead
+candidate never delays the others, a commit or a job; one that was down is retried
+every few seconds and catches up when it answers again. The node side is
+:mod:`corral.noded.replication`.
 """
 
 from __future__ import annotations
@@ -20,23 +22,27 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from corral.cmdlib.base import NodeRpc
 from corral.config import ConfigStore, Row
+from corral.jobs.store import JobRows, JobStore
 from corral.objects import Node
 
-__all__ = ["ConfigReplicator"]
+__all__ = ["ConfigReplicator", "JobReplicator", "Replicator"]
 
 log = logging.getLogger(__name__)
 
-
-def _rows(rows: Sequence[Row]) -> list[list[Any]]:
-    return [[r.kind, r.uuid, r.serial, r.json.decode()] for r in rows]
+_Entry = TypeVar("_Entry")
 
 
-class ConfigReplicator:
-    """Keeps the master candidates' configuration replicas in step with the store."""
+class Replicator(Generic[_Entry]):
+    """One replicated stream; subclasses say what an entry is and how to send it."""
+
+    #: The node procedure that applies this stream.
+    PROCEDURE = ""
+    #: What the stream is, for log messages.
+    WHAT = ""
 
     def __init__(self, store: ConfigStore, rpc: NodeRpc, *, log_size: int = 1000,
                  retry_interval: float = 5.0, rpc_timeout: float = 30.0) -> None:
@@ -44,19 +50,31 @@ class ConfigReplicator:
         self.rpc = rpc
         self.retry_interval = retry_interval
         self.rpc_timeout = rpc_timeout
-        self._log: deque[tuple[int, Sequence[Row], Sequence[str]]] = deque(maxlen=log_size)
+        self._log: deque[tuple[int, _Entry]] = deque(maxlen=log_size)
         #: Node UUID -> the serial its replica confirmed.
         self._known: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        store.add_listener(self._committed)
+
+    # -- what subclasses provide -------------------------------------------------
+    def serial(self) -> int:
+        """The stream's current serial."""
+        raise NotImplementedError
+
+    def merge(self, base: int, serial: int, entries: Sequence[_Entry]) -> dict[str, Any]:
+        """The arguments of one delta covering ``entries`` (coalesced)."""
+        raise NotImplementedError
+
+    async def snapshot(self) -> dict[str, Any]:
+        """The arguments of a snapshot of the whole stream."""
+        raise NotImplementedError
 
     # -- life cycle ----------------------------------------------------------------
     def start(self) -> None:
         """Start the background task (a first round runs at once)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="config-replication")
+            self._task = asyncio.create_task(self._run(), name=f"{self.WHAT} replication")
             self._wake.set()
 
     async def stop(self) -> None:
@@ -67,8 +85,9 @@ class ConfigReplicator:
                 await self._task
             self._task = None
 
-    def _committed(self, serial: int, rows: Sequence[Row], deletes: Sequence[str]) -> None:
-        self._log.append((serial, rows, deletes))
+    def record(self, serial: int, entry: _Entry) -> None:
+        """Remember a new entry and wake the pusher."""
+        self._log.append((serial, entry))
         self._wake.set()
 
     # -- what is where ---------------------------------------------------------------
@@ -83,7 +102,7 @@ class ConfigReplicator:
         return {n.name: self._known.get(n.uuid) for n in self.candidates()}
 
     def _behind(self) -> list[Node]:
-        serial = self.store.serial
+        serial = self.serial()
         return [n for n in self.candidates() if self._known.get(n.uuid) != serial]
 
     async def wait_replicated(self, timeout: float) -> bool:  # noqa: ASYNC109
@@ -102,32 +121,22 @@ class ConfigReplicator:
 
     # -- pushing ---------------------------------------------------------------------
     def _delta(self, base: int) -> dict[str, Any] | None:
-        """The coalesced delta from ``base`` to now, or None if the log does not
-        reach back to ``base``."""
         entries = [entry for entry in self._log if entry[0] > base]
         if not entries or entries[0][0] != base + 1:
             return None
-        upserts: dict[str, Row] = {}
-        deleted: set[str] = set()
-        for _serial, rows, deletes in entries:
-            for row in rows:
-                upserts[row.uuid] = row
-                deleted.discard(row.uuid)
-            for uuid in deletes:
-                upserts.pop(uuid, None)
-                deleted.add(uuid)
-        return {"base": base, "serial": entries[-1][0], "upserts": _rows(list(upserts.values())),
-                "deletes": sorted(deleted)}
+        return self.merge(base, entries[-1][0], [entry for _serial, entry in entries])
 
-    def _payload(self, node: Node) -> dict[str, Any]:
+    async def _payload(self, node: Node, snapshot: dict[str, Any] | None
+                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         known = self._known.get(node.uuid)
         if known is None:
-            return {"serial_only": True}
-        delta = self._delta(known) if known < self.store.serial else None
+            return {"serial_only": True}, snapshot
+        delta = self._delta(known) if known < self.serial() else None
         if delta is not None:
-            return delta
-        return {"snapshot": True, "serial": self.store.serial,
-                "upserts": _rows(self.store.rows())}
+            return delta, snapshot
+        if snapshot is None:
+            snapshot = await self.snapshot()
+        return snapshot, snapshot
 
     async def push_round(self) -> bool:
         """Bring every candidate that is behind one step forward; True when a
@@ -135,26 +144,28 @@ class ConfigReplicator:
         behind = self._behind()
         if not behind:
             return False
-        payloads = {n.name: self._payload(n) for n in behind}
-        results = await self.rpc.call(behind, "config_replicate",
+        payloads: dict[str, dict[str, Any]] = {}
+        snapshot: dict[str, Any] | None = None
+        for node in behind:
+            payloads[node.name], snapshot = await self._payload(node, snapshot)
+        results = await self.rpc.call(behind, self.PROCEDURE,
                                       lambda node: payloads[node.name],
                                       timeout=self.rpc_timeout)
         progress = False
         for node in behind:
             result = results[node.name]
             if result.error is not None:
-                log.warning("replicating the configuration to %s: %s", node.name,
+                log.warning("replicating the %s to %s: %s", self.WHAT, node.name,
                             result.error.message)
                 continue
             answer = result.payload if isinstance(result.payload, dict) else {}
             serial = answer.get("serial")
             if isinstance(serial, int):
-                before = self._known.get(node.uuid)
+                progress = progress or serial != self._known.get(node.uuid)
                 self._known[node.uuid] = serial
-                progress = progress or serial != before
                 if not answer.get("applied", True):
-                    log.info("replica of %s is at serial %d: sending a snapshot",
-                             node.name, serial)
+                    log.info("%s replica of %s is at serial %d: sending a snapshot",
+                             self.WHAT, node.name, serial)
                     self._known[node.uuid] = -1  # below any log entry: snapshot next
                     progress = True
         return progress
@@ -170,5 +181,91 @@ class ConfigReplicator:
                 while await self.push_round():
                     pass
             except Exception:  # a bug here must not stop replication for good
-                log.exception("configuration replication round failed")
+                log.exception("%s replication round failed", self.WHAT)
             self._idle.set()
+
+
+def _config_rows(rows: Sequence[Row]) -> list[list[Any]]:
+    return [[r.kind, r.uuid, r.serial, r.json.decode()] for r in rows]
+
+
+class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):
+    """The configuration: an entry per commit (rows written, UUIDs deleted)."""
+
+    PROCEDURE = "config_replicate"
+    WHAT = "configuration"
+
+    def __init__(self, store: ConfigStore, rpc: NodeRpc, **options: Any) -> None:
+        super().__init__(store, rpc, **options)
+        store.add_listener(lambda serial, rows, deletes: self.record(serial, (rows, deletes)))
+
+    def serial(self) -> int:
+        """The cluster configuration serial."""
+        return self.store.serial
+
+    def merge(self, base: int, serial: int,
+              entries: Sequence[tuple[Sequence[Row], Sequence[str]]]) -> dict[str, Any]:
+        """Each object once, in its last state; deleted objects once."""
+        upserts: dict[str, Row] = {}
+        deleted: set[str] = set()
+        for rows, deletes in entries:
+            for row in rows:
+                upserts[row.uuid] = row
+                deleted.discard(row.uuid)
+            for uuid in deletes:
+                upserts.pop(uuid, None)
+                deleted.add(uuid)
+        return {"base": base, "serial": serial,
+                "upserts": _config_rows(list(upserts.values())), "deletes": sorted(deleted)}
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Every object at the current serial."""
+        return {"snapshot": True, "serial": self.store.serial,
+                "upserts": _config_rows(self.store.rows())}
+
+
+def _job_rows(rows: JobRows) -> dict[str, Any]:
+    return {
+        "jobs": [[job_id, data.decode()] for job_id, data in rows.upserts],
+        "archive": [[job_id, end, data.decode()] for job_id, end, data in rows.archive],
+        "meta": [[key, value] for key, value in rows.meta],
+    }
+
+
+class JobReplicator(Replicator[JobRows]):
+    """The job queue: an entry per group-commit batch."""
+
+    PROCEDURE = "jobs_replicate"
+    WHAT = "job queue"
+
+    def __init__(self, store: ConfigStore, jobs: JobStore, rpc: NodeRpc,
+                 **options: Any) -> None:
+        super().__init__(store, rpc, **options)
+        self.jobs = jobs
+        jobs.add_listener(self.record)
+
+    def serial(self) -> int:
+        """The job queue's batch serial."""
+        return self.jobs.serial
+
+    def merge(self, base: int, serial: int, entries: Sequence[JobRows]) -> dict[str, Any]:
+        """Each job once, in its last state (archived if it was archived)."""
+        live: dict[int, bytes] = {}
+        archive: dict[int, tuple[int | None, bytes]] = {}
+        meta: dict[str, object] = {}
+        for rows in entries:
+            for job_id, data in rows.upserts:
+                live[job_id] = data
+            for job_id, end, data in rows.archive:
+                live.pop(job_id, None)
+                archive[job_id] = (end, data)
+            meta.update(rows.meta)
+        merged = JobRows(upserts=list(live.items()),
+                         archive=[(job_id, end, data) for job_id, (end, data) in archive.items()],
+                         meta=list(meta.items()))
+        return {"base": base, "serial": serial, **_job_rows(merged)}
+
+    async def snapshot(self) -> dict[str, Any]:
+        """The whole queue, read after every earlier batch."""
+        serial, rows = await self.jobs.snapshot()
+        return {"snapshot": True, "serial": serial, **_job_rows(rows)}

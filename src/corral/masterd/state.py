@@ -9,6 +9,7 @@ once per change of the stored rules.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from corral.cmdlib import AREAS, LOGICAL_UNITS, MasterContext, NodeRpc, Processor
 from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
@@ -16,7 +17,7 @@ from corral.config import ConfigStore
 from corral.jobs import Decider, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
-from corral.masterd.replication import ConfigReplicator
+from corral.masterd.replication import ConfigReplicator, JobReplicator, Replicator
 from corral.objects import Cluster
 from corral.paths import Paths
 
@@ -38,11 +39,12 @@ class MasterState:
         )
         self.context = MasterContext(store=store, locks=self.locks,
                                      cluster_changed=self._cluster_changed)
-        #: Pushes every commit to the master candidates (with a node RPC only).
-        self.replicator: ConfigReplicator | None = None
+        #: Push every commit and every job queue batch to the master candidates
+        #: (with a node RPC only).
+        self.replicators: list[Replicator[Any]] = []
         if rpc is not None:
             self.context.rpc = rpc
-            self.replicator = ConfigReplicator(store, rpc)
+            self.replicators = [ConfigReplicator(store, rpc), JobReplicator(store, jobs, rpc)]
         for area in AREAS:
             self.context.queries.update(area.query_resources(self.context))
         self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))
@@ -63,13 +65,13 @@ class MasterState:
         """Load the queue (recovering from a crash), start running jobs and
         replicating the configuration."""
         await self.queue.start()
-        if self.replicator is not None:
-            self.replicator.start()
+        for replicator in self.replicators:
+            replicator.start()
 
     async def stop(self) -> None:
         """Stop replicating and running jobs; close the job store."""
-        if self.replicator is not None:
-            await self.replicator.stop()
+        for replicator in self.replicators:
+            await replicator.stop()
         await self.queue.stop()
 
     def _cluster_changed(self, cluster: Cluster) -> None:

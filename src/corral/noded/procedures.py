@@ -444,6 +444,7 @@ PROCEDURES: dict[str, Procedure] = {
     "instance_run_rename": instance_run_rename,
     "os_validate": os_validate,
     "config_replicate": replication.config_replicate,
+    "jobs_replicate": replication.jobs_replicate,
 }
 
 

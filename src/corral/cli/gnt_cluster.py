@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from corral import __version__, bootstrap, daemons, serializer, uidpool
+from corral import __version__, bootstrap, daemons, failover, serializer, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import make_op, submit_and_wait
 from corral.cli.options import (
@@ -307,6 +309,40 @@ def getmaster() -> None:
     with get_client() as client:
         (master,) = client.call("QueryConfigValues", ["master_node"])
     click.echo(master)
+
+
+@cli.command("master-ping")
+def master_ping() -> None:
+    """Exit 0 if the master daemon answers on this node, 1 if not."""
+    try:
+        with get_client() as client:
+            client.call("QueryClusterInfo")
+    except CorralError:
+        sys.exit(1)
+
+
+@cli.command("master-failover")
+@click.option("--no-voting", is_flag=True,
+              help="Take over even if most master candidates do not answer (dangerous: "
+                   "two parts of a split cluster could both have a master).")
+@yes_do_it_option
+def master_failover(no_voting: bool, yes_do_it: bool) -> None:
+    """Make this node, a master candidate, the master.
+
+    The master candidates vote (a majority must answer unless --no-voting); the old
+    master, if it answers, stops its master daemon; this node takes the newest
+    configuration and job queue any candidate holds and starts the master daemon.
+    """
+    if no_voting and not yes_do_it:
+        click.echo("--no-voting takes over even if most master candidates are down or "
+                   "this node is outdated, which can leave a cluster with two masters.")
+        if not click.confirm("Continue?", default=False):
+            sys.exit(1)
+    result = asyncio.run(failover.master_failover(
+        Paths.from_env(), no_voting=no_voting, feedback=lambda text: click.echo(text)))
+    if result.copied_from:
+        click.echo(f"Took the newest state from {result.copied_from}")
+    click.echo(f"{result.new_master} is the master now (was {result.old_master})")
 
 
 @cli.command()

@@ -96,6 +96,16 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _dump(conn: sqlite3.Connection) -> tuple[int, JobRows]:
+    """Every row of a queue file and its serial."""
+    rows = JobRows(
+        upserts=list(conn.execute("SELECT id, data FROM jobs ORDER BY id")),
+        archive=list(conn.execute("SELECT id, end_sec, data FROM archive ORDER BY id")),
+        meta=list(conn.execute("SELECT key, value FROM meta")),
+    )
+    return _read_serial(conn), rows
+
+
 def _read_serial(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key='serial'").fetchone()
     return int(row[0]) if row else 0
@@ -175,13 +185,7 @@ class JobStore:
 
     def _dump(self) -> tuple[int, JobRows]:
         with self._errors("read the queue"):
-            conn = self._conn
-            rows = JobRows(
-                upserts=list(conn.execute("SELECT id, data FROM jobs ORDER BY id")),
-                archive=list(conn.execute("SELECT id, end_sec, data FROM archive ORDER BY id")),
-                meta=list(conn.execute("SELECT key, value FROM meta")),
-            )
-            return _read_serial(conn), rows
+            return _dump(self._conn)
 
     # -- ids -----------------------------------------------------------------
     @property
@@ -393,6 +397,11 @@ class JobReplica:
             return False
         self._write(rows, reset=False)
         return True
+
+    def dump(self) -> tuple[int, JobRows]:
+        """Everything the replica holds and its serial."""
+        with self._errors("read"):
+            return _dump(self._conn)
 
     def reset(self, rows: JobRows) -> None:
         """Replace everything with ``rows`` (a snapshot, its serial in ``meta``)."""

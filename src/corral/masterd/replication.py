@@ -29,7 +29,13 @@ from corral.config import ConfigStore, Row
 from corral.jobs.store import JobRows, JobStore
 from corral.objects import Node
 
-__all__ = ["ConfigReplicator", "JobReplicator", "Replicator"]
+__all__ = [
+    "ConfigReplicator",
+    "JobReplicator",
+    "Replicator",
+    "config_snapshot_args",
+    "job_snapshot_args",
+]
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +195,11 @@ def _config_rows(rows: Sequence[Row]) -> list[list[Any]]:
     return [[r.kind, r.uuid, r.serial, r.json.decode()] for r in rows]
 
 
+def config_snapshot_args(store: ConfigStore) -> dict[str, Any]:
+    """``config_replicate`` arguments that replace a replica with ``store``'s content."""
+    return {"snapshot": True, "serial": store.serial, "upserts": _config_rows(store.rows())}
+
+
 class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):
     """The configuration: an entry per commit (rows written, UUIDs deleted)."""
 
@@ -220,8 +231,7 @@ class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):
 
     async def snapshot(self) -> dict[str, Any]:
         """Every object at the current serial."""
-        return {"snapshot": True, "serial": self.store.serial,
-                "upserts": _config_rows(self.store.rows())}
+        return config_snapshot_args(self.store)
 
 
 def _job_rows(rows: JobRows) -> dict[str, Any]:
@@ -230,6 +240,11 @@ def _job_rows(rows: JobRows) -> dict[str, Any]:
         "archive": [[job_id, end, data.decode()] for job_id, end, data in rows.archive],
         "meta": [[key, value] for key, value in rows.meta],
     }
+
+
+def job_snapshot_args(serial: int, rows: JobRows) -> dict[str, Any]:
+    """``jobs_replicate`` arguments that replace a replica with ``rows`` at ``serial``."""
+    return {"snapshot": True, "serial": serial, **_job_rows(rows)}
 
 
 class JobReplicator(Replicator[JobRows]):
@@ -267,5 +282,4 @@ class JobReplicator(Replicator[JobRows]):
 
     async def snapshot(self) -> dict[str, Any]:
         """The whole queue, read after every earlier batch."""
-        serial, rows = await self.jobs.snapshot()
-        return {"snapshot": True, "serial": serial, **_job_rows(rows)}
+        return job_snapshot_args(*await self.jobs.snapshot())

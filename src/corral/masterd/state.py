@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 class MasterState:
     """The master daemon's engines, wired together."""
 
+    #: Seconds a stopping master waits for the candidates to have its last changes.
+    REPLICATION_GRACE = 5.0
+
     def __init__(self, store: ConfigStore, jobs: JobStore, rpc: NodeRpc | None = None) -> None:
         self.store = store
         self.job_store = jobs
@@ -70,9 +73,12 @@ class MasterState:
 
     async def stop(self) -> None:
         """Stop replicating and running jobs; close the job store."""
-        for replicator in self.replicators:
-            await replicator.stop()
         await self.queue.stop()
+        for replicator in self.replicators:
+            # The candidates get what was committed last (a master failover takes
+            # over from them), unless one of them does not answer for long.
+            await replicator.wait_replicated(self.REPLICATION_GRACE)
+            await replicator.stop()
 
     def _cluster_changed(self, cluster: Cluster) -> None:
         if cluster.max_running_jobs != self.queue.max_running:

@@ -28,7 +28,7 @@ from corral import __version__, hypervisor, osapi, storage
 from corral.errors import CorralError, NodeUnreachableError, ParameterError, RpcError
 from corral.hypervisor import Hypervisor
 from corral.hypervisor.base import REBOOT_TYPES
-from corral.noded import join, replication
+from corral.noded import join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc.client import decode_answer, node_client_context
@@ -445,6 +445,10 @@ PROCEDURES: dict[str, Procedure] = {
     "os_validate": os_validate,
     "config_replicate": replication.config_replicate,
     "jobs_replicate": replication.jobs_replicate,
+    "master_info": master_role.master_info,
+    "master_demote": master_role.master_demote,
+    "master_takeover": master_role.master_takeover,
+    "replica_dump": master_role.replica_dump,
 }
 
 

@@ -1,0 +1,155 @@
+"""The node side of a master failover: report, hand over and take over the master role.
+
+A node is the master when it holds the configuration store (:attr:`Paths.config_db`)
+and the job queue (:attr:`Paths.jobs_db`); a master candidate holds their replicas
+instead (:attr:`Paths.config_replica`, :attr:`Paths.jobs_replica`, same schemas).
+Changing roles is renaming those files, with their SQLite side files, while no
+daemon has them open:
+
+* ``master_info``: the role and the serials of the configuration and job queue this
+  node holds, whichever role it has;
+* ``replica_dump``: a snapshot of both replicas, in the arguments form of
+  ``config_replicate``/``jobs_replicate`` (a node taking over fetches the newest
+  state from the node that has it);
+* ``master_demote``: stop the master-only daemons (masterd, rapi), which push their
+  last changes to the candidates as they stop, and keep the files as replicas;
+* ``master_takeover``: turn this candidate's replicas into the store and the queue,
+  record this node as the master and start the master-only daemons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from corral import daemons
+from corral.config import ConfigStore
+from corral.config.storage import sidecar_files
+from corral.errors import ConfigStoreError, OpPrereqError
+from corral.jobs.store import JobReplica
+from corral.masterd.replication import config_snapshot_args, job_snapshot_args
+from corral.noded import replication
+from corral.paths import Paths
+from corral.utils.process import stop_daemon
+
+__all__ = ["master_demote", "master_info", "master_takeover", "replica_dump"]
+
+
+def _serial(db: Path) -> int:
+    """The ``serial`` meta value of a store, queue or replica file (0 if none)."""
+    if not db.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'serial'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        raise ConfigStoreError(f"{db}: cannot read its serial: {err}") from None
+    return int(row[0]) if row else 0
+
+
+def _is_master(paths: Paths) -> bool:
+    return paths.config_db.exists()
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename a SQLite file with its side files (nothing may have it open)."""
+    for stale in (target, *sidecar_files(target)):
+        stale.unlink(missing_ok=True)
+    for src, dst in zip((source, *sidecar_files(source)), (target, *sidecar_files(target)),
+                        strict=True):
+        if src.exists():
+            src.rename(dst)
+
+
+async def master_info(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+    """This node's role and the serials of what it holds."""
+    master = _is_master(paths)
+    config = paths.config_db if master else paths.config_replica
+    jobs = paths.jobs_db if master else paths.jobs_replica
+    return {"master": master, "config_serial": _serial(config), "jobs_serial": _serial(jobs)}
+
+
+async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Snapshots of this node's configuration and job queue replicas."""
+    if _is_master(paths):
+        raise OpPrereqError("this node is the master: its state reaches the candidates by "
+                            "replication, not by a dump")
+    if not paths.config_replica.exists():
+        raise OpPrereqError("this node has no configuration replica (not a master "
+                            "candidate?)")
+    replication.close_replicas()
+    store = ConfigStore.open(paths.config_replica)
+    try:
+        config = config_snapshot_args(store)
+    finally:
+        store.close()
+    jobs = JobReplica.open(paths.jobs_replica)
+    try:
+        serial, rows = jobs.dump()
+    finally:
+        jobs.close()
+    return {"config": config, "jobs": job_snapshot_args(serial, rows)}
+
+
+async def master_demote(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Stop being the master: stop the master-only daemons, keep the files as replicas."""
+    stopped = []
+    for daemon in reversed(daemons.DAEMONS):
+        if daemon.master_only:
+            pid = await asyncio.to_thread(stop_daemon, paths.pid_file(daemon.name))
+            if pid is not None:
+                stopped.append(daemon.name)
+    if _is_master(paths):
+        replication.close_replicas()
+        _move(paths.jobs_db, paths.jobs_replica)
+        _move(paths.config_db, paths.config_replica)
+    return {"stopped": stopped, **await master_info(paths, {})}
+
+
+async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Become the master with the replicas this node holds."""
+    if _is_master(paths):
+        raise OpPrereqError("this node is the master already")
+    if not paths.config_replica.exists():
+        raise OpPrereqError("this node has no configuration replica: only a master "
+                            "candidate can become the master")
+    try:
+        membership = json.loads(paths.node_membership.read_text())
+        node_name = str(membership["node_name"])
+    except (OSError, ValueError, KeyError) as err:
+        raise OpPrereqError(f"cannot tell which node this is from "
+                            f"{paths.node_membership}: {err}") from None
+    replication.close_replicas()
+    _move(paths.config_replica, paths.config_db)
+    _move(paths.jobs_replica, paths.jobs_db)
+    try:
+        store = ConfigStore.open(paths.config_db)
+        try:
+            node = store.get("node", node_name)
+            with store.transaction() as txn:
+                cluster = txn.cluster()
+                old_master = cluster.master_node
+                cluster.master_node = node.uuid
+                txn.update(cluster)
+                if old_master != node.uuid:
+                    # The old master stays a candidate; this node is one already.
+                    me = txn.get("node", node.uuid)
+                    me.master_candidate = True
+                    txn.update(me)
+        finally:
+            store.close()
+    except BaseException:
+        _move(paths.config_db, paths.config_replica)
+        _move(paths.jobs_db, paths.jobs_replica)
+        raise
+    pids = await asyncio.to_thread(daemons.start, paths)
+    membership["master_name"] = node_name
+    paths.node_membership.write_text(json.dumps(membership, indent=2, sort_keys=True) + "\n")
+    return {"started": sorted(name for name in pids if name != "noded")}

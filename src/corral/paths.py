@@ -121,6 +121,12 @@ class Paths:
         return self.data_dir / "rapi" / "admin-password"
 
     @property
+    def user_file_list(self) -> Path:
+        """Files the administrator wants on every node: one absolute path per line
+        (``#`` starts a comment); ``gnt-cluster redistribute-conf`` copies them."""
+        return self.data_dir / "user-files"
+
+    @property
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"

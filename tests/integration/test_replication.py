@@ -97,3 +97,30 @@ def test_candidate_down_during_100_commits_catches_up(testbed: TestbedHandle) ->
     daemons.start(node3)
     assert _wait_for(node3.config_replica, serial or 0, timeout=60) == serial
     assert _cluster_tags(node3.config_replica) == sorted(f"t{i}" for i in range(100))
+
+
+def test_redistribute_conf_pushes_the_ancillary_files(testbed: TestbedHandle) -> None:
+    master = testbed.paths
+    extra = master.node_path("/etc/corral-demo/hosts.allow")
+    extra.parent.mkdir(parents=True)
+    extra.write_text("sshd: 192.0.2.0/24\n")
+    extra.chmod(0o640)
+    master.user_file_list.write_text(
+        "# synced by redistribute-conf\n/etc/corral-demo/hosts.allow\n")
+    users = master.rapi_users.read_text() + "ops {cleartext}s3cret read\n"
+    master.rapi_users.write_text(users)
+    out = testbed.run("gnt-cluster", "redistribute-conf").stdout
+    assert "distributed to 2 node(s)" in out
+    for index in (2, 3):
+        node = _node_paths(testbed, index)
+        copy = node.node_path("/etc/corral-demo/hosts.allow")
+        assert copy.read_text() == "sshd: 192.0.2.0/24\n"
+        assert copy.stat().st_mode & 0o777 == 0o640
+        assert node.rapi_users.read_text() == users  # both are master candidates
+        assert node.rapi_users.stat().st_mode & 0o777 == 0o400
+        assert node.ca_cert.read_bytes() == master.ca_cert.read_bytes()
+        assert _serial(node.config_replica) == _serial(master.config_db)
+    # A relative path in the list is refused with the line that has it.
+    master.user_file_list.write_text("etc/relative\n")
+    bad = testbed.run("gnt-cluster", "redistribute-conf", check=False)
+    assert bad.returncode == 1 and "line 1" in bad.stderr

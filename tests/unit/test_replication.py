@@ -3,6 +3,7 @@ the master's replicator (deltas, coalescing, snapshots, catching up)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from corral.jobs import JobStore
 from corral.jobs.store import JobReplica
 from corral.masterd.replication import ConfigReplicator, JobReplicator
 from corral.noded import replication as node_side
+from corral.noded.files import upload_files
 from corral.objects import Node
 from corral.paths import Paths
 from tests.unit.config_helpers import new_store, snapshot
@@ -183,3 +185,27 @@ async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
         await copy.close()
         await jobs.close()
     assert JobReplica.open(roots["node2"].jobs_replica).serial == jobs.serial
+
+
+def test_upload_files_writes_known_files_and_listed_paths_only(tmp_path: Path) -> None:
+    paths = Paths(tmp_path)
+    paths.data_dir.mkdir(parents=True)
+
+    def entry(data: bytes, **where: Any) -> dict[str, Any]:
+        return {**where, "data": base64.b64encode(data).decode(), "mode": 0o600}
+
+    written = _run_sync(upload_files(paths, {"files": [
+        entry(b"/etc/motd\n", name="user_file_list"),
+        entry(b"hello\n", path="/etc/motd"),
+        entry(b"KEY", name="confd_key"),
+    ]}))
+    assert sorted(written) == ["/etc/motd", "confd_key", "user_file_list"]
+    assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
+    assert paths.confd_hmac_key.stat().st_mode & 0o777 == 0o400  # the known mode wins
+    with pytest.raises(ParameterError, match="user file list"):
+        _run_sync(upload_files(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
+    with pytest.raises(ParameterError, match="unknown file 'ssh_key'"):
+        _run_sync(upload_files(paths, {"files": [entry(b"x", name="ssh_key")]}))
+    with pytest.raises(ParameterError, match="base64"):
+        _run_sync(upload_files(paths, {"files": [{"name": "ca_cert", "data": "%%"}]}))
+    assert not paths.node_path("/etc/shadow").exists()

@@ -12,7 +12,7 @@ import click
 
 from corral import __version__, bootstrap, daemons, failover, serializer, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.jobs import make_op, submit_and_wait
+from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.options import (
     KeyValType,
     dry_run_option,
@@ -309,6 +309,23 @@ def getmaster() -> None:
     with get_client() as client:
         (master,) = client.call("QueryConfigValues", ["master_node"])
     click.echo(master)
+
+
+@cli.command("redistribute-conf")
+@submit_option
+@print_jobid_option
+@priority_option
+@reason_option
+def redistribute_conf(submit_only: bool, print_jobid: bool, priority: int | None,
+                      reason: str | None) -> None:
+    """Push the configuration to the master candidates and the ancillary files (CA
+    certificate, confd key, RAPI users, the user file list and its files) to every
+    node."""
+    result = submit_op(TOOL, "redistribute-conf", "OP_CLUSTER_REDIST_CONF", {},
+                       reason=reason, priority=priority, submit_only=submit_only,
+                       print_jobid=print_jobid)
+    if isinstance(result, dict) and result.get("failed"):
+        exit_with(1)
 
 
 @cli.command("master-ping")

@@ -111,6 +111,9 @@ class MasterContext:
     rpc: NodeRpc = field(default_factory=_NoRpc)
     #: Called after a committed change of the cluster object (e.g. max_running_jobs).
     cluster_changed: Callable[[Cluster], None] = lambda _cluster: None
+    #: The files redistribute-config pushes besides the configuration, read on the
+    #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
+    ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
 
 
 class LogicalUnit(Generic[OpT]):

@@ -15,10 +15,11 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
+from corral.config.replica import snapshot_args
 from corral.errors import OsNotFoundError, ParameterError, UnknownParameterError
-from corral.objects import Cluster, params
+from corral.objects import Cluster, Node, params
 from corral.objects.params import HV_PARAMS, ParamSpec
-from corral.opcodes import ListChange, OpClusterQuery, OpClusterSetParams
+from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
 
 __all__ = [
     "OS_API_VERSION",
@@ -358,6 +359,49 @@ class LUClusterQuery(LogicalUnit[OpClusterQuery]):
         """Read the settings from the configuration."""
         store = self.master.store
         return cluster_info(store.cluster, store.master_name, store.serial)
+
+
+class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
+    """``OP_CLUSTER_REDIST_CONF``: push the whole configuration to the master candidates
+    and the ancillary files to every online node (``gnt-cluster redistribute-conf``).
+
+    Replication keeps candidates in step by itself; this is the explicit resync (a
+    replica damaged by hand, files changed on the master). Nodes that fail are
+    reported in the job log and in the result; the others are done.
+    """
+
+    OP_ID = "OP_CLUSTER_REDIST_CONF"
+
+    async def execute(self) -> dict[str, Any]:
+        """Snapshot to the candidates, files to everyone."""
+        store = self.master.store
+        master = store.cluster.master_node
+        nodes = [n for n in store.all("node") if not n.offline and n.uuid != master]
+        candidates = [n for n in nodes if n.master_candidate]
+        files = self.master.ancillary_files()
+        failed: dict[str, str] = {}
+        if candidates:
+            results = await self.master.rpc.call(candidates, "config_replicate",
+                                                 snapshot_args(store))
+            failed.update({name: r.error.message for name, r in results.items() if r.error})
+
+        def for_node(node: Node) -> dict[str, Any]:
+            return {"files": [{k: v for k, v in f.items() if k != "candidates_only"}
+                              for f in files
+                              if node.master_candidate or not f.get("candidates_only")]}
+
+        if nodes:
+            results = await self.master.rpc.call(nodes, "upload_files", for_node)
+            for name, result in results.items():
+                if result.error is not None:
+                    failed.setdefault(name, result.error.message)
+        for name, message in sorted(failed.items()):
+            self.feedback(f"Warning: node {name}: {message}")
+        done = sorted(n.name for n in nodes if n.name not in failed)
+        self.feedback(f"Configuration serial {store.serial} and {len(files)} file(s) "
+                      f"distributed to {len(done)} node(s)")
+        return {"serial": store.serial, "nodes": done, "failed": failed,
+                "files": [f.get("name") or f.get("path") for f in files]}
 
 
 class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):

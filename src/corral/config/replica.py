@@ -18,12 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from corral import CONFIG_SCHEMA_VERSION
 from corral.config.storage import Database, Row, sidecar_files
 from corral.errors import ConfigStoreError
 
-__all__ = ["Replica"]
+if TYPE_CHECKING:
+    from corral.config.store import ConfigStore
+
+__all__ = ["Replica", "row_args", "snapshot_args"]
 
 log = logging.getLogger(__name__)
 
@@ -81,3 +85,13 @@ class Replica:
     def close(self) -> None:
         """Close the file."""
         self._db.close()
+
+
+def row_args(rows: Sequence[Row]) -> list[list[Any]]:
+    """Rows as the ``upserts`` argument of ``config_replicate``."""
+    return [[r.kind, r.uuid, r.serial, r.json.decode()] for r in rows]
+
+
+def snapshot_args(store: ConfigStore) -> dict[str, Any]:
+    """``config_replicate`` arguments that replace a replica with ``store``'s content."""
+    return {"snapshot": True, "serial": store.serial, "upserts": row_args(store.rows())}

@@ -31,11 +31,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from corral.errors import ConfigStoreError
 from corral.jobs.model import Job, decode_job, encode_job
 
-__all__ = ["JobCommitListener", "JobReplica", "JobRows", "JobStore", "StoredQueue"]
+__all__ = [
+    "JobCommitListener",
+    "JobReplica",
+    "JobRows",
+    "JobStore",
+    "StoredQueue",
+    "job_row_args",
+    "job_snapshot_args",
+]
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
@@ -410,3 +419,17 @@ class JobReplica:
     def close(self) -> None:
         """Close the file."""
         self._conn.close()
+
+
+def job_row_args(rows: JobRows) -> dict[str, Any]:
+    """Rows as the ``jobs``/``archive``/``meta`` arguments of ``jobs_replicate``."""
+    return {
+        "jobs": [[job_id, data.decode()] for job_id, data in rows.upserts],
+        "archive": [[job_id, end, data.decode()] for job_id, end, data in rows.archive],
+        "meta": [[key, value] for key, value in rows.meta],
+    }
+
+
+def job_snapshot_args(serial: int, rows: JobRows) -> dict[str, Any]:
+    """``jobs_replicate`` arguments that replace a replica with ``rows`` at ``serial``."""
+    return {"snapshot": True, "serial": serial, **job_row_args(rows)}

@@ -9,6 +9,7 @@ file, logs to its own file and shuts down cleanly on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -23,6 +24,7 @@ from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
 from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
+from corral.noded.files import read_ancillary_files
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.utils.log import setup_daemon_logging
@@ -45,6 +47,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     client = RpcClient(paths)
     state = MasterState(store, JobStore.open(paths.jobs_db),
                         rpc=MasterRpc(store, paths, client))
+    state.context.ancillary_files = functools.partial(read_ancillary_files, paths)
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch)

@@ -26,15 +26,14 @@ from typing import Any, Generic, TypeVar
 
 from corral.cmdlib.base import NodeRpc
 from corral.config import ConfigStore, Row
-from corral.jobs.store import JobRows, JobStore
+from corral.config.replica import row_args, snapshot_args
+from corral.jobs.store import JobRows, JobStore, job_row_args, job_snapshot_args
 from corral.objects import Node
 
 __all__ = [
     "ConfigReplicator",
     "JobReplicator",
     "Replicator",
-    "config_snapshot_args",
-    "job_snapshot_args",
 ]
 
 log = logging.getLogger(__name__)
@@ -191,13 +190,6 @@ class Replicator(Generic[_Entry]):
             self._idle.set()
 
 
-def _config_rows(rows: Sequence[Row]) -> list[list[Any]]:
-    return [[r.kind, r.uuid, r.serial, r.json.decode()] for r in rows]
-
-
-def config_snapshot_args(store: ConfigStore) -> dict[str, Any]:
-    """``config_replicate`` arguments that replace a replica with ``store``'s content."""
-    return {"snapshot": True, "serial": store.serial, "upserts": _config_rows(store.rows())}
 
 
 class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):
@@ -227,24 +219,11 @@ class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):
                 upserts.pop(uuid, None)
                 deleted.add(uuid)
         return {"base": base, "serial": serial,
-                "upserts": _config_rows(list(upserts.values())), "deletes": sorted(deleted)}
+                "upserts": row_args(list(upserts.values())), "deletes": sorted(deleted)}
 
     async def snapshot(self) -> dict[str, Any]:
         """Every object at the current serial."""
-        return config_snapshot_args(self.store)
-
-
-def _job_rows(rows: JobRows) -> dict[str, Any]:
-    return {
-        "jobs": [[job_id, data.decode()] for job_id, data in rows.upserts],
-        "archive": [[job_id, end, data.decode()] for job_id, end, data in rows.archive],
-        "meta": [[key, value] for key, value in rows.meta],
-    }
-
-
-def job_snapshot_args(serial: int, rows: JobRows) -> dict[str, Any]:
-    """``jobs_replicate`` arguments that replace a replica with ``rows`` at ``serial``."""
-    return {"snapshot": True, "serial": serial, **_job_rows(rows)}
+        return snapshot_args(self.store)
 
 
 class JobReplicator(Replicator[JobRows]):
@@ -278,7 +257,7 @@ class JobReplicator(Replicator[JobRows]):
         merged = JobRows(upserts=list(live.items()),
                          archive=[(job_id, end, data) for job_id, (end, data) in archive.items()],
                          meta=list(meta.items()))
-        return {"base": base, "serial": serial, **_job_rows(merged)}
+        return {"base": base, "serial": serial, **job_row_args(merged)}
 
     async def snapshot(self) -> dict[str, Any]:
         """The whole queue, read after every earlier batch."""

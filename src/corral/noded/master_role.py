@@ -28,10 +28,10 @@ from typing import Any
 
 from corral import daemons
 from corral.config import ConfigStore
+from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
 from corral.errors import ConfigStoreError, OpPrereqError
-from corral.jobs.store import JobReplica
-from corral.masterd.replication import config_snapshot_args, job_snapshot_args
+from corral.jobs.store import JobReplica, job_snapshot_args
 from corral.noded import replication
 from corral.paths import Paths
 from corral.utils.process import stop_daemon
@@ -87,7 +87,7 @@ async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
     replication.close_replicas()
     store = ConfigStore.open(paths.config_replica)
     try:
-        config = config_snapshot_args(store)
+        config = snapshot_args(store)
     finally:
         store.close()
     jobs = JobReplica.open(paths.jobs_replica)

@@ -16,6 +16,7 @@ __all__ = [
     "TAG_KINDS",
     "ListChange",
     "OpClusterQuery",
+    "OpClusterRedistConf",
     "OpClusterSetParams",
     "OpQuery",
     "OpQueryFields",
@@ -57,6 +58,11 @@ class OpTestDelay(OpCode, tag="OP_TEST_DELAY"):
 @register
 class OpClusterQuery(OpCode, tag="OP_CLUSTER_QUERY"):
     """Return the cluster's settings (what ``gnt-cluster info`` shows)."""
+
+
+@register
+class OpClusterRedistConf(OpCode, tag="OP_CLUSTER_REDIST_CONF"):
+    """Push the full configuration and the cluster's ancillary files to the nodes."""
 
 
 @register

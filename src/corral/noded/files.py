@@ -1,0 +1,123 @@
+"""The cluster's ancillary files: which they are, reading them on the master and the
+``upload_files`` procedure that writes them on a node (``gnt-cluster
+redistribute-conf``, design 2.1 "Redistribute Config").
+
+Besides the configuration, every node keeps copies of a few files the master owns:
+the cluster CA certificate and the confd HMAC key on every node, the RAPI users file
+on the master candidates (any of them may become the master), the administrator's
+list of further files to keep in sync (:attr:`Paths.user_file_list`) and the files
+it names. A file travels as ``{"name": known name}`` or, for the files of the user
+list, ``{"path": absolute path}``, with its ``data`` (base64) and ``mode``. A node
+writes only the known files and the paths the user list names: the list is written
+first, so a path must be in the list that comes with it (or the one already there).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from corral.errors import ParameterError
+from corral.paths import Paths
+from corral.utils.files import write_private, write_public
+
+__all__ = ["KNOWN_FILES", "read_ancillary_files", "read_user_list", "upload_files"]
+
+#: Known files by name: (``Paths`` attribute, mode, master candidates only).
+KNOWN_FILES: dict[str, tuple[str, int, bool]] = {
+    "ca_cert": ("ca_cert", 0o644, False),
+    "confd_key": ("confd_hmac_key", 0o400, False),
+    "rapi_users": ("rapi_users", 0o400, True),
+    "user_file_list": ("user_file_list", 0o644, False),
+}
+
+
+def read_user_list(text: str) -> list[str]:
+    """The absolute paths a user file list names (blank lines and ``#`` comments
+    skipped); a relative path is an error naming the line."""
+    paths: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        if not PurePosixPath(entry).is_absolute() or ".." in PurePosixPath(entry).parts:
+            raise ParameterError(f"user file list, line {number}: {entry!r} is not an "
+                                 "absolute path without '..'")
+        paths.append(entry)
+    return paths
+
+
+def _entry(data: bytes, mode: int, **where: Any) -> dict[str, Any]:
+    return {**where, "data": base64.b64encode(data).decode("ascii"), "mode": mode}
+
+
+def read_ancillary_files(paths: Paths) -> list[dict[str, Any]]:
+    """The master's ancillary files as ``upload_files`` entries, each with
+    ``candidates_only``; missing optional files are left out."""
+    files: list[dict[str, Any]] = []
+    for name, (attribute, mode, candidates_only) in KNOWN_FILES.items():
+        source: Path = getattr(paths, attribute)
+        if source.exists():
+            files.append(_entry(source.read_bytes(), mode, name=name,
+                                candidates_only=candidates_only))
+    if paths.user_file_list.exists():
+        for entry in read_user_list(paths.user_file_list.read_text()):
+            source = paths.node_path(entry)
+            if source.is_file():
+                files.append(_entry(source.read_bytes(), source.stat().st_mode & 0o7777,
+                                    path=entry, candidates_only=False))
+    return files
+
+
+def _write(target: Path, data: bytes, mode: int) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if mode & 0o077 & ~0o040:
+        write_public(target, data, mode)
+    else:
+        write_private(target, data, mode)
+
+
+async def upload_files(paths: Paths, args: Mapping[str, Any]) -> list[str]:
+    """Write the files the master sends (see the module doc); the names/paths written."""
+    files = args.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+        raise ParameterError("procedure upload_files: argument 'files' must be a list of "
+                             "objects")
+    decoded: list[tuple[dict[str, Any], bytes, int]] = []
+    for index, entry in enumerate(files):
+        try:
+            data = base64.b64decode(str(entry.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            raise ParameterError(f"procedure upload_files: file {index}: 'data' is not "
+                                 "base64") from None
+        mode = entry.get("mode", 0o644)
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            raise ParameterError(f"procedure upload_files: file {index}: bad mode {mode!r}")
+        decoded.append((entry, data, mode))
+    allowed: set[str] = set()
+    if paths.user_file_list.exists():
+        allowed.update(read_user_list(paths.user_file_list.read_text()))
+    written: list[str] = []
+    # Known files first: a new user list decides which paths may follow.
+    for entry, data, mode in sorted(decoded, key=lambda item: "name" not in item[0]):
+        name = entry.get("name")
+        if name is not None:
+            if name not in KNOWN_FILES:
+                raise ParameterError(f"procedure upload_files: unknown file {name!r}; known: "
+                                     f"{', '.join(sorted(KNOWN_FILES))}")
+            attribute, known_mode, _candidates = KNOWN_FILES[name]
+            _write(getattr(paths, attribute), data, known_mode)
+            if name == "user_file_list":
+                allowed.update(read_user_list(data.decode()))
+            written.append(str(name))
+            continue
+        path = entry.get("path")
+        if not isinstance(path, str) or path not in allowed:
+            raise ParameterError(f"procedure upload_files: {path!r} is neither a known file "
+                                 "nor in the cluster's user file list")
+        _write(paths.node_path(path), data, mode)
+        written.append(path)
+    return written

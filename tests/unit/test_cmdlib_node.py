@@ -78,7 +78,8 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     assert (node.primary_ip, node.secondary_ip, node.master_candidate) == ("192.0.2.2", "", True)
     assert node.group == store.get("nodegroup", "default").uuid
     assert rpc.joined == [("node2.example", "tok")]
-    assert rpc.procedures("node2.example") == ["version"]
+    # The new candidate gets a copy of the configuration before it counts as one.
+    assert rpc.procedures("node2.example") == ["version", "config_replicate"]
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE_RES)
     assert any("Added node node2.example" in str(m) for m in job.log)
@@ -306,7 +307,7 @@ def test_bringing_a_node_online_asks_it_first(tmp_path: Path) -> None:
     rpc = _rpc()
     job = JobCtx()
     result = _run(store, rpc, _modify("node3", offline=False), job)
-    assert rpc.procedures("node3") == ["version"]
+    assert rpc.procedures("node3") == ["version", "config_replicate"]
     assert result == [["master_candidate", "True"], ["offline", "False"]]
     assert "Auto-promoting node to master candidate" in job.log
 

@@ -29,6 +29,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group, expand_node
+from corral.config.replica import snapshot_args
 from corral.errors import (
     AlreadyExistsError,
     CorralError,
@@ -321,6 +322,8 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
             )
         try:
             await _check_version(self.master, node, "checking the new node's version")
+            if self._becomes_candidate(node):
+                await seed_replica(self.master, node)
         except CorralError:
             await self._leave(node)
             raise
@@ -332,7 +335,6 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
 
     def _commit(self, node: Node) -> None:
         store = self.master.store
-        cluster = store.cluster
         op = self.op
         with store.transaction() as txn:
             if op.readd:
@@ -346,8 +348,7 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
                     record.ndparams = self._ndparams
             else:
                 record = node
-            current, _eligible_count = candidate_stats(store.all("node"), exclude={node.uuid})
-            record.master_candidate = _eligible(record) and current < cluster.candidate_pool_size
+            record.master_candidate = self._becomes_candidate(record)
             if op.readd:
                 txn.update(record)
             else:
@@ -356,6 +357,12 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         verb = "Re-added" if op.readd else "Added"
         self.feedback(f"{verb} node {node.name} to group {self._group.name} as {role}")
 
+    def _becomes_candidate(self, node: Node) -> bool:
+        """Whether the node joins the candidate pool (it is eligible and the pool short)."""
+        store = self.master.store
+        current, _eligible_count = candidate_stats(store.all("node"), exclude={node.uuid})
+        return _eligible(node) and current < store.cluster.candidate_pool_size
+
     async def _leave(self, node: Node) -> None:
         result = (await self.master.rpc.call([node], "node_leave", {}))[node.name]
         if result.failed:
@@ -363,6 +370,17 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
             self.feedback(
                 f"Warning: node {node.name} joined but could not be told to leave again "
                 f"({result.error.message}); restart its node daemon without a cluster")
+
+
+async def seed_replica(master: MasterContext, node: Node) -> None:
+    """Give a node about to become a master candidate a full copy of the configuration,
+    so that it holds one before it counts as a candidate (confd on it answers, a
+    failover may pick it); the master's replication keeps it current afterwards."""
+    result = (await master.rpc.call([node], "config_replicate",
+                                    snapshot_args(master.store)))[node.name]
+    if result.error is not None:
+        raise OpExecError(f"cannot give node {node.name} a copy of the configuration before "
+                          f"promoting it to master candidate: {result.error.message}")
 
 
 # -- remove ----------------------------------------------------------------------
@@ -560,6 +578,9 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
                     f"({err.message})") from None
         if op.dry_run:
             return None
+        if self._new_flags[0] and not self._old_flags[0]:
+            await seed_replica(self.master, msgspec.structs.replace(
+                node, offline=self._new_flags[2]))
         result: list[list[str]] = []
         with store.transaction() as txn:
             record = txn.get("node", node.uuid)

@@ -84,8 +84,22 @@ class JobRows:
 JobCommitListener = Callable[[int, JobRows], None]
 
 
-def _write_rows(conn: sqlite3.Connection, rows: JobRows) -> None:
-    """Write ``rows`` (inside the caller's transaction)."""
+def _write_rows(conn: sqlite3.Connection, rows: JobRows, *, reset: bool = False) -> None:
+    """Write ``rows`` in one transaction (after emptying every table with ``reset``)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if reset:
+            for table in ("jobs", "archive", "meta"):
+                conn.execute(f"DELETE FROM {table}")
+        _put_rows(conn, rows)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+def _put_rows(conn: sqlite3.Connection, rows: JobRows) -> None:
     if rows.upserts:
         conn.executemany("INSERT OR REPLACE INTO jobs VALUES (?, ?)", rows.upserts)
     if rows.archive:
@@ -293,15 +307,7 @@ class JobStore:
 
     def _commit(self, rows: JobRows) -> None:
         with self._errors("write the jobs"):
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                _write_rows(conn, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
+            _write_rows(self._conn, rows)
 
     # -- reads of archived jobs ----------------------------------------------
     async def read_archived(self, ids: Sequence[int]) -> dict[int, Job]:
@@ -383,18 +389,7 @@ class JobReplica:
 
     def _write(self, rows: JobRows, *, reset: bool) -> None:
         with self._errors("write"):
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if reset:
-                    for table in ("jobs", "archive", "meta"):
-                        conn.execute(f"DELETE FROM {table}")
-                _write_rows(conn, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
+            _write_rows(self._conn, rows, reset=reset)
 
     def apply(self, base: int, serial: int, rows: JobRows) -> bool:
         """Apply the batches from ``base`` to ``serial`` (their ``meta`` carries the new

@@ -19,7 +19,8 @@ bool}``: ``applied`` false means the delta did not fit and a snapshot is wanted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -58,20 +59,13 @@ class _JobUpdate(msgspec.Struct, forbid_unknown_fields=True):
 _OPEN: dict[str, Replica] = {}
 _OPEN_JOBS: dict[str, JobReplica] = {}
 
+R = TypeVar("R", Replica, JobReplica)
 
-def _replica(paths: Paths) -> Replica:
-    key = str(paths.config_replica)
-    replica = _OPEN.get(key)
+
+def _opened(cache: dict[str, R], path: Path, opener: Callable[[Path], R]) -> R:
+    replica = cache.get(str(path))
     if replica is None:
-        replica = _OPEN[key] = Replica.open(paths.config_replica)
-    return replica
-
-
-def _job_replica(paths: Paths) -> JobReplica:
-    key = str(paths.jobs_replica)
-    replica = _OPEN_JOBS.get(key)
-    if replica is None:
-        replica = _OPEN_JOBS[key] = JobReplica.open(paths.jobs_replica)
+        replica = cache[str(path)] = opener(path)
     return replica
 
 
@@ -96,7 +90,7 @@ async def config_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, A
     """Apply a snapshot or a delta of the master's configuration to this node's
     replica (see the module doc); the replica's serial afterwards."""
     update = _convert("config_replicate", args, _Update)
-    replica = _replica(paths)
+    replica = _opened(_OPEN, paths.config_replica, Replica.open)
     if update.serial_only:
         return {"serial": replica.serial, "applied": True}
     rows = [Row(kind, uuid, serial, data.encode()) for kind, uuid, serial, data in update.upserts]
@@ -115,7 +109,7 @@ async def jobs_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any
     """Apply a snapshot or a delta of the master's job queue to this node's replica
     (see the module doc); the replica's serial afterwards."""
     update = _convert("jobs_replicate", args, _JobUpdate)
-    replica = _job_replica(paths)
+    replica = _opened(_OPEN_JOBS, paths.jobs_replica, JobReplica.open)
     if update.serial_only:
         return {"serial": replica.serial, "applied": True}
     rows = JobRows(

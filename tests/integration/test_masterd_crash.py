@@ -43,6 +43,15 @@ def _wait_for_jobs(paths: Paths) -> None:
     raise AssertionError(f"jobs still unfinished after the restart: {statuses}")
 
 
+def _wait_gone(paths: Paths, pid: int) -> None:
+    """Wait until the killed daemon has let go of its pid file: SIGKILL is delivered at
+    once, but a busy machine may take a moment to tear the process down, and a start
+    before that would find the dying daemon still holding its lock."""
+    deadline = time.monotonic() + 10
+    while running_pid(paths.pid_file("masterd")) == pid and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _commit_stream(client: Client, first: int, acked: list[int], stop: threading.Event) -> None:
     """Set vcpus to first, first+1, ... until the daemon dies; record what was acknowledged."""
     value = first
@@ -70,6 +79,7 @@ def test_kill_9_during_commits_keeps_old_or_new_config(testbed: TestbedHandle) -
         pid = running_pid(paths.pid_file("masterd"))
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
+        _wait_gone(paths, pid)
         writer.join(timeout=30)
         stop.set()
         client.close()

@@ -203,6 +203,11 @@ class NodeServer:
     async def _rpc(self, request: web.Request) -> web.Response:
         procedure = request.match_info["procedure"]
         try:
+            if self.token is not None:
+                # A keep-alive connection of the joined listener, still open after
+                # node_leave switched to the unjoined one: this node has left.
+                raise JoinError("this node has left the cluster; it serves only a join "
+                                "with its new token")
             if request.match_info["version"] != str(RPC_VERSION):
                 raise ProtocolError(
                     f"RPC version {request.match_info['version']!r} is not supported: this "
@@ -219,7 +224,10 @@ class NodeServer:
         except Exception as err:
             log.exception("procedure %s failed unexpectedly", procedure)
             return _error(InternalError(f"procedure {procedure} failed: {err}"))
-        return _answer(result)
+        response = _answer(result)
+        if procedure == "node_leave":
+            response.force_close()  # no more requests on a connection of the old mode
+        return response
 
     async def _join(self, request: web.Request) -> web.Response:
         try:

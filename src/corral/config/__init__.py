@@ -15,9 +15,10 @@ references) and bump the serials; a commit costs O(objects changed).
 
 from __future__ import annotations
 
+from corral.config.readonly import load_readonly
 from corral.config.replica import Replica
 from corral.config.storage import Row
 from corral.config.store import CommitListener, ConfigStore
 from corral.config.transaction import Transaction
 
-__all__ = ["CommitListener", "ConfigStore", "Replica", "Row", "Transaction"]
+__all__ = ["CommitListener", "ConfigStore", "Replica", "Row", "Transaction", "load_readonly"]

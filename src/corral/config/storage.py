@@ -103,12 +103,17 @@ class Database:
         return db
 
     @classmethod
-    def open(cls, path: Path) -> Database:
-        """Open an existing store, refusing files that are not SQLite databases."""
+    def open(cls, path: Path, *, read_only: bool = False) -> Database:
+        """Open an existing store, refusing files that are not SQLite databases.
+
+        ``read_only`` opens it with SQLite's ``mode=ro``: nothing can write through
+        the connection, and read permission on the file is enough.
+        """
         try:
             with open(path, "rb") as handle:
                 header = handle.read(len(_HEADER))
-            if not os.access(path, os.R_OK | os.W_OK):
+            wanted = os.R_OK if read_only else os.R_OK | os.W_OK
+            if not os.access(path, wanted):
                 raise PermissionError(13, "Permission denied")
         except OSError as err:
             raise ConfigStoreError(
@@ -121,7 +126,7 @@ class Database:
                 f"configuration store {path}: not a SQLite database (corrupt or another kind "
                 "of file)"
             )
-        db = cls._connect(path)
+        db = cls._connect(path, "ro" if read_only else "rw")
         try:
             with db._errors("check its integrity"):
                 problems = [r[0] for r in db._conn.execute("PRAGMA quick_check")]
@@ -136,8 +141,8 @@ class Database:
         return db
 
     @classmethod
-    def _connect(cls, path: Path) -> Database:
-        uri = f"{path.absolute().as_uri()}?mode=rw"
+    def _connect(cls, path: Path, mode: str = "rw") -> Database:
+        uri = f"{path.absolute().as_uri()}?mode={mode}"
         try:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0)
         except sqlite3.Error as err:
@@ -201,6 +206,19 @@ class Database:
             raise
 
     # -- reading -------------------------------------------------------------
+    @contextlib.contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """Make the reads inside the block see one committed state, even while
+        another process commits (the serial and the rows then agree)."""
+        with self._errors("start reading"):
+            self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self._conn.in_transaction:
+                with self._errors("finish reading"):
+                    self._conn.execute("ROLLBACK")
+
     def _has_table(self, name: str) -> bool:
         row = self._conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)

@@ -384,7 +384,7 @@ def test_list_joins_list_fields(master: Callable[..., FakeMaster]) -> None:
 
 def test_console_message_and_ssh(master: Callable[..., FakeMaster]) -> None:
     fake = master(results={"OP_INSTANCE_CONSOLE": {
-        "instance": "inst1", "kind": "message", "message": "Console not available"}})
+        "instance": "inst1", "kind": "msg", "message": "Console not available"}})
     result = run(gnt_instance.cli, "console", "inst1")
     assert result.output.strip() == "Console not available"
     assert body(fake.ops[0]) == {"OP_ID": "OP_INSTANCE_CONSOLE", "instance_name": "inst1"}

@@ -86,7 +86,7 @@ class Cluster:
             elif proc == "blockdev_copy_from":
                 return {"bytes": args["source_disk"]["size"] * 1048576}
             elif proc == "instance_console":
-                return {"instance": args["instance"]["name"], "kind": "message",
+                return {"instance": args["instance"]["name"], "kind": "msg",
                         "message": "fake console"}
             elif proc == "node_info":
                 return {"memory_total": 4096, "memory_free": 2048, "cpu_count": 2}
@@ -455,7 +455,7 @@ def test_grow_disk_refusals(cl: Cluster) -> None:
 def test_console_of_running_instance(cl: Cluster) -> None:
     cl.add_instance("web1", up=True)
     assert cl.run("OP_INSTANCE_CONSOLE", instance_name="web1") == {
-        "instance": "web1", "kind": "message", "message": "fake console"}
+        "instance": "web1", "kind": "msg", "message": "fake console"}
     cl.running["node1"].clear()
     with pytest.raises(OpPrereqError, match=r"web1 is not running \(state ERROR_down\)"):
         cl.run("OP_INSTANCE_CONSOLE", instance_name="web1")

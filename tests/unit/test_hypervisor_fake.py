@@ -316,5 +316,5 @@ def test_console_is_a_message(hv: FakeHypervisor) -> None:
     console = hv.console(spec())
     assert set(console) == {"instance", "kind", "message"}
     assert console["instance"] == "web1.example.com"
-    assert console["kind"] == "message"
+    assert console["kind"] == "msg"
     assert "web1.example.com" in console["message"]

@@ -954,7 +954,7 @@ def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
         raise OpExecError(f"no console information for instance {instance_name}")
     kind = data.get("kind")
     name = data.get("instance", instance_name)
-    if kind == "message":
+    if kind == "msg":
         click.echo(str(data.get("message", "")))
     elif kind == "vnc":
         click.echo(f"Instance {name} has VNC listening on {data.get('host')}:"

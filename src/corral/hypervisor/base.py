@@ -38,8 +38,8 @@ InstanceState = Literal["running", "paused", "migrating"]
 INSTANCE_STATES: Final[tuple[InstanceState, ...]] = ("running", "paused", "migrating")
 
 #: Ganeti's console kinds; a console dict carries only the keys of its kind.
-ConsoleKind = Literal["message", "ssh", "vnc", "spice"]
-CONSOLE_KINDS: Final[tuple[ConsoleKind, ...]] = ("message", "ssh", "vnc", "spice")
+ConsoleKind = Literal["msg", "ssh", "vnc", "spice"]
+CONSOLE_KINDS: Final[tuple[ConsoleKind, ...]] = ("msg", "ssh", "vnc", "spice")
 
 
 class Hypervisor(ABC):

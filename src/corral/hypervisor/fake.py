@@ -238,7 +238,7 @@ class FakeHypervisor(Hypervisor):
         """A ``message`` console: fake instances have nothing to connect to."""
         return {
             "instance": spec.name,
-            "kind": "message",
+            "kind": "msg",
             "message": f"instance {spec.name} runs on the fake hypervisor, which has no console",
         }
 

@@ -2,8 +2,8 @@
 
 Each daemon is started as ``python -m <module>`` with this interpreter, so a
 virtualenv install works without its ``bin`` on ``PATH``. noded runs on every
-node, masterd only where the configuration store is; later daemons (rapi, confd)
-join the table as they are written.
+node; masterd and rapi only where the configuration store is (the master node);
+later daemons (confd) join the table as they are written.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ class Daemon:
 
 
 #: In start order: the node daemon first (the master calls it as soon as it runs),
-#: then the master daemon. Stopping goes the other way.
+#: then the master daemon, then the Remote API daemon, a client of the master daemon.
+#: Stopping goes the other way.
 DAEMONS: tuple[Daemon, ...] = (
     Daemon("noded", "corral.noded", master_only=False),
     Daemon("masterd", "corral.masterd", master_only=True),
+    Daemon("rapi", "corral.rapi", master_only=True),
 )
 
 

@@ -6,8 +6,17 @@ Node *i* is ``node<i>.testbed`` with primary IP ``127.0.<1>.<i>`` (all of
 processes, by pid, and nothing else.
 
 Every node runs a node daemon on its own address; node 1 is the master and runs
-the master daemon too. The other nodes join by the one-time token their node
-daemon prints, as ``gnt-node add --token`` does; later issues add rapi and confd.
+the master daemon and the Remote API daemon too. The other nodes join by the
+one-time token their node daemon prints, as ``gnt-node add --token`` does; confd
+follows with a later issue.
+
+RAPI listens on the master's address with the cluster certificate and requires
+authentication for every request; ``testbed.json`` holds its URL, the CA file that
+verifies it and the credentials of the write user ``admin``::
+
+    "rapi": {"url": "https://127.0.1.1:PORT", "ca": ".../ca.pem",
+             "user": "admin", "password": "..."}
+
 A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
 root) belongs to it too: :func:`down` finds it through the node's locked pid file.
 Ports are chosen free and recorded, so several testbeds can run side by side with
@@ -33,6 +42,7 @@ from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, DaemonError, ParameterError
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
+from corral.rapi.daemon import settings_file as rapi_settings_file
 from corral.utils.files import write_public
 from corral.utils.process import stop_daemon
 
@@ -146,7 +156,7 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
     shared = directory / "shared-file-storage"
     shared.mkdir(exist_ok=True)
     for member in members:
-        _prepare_node(Path(member.root), member.ip, ports["noded"], shared)
+        _prepare_node(Path(member.root), member.ip, ports, shared)
     paths = Paths(Path(master.root))
     bootstrap.init_cluster(paths, bootstrap.InitOptions(
         cluster_name=CLUSTER_NAME, master_name=master.name, primary_ip=master.ip,
@@ -161,7 +171,8 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         env={ROOT_ENV: master.root, "PATH": f"{Path(sys.executable).parent}:"
              + os.environ.get("PATH", "/usr/bin:/bin")},
         nodes=members, ports=ports,
-        rapi={"url": None, "user": bootstrap.RAPI_ADMIN,
+        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.ca_cert),
+              "user": bootstrap.RAPI_ADMIN,
               "password": paths.rapi_admin_password.read_text().strip()},
     )
     _save(testbed)
@@ -179,15 +190,20 @@ def bundled_os_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "share" / "os"
 
 
-def _prepare_node(root: Path, ip: str, port: int, shared: Path) -> None:
-    """Give a node its noded settings, the bundled OS definitions and the shared storage.
+def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> None:
+    """Give a node its noded and RAPI settings, the bundled OS definitions and the
+    shared storage.
 
     Every node sees the cluster's shared file storage directory as a link to one
     directory of the testbed, which is what a shared mount looks like on real hosts.
+    RAPI runs only on the master, but every node has its settings (its own address,
+    the testbed's RAPI port), so that after a master failover it serves from there.
     """
     paths = Paths(root)
     paths.ensure_dirs()
-    write_public(paths.noded_settings, json.dumps({"bind": ip, "port": port}) + "\n")
+    write_public(paths.noded_settings, json.dumps({"bind": ip, "port": ports["noded"]}) + "\n")
+    write_public(rapi_settings_file(paths), json.dumps(
+        {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + "\n")
     os_dir = paths.node_path("/srv/corral/os")
     os_dir.mkdir(parents=True, exist_ok=True)
     for definition in sorted(bundled_os_dir().iterdir()):

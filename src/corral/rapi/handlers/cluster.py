@@ -1,0 +1,72 @@
+"""``/``, ``/version``, ``/2``, ``/2/info``, ``/2/features``, ``/2/modify``,
+``/2/redistribute-config`` and ``/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from corral.rapi.handlers.groups import cluster_policy
+from corral.rapi.request import RapiRequest
+
+__all__ = ["FEATURES", "RAPI_VERSION", "features", "info", "modify", "openapi",
+           "redistribute_config", "root", "version"]
+
+#: The remote API version (``/version``); new resources go under ``/2``.
+RAPI_VERSION: Final = 2
+
+#: The optional features ``/2/features`` announces, oldest first, with what each one
+#: added. Clients look for these strings before using a newer request format.
+FEATURES: Final[tuple[tuple[str, str], ...]] = (
+    ("instance-create-reqv1",
+     "POST /2/instances takes a body with __version__ 1: the opcode's parameters"),
+    ("instance-reinstall-reqv1",
+     "POST /2/instances/[name]/reinstall takes a body: os, start, osparams"),
+)
+
+#: Keys ``/2/info`` also gives under the name Ganeti's opcodes use.
+_INFO_ALIASES: Final = {"volume_group_name": "vg_name", "drbd_usermode_helper": "drbd_helper"}
+
+
+async def root(req: RapiRequest) -> None:
+    """``/`` and ``/2``: kept for old clients; answer null."""
+    return None
+
+
+async def version(req: RapiRequest) -> int:
+    """The remote API version."""
+    return RAPI_VERSION
+
+
+async def info(req: RapiRequest) -> dict[str, Any]:
+    """The cluster's settings (luxi ``QueryClusterInfo``), with Ganeti's alias keys and,
+    since corral has no instance policies, the open policy as ``ipolicy``."""
+    result: dict[str, Any] = await req.call("QueryClusterInfo")
+    for key, alias in _INFO_ALIASES.items():
+        if key in result and alias not in result:
+            result[alias] = result[key]
+    if "ipolicy" not in result:
+        result["ipolicy"] = cluster_policy(result.get("enabled_disk_templates", []),
+                                           result.get("beparams", {}))
+    return result
+
+
+async def features(req: RapiRequest) -> list[str]:
+    """The optional features this server implements."""
+    return [name for name, _what in FEATURES]
+
+
+async def modify(req: RapiRequest) -> str:
+    """Change cluster parameters: ``OP_CLUSTER_SET_PARAMS`` from the body."""
+    return await req.submit(req.opcode("OP_CLUSTER_SET_PARAMS", {}))
+
+
+async def redistribute_config(req: RapiRequest) -> str:
+    """Resynchronise the nodes: ``OP_CLUSTER_REDIST_CONF``; a job id."""
+    return await req.submit(req.opcode("OP_CLUSTER_REDIST_CONF", {}, from_body=False))
+
+
+async def openapi(req: RapiRequest) -> dict[str, Any]:
+    """The OpenAPI document of this server, generated from the route table."""
+    from corral.rapi.openapi import document  # the document is built from this table
+
+    return document()

@@ -1,0 +1,241 @@
+"""One RAPI request as handlers see it, and the helpers every handler shares.
+
+The server has already matched the route, checked the caller's rights, read the query
+arguments by their declared kinds and decoded (and, where declared, checked) the
+body. Handlers read path and query arguments through :class:`RapiRequest`, build
+opcodes with :meth:`RapiRequest.opcode` (Ganeti's rules for filling an opcode from a
+body and fixed parameters) and talk to the master daemon through luxi.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from corral.errors import (
+    CorralError,
+    InternalError,
+    NotFoundError,
+    OpExecError,
+    ParameterError,
+    from_wire,
+)
+from corral.opcodes import op_from_dict
+from corral.opcodes.reason import rapi_entry, user_entry
+from corral.x509 import RapiUser
+
+if TYPE_CHECKING:
+    from corral.rapi.luxi_pool import LuxiPool
+    from corral.rapi.spec import Operation, Route
+
+__all__ = ["FINAL_STATUSES", "RapiRequest", "job_error", "parse_args"]
+
+#: Job statuses after which nothing changes.
+FINAL_STATUSES: Final = frozenset({"success", "error", "canceled"})
+
+#: Seconds one WaitForJobChange call may wait (Ganeti's RAPI uses 10).
+WAIT_TIMEOUT: Final = 10.0
+
+
+def parse_args(operation: Operation, method: str, path: str,
+               pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Read query arguments by the kinds ``operation`` declares.
+
+    Blank values count as absent (as Ganeti's parsing drops them); a repeated
+    argument that is not a list keeps its first value; flags are ``0`` or ``1``; an
+    argument the operation does not take, or a required one missing, is refused with
+    a message naming what is accepted.
+    """
+    values: dict[str, Any] = {}
+    for name, text in pairs:
+        arg = operation.arg(name)
+        if arg is None:
+            accepted = ", ".join(a.name for a in operation.args) or "none"
+            raise ParameterError(
+                f"unknown query argument {name!r} for {method} {path}; accepted: {accepted}")
+        if text == "":
+            continue
+        if arg.kind == "texts":
+            values.setdefault(name, []).append(text)
+        elif name in values:
+            continue
+        elif arg.kind == "flag":
+            if text not in ("0", "1"):
+                raise ParameterError(f"query argument {name!r} must be 0 or 1, got {text!r}")
+            values[name] = text == "1"
+        elif arg.kind == "int":
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise ParameterError(
+                    f"query argument {name!r} must be an integer, got {text!r}") from None
+        elif arg.choices is not None and text not in arg.choices:
+            raise ParameterError(f"query argument {name!r} must be one of "
+                                 f"{', '.join(arg.choices)}, got {text!r}")
+        else:
+            values[name] = text
+    for arg in operation.args:
+        if arg.required and arg.name not in values:
+            raise ParameterError(f"missing the query argument {arg.name!r}: {arg.doc}")
+        values.setdefault(arg.name, [] if arg.kind == "texts" else arg.default)
+    return values
+
+
+class RapiRequest:
+    """A matched, authorised request with its arguments and body decoded."""
+
+    def __init__(self, *, route: Route, operation: Operation, method: str, path: str,
+                 path_args: Mapping[str, str], args: Mapping[str, Any], body: Any,
+                 user: RapiUser | None, luxi: LuxiPool) -> None:
+        self.route = route
+        self.operation = operation
+        self.method = method
+        self.path = path
+        self.path_args = dict(path_args)
+        self.args = dict(args)
+        self.body = body
+        self.user = user
+        self.luxi = luxi
+
+    # -- arguments --------------------------------------------------------------------
+
+    def item(self, name: str) -> str:
+        """The path argument ``name`` (``instance_name``, ``job_id``, ...)."""
+        return self.path_args[name]
+
+    def _arg(self, name: str) -> Any:
+        if self.operation.arg(name) is None:
+            raise InternalError(f"{self.method} {self.route.path} reads query argument "
+                                f"{name!r}, which its route does not declare")
+        return self.args[name]
+
+    def flag(self, name: str) -> bool:
+        """A boolean query argument (false when absent unless declared otherwise)."""
+        return bool(self._arg(name))
+
+    def integer(self, name: str) -> int | None:
+        """An integer query argument, or its default."""
+        value = self._arg(name)
+        return None if value is None else int(value)
+
+    def text(self, name: str) -> str | None:
+        """A string query argument, or its default."""
+        value = self._arg(name)
+        return None if value is None else str(value)
+
+    def texts(self, name: str) -> list[str]:
+        """A repeatable query argument: every value given, in order."""
+        return list(self._arg(name))
+
+    def body_dict(self) -> dict[str, Any]:
+        """The body as parameters: an object, or nothing (``{}``)."""
+        if self.body is None:
+            return {}
+        if not isinstance(self.body, dict):
+            raise ParameterError(f"the body must be a JSON object, got {type(self.body).__name__}")
+        return dict(self.body)
+
+    # -- opcodes and jobs -------------------------------------------------------------
+
+    def reason_trail(self) -> list[list[Any]]:
+        """The trail RAPI gives its opcodes: the caller's ``reason=`` text as a ``user``
+        entry, then RAPI's own ``gnt:client:rapi`` entry naming the resource."""
+        trail: list[list[Any]] = []
+        reason = self.text("reason")
+        if reason:
+            trail.append(list(user_entry(reason)))
+        trail.append(list(rapi_entry(self.route.name)))
+        return trail
+
+    def opcode(self, op_id: str, fixed: Mapping[str, Any], *, from_body: bool = True,
+               rename: Mapping[str, str] | None = None,
+               body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """An opcode in dict form: body parameters (renamed), then ``fixed`` ones.
+
+        ``fixed`` parameters come from the path and query arguments; the body may not
+        set them. Without ``from_body`` only the body's ``depends`` is used; ``body``
+        stands in for the request body when the handler has taken keys out of it. The
+        opcode is checked here, so a bad body is refused before anything is queued.
+        """
+        if body is not None:
+            params = dict(body)
+        elif from_body:
+            params = self.body_dict()
+        else:
+            body = self.body if isinstance(self.body, dict) else {}
+            params = {k: v for k, v in body.items() if k == "depends"}
+        for old, new in (rename or {}).items():
+            if old in params and new in params:
+                raise ParameterError(f"body parameter {old!r} is another name for {new!r}; "
+                                     "give only one of them")
+            if old in params:
+                params[new] = params.pop(old)
+        clash = sorted(set(params) & {*fixed, "reason"})
+        if clash:
+            raise ParameterError(
+                f"the body may not set {', '.join(repr(c) for c in clash)}: "
+                f"{'it comes' if len(clash) == 1 else 'they come'} from the URL, the query "
+                "arguments or RAPI itself")
+        op = {"OP_ID": op_id, **params, **fixed, "reason": self.reason_trail()}
+        op_from_dict(op)
+        return op
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """Call a luxi method on the master daemon."""
+        return await self.luxi.call(method, *args)
+
+    async def submit(self, *ops: dict[str, Any]) -> str:
+        """Submit one job of ``ops``; its id as a string, as Ganeti's RAPI answers."""
+        return str(await self.call("SubmitJob", list(ops)))
+
+    async def run(self, *ops: dict[str, Any]) -> list[Any]:
+        """Submit one job, wait for it to end and return its opcode results, or raise
+        the error of the opcode that failed."""
+        job_id = int(await self.call("SubmitJob", list(ops)))
+        prev_info: list[Any] | None = None
+        prev_serial: int | None = None
+        while True:
+            answer = await self.call("WaitForJobChange", job_id, ["status"], prev_info,
+                                     prev_serial, WAIT_TIMEOUT)
+            if answer == "nochange":
+                continue
+            prev_info, log = answer
+            for entry in log or ():
+                prev_serial = max(prev_serial or 0, int(entry[0]))
+            if prev_info[0] in FINAL_STATUSES:
+                break
+        rows = await self.call("QueryJobs", [job_id], ["status", "opstatus", "opresult"])
+        if not rows or rows[0] is None:
+            raise NotFoundError(f"job {job_id} disappeared while RAPI waited for it")
+        status, opstatus, opresult = rows[0]
+        if status == "success":
+            return list(opresult)
+        raise job_error(job_id, status, opstatus, opresult)
+
+
+def job_error(job_id: int, status: str, opstatus: list[str], opresult: list[Any]) -> CorralError:
+    """The error a finished, unsuccessful job stands for: its failed opcode's error."""
+    if status == "canceled":
+        return OpExecError(f"job {job_id} was canceled")
+    for op_status, result in zip(opstatus, opresult, strict=False):
+        if op_status != "error":
+            continue
+        if isinstance(result, dict) and "message" in result:
+            return from_wire(result)
+        if (isinstance(result, list) and len(result) == 2 and isinstance(result[0], str)
+                and isinstance(result[1], list)):
+            # The queue's encoding, Ganeti's: [error class name, [message, ...]].
+            message = ", ".join(str(part) for part in result[1])
+            return _error_class(result[0])(message)
+        return OpExecError(f"job {job_id} failed: {result}")
+    return OpExecError(f"job {job_id} ended with status {status}")
+
+
+def _error_class(name: str) -> type[CorralError]:
+    pending: list[type[CorralError]] = [CorralError]
+    while pending:
+        cls = pending.pop()
+        if cls.__name__ == name:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return OpExecError

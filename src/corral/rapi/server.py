@@ -1,0 +1,153 @@
+"""The RAPI HTTP application: one dispatcher over the route table.
+
+Every request goes through :meth:`Dispatcher.handle`, in Ganeti's order:
+
+1. find the route (404 when no resource has the path);
+2. find the method (501 with ``Allow`` when the resource has no such method);
+3. authenticate and authorise (401 with ``WWW-Authenticate``, 403), then answer 501
+   for a method Ganeti has there and corral does not serve yet;
+4. read the query arguments by their declared kinds and the body, which must be
+   ``application/json`` (415) and well-formed (400), and check it where declared;
+5. run the handler and answer its result as JSON.
+
+Every failure, whichever step raised it, becomes ``{"code", "message", "explain"}``
+with the status of the error in one place, :func:`error_response`; corral errors
+carry their own status (:mod:`corral.errors`). Connections are kept alive.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any, Final
+
+from aiohttp import web
+
+from corral import __version__, serializer
+from corral.errors import CorralError, ParameterError
+from corral.rapi.auth import Users, authorize
+from corral.rapi.errors import HttpError
+from corral.rapi.luxi_pool import LuxiPool
+from corral.rapi.request import RapiRequest, parse_args
+from corral.rapi.routes import find
+from corral.rapi.schema import describe, validate
+from corral.rapi.spec import METHODS, NotServed, Operation
+
+__all__ = ["JSON", "MAX_BODY", "Dispatcher", "build_app", "error_response"]
+
+log = logging.getLogger(__name__)
+
+#: The one media type RAPI speaks.
+JSON: Final = "application/json"
+#: Largest request body accepted (bytes).
+MAX_BODY: Final = 16 * 1024 * 1024
+_SERVER: Final = f"corral-rapi/{__version__}"
+
+
+def _explain(status: int) -> str:
+    try:
+        return HTTPStatus(status).description or HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def error_response(status: int, message: str,
+                   headers: dict[str, str] | None = None) -> web.Response:
+    """The answer to every failed request: ``{"code", "message", "explain"}``."""
+    body = {"code": status, "message": message, "explain": _explain(status)}
+    return web.Response(status=status, body=serializer.dumps(body), content_type=JSON,
+                        headers=headers)
+
+
+def _media_type(value: str) -> str:
+    return value.split(";", 1)[0].strip().lower()
+
+
+class Dispatcher:
+    """Answers every request from the route table."""
+
+    def __init__(self, *, luxi: LuxiPool, users: Users, require_auth: bool) -> None:
+        self.luxi = luxi
+        self.users = users
+        self.require_auth = require_auth
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Answer one request (every path and method comes here)."""
+        try:
+            result = await self._answer(request)
+        except HttpError as err:
+            return error_response(err.status, err.message, err.headers)
+        except CorralError as err:
+            if err.http_status >= 500:
+                log.warning("%s %s failed: %s", request.method, request.path, err.message)
+            return error_response(err.http_status, err.message)
+        except web.HTTPException as err:  # raised by aiohttp itself, e.g. body too large
+            return error_response(err.status, err.text or err.reason)
+        except Exception as err:
+            log.exception("%s %s failed", request.method, request.path)
+            return error_response(500, f"internal error: {type(err).__name__}: {err}")
+        return web.Response(body=serializer.dumps(result), content_type=JSON)
+
+    async def _answer(self, request: web.Request) -> Any:
+        path = request.path
+        route, path_args = find(path)
+        method = request.method
+        entry = route.methods.get(method)
+        allow = ", ".join(m for m in METHODS if m in route.served)
+        if entry is None:
+            raise HttpError(501, f"method {method} is not supported for {route.path}; "
+                                 f"supported: {allow or 'none'}", {"Allow": allow})
+        user = authorize(self.users, entry.access, request.headers.get("Authorization"),
+                         require_auth=self.require_auth, what=f"{method} {route.path}")
+        if isinstance(entry, NotServed):
+            raise HttpError(501, f"{method} {route.path} is not served by corral yet: "
+                                 f"{entry.reason}", {"Allow": allow})
+        args = parse_args(entry, method, route.path, request.query.items())
+        body = await self._body(request, entry, f"{method} {route.path}")
+        req = RapiRequest(route=route, operation=entry, method=method, path=path,
+                          path_args=path_args, args=args, body=body, user=user,
+                          luxi=self.luxi)
+        return await entry.handler(req)
+
+    async def _body(self, request: web.Request, operation: Operation, what: str) -> Any:
+        raw = await request.read() if request.body_exists else b""
+        if raw.strip():
+            content_type = request.headers.get("Content-Type", "application/octet-stream")
+            if _media_type(content_type) != JSON:
+                raise HttpError(415, f"request bodies must be JSON with Content-Type: {JSON}; "
+                                     f"got {content_type!r}")
+            try:
+                body = serializer.loads(raw)
+            except serializer.DecodeError as err:
+                raise ParameterError(f"the request body is not valid JSON: {err}") from None
+        else:
+            body = None
+        spec = operation.body
+        if spec is None:
+            if body not in (None, {}):
+                raise ParameterError(f"{what} takes no request body")
+            return None
+        if body is None:
+            if spec.required:
+                raise ParameterError(f"{what} needs a JSON body: {describe(spec.schema)}")
+            return None
+        if spec.check:
+            validate(spec.schema, body)
+        elif not isinstance(body, dict):
+            raise ParameterError(f"the body of {what} must be a JSON object of parameters, "
+                                 f"got {type(body).__name__}")
+        return body
+
+
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = _SERVER
+
+
+def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:
+    """The aiohttp application serving the route table."""
+    app = web.Application(client_max_size=MAX_BODY)
+    dispatcher = Dispatcher(luxi=luxi, users=users, require_auth=require_auth)
+    # Every path, newlines included, reaches the dispatcher, which owns the 404s.
+    app.router.add_route("*", r"/{path:[\s\S]*}", dispatcher.handle)
+    app.on_response_prepare.append(_server_header)
+    return app

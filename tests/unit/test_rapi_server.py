@@ -1,0 +1,407 @@
+"""The RAPI server without daemons: dispatch, errors, bodies, query arguments and the
+opcodes handlers submit, against a fake master daemon."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from corral import serializer
+from corral.errors import (
+    CorralError,
+    JobQueueDrainedError,
+    MasterUnreachableError,
+    NotFoundError,
+    ParameterError,
+)
+from corral.opcodes import op_from_dict
+from corral.rapi.auth import Users
+from corral.rapi.server import build_app
+
+WRITER = "Basic " + base64.b64encode(b"admin:pw").decode()
+READER = "Basic " + base64.b64encode(b"viewer:pw").decode()
+JSON = {"Content-Type": "application/json"}
+
+
+class FakeMaster:
+    """Answers luxi calls from a table; records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.answers: dict[str, Any] = {"SubmitJob": 42, "QueryJobs": [],
+                                        "Query": {"fields": [], "data": []}}
+
+    async def call(self, method: str, *args: Any) -> Any:
+        self.calls.append((method, args))
+        answer = self.answers.get(method)
+        if isinstance(answer, CorralError):
+            raise answer
+        if callable(answer):
+            return answer(*args)
+        return answer
+
+    def submitted(self) -> list[dict[str, Any]]:
+        """The opcodes of the last submitted job."""
+        jobs = [args[0] for method, args in self.calls if method == "SubmitJob"]
+        assert jobs, f"no job submitted; calls: {self.calls}"
+        return list(jobs[-1])
+
+
+@pytest.fixture
+def master() -> FakeMaster:
+    return FakeMaster()
+
+
+async def _client(tmp_path: Path, master: FakeMaster, require_auth: bool) -> TestClient:
+    users_file = tmp_path / "users"
+    users_file.write_text("admin pw write\nviewer pw read\n")
+    users = Users(users_file)
+    users.load()
+    app = build_app(luxi=master, users=users, require_auth=require_auth)  # type: ignore[arg-type]
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    return client
+
+
+@pytest.fixture
+async def client(tmp_path: Path, master: FakeMaster) -> AsyncIterator[TestClient]:
+    client = await _client(tmp_path, master, require_auth=False)
+    yield client
+    await client.close()
+
+
+async def call(client: TestClient, method: str, path: str, *, body: Any = None,
+               auth: str | None = WRITER, headers: dict[str, str] | None = None,
+               raw: bytes | None = None) -> tuple[int, Any, Any]:
+    all_headers = dict(JSON)
+    if auth:
+        all_headers["Authorization"] = auth
+    all_headers.update(headers or {})
+    data = raw if raw is not None else (None if body is None else serializer.dumps(body))
+    async with client.request(method, path, data=data, headers=all_headers) as resp:
+        assert resp.content_type == "application/json", await resp.text()
+        return resp.status, serializer.loads(await resp.read()), resp.headers
+
+
+async def test_plain_resources(client: TestClient) -> None:
+    assert (await call(client, "GET", "/version", auth=None))[:2] == (200, 2)
+    assert (await call(client, "GET", "/", auth=None))[:2] == (200, None)
+    assert (await call(client, "GET", "/2", auth=None))[:2] == (200, None)
+    status, features, _ = await call(client, "GET", "/2/features", auth=None)
+    assert status == 200 and "instance-create-reqv1" in features
+    status, doc, _ = await call(client, "GET", "/openapi.json", auth=None)
+    assert status == 200 and doc["openapi"].startswith("3.")
+
+
+async def test_info_adds_ganeti_aliases(client: TestClient, master: FakeMaster) -> None:
+    master.answers["QueryClusterInfo"] = {
+        "name": "c", "volume_group_name": "xenvg", "enabled_disk_templates": ["file"],
+        "beparams": {"default": {"vcpus": 2, "maxmem": 512}}}
+    status, info, headers = await call(client, "GET", "/2/info")
+    assert status == 200 and info["vg_name"] == info["volume_group_name"] == "xenvg"
+    # No instance policies in corral: the policy of a group without limits.
+    policy = info["ipolicy"]
+    assert policy["disk-templates"] == ["file"]
+    assert policy["std"]["cpu-count"] == 2 and policy["std"]["memory-size"] == 512
+    (minmax,) = policy["minmax"]
+    assert minmax["max"]["disk-count"] == 16 and minmax["max"]["nic-count"] == 8
+    assert all(minmax["min"][key] <= policy["std"][key] <= minmax["max"][key]
+               for key in policy["std"])
+    assert headers["Server"].startswith("corral-rapi/")
+
+
+async def test_errors_have_ganeti_shape(client: TestClient) -> None:
+    status, body, _ = await call(client, "GET", "/2/nowhere")
+    assert status == 404
+    assert set(body) == {"code", "message", "explain"} and body["code"] == 404
+    assert "/2/nowhere" in body["message"]
+
+
+async def test_unknown_and_unserved_methods_are_501_with_allow(client: TestClient) -> None:
+    status, body, headers = await call(client, "POST", "/2/info")
+    assert status == 501 and headers["Allow"] == "GET"
+    assert "supported: GET" in body["message"]
+    status, body, headers = await call(client, "PATCH", "/2/tags")
+    assert status == 501 and headers["Allow"] == "GET, PUT, DELETE"
+    status, body, headers = await call(client, "POST", "/2/nodes/n1/evacuate")
+    assert status == 501 and headers["Allow"] == ""
+    assert "not served by corral yet" in body["message"] and "OP_NODE_EVACUATE" in body["message"]
+
+
+async def test_bodies_must_be_json(client: TestClient, master: FakeMaster) -> None:
+    status, body, _ = await call(client, "PUT", "/2/modify", raw=b"x=1",
+                                 headers={"Content-Type": "text/plain"})
+    assert status == 415 and "application/json" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/modify", raw=b"{not json")
+    assert status == 400 and "not valid JSON" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/modify", body=[1, 2])
+    assert status == 400 and "JSON object" in body["message"]
+    # A media type parameter is fine.
+    status, _, _ = await call(client, "PUT", "/2/modify", body={"candidate_pool_size": 3},
+                              headers={"Content-Type": "application/json; charset=utf-8"})
+    assert status == 200
+    assert not [c for c in master.calls if c[0] != "SubmitJob"]
+
+
+async def test_operations_without_a_body_refuse_one(client: TestClient) -> None:
+    status, body, _ = await call(client, "GET", "/2/info", body={"x": 1})
+    assert status == 400 and "takes no request body" in body["message"]
+    # An empty object is what some clients send anyway.
+    assert (await call(client, "DELETE", "/2/jobs/3", body={}))[0] == 200
+
+
+async def test_query_arguments_are_declared_and_typed(client: TestClient) -> None:
+    status, body, _ = await call(client, "GET", "/2/info?verbose=1")
+    assert status == 400 and "unknown query argument 'verbose'" in body["message"]
+    assert "accepted: reason" in body["message"]
+    status, body, _ = await call(client, "GET", "/2/jobs?bulk=yes")
+    assert status == 400 and "'bulk' must be 0 or 1" in body["message"]
+    status, body, _ = await call(client, "POST", "/2/instances/i1/reboot?type=gentle")
+    assert status == 400 and "soft, hard, full" in body["message"]
+    status, body, _ = await call(client, "GET", "/2/query/node")
+    assert status == 400 and "missing the query argument 'fields'" in body["message"]
+    # Blank values count as absent, as in Ganeti.
+    assert (await call(client, "GET", "/2/jobs?bulk="))[0] == 200
+
+
+async def test_write_answers_the_job_id_as_a_string(client: TestClient,
+                                                    master: FakeMaster) -> None:
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/startup?force=1&dry-run=1")
+    assert (status, body) == (200, "42")
+    (op,) = master.submitted()
+    assert op["OP_ID"] == "OP_INSTANCE_STARTUP"
+    assert (op["instance_name"], op["force"], op["dry_run"], op["no_remember"]) == \
+        ("web1", True, True, False)
+    op_from_dict(op)  # what was sent is a valid opcode
+
+
+async def test_reason_trail(client: TestClient, master: FakeMaster) -> None:
+    await call(client, "PUT", "/2/instances/web1/shutdown?reason=maintenance%20window",
+               body={"timeout": 5})
+    (op,) = master.submitted()
+    sources = [entry[:2] for entry in op["reason"]]
+    assert sources == [["user", "maintenance window"],
+                       ["gnt:client:rapi", "instances_name_shutdown"]]
+    assert all(isinstance(entry[2], int) for entry in op["reason"])
+    assert op["timeout"] == 5
+    await call(client, "PUT", "/2/instances/web1/startup")
+    (op,) = master.submitted()
+    assert [entry[0] for entry in op["reason"]] == ["gnt:client:rapi"]
+
+
+async def test_body_may_not_set_what_the_url_sets(client: TestClient,
+                                                  master: FakeMaster) -> None:
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/rename",
+                                 body={"instance_name": "x", "new_name": "y"})
+    assert status == 400 and "'instance_name'" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/rename",
+                                 body={"new_name": "y", "reason": []})
+    assert status == 400 and "'reason'" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/modify",
+                                 body={"beparams": {}, "custom_beparams": {}})
+    assert status == 400 and "give only one" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/rename",
+                                 body={"new_name": "y", "colour": "red"})
+    assert status == 400 and "unknown parameter" in body["message"] and "colour" in body["message"]
+    assert not [c for c in master.calls if c[0] == "SubmitJob"], "nothing half-written"
+
+
+async def test_startup_body_takes_only_depends(client: TestClient, master: FakeMaster) -> None:
+    status, body, _ = await call(client, "PUT", "/2/instances/web1/startup",
+                                 body={"hvparams": {"x": 1}})
+    assert status == 400 and "unknown key 'hvparams'" in body["message"]
+    status, _, _ = await call(client, "PUT", "/2/instances/web1/startup",
+                              body={"depends": [[7, ["success"]]]})
+    assert status == 200
+    assert master.submitted()[0]["depends"] == [[7, ["success"]]]
+
+
+async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> None:
+    body = {"__version__": 1, "name": "web1", "os": "corral-ext4", "mode": "create",
+            "disk_template": "file", "disks": [{"size": 64}], "nics": [],
+            "pnode": "node1", "depends": [[3, ["success"]]]}
+    status, job, _ = await call(client, "POST", "/2/instances?dry-run=1", body=body)
+    assert (status, job) == (200, "42")
+    (op,) = master.submitted()
+    assert op["OP_ID"] == "OP_INSTANCE_CREATE" and op["instance_name"] == "web1"
+    assert op["os_type"] == "corral-ext4" and op["dry_run"] is True
+    assert op["depends"] == [[3, ["success"]]]
+    assert "__version__" not in op and "name" not in op and "os" not in op
+    for version, text in ((None, "version 0 is not supported"), (2, "unsupported")):
+        bad = {k: v for k, v in body.items() if k != "__version__"}
+        if version is not None:
+            bad["__version__"] = version
+        status, err, _ = await call(client, "POST", "/2/instances", body=bad)
+        assert status == 400 and text in err["message"]
+
+
+async def test_tags_come_from_repeated_arguments(client: TestClient, master: FakeMaster) -> None:
+    status, _, _ = await call(client, "PUT", "/2/nodes/n1/tags?tag=a&tag=b%20c&dry-run=1",
+                              body=["a", "b c"])
+    assert status == 200
+    (op,) = master.submitted()
+    assert (op["OP_ID"], op["kind"], op["name"], op["tags"], op["dry_run"]) == \
+        ("OP_TAGS_SET", "node", "n1", ["a", "b c"], True)
+    await call(client, "DELETE", "/2/tags?tag=x")
+    (op,) = master.submitted()
+    assert (op["OP_ID"], op["kind"], op["name"], op["tags"]) == ("OP_TAGS_DEL", "cluster",
+                                                                 None, ["x"])
+    status, body, _ = await call(client, "PUT", "/2/groups/default/tags")
+    assert status == 400 and "'tag'" in body["message"]
+    master.answers["QueryTags"] = ["t1"]
+    assert (await call(client, "GET", "/2/instances/i1/tags"))[1] == ["t1"]
+    assert master.calls[-1] == ("QueryTags", ("instance", "i1"))
+
+
+async def test_node_role(client: TestClient, master: FakeMaster) -> None:
+    master.answers["Query"] = {"fields": [], "data": [[[0, "C"]]]}
+    assert (await call(client, "GET", "/2/nodes/n2/role"))[1] == "master-candidate"
+    status, _, _ = await call(client, "PUT", "/2/nodes/n2/role?auto-promote=1", body="drained")
+    assert status == 200
+    (op,) = master.submitted()
+    assert (op["master_candidate"], op["offline"], op["drained"], op["auto_promote"]) == \
+        (None, None, True, True)
+    status, body, _ = await call(client, "PUT", "/2/nodes/n2/role", body="boss")
+    assert status == 400 and "'regular'" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/nodes/n2/role")
+    assert status == 400 and "needs a JSON body" in body["message"]
+
+
+async def test_items_by_name_or_uuid(client: TestClient, master: FakeMaster) -> None:
+    master.answers["Query"] = {"fields": [], "data": []}
+    status, body, _ = await call(client, "GET", "/2/instances/6f4e5c1a")
+    assert status == 404 and "'6f4e5c1a' not found" in body["message"]
+    method, (what, _fields, qfilter) = master.calls[-1]
+    assert (method, what) == ("Query", "instance")
+    assert qfilter == ["|", ["=", "name", "6f4e5c1a"], ["=", "uuid", "6f4e5c1a"]]
+
+
+async def test_jobs(client: TestClient, master: FakeMaster) -> None:
+    master.answers["QueryJobs"] = lambda ids, fields: [None] if ids else [[2], [1]]
+    status, body, _ = await call(client, "GET", "/2/jobs")
+    assert body == [{"id": 1, "uri": "/2/jobs/1"}, {"id": 2, "uri": "/2/jobs/2"}]
+    status, body, _ = await call(client, "GET", "/2/jobs/9")
+    assert status == 404 and "job 9 not found" in body["message"]
+    assert (await call(client, "GET", f"/2/jobs/{2**64}"))[0] == 404
+    master.answers["WaitForJobChange"] = "nochange"
+    status, body, _ = await call(client, "GET", "/2/jobs/1/wait", body={"fields": ["status"]})
+    assert (status, body) == (200, None)
+    master.answers["WaitForJobChange"] = [["running"], [[1, [0, 0], "message", "hi"]]]
+    status, body, _ = await call(client, "GET", "/2/jobs/1/wait",
+                                 body={"fields": ["status"], "previous_job_info": None,
+                                       "previous_log_serial": None})
+    assert body == {"job_info": ["running"], "log_entries": [[1, [0, 0], "message", "hi"]]}
+    status, body, _ = await call(client, "GET", "/2/jobs/1/wait", body={"fields": "status"})
+    assert status == 400 and "'fields' must be a list of strings" in body["message"]
+    status, body, _ = await call(client, "GET", "/2/jobs/1/wait")
+    assert status == 400 and "needs a JSON body" in body["message"]
+
+
+async def test_filters(client: TestClient, master: FakeMaster) -> None:
+    master.answers["ReplaceFilter"] = "6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e"
+    status, body, _ = await call(client, "POST", "/2/filters?reason=why", body={
+        "priority": 1, "predicates": [], "action": "PAUSE",
+        "reason": [["gnt:client", "", 1], ["user", "ticket 1", 2]]})
+    assert (status, body) == (200, "6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e")
+    method, (uuid, priority, predicates, action, trail) = master.calls[-1]
+    assert (method, uuid, priority, predicates, action) == ("ReplaceFilter", None, 1, [], "PAUSE")
+    assert [entry[:2] for entry in trail] == [["user", "ticket 1"], ["user", "why"],
+                                              ["gnt:client:rapi", "filters"]]
+    status, body, _ = await call(client, "PUT", "/2/filters/6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e",
+                                 body={"priority": "high"})
+    assert status == 400 and "'priority' must be an integer" in body["message"]
+    status, body, _ = await call(client, "PUT", "/2/filters/6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e",
+                                 body={"action": "PAUSE", "watermark": 3})
+    assert status == 400 and "unknown key 'watermark'" in body["message"]
+
+
+async def test_corral_errors_keep_their_status(client: TestClient, master: FakeMaster) -> None:
+    for error, status in ((NotFoundError("no such instance"), 404),
+                          (ParameterError("bad"), 400),
+                          (JobQueueDrainedError("the queue is drained"), 503),
+                          (MasterUnreachableError("cannot reach the master daemon"), 502)):
+        master.answers["SubmitJob"] = error
+        got, body, _ = await call(client, "PUT", "/2/instances/web1/startup")
+        assert (got, body["message"], body["code"]) == (status, error.message, status)
+
+
+async def test_unexpected_failures_are_500_and_logged(client: TestClient, master: FakeMaster,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    def boom(*_args: Any) -> None:
+        raise RuntimeError("kaput")
+
+    master.answers["QueryClusterInfo"] = boom
+    status, body, _ = await call(client, "GET", "/2/info")
+    assert status == 500 and "kaput" in body["message"]
+    assert "GET /2/info failed" in caplog.text
+
+
+async def test_access_rules_end_to_end(tmp_path: Path, master: FakeMaster) -> None:
+    client = await _client(tmp_path, master, require_auth=True)
+    try:
+        status, _, headers = await call(client, "GET", "/version", auth=None)
+        assert status == 401 and headers["WWW-Authenticate"] == 'Basic realm="Ganeti Remote API"'
+        assert (await call(client, "GET", "/version", auth=READER))[0] == 200
+        status, body, _ = await call(client, "PUT", "/2/instances/w/startup", auth=READER)
+        assert status == 403 and "'write' option" in body["message"]
+        status, _, headers = await call(client, "PUT", "/2/instances/w/startup",
+                                        auth=WRITER.replace("YWRt", "eWRt"))
+        assert status == 401 and "WWW-Authenticate" in headers
+        # 404 and 501 for a method the resource lacks come before authentication, as
+        # in Ganeti; a method corral does not serve yet is authorised first.
+        assert (await call(client, "GET", "/2/nope", auth=None))[0] == 404
+        assert (await call(client, "PATCH", "/2/info", auth=None))[0] == 501
+        assert (await call(client, "POST", "/2/nodes/n1/evacuate", auth=None))[0] == 401
+        assert (await call(client, "POST", "/2/nodes/n1/evacuate", auth=READER))[0] == 403
+        assert (await call(client, "POST", "/2/nodes/n1/evacuate"))[0] == 501
+        assert (await call(client, "GET", "/2/nodes/n1/x%0A", auth=None))[0] == 404
+        master.answers["Query"] = {"fields": [], "data": []}
+        assert (await call(client, "GET", "/2/query/node?fields=name", auth=READER))[0] == 200
+    finally:
+        await client.close()
+
+
+async def test_every_served_job_operation_builds_a_valid_opcode(client: TestClient,
+                                                                master: FakeMaster) -> None:
+    master.answers["Query"] = {"fields": [], "data": [[[0, True]]]}
+    master.answers["WaitForJobChange"] = [["success"], []]
+    master.answers["QueryJobs"] = [["success", ["success"], [{"kind": "ssh"}]]]
+    requests = [
+        ("PUT", "/2/modify", {"candidate_pool_size": 3}),
+        ("PUT", "/2/redistribute-config", None),
+        ("POST", "/2/nodes/n1/modify", {"offline": True}),
+        ("POST", "/2/groups?dry-run=1", {"name": "g2", "alloc_policy": "preferred"}),
+        ("DELETE", "/2/groups/g2", None),
+        ("PUT", "/2/groups/g2/modify", {"custom_ndparams": {"spindle_count": 2}}),
+        ("PUT", "/2/groups/g2/rename", {"new_name": "g3"}),
+        ("PUT", "/2/groups/g2/assign-nodes?force=1", {"nodes": ["n1"]}),
+        ("DELETE", "/2/instances/web1", {"shutdown_timeout": 10}),
+        ("GET", "/2/instances/web1/info?static=1", None),
+        ("POST", "/2/instances/web1/reboot?type=soft", None),
+        ("POST", "/2/instances/web1/reinstall", {"os": "corral-ext4", "start": False}),
+        ("POST", "/2/instances/web1/reinstall?os=corral-ext4&nostartup=1", None),
+        ("PUT", "/2/instances/web1/migrate", {"mode": "live"}),
+        ("PUT", "/2/instances/web1/failover", {"target_node": "n2"}),
+        ("PUT", "/2/instances/web1/activate-disks?ignore_size=1", None),
+        ("PUT", "/2/instances/web1/deactivate-disks?force=1", None),
+        ("POST", "/2/instances/web1/disk/0/grow", {"amount": 128}),
+    ]
+    jobs = {}
+    for method, path, body in requests:
+        master.calls.clear()
+        status, answer, _ = await call(client, method, path, body=body)
+        assert (status, answer) == (200, "42"), (method, path, answer)
+        for op in master.submitted():
+            op_from_dict(op)
+        jobs[method, path] = [op["OP_ID"] for op in master.submitted()]
+    # Reinstalling stops, reinstalls and (unless told not to) starts, in one job.
+    for path in ("/2/instances/web1/reinstall",
+                 "/2/instances/web1/reinstall?os=corral-ext4&nostartup=1"):
+        assert jobs["POST", path] == ["OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REINSTALL"]
+    status, console, _ = await call(client, "GET", "/2/instances/web1/console")
+    assert (status, console) == (200, {"kind": "ssh"})

@@ -3,20 +3,29 @@
 Each daemon is started as ``python -m <module>`` with this interpreter, so a
 virtualenv install works without its ``bin`` on ``PATH``. noded runs on every
 node; masterd and rapi only where the configuration store is (the master node);
-later daemons (confd) join the table as they are written.
+confd wherever there is a configuration to answer from: the master's store or a
+master candidate's replica. A node that becomes a candidate gets its replica from
+the master, and its node daemon then starts confd (see :func:`start`'s ``only``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Literal
 
 from corral.errors import DaemonError
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 
-__all__ = ["DAEMONS", "Daemon", "start", "status", "stop"]
+__all__ = ["DAEMONS", "Daemon", "Role", "start", "status", "stop"]
+
+
+#: Where a daemon runs: every node, the master only, or the master candidates (the
+#: master included).
+Role = Literal["node", "master", "candidate"]
 
 
 @dataclass(frozen=True)
@@ -25,27 +34,36 @@ class Daemon:
 
     name: str
     module: str
-    #: Runs only where the configuration store is (the master node).
-    master_only: bool
+    runs_on: Role
+
+    @property
+    def master_only(self) -> bool:
+        """Whether it runs only where the configuration store is (the master node)."""
+        return self.runs_on == "master"
 
 
 #: In start order: the node daemon first (the master calls it as soon as it runs),
-#: then the master daemon, then the Remote API daemon, a client of the master daemon.
-#: Stopping goes the other way.
+#: then the master daemon, the Remote API daemon (a client of the master daemon) and
+#: confd. Stopping goes the other way.
 DAEMONS: tuple[Daemon, ...] = (
-    Daemon("noded", "corral.noded", master_only=False),
-    Daemon("masterd", "corral.masterd", master_only=True),
-    Daemon("rapi", "corral.rapi", master_only=True),
+    Daemon("noded", "corral.noded", runs_on="node"),
+    Daemon("masterd", "corral.masterd", runs_on="master"),
+    Daemon("rapi", "corral.rapi", runs_on="master"),
+    Daemon("confd", "corral.confd", runs_on="candidate"),
 )
 
 
 def _wanted(paths: Paths) -> list[Daemon]:
     is_master = paths.config_db.exists()
-    return [d for d in DAEMONS if is_master or not d.master_only]
+    is_candidate = is_master or paths.config_replica.exists()
+    return [d for d in DAEMONS if d.runs_on == "node"
+            or (d.runs_on == "master" and is_master)
+            or (d.runs_on == "candidate" and is_candidate)]
 
 
-def start(paths: Paths) -> dict[str, int]:
-    """Start every daemon this node should run that is not running; return their pids.
+def start(paths: Paths, only: Collection[str] | None = None) -> dict[str, int]:
+    """Start every daemon this node should run that is not running (of those named in
+    ``only``, if given); return their pids.
 
     All or nothing: when one daemon cannot start, those this call started are stopped
     again (by pid file) before the error is raised, so a refused start leaves no
@@ -56,6 +74,8 @@ def start(paths: Paths) -> dict[str, int]:
     pids: dict[str, int] = {}
     started_now: list[Daemon] = []
     for daemon in _wanted(paths):
+        if only is not None and daemon.name not in only:
+            continue
         pid = running_pid(paths.pid_file(daemon.name))
         if pid is None:
             try:

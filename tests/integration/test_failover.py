@@ -13,7 +13,7 @@ from pathlib import Path
 from corral import daemons
 from corral.paths import Paths
 from corral.utils.process import running_pid
-from tests.conftest import TestbedHandle, run_tool
+from tests.conftest import TestbedHandle, run_testbed, run_tool
 
 
 def _paths(testbed: TestbedHandle, index: int) -> Paths:
@@ -93,3 +93,34 @@ def test_failover_needs_a_majority_or_no_voting(testbed: TestbedHandle) -> None:
     # A node that is no candidate, or the master itself, is told why it cannot.
     again = run_tool(["gnt-cluster", "master-failover"], new, check=False)
     assert again.returncode == 1 and "master already" in again.stderr
+
+
+def test_testbed_fails_over_and_confd_follows(testbed: TestbedHandle) -> None:
+    """Every candidate runs confd; its answers follow configuration changes and a
+    failover done with the testbed's own command."""
+    node2 = _env(testbed, 2)
+    assert all(running_pid(_paths(testbed, i).pid_file("confd")) for i in (1, 2, 3))
+    testbed.run("gnt-instance", "add", "-t", "diskless", "--no-install", "--no-start",
+                "-n", "node3.testbed", "--net", "0:mode=routed,ip=192.0.2.50,link=10",
+                "ip1.testbed")
+
+    def ask(env: dict[str, str], *query: str) -> str:
+        deadline = time.monotonic() + 10
+        while True:
+            out = run_tool(["corral-confd-query", *query], env, check=False).stdout.strip()
+            if out or time.monotonic() > deadline:
+                return out
+            time.sleep(0.1)
+
+    assert ask(node2, "node-pip-by-instance-ip", "192.0.2.50", "--link", "10") == "127.0.1.3"
+    assert ask(node2, "cluster-master") == "node1.testbed"
+    proc = run_testbed("failover", "--dir", str(testbed.dir), "--to", "3")
+    assert proc.returncode == 0, proc.stderr
+    testbed.reload()
+    assert testbed.state["master"] == "node3.testbed"
+    assert testbed.run("gnt-cluster", "getmaster").stdout.strip() == "node3.testbed"
+    deadline = time.monotonic() + 10
+    while ask(node2, "cluster-master") != "node3.testbed" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ask(node2, "cluster-master") == "node3.testbed"
+    assert ask(node2, "node-role", "node1.testbed") == "candidate"

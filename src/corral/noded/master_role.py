@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,13 +31,15 @@ from corral import daemons
 from corral.config import ConfigStore
 from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
-from corral.errors import ConfigStoreError, OpPrereqError
+from corral.errors import ConfigStoreError, CorralError, OpPrereqError
 from corral.jobs.store import JobReplica, job_snapshot_args
 from corral.noded import replication
 from corral.paths import Paths
 from corral.utils.process import stop_daemon
 
 __all__ = ["master_demote", "master_info", "master_takeover", "replica_dump"]
+
+log = logging.getLogger(__name__)
 
 
 def _serial(db: Path) -> int:
@@ -99,18 +102,33 @@ async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def master_demote(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Stop being the master: stop the master-only daemons, keep the files as replicas."""
-    stopped = []
-    for daemon in reversed(daemons.DAEMONS):
-        if daemon.master_only:
-            pid = await asyncio.to_thread(stop_daemon, paths.pid_file(daemon.name))
-            if pid is not None:
-                stopped.append(daemon.name)
+    """Stop being the master: stop the master-only daemons, keep the files as replicas
+    (confd restarts on the replica)."""
+    stopped = await _stop(paths, ("master", "candidate"))
     if _is_master(paths):
         replication.close_replicas()
         _move(paths.jobs_db, paths.jobs_replica)
         _move(paths.config_db, paths.config_replica)
+    await _start_confd(paths)
     return {"stopped": stopped, **await master_info(paths, {})}
+
+
+async def _stop(paths: Paths, roles: tuple[str, ...]) -> list[str]:
+    """Stop this node's daemons that run on ``roles``; the names of those stopped."""
+    stopped = []
+    for daemon in reversed(daemons.DAEMONS):
+        if daemon.runs_on in roles:
+            pid = await asyncio.to_thread(stop_daemon, paths.pid_file(daemon.name))
+            if pid is not None:
+                stopped.append(daemon.name)
+    return stopped
+
+
+async def _start_confd(paths: Paths) -> None:
+    try:
+        await asyncio.to_thread(daemons.start, paths, {"confd"})
+    except CorralError as err:
+        log.warning("cannot start confd: %s", err.message)
 
 
 async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -126,6 +144,7 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
     except (OSError, ValueError, KeyError) as err:
         raise OpPrereqError(f"cannot tell which node this is from "
                             f"{paths.node_membership}: {err}") from None
+    await _stop(paths, ("candidate",))  # confd opens the store once it is there
     replication.close_replicas()
     _move(paths.config_replica, paths.config_db)
     _move(paths.jobs_replica, paths.jobs_db)

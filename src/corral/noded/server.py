@@ -30,11 +30,12 @@ from typing import Any
 
 from aiohttp import web
 
-from corral import storage, x509
+from corral import daemons, storage, x509
 from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
 from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
+from corral.utils.process import running_pid
 from corral.x509.tls import server_context
 
 __all__ = ["NodeServer", "joined_context", "unjoined_context"]
@@ -107,6 +108,7 @@ class NodeServer:
         self._listener: _Listener | None = None
         self._switch_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
+        self._confd_start: asyncio.Task[None] | None = None
         #: Set when the daemon lost its listener (a mode switch could not bind the
         #: address again); the daemon should exit so that it restarts cleanly.
         self.broken = asyncio.Event()
@@ -227,7 +229,27 @@ class NodeServer:
         response = _answer(result)
         if procedure == "node_leave":
             response.force_close()  # no more requests on a connection of the old mode
+        elif procedure == "config_replicate":
+            self._ensure_confd()
         return response
+
+    def _ensure_confd(self) -> None:
+        """Start confd once this node holds a configuration replica (it just became a
+        master candidate) if it does not run; a failure is logged, never fatal."""
+        if self._confd_start is not None or running_pid(self.paths.pid_file("confd")):
+            return
+
+        async def start() -> None:
+            try:
+                await asyncio.to_thread(daemons.start, self.paths, {"confd"})
+            except CorralError as err:
+                log.warning("cannot start confd: %s", err.message)
+            finally:
+                self._confd_start = None
+
+        self._confd_start = asyncio.create_task(start())
+        self._background.add(self._confd_start)
+        self._confd_start.add_done_callback(self._background.discard)
 
     async def _join(self, request: web.Request) -> web.Response:
         try:

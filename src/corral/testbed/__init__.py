@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from corral.testbed.core import STATE_FILE, Testbed, TestbedNode, down, load, up
+from corral.testbed.core import STATE_FILE, Testbed, TestbedNode, down, failover, load, up
 
-__all__ = ["STATE_FILE", "Testbed", "TestbedNode", "down", "load", "up"]
+__all__ = ["STATE_FILE", "Testbed", "TestbedNode", "down", "failover", "load", "up"]

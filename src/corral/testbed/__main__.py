@@ -12,7 +12,7 @@ import click
 
 from corral.cli.common import CorralGroup
 from corral.errors import NotFoundError
-from corral.testbed import STATE_FILE, down, load, up
+from corral.testbed import STATE_FILE, down, failover, load, up
 
 _dir_option = click.option(
     "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -41,6 +41,16 @@ def down_command(directory: Path) -> None:
     """Stop the processes the testbed in DIR started (and only those)."""
     stopped = down(directory)
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@cli.command("failover")
+@_dir_option
+@click.option("--to", "node", required=True, metavar="NODE",
+              help="The node to make the master: its name or its number (1, 2, ...).")
+def failover_command(directory: Path, node: str) -> None:
+    """Make NODE the master (gnt-cluster master-failover run there)."""
+    testbed = failover(directory, node)
+    click.echo(f"testbed master is now {testbed.master}; testbed.json updated")
 
 
 @cli.command("status")

@@ -7,8 +7,9 @@ processes, by pid, and nothing else.
 
 Every node runs a node daemon on its own address; node 1 is the master and runs
 the master daemon and the Remote API daemon too. The other nodes join by the
-one-time token their node daemon prints, as ``gnt-node add --token`` does; confd
-follows with a later issue.
+one-time token their node daemon prints, as ``gnt-node add --token`` does. Every
+master candidate (by default every node) runs confd on its own address and the
+testbed's confd port. :func:`failover` moves the master role to another node.
 
 RAPI listens on the master's address with the cluster certificate and requires
 authentication for every request; ``testbed.json`` holds its URL, the CA file that
@@ -25,6 +26,7 @@ other services.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -37,17 +39,20 @@ from pathlib import Path
 from typing import Any
 
 from corral import bootstrap, daemons
+from corral import failover as corral_failover
 from corral.cli.jobs import StdioReporter, poll_job
 from corral.cmdlib.cluster import ClusterSetParams
-from corral.errors import CorralError, DaemonError, ParameterError
+from corral.confd.daemon import settings_file as confd_settings_file
+from corral.errors import CorralError, DaemonError, NotFoundError, ParameterError
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
 from corral.utils.files import write_public
-from corral.utils.process import stop_daemon
+from corral.utils.process import running_pid, stop_daemon
 
 __all__ = [
-    "STATE_FILE", "Testbed", "TestbedNode", "bundled_os_dir", "down", "load", "up",
+    "STATE_FILE", "Testbed", "TestbedNode", "bundled_os_dir", "down", "failover", "load",
+    "up",
 ]
 
 STATE_FILE = "testbed.json"
@@ -180,8 +185,55 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         for member in members:
             member.daemons = daemons.start(Paths(Path(member.root)))
         _join(paths, members[1:])
+        for member in members[1:]:
+            _wait_for_confd(member)
     finally:
         _save(testbed)
+    return testbed
+
+
+def _wait_for_confd(member: TestbedNode, timeout: float = 30.0) -> None:
+    """A node that joined as a master candidate gets its replica, and then its node
+    daemon starts confd; wait for that (a node with no replica after a few seconds is
+    no candidate and runs no confd)."""
+    paths = Paths(Path(member.root))
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        pid = running_pid(paths.pid_file("confd"))
+        if pid is not None:
+            member.daemons["confd"] = pid
+            return
+        if not paths.config_replica.exists() and time.monotonic() - started > 5:
+            return
+        time.sleep(0.05)
+    raise DaemonError(f"confd did not start on {member.name} within {timeout:.0f} s; see "
+                      f"{paths.log_file('confd')} and {paths.log_file('noded')}")
+
+
+def failover(directory: Path, node: str) -> Testbed:
+    """Make ``node`` (a name or a 1-based index) the testbed's master with
+    ``gnt-cluster master-failover`` run there; ``testbed.json`` then points the tools
+    and RAPI at it."""
+    testbed = load(directory.resolve())
+    if testbed is None:
+        raise NotFoundError(f"no testbed in {directory} (no {STATE_FILE})")
+    chosen = next((n for i, n in enumerate(testbed.nodes, 1)
+                   if node in (n.name, str(i))), None)
+    if chosen is None:
+        raise ParameterError(f"no node {node!r} in the testbed; its nodes: "
+                             f"{', '.join(n.name for n in testbed.nodes)}")
+    if chosen.master:
+        raise ParameterError(f"{chosen.name} is the testbed's master already")
+    asyncio.run(corral_failover.master_failover(Paths(Path(chosen.root))))
+    for member in testbed.nodes:
+        member.master = member is chosen
+        member.daemons = {name: pid for name, pid in
+                          daemons.status(Paths(Path(member.root))).items() if pid is not None}
+    testbed.master = chosen.name
+    testbed.env[ROOT_ENV] = chosen.root
+    testbed.rapi["url"] = f"https://{chosen.ip}:{testbed.ports['rapi']}"
+    testbed.rapi["ca"] = str(Paths(Path(chosen.root)).ca_cert)
+    _save(testbed)
     return testbed
 
 
@@ -204,6 +256,8 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
     write_public(paths.noded_settings, json.dumps({"bind": ip, "port": ports["noded"]}) + "\n")
     write_public(rapi_settings_file(paths), json.dumps(
         {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + "\n")
+    write_public(confd_settings_file(paths), json.dumps(
+        {"bind": ip, "port": ports["confd"]}) + "\n")
     os_dir = paths.node_path("/srv/corral/os")
     os_dir.mkdir(parents=True, exist_ok=True)
     for definition in sorted(bundled_os_dir().iterdir()):

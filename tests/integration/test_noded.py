@@ -136,6 +136,10 @@ async def test_join_then_call_both_nodes(cluster: Cluster, master: Master) -> No
     for node in nodes:
         payload = info[node.name].get("node_info")
         assert payload["memory_total"] > 0 and payload["cpu_count"] >= 1
+        # What Ganeti's node info has too (htools read these through RAPI).
+        assert payload["cpu_total"] == payload["cpu_dom0"] == payload["cpu_count"]
+        assert payload["cpu_sockets"] >= 1 and payload["cpu_nodes"] >= 1
+        assert payload["memory_hv"] == 0  # no instance runs yet
         assert payload["storage"][master.store.cluster.file_storage_dir]["free"] > 0
 
     again = await master.rpc.join(master.node2, token)

@@ -170,13 +170,39 @@ async def node_info(paths: Paths, args: Mapping[str, Any]) -> Any:
     dirs = a.names("storage_dirs", [])
     hvs = _hypervisor_names(a) or list(hypervisor.HYPERVISOR_NAMES)
     hv_info = _hv(paths, hvs[0]).node_info()
-    return {
+    cpus = hv_info.get("cpu_count", os.cpu_count() or 1)
+    sockets, numa_nodes = _cpu_topology()
+    info: dict[str, Any] = {
         "memory_total": hv_info["memory_total"],
         "memory_free": hv_info["memory_free"],
-        "cpu_count": hv_info.get("cpu_count", os.cpu_count() or 1),
+        "cpu_count": cpus,
+        "cpu_total": cpus,
+        "cpu_dom0": cpus,  # the node OS may use every CPU (Ganeti assumes the same)
+        "cpu_sockets": sockets,
+        "cpu_nodes": numa_nodes,
         "bootid": _boot_id(),
         "storage": {d: _storage_info(paths.node_path(d)) for d in dirs},
     }
+    if "memory_hv" in hv_info:
+        info["memory_hv"] = hv_info["memory_hv"]
+    return info
+
+
+def _cpu_topology() -> tuple[int, int]:
+    """Physical CPU sockets (``physical id`` in ``/proc/cpuinfo``) and NUMA nodes
+    (``/sys/devices/system/node``), at least 1 each when the kernel does not say."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        sockets = len({line.split(":", 1)[1].strip() for line in text.splitlines()
+                       if line.startswith("physical id")})
+    except OSError:
+        sockets = 0
+    try:
+        numa = sum(1 for entry in Path("/sys/devices/system/node").iterdir()
+                   if entry.name.startswith("node") and entry.name[4:].isdigit())
+    except OSError:
+        numa = 0
+    return max(1, sockets), max(1, numa)
 
 
 async def node_leave(paths: Paths, args: Mapping[str, Any]) -> Any:

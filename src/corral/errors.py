@@ -75,7 +75,9 @@ __all__ = [
     "SerialConflictError",
     "UnknownFieldError",
     "UnknownParameterError",
+    "from_ganeti",
     "from_wire",
+    "to_ganeti",
     "to_wire",
 ]
 
@@ -316,6 +318,77 @@ def _registry() -> dict[str, type[CorralError]]:
         found[cls.code] = cls
         pending.extend(cls.__subclasses__())
     return found
+
+
+#: How Ganeti names an error in a failed opcode's result (``opresult``): its exception
+#: class and, for ``OpPrereqError``, its error code (Ganeti's ``ECODE_*`` values), so
+#: that Ganeti's clients and scripts recognise what failed. Looked up along the class
+#: hierarchy.
+_GANETI: dict[type[CorralError], tuple[str, str | None]] = {
+    CorralError: ("OpExecError", None),
+    ParameterError: ("OpPrereqError", "wrong_input"),
+    NotFoundError: ("OpPrereqError", "unknown_entity"),
+    AlreadyExistsError: ("OpPrereqError", "already_exists"),
+    OpPrereqError: ("OpPrereqError", "wrong_state"),
+    OsError: ("OpPrereqError", "environment_error"),
+    OsNotFoundError: ("OpPrereqError", "unknown_entity"),
+    OsScriptError: ("OpExecError", None),
+    OpExecError: ("OpExecError", None),
+    ConfigurationError: ("ConfigurationError", None),
+    ConfigStoreError: ("ConfigurationError", None),
+    LockError: ("LockError", None),
+    JobQueueDrainedError: ("JobQueueDrainError", None),
+    HypervisorError: ("HypervisorError", None),
+    BlockDeviceError: ("BlockDeviceError", None),
+}
+
+
+#: The corral class a Ganeti-encoded error comes back as (one per name and code).
+_FROM_GANETI: dict[tuple[str, str | None], type[CorralError]] = {
+    ("OpPrereqError", "wrong_input"): ParameterError,
+    ("OpPrereqError", "unknown_entity"): NotFoundError,
+    ("OpPrereqError", "already_exists"): AlreadyExistsError,
+    ("OpPrereqError", "wrong_state"): OpPrereqError,
+    ("OpPrereqError", "environment_error"): OsError,
+    ("OpExecError", None): OpExecError,
+    ("ConfigurationError", None): ConfigurationError,
+    ("LockError", None): LockError,
+    ("JobQueueDrainError", None): JobQueueDrainedError,
+    ("HypervisorError", None): HypervisorError,
+    ("BlockDeviceError", None): BlockDeviceError,
+}
+
+
+def to_ganeti(err: BaseException) -> list[Any]:
+    """An opcode's error as Ganeti encodes it: ``[class name, [message]]``, or
+    ``["OpPrereqError", [message, error code]]``; errors that are not corral's are
+    reported as ``OpExecError``."""
+    if not isinstance(err, CorralError):
+        return ["OpExecError", [str(err)]]
+    cls: type[CorralError] = type(err)
+    while cls not in _GANETI:
+        cls = cls.__bases__[0]
+    name, ecode = _GANETI[cls]
+    return [name, [err.message] if ecode is None else [err.message, ecode]]
+
+
+def from_ganeti(result: Any) -> CorralError | None:
+    """The error a failed opcode's result encodes (see :func:`to_ganeti`; also
+    corral's own class names, as jobs stored before kept them), or None when the
+    result is not in that form."""
+    if not (isinstance(result, list | tuple) and len(result) == 2
+            and isinstance(result[0], str) and isinstance(result[1], list | tuple)
+            and result[1]):
+        return None
+    name, args = result
+    message = str(args[0])
+    ecode = args[1] if len(args) > 1 and isinstance(args[1], str) else None
+    cls = _FROM_GANETI.get((name, ecode))
+    if cls is None:
+        cls = next((c for c in _registry().values() if c.__name__ == name), None)
+    if cls is None:
+        cls = OpPrereqError if name == "OpPrereqError" else OpExecError
+    return cls(message)
 
 
 def to_wire(err: CorralError) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from corral.errors import (
     NotFoundError,
     OpExecError,
     ParameterError,
+    from_ganeti,
     from_wire,
 )
 from corral.qlang import make_filter
@@ -221,25 +222,9 @@ def job_error(job_id: int, status: str, opstatus: Sequence[str],
 def _result_error(result: Any) -> CorralError:
     if isinstance(result, dict) and "message" in result:
         return from_wire(result)
-    if (isinstance(result, list | tuple) and len(result) == 2
-            and isinstance(result[0], str) and isinstance(result[1], list | tuple)):
-        # Ganeti's encoding: [error class name, [args...]]; corral's classes come back
-        # as themselves, so the tool exits with the error's own code.
-        args = result[1]
-        cls = _error_class(result[0])
-        return cls(str(args[0]) if len(args) == 1 else ", ".join(map(str, args)))
-    return OpExecError(str(result))
-
-
-def _error_class(name: str) -> type[CorralError]:
-    """The corral error class called ``name``; OpExecError for any other name."""
-    pending: list[type[CorralError]] = [CorralError]
-    while pending:
-        cls = pending.pop()
-        if cls.__name__ == name:
-            return cls
-        pending.extend(cls.__subclasses__())
-    return OpExecError
+    # Ganeti's encoding, [error class name, [message, (error code)]]: the tool exits
+    # with the code of the corral error it stands for.
+    return from_ganeti(result) or OpExecError(str(result))
 
 
 def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = None) -> list[Any]:

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from corral.errors import UnknownFieldError
+from corral.errors import UnknownFieldError, to_ganeti
 
 __all__ = [
     "CANCELED",
@@ -70,8 +70,8 @@ def timestamp_now() -> Timestamp:
 
 
 def encode_error(err: BaseException) -> list[Any]:
-    """An opcode's error result as Ganeti encodes it: ``[class name, [message]]``."""
-    return [type(err).__name__, [str(err)]]
+    """An opcode's error result as Ganeti encodes it (see :func:`corral.errors.to_ganeti`)."""
+    return to_ganeti(err)
 
 
 class QueuedOpCode(msgspec.Struct, kw_only=True):

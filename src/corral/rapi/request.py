@@ -18,6 +18,7 @@ from corral.errors import (
     NotFoundError,
     OpExecError,
     ParameterError,
+    from_ganeti,
     from_wire,
 )
 from corral.opcodes import op_from_dict
@@ -222,20 +223,6 @@ def job_error(job_id: int, status: str, opstatus: list[str], opresult: list[Any]
             continue
         if isinstance(result, dict) and "message" in result:
             return from_wire(result)
-        if (isinstance(result, list) and len(result) == 2 and isinstance(result[0], str)
-                and isinstance(result[1], list)):
-            # The queue's encoding, Ganeti's: [error class name, [message, ...]].
-            message = ", ".join(str(part) for part in result[1])
-            return _error_class(result[0])(message)
-        return OpExecError(f"job {job_id} failed: {result}")
+        return from_ganeti(result) or OpExecError(f"job {job_id} failed: {result}")
     return OpExecError(f"job {job_id} ended with status {status}")
 
-
-def _error_class(name: str) -> type[CorralError]:
-    pending: list[type[CorralError]] = [CorralError]
-    while pending:
-        cls = pending.pop()
-        if cls.__name__ == name:
-            return cls
-        pending.extend(cls.__subclasses__())
-    return OpExecError

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shlex
+import ssl
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import click
@@ -66,6 +70,17 @@ def status_command(directory: Path) -> None:
         click.echo(f"{node.name:16} {node.ip:12} {role:6} {daemons}")
 
 
+def _rapi_get(rapi: dict[str, str], path: str) -> str:
+    """GET ``path`` from the testbed's RAPI (its CA, its write user); the JSON text."""
+    context = ssl.create_default_context(cafile=rapi["ca"])
+    token = base64.b64encode(f"{rapi['user']}:{rapi['password']}".encode()).decode()
+    request = urllib.request.Request(rapi["url"] + path,
+                                     headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        text: str = answer.read().decode()
+        return text
+
+
 @cli.command("demo")
 @_dir_option
 def demo_command(directory: Path) -> None:
@@ -122,6 +137,15 @@ def demo_command(directory: Path) -> None:
     show("gnt-filter", "delete", uuid)
     show("gnt-job", "wait", held)
     show("gnt-job", "list", held)
+    # confd on every master candidate; RAPI on the master.
+    show("corral-confd-query", "cluster-master")
+    show("corral-confd-query", "instance-primary-node", "web1.testbed")
+    rapi = testbed.rapi
+    click.echo(f"\n$ curl --cacert {rapi['ca']} -u {rapi['user']}:... {rapi['url']}/2/info")
+    info = json.loads(_rapi_get(rapi, "/2/info"))
+    click.echo(json.dumps({key: info[key] for key in (
+        "name", "master", "software_version", "protocol_version", "enabled_hypervisors")},
+        indent=1) + "\n(and more)")
     click.echo(f"""
 The demo cluster runs under {testbed.dir}. Try it yourself:
 
@@ -135,7 +159,10 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
   gnt-filter add --action REJECT --predicates '[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]'
   gnt-cluster queue drain && gnt-cluster queue info
   gnt-cluster add-tags prod && gnt-cluster list-tags
-  corral-daemons status
+  corral-daemons status && corral-confd-query node-role node2.testbed
+  curl --cacert {testbed.rapi['ca']} -u admin:$(cat {root}/var/lib/corral/rapi/admin-password) \\
+    {testbed.rapi['url']}/2/instances?bulk=1
+  python -m corral.testbed failover --dir {testbed.dir} --to 2
 
 Stop it with 'make demo-down'.""")
 

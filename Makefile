@@ -11,6 +11,12 @@ DEMO   := .demo
 # (mkfs.ext4 and debugfs work on plain files, no mounts). Installed only when missing.
 SYSDEPS_CMDS := mkfs.ext4 debugfs
 SYSDEPS_PKGS := e2fsprogs
+# RAPI clients the RAPI tests drive: Ganeti's own Python client, run under the system
+# python3 (ganeti-3.0 ships it; with its dependencies, lvm2, openssh-server, socat and a
+# dozen Python modules, some 25 packages and 6 MB: about 15 s; python3-pycurl is its
+# transport), and Ganeti's htools, whose hscan reads a cluster through RAPI (3 MB, 4 s).
+RAPI_CLIENT := /usr/share/ganeti/3.0/ganeti/rapi/client.py
+HSCAN       := /usr/lib/ganeti/3.0/usr/bin/hscan
 
 all: test
 
@@ -26,13 +32,16 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 sysdeps:
-	@missing=""; for c in $(SYSDEPS_CMDS); do command -v $$c >/dev/null 2>&1 || \
-	  [ -x /sbin/$$c ] || [ -x /usr/sbin/$$c ] || missing=1; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing $(SYSDEPS_PKGS)"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSDEPS_PKGS) >/dev/null || \
+	@pkgs=""; for c in $(SYSDEPS_CMDS); do command -v $$c >/dev/null 2>&1 || \
+	  [ -x /sbin/$$c ] || [ -x /usr/sbin/$$c ] || pkgs="$(SYSDEPS_PKGS)"; done; \
+	[ -f $(RAPI_CLIENT) ] || pkgs="$$pkgs ganeti-3.0"; \
+	[ -x $(HSCAN) ] || pkgs="$$pkgs ganeti-htools-3.0"; \
+	/usr/bin/python3 -c 'import pycurl' >/dev/null 2>&1 || pkgs="$$pkgs python3-pycurl"; \
+	if [ -n "$$pkgs" ]; then \
+	  echo "installing $$pkgs"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null || \
 	  { apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSDEPS_PKGS) >/dev/null; }; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null; }; \
 	fi
 
 lint: $(STAMP)

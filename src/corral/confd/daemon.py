@@ -42,7 +42,7 @@ from corral.errors import CorralError, DaemonError, NotClusterError, ParameterEr
 from corral.paths import Paths
 from corral.utils.files import write_public
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_failed, notify_ready
+from corral.utils.process import PidFile, notify_ready, refuse_start
 
 __all__ = ["NAME", "SETTING_KEYS", "main", "read_settings", "run", "serve", "settings_file",
            "stats_file"]
@@ -227,11 +227,7 @@ def run(paths: Paths, *, bind: str | None = None, port: int | None = None,
 
 
 def _refuse(err: CorralError) -> int:
-    message = f"corral-confd: refusing to start: {err}"
-    log.error("%s", message)
-    print(message, file=sys.stderr)
-    notify_failed(message)
-    return err.exit_code
+    return refuse_start("corral-confd", err, log, exit_code=err.exit_code)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -28,7 +28,7 @@ from corral.noded.files import read_ancillary_files
 from corral.paths import Paths
 from corral.rpc.client import RpcClient
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_failed, notify_ready
+from corral.utils.process import PidFile, notify_failed, notify_ready, refuse_start
 
 __all__ = ["NAME", "main", "serve"]
 
@@ -105,11 +105,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
 
 
 def _refuse(err: CorralError) -> int:
-    message = f"corral-masterd: refusing to start: {err}"
-    log.error("%s", message)
-    print(message, file=sys.stderr)
-    notify_failed(message)
-    return err.exit_code
+    return refuse_start("corral-masterd", err, log, exit_code=err.exit_code)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

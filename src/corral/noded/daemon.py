@@ -34,7 +34,7 @@ from corral.noded import join
 from corral.noded.server import NodeServer
 from corral.paths import Paths
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_failed, notify_ready
+from corral.utils.process import PidFile, notify_ready, refuse_start
 
 __all__ = [
     "DEFAULT_BIND",
@@ -248,12 +248,7 @@ def run(
 
 
 def _refuse(err: CorralError, *, log_it: bool = True) -> int:
-    message = f"corral-noded: {err}"
-    if log_it:
-        log.error("%s", message)
-    print(message, file=sys.stderr)
-    notify_failed(message)
-    return err.exit_code
+    return refuse_start("corral-noded", err, log, exit_code=err.exit_code, log_it=log_it)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -40,7 +40,7 @@ from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_failed, notify_ready
+from corral.utils.process import PidFile, notify_ready, refuse_start
 
 __all__ = ["DEFAULT_PORT", "NAME", "Settings", "drop_privileges", "main", "read_settings",
            "run", "settings_file"]
@@ -242,12 +242,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False, **given: An
 
 
 def _refuse(err: CorralError, *, log_it: bool = True) -> int:
-    message = f"corral-rapi: {err}"
-    if log_it:
-        log.error("%s", message)
-    print(message, file=sys.stderr)
-    notify_failed(message)
-    return err.exit_code
+    return refuse_start("corral-rapi", err, log, exit_code=err.exit_code, log_it=log_it)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +31,7 @@ __all__ = [
     "notify_failed",
     "notify_ready",
     "process_alive",
+    "refuse_start",
     "running_pid",
     "start_daemon",
     "stop_daemon",
@@ -94,6 +97,18 @@ def notify_ready() -> None:
 def notify_failed(reason: str) -> None:
     """Tell the starter (if any) why this daemon cannot start."""
     _notify(reason.encode() + b"\n")
+
+
+def refuse_start(daemon: str, reason: object, logger: logging.Logger, *,
+                 exit_code: int = 1, log_it: bool = True) -> int:
+    """A daemon that cannot start says why (in its log unless ``log_it`` is false, on
+    standard error, and to its starter) and gets the exit code to return."""
+    message = f"{daemon}: refusing to start: {reason}"
+    if log_it:
+        logger.error("%s", message)
+    print(message, file=sys.stderr)
+    notify_failed(message)
+    return exit_code
 
 
 def _notify(message: bytes) -> None:

@@ -182,7 +182,7 @@ def run(clients: int, senders: int, seconds: float) -> dict[str, Any]:
         finally:
             stop_daemon(paths.pid_file("confd"))
     return {
-        "benchmark": "confd",
+        "bench": "confd",
         "clients": clients,
         "senders": senders,
         "seconds": seconds,

@@ -19,6 +19,8 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
+from corral import daemons
+from corral.rapi.daemon import settings_file
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 from tests.conftest import TestbedHandle, run_tool
 
@@ -315,3 +317,42 @@ def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None
     finally:
         stop_daemon(pid_file)
     assert running_pid(pid_file) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
+def test_unprivileged_rapi_reaches_the_master(testbed: TestbedHandle) -> None:
+    """RAPI running as nobody:nogroup talks to the master daemon, whose socket then
+    belongs to that group (mode 0660)."""
+    paths = testbed.paths
+    # On a real node /run/corral is reachable; pytest's temporary directories are
+    # root's only (0700): let others through them (not read them) for this test.
+    opened = [d for d in paths.run_dir.parents if d.stat().st_mode & 0o001 == 0]
+    modes = {d: d.stat().st_mode & 0o7777 for d in opened}
+    try:
+        for directory, mode in modes.items():
+            directory.chmod(mode | 0o001)
+        _run_unprivileged(testbed)
+    finally:
+        for directory, mode in modes.items():
+            directory.chmod(mode)
+
+
+def _run_unprivileged(testbed: TestbedHandle) -> None:
+    paths = testbed.paths
+    settings = json.loads(settings_file(paths).read_text())
+    settings_file(paths).write_text(json.dumps({**settings, "user": "nobody",
+                                                "group": "nogroup"}))
+    for name in ("rapi", "masterd"):
+        stop_daemon(paths.pid_file(name))
+    daemons.start(paths)
+    pid = running_pid(paths.pid_file("rapi"))
+    assert pid is not None
+    status = Path(f"/proc/{pid}/status").read_text()
+    uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
+    assert set(uids) == {"65534"}, status
+    socket_stat = paths.master_socket.stat()
+    assert socket_stat.st_gid == 65534 and socket_stat.st_mode & 0o777 == 0o660
+    api = _client(testbed)
+    assert api.ok("GET", "/2/info")["name"] == "cluster.testbed"
+    api.run("PUT", "/2/tags?tag=unprivileged")
+    assert "unprivileged" in api.ok("GET", "/2/tags")

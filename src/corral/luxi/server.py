@@ -34,10 +34,12 @@ Dispatcher = Callable[[Request], Awaitable[Any]]
 
 
 class LuxiServer:
-    """Serve luxi on a Unix socket at ``path`` (mode 0660)."""
+    """Serve luxi on a Unix socket at ``path`` (mode 0660; group ``group`` if given, so
+    that an unprivileged client in that group, RAPI, may connect)."""
 
-    def __init__(self, path: Path, dispatch: Dispatcher) -> None:
+    def __init__(self, path: Path, dispatch: Dispatcher, *, group: int | None = None) -> None:
         self.path = path
+        self.group = group
         self._dispatch = dispatch
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -53,6 +55,8 @@ class LuxiServer:
             )
         finally:
             os.umask(old_umask)
+        if self.group is not None:
+            os.chown(self.path, -1, self.group)
 
     async def stop(self) -> None:
         """Stop accepting, end open connections and remove the socket file."""

@@ -26,6 +26,7 @@ from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
 from corral.noded.files import read_ancillary_files
 from corral.paths import Paths
+from corral.rapi.daemon import luxi_client_group
 from corral.rpc.client import RpcClient
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_failed, notify_ready, refuse_start
@@ -50,7 +51,8 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     state.context.ancillary_files = functools.partial(read_ancillary_files, paths)
     try:
         await state.start()
-        server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch)
+        server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch,
+                            group=_socket_group(paths))
         await server.start()
         log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
         notify_ready()
@@ -102,6 +104,15 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
         return 0
     finally:
         pid_file.remove()
+
+
+def _socket_group(paths: Paths) -> int | None:
+    """The group the luxi socket goes to (RAPI's); bad RAPI settings only warn here."""
+    try:
+        return luxi_client_group(paths)
+    except CorralError as err:
+        log.warning("luxi socket stays root's: %s", err.message)
+        return None
 
 
 def _refuse(err: CorralError) -> int:

@@ -7,8 +7,9 @@ Privilege separation (design 2.2): started as root, it reads everything it needs
 users file, the certificate and its key), binds its port, and then runs as the
 configured unprivileged user and group. A later SIGHUP re-reads the users file as that
 user, so the file must be readable by it to take effect; otherwise the users read at
-start stay in force. The master daemon's socket must be reachable by that user or
-group (it is mode 0660).
+start stay in force. The master daemon gives its socket (mode 0660) to the group
+``rapi.json`` names (or its user's primary group), so an unprivileged RAPI reaches it;
+a group given only on the command line does not, so put it in ``rapi.json``.
 
 Settings come from the command line, else from ``rapi.json`` in the data directory
 (``{"bind", "port", "require_authentication", "user", "group"}``), else the defaults.
@@ -42,8 +43,17 @@ from corral.rapi.server import build_app
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 
-__all__ = ["DEFAULT_PORT", "NAME", "Settings", "drop_privileges", "main", "read_settings",
-           "run", "settings_file"]
+__all__ = [
+    "DEFAULT_PORT",
+    "NAME",
+    "Settings",
+    "drop_privileges",
+    "luxi_client_group",
+    "main",
+    "read_settings",
+    "run",
+    "settings_file",
+]
 
 #: The daemon's name, used for its pid and log files.
 NAME: Final = "rapi"
@@ -117,6 +127,18 @@ def read_settings(paths: Paths, **given: Any) -> Settings:
     return Settings(bind=bind, port=port, ssl=not given.get("no_ssl"),
                     require_authentication=bool(require), user=merged["user"],
                     group=merged["group"])
+
+
+def luxi_client_group(paths: Paths) -> int | None:
+    """The group RAPI runs as on this node (from ``rapi.json``: its ``group``, else the
+    ``user``'s primary group), or None when it keeps root's. The master daemon gives
+    its socket to that group, so that an unprivileged RAPI can still reach it."""
+    settings = read_settings(paths)
+    if settings.group is not None:
+        return _lookup_group(settings.group)
+    if settings.user is not None:
+        return _lookup_user(settings.user).pw_gid
+    return None
 
 
 def _lookup_user(name: str) -> pwd.struct_passwd:

@@ -685,6 +685,21 @@ def _query(cl: Cluster, fields: list[str], qfilter: Any = None) -> list[list[Any
     return data
 
 
+def test_query_follows_every_commit(cl: Cluster) -> None:
+    """Queries share their per-instance rows while the configuration is unchanged; a
+    commit (here of the cluster defaults the rows are filled from) is seen at once."""
+    cl.create()
+    assert [[v for _s, v in row] for row in _query(cl, ["name", "be/vcpus", "pnode"])] == [
+        ["web1", 1, "node1"]]
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.beparams = {"default": {**cluster.beparams["default"], "vcpus": 4}}
+        txn.update(cluster)
+    assert [[v for _s, v in row] for row in _query(cl, ["be/vcpus"])] == [[4]]
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", beparams={"vcpus": 3})
+    assert [[v for _s, v in row] for row in _query(cl, ["be/vcpus"])] == [[3]]
+
+
 def test_query_static_fields_ask_no_node(cl: Cluster) -> None:
     cl.create(disks=[{"size": 512}, {"size": "1G"}], nics=[{"ip": "198.51.100.9"}],
               tags=["web"], beparams={"vcpus": 2})

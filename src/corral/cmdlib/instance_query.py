@@ -512,8 +512,18 @@ async def fetch_live(ctx: MasterContext, qctx: InstanceQueryContext,
 def instance_resource(ctx: MasterContext) -> QueryResource:
     """The ``instance`` query resource over ``ctx``'s configuration and nodes."""
 
+    # Rows hold what the configuration alone decides (filled parameters, the node,
+    # group and disks); they stay valid until the next commit, so queries share them
+    # for as long as the configuration serial does not change.
+    rows_by_serial: dict[int, dict[str, _Row]] = {}
+
     async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
-        qctx = InstanceQueryContext(ctx.store)
+        serial = ctx.store.serial
+        rows = rows_by_serial.get(serial)
+        if rows is None:
+            rows_by_serial.clear()
+            rows = rows_by_serial[serial] = {}
+        qctx = InstanceQueryContext(ctx.store, _rows=rows)
         instances = ctx.store.all("instance")
         in_filter = filter_fields(qfilter)
         needs_live = bool(LIVE_FIELDS & (set(fields) | in_filter))

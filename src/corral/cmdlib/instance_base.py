@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
-from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
+from corral.cmdlib.common import (
+    check_node_online,
+    expand_instance,
+    fill_osparams,
+    instance_spec,
+    split_os_name,
+)
 from corral.errors import (
     CorralError,
     NotFoundError,
@@ -55,6 +61,7 @@ __all__ = [
     "check_instance_name",
     "check_ip",
     "check_mac",
+    "check_node_takes_instance",
     "check_os",
     "commit_instance",
     "disk_spec",
@@ -109,6 +116,17 @@ async def call_node(master: MasterContext, node: Node, procedure: str,
     and naming the node."""
     results = await master.rpc.call([node], procedure, args, timeout=timeout)
     return results[node.name].get(what)
+
+
+def check_node_takes_instance(node: Node, doing: str) -> None:
+    """Refuse a node that cannot receive an instance: offline, drained or not
+    vm_capable; ``doing`` says what was attempted ("create instance web1")."""
+    check_node_online(node, doing)
+    if node.drained:
+        raise OpPrereqError(f"cannot {doing}: node {node.name} is drained (it takes no new "
+                            "instances)")
+    if not node.vm_capable:
+        raise OpPrereqError(f"cannot {doing}: node {node.name} is not vm_capable")
 
 
 def is_running(info: Any) -> bool:

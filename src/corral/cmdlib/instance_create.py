@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
-from corral.cmdlib.common import check_node_online, expand_node, fill_osparams, instance_spec
+from corral.cmdlib.common import expand_node, fill_osparams, instance_spec
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
@@ -37,6 +37,7 @@ from corral.cmdlib.instance_base import (
     check_instance_name,
     check_ip,
     check_mac,
+    check_node_takes_instance,
     check_os,
     commit_instance,
     drop_name_lock,
@@ -284,13 +285,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if store.find("instance", op.instance_name) is not None:
             raise AlreadyExistsError(f"instance {op.instance_name!r} already exists")
         node = store.get("node", op.pnode_uuid or "")
-        check_node_online(node, f"create instance {op.instance_name}")
-        if node.drained:
-            raise OpPrereqError(f"cannot create instance {op.instance_name}: node {node.name} "
-                                "is drained (it takes no new instances)")
-        if not node.vm_capable:
-            raise OpPrereqError(f"cannot create instance {op.instance_name}: node {node.name} "
-                                "is not vm_capable")
+        check_node_takes_instance(node, f"create instance {op.instance_name}")
         self.node = node
         template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
         if template == "plain":

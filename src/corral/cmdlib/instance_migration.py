@@ -26,6 +26,7 @@ from corral.cmdlib.common import (
 )
 from corral.cmdlib.instance_base import (
     InstanceLU,
+    check_node_takes_instance,
     disk_spec,
     is_running,
     storage_dir,
@@ -70,13 +71,7 @@ def check_target_node(node: Node, instance: Instance, what: str) -> None:
     if node.uuid == instance.primary_node:
         raise OpPrereqError(f"cannot {what} instance {instance.name} to node {node.name}: "
                             "it is already its primary node")
-    check_node_online(node, f"{what} instance {instance.name}")
-    if node.drained:
-        raise OpPrereqError(f"cannot {what} instance {instance.name}: node {node.name} is "
-                            "drained (it accepts no new instances)")
-    if not node.vm_capable:
-        raise OpPrereqError(f"cannot {what} instance {instance.name}: node {node.name} is "
-                            "not vm_capable")
+    check_node_takes_instance(node, f"{what} instance {instance.name}")
 
 
 def _target_from_op(lu: InstanceLU[Any], target_node: str | None, target_uuid: str | None,

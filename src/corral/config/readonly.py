@@ -14,13 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corral import CONFIG_SCHEMA_VERSION
-from corral.config import invariants
-from corral.config.model import Change, Model
 from corral.config.storage import Database
-from corral.config.store import ConfigStore, _gc_paused
-from corral.config.upgrade import upgrade
-from corral.errors import ConfigStoreError, ConfigurationError
+from corral.config.store import ConfigStore, _gc_paused, build_model, check_schema_version
 
 __all__ = ["load_readonly"]
 
@@ -36,26 +31,10 @@ def load_readonly(path: Path) -> ConfigStore:
         db = Database.open(path, read_only=True)
         try:
             with db.read_transaction():
-                version = db.schema_version()
-                if version > CONFIG_SCHEMA_VERSION:
-                    raise ConfigStoreError(
-                        f"configuration store {path} has schema version {version}, newer "
-                        f"than version {CONFIG_SCHEMA_VERSION} which this corral understands"
-                    )
+                check_schema_version(path, db.schema_version())
                 serial = db.serial()
                 rows = db.rows()
-            result = upgrade(path, rows)
-            changes = {
-                uuid: Change(kind, None, obj) for uuid, (kind, obj) in result.objects.items()
-            }
-            model = Model()
-            try:
-                invariants.check(model, changes)
-            except ConfigurationError as err:
-                raise ConfigStoreError(
-                    f"configuration store {path}: the configuration is inconsistent: {err}"
-                ) from None
-            model.apply(changes)
+            model, _upgraded = build_model(path, rows)
         except BaseException:
             db.close()
             raise

@@ -26,9 +26,9 @@ from corral.config import invariants
 from corral.config.codec import encode
 from corral.config.model import Change, Model
 from corral.config.relations import LABELS, check_kind
-from corral.config.storage import Database, Row, sidecar_files
+from corral.config.storage import Database, RawRow, Row, sidecar_files
 from corral.config.transaction import Transaction
-from corral.config.upgrade import upgrade
+from corral.config.upgrade import Upgraded, upgrade
 from corral.errors import (
     ClusterExistsError,
     ConfigStoreError,
@@ -127,25 +127,9 @@ class ConfigStore:
     def _load(cls, path: Path) -> ConfigStore:
         db = Database.open(path)
         try:
-            version = db.schema_version()
-            if version > CONFIG_SCHEMA_VERSION:
-                raise ConfigStoreError(
-                    f"configuration store {path} has schema version {version}, newer than "
-                    f"version {CONFIG_SCHEMA_VERSION} which this corral understands; "
-                    "upgrade corral"
-                )
+            version = check_schema_version(path, db.schema_version())
             serial = db.serial()
-            result = upgrade(path, db.rows())
-            changes = {
-                uuid: Change(kind, None, obj) for uuid, (kind, obj) in result.objects.items()
-            }
-            model = Model()
-            try:
-                invariants.check(model, changes)
-            except ConfigurationError as err:
-                raise ConfigStoreError(
-                    f"configuration store {path}: the configuration is inconsistent: {err}"
-                ) from None
+            model, result = build_model(path, db.rows())
             db.prepare_writes()
             if version < CONFIG_SCHEMA_VERSION:
                 serial += 1
@@ -157,7 +141,6 @@ class ConfigStore:
                     _row(*result.objects[uuid]) for uuid in sorted(result.changed)
                 ], result.stale_rows)
                 serial += 1
-            model.apply(changes)
         except BaseException:
             db.close()
             raise
@@ -300,6 +283,32 @@ class ConfigStore:
         for listener in self._listeners:
             listener(new_serial, rows, deletes)
         return new_serial
+
+
+def check_schema_version(path: Path, version: int) -> int:
+    """``version``, unless the store at ``path`` was written by a newer corral."""
+    if version > CONFIG_SCHEMA_VERSION:
+        raise ConfigStoreError(
+            f"configuration store {path} has schema version {version}, newer than version "
+            f"{CONFIG_SCHEMA_VERSION} which this corral understands; upgrade corral"
+        )
+    return version
+
+
+def build_model(path: Path, rows: list[RawRow]) -> tuple[Model, Upgraded]:
+    """The model of the rows read from the store at ``path``, upgraded (in memory) and
+    with every invariant checked; also what the upgrade changed."""
+    result = upgrade(path, rows)
+    changes = {uuid: Change(kind, None, obj) for uuid, (kind, obj) in result.objects.items()}
+    model = Model()
+    try:
+        invariants.check(model, changes)
+    except ConfigurationError as err:
+        raise ConfigStoreError(
+            f"configuration store {path}: the configuration is inconsistent: {err}"
+        ) from None
+    model.apply(changes)
+    return model, result
 
 
 def _row(kind: str, obj: ConfigObject) -> Row:

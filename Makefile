@@ -66,7 +66,7 @@ demo-down: $(STAMP)
 	$(PY) -m corral.testbed down --dir $(DEMO)
 
 bench: $(STAMP) sysdeps
-	@for f in bench/*.py; do $(PY) $$f || exit 1; done
+	@for f in bench/[!_]*.py; do $(PY) $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(DEMO) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -33,6 +33,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from _common import percentile
 from corral.confd.protocol import PROTOCOL_VERSION, QueryType, Request, encode_request
 from corral.config import ConfigStore
 from corral.objects import NIC, Cluster, Instance, Node, NodeGroup
@@ -137,10 +138,6 @@ def _sender(key: bytes, port: int, clients: int, start_at: float, warmup: float,
     out.close()
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
 
 def run(clients: int, senders: int, seconds: float) -> dict[str, Any]:
     """Start confd, drive it, stop it; the figures."""
@@ -188,8 +185,8 @@ def run(clients: int, senders: int, seconds: float) -> dict[str, Any]:
         "seconds": seconds,
         "queries": len(latencies),
         "queries_per_s": round(len(latencies) / seconds),
-        "p50_ms": round(_percentile(latencies, 0.50) * 1000, 2) if latencies else None,
-        "p99_ms": round(_percentile(latencies, 0.99) * 1000, 2) if latencies else None,
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 2) if latencies else None,
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2) if latencies else None,
         "lost": lost,
         "cpus": os.cpu_count(),
         "target_queries_per_s": 20000,

@@ -23,24 +23,19 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _common import testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
 FINAL = ("success", "error", "canceled")
 NODES = ["node1.testbed", "node2.testbed", "node3.testbed"]
 
-
-def _testbed(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "corral.testbed", *args], check=True,
-                   capture_output=True, timeout=300)
 
 
 async def _run_job(client: AsyncClient, op: dict[str, Any]) -> float:
@@ -129,13 +124,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
         directory = Path(tmp) / "tb"
-        _testbed("up", "--nodes", "3", "--dir", str(directory))
+        testbed("up", "--nodes", "3", "--dir", str(directory))
         try:
             state = json.loads((directory / "testbed.json").read_text())
             socket = Paths(Path(state["env"]["CORRAL_ROOT"])).master_socket
             figures = asyncio.run(_bench(socket, args.file, args.diskless, args.submitters))
         finally:
-            _testbed("down", "--dir", str(directory))
+            testbed("down", "--dir", str(directory))
     print(json.dumps({"bench": "instances", "nodes": 3, "file_instances": args.file,
                       "diskless_instances": args.diskless, "submitters": args.submitters,
                       **figures}))

@@ -21,13 +21,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _common import percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
@@ -35,14 +34,6 @@ FINAL = ("success", "error", "canceled")
 OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 
 
-def _testbed(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "corral.testbed", *args], check=True,
-                   capture_output=True, timeout=120)
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 async def _submitter(socket: Path, count: int, submitted: dict[int, float]) -> None:
@@ -85,7 +76,7 @@ async def throughput(socket: Path, jobs: int, clients: int) -> dict[str, Any]:
     return {
         "jobs_per_s": round(jobs / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 2),
-        "p99_ms": round(_percentile(latencies, 0.99) * 1000, 2),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
     }
 
 
@@ -122,14 +113,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="corral-bench-jobs-") as tmp:
         directory = Path(tmp) / "tb"
-        _testbed("up", "--nodes", "1", "--dir", str(directory))
+        testbed("up", "--nodes", "1", "--dir", str(directory))
         try:
             state = json.loads((directory / "testbed.json").read_text())
             socket = Paths(Path(state["env"]["CORRAL_ROOT"])).master_socket
             latency = asyncio.run(single(socket, args.rounds))
             result = asyncio.run(throughput(socket, args.jobs, args.clients))
         finally:
-            _testbed("down", "--dir", str(directory))
+            testbed("down", "--dir", str(directory))
     print(json.dumps({
         "benchmark": "jobs", "jobs": args.jobs, "clients": args.clients, **result,
         "single_job_ms": latency, "target_jobs_per_s": 1000, "target_single_job_ms": 10,

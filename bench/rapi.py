@@ -28,8 +28,6 @@ import base64
 import json
 import ssl
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Any
 
 import aiohttp
 
+from _common import percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
@@ -48,19 +47,11 @@ TARGET_MS = {"info_keepalive": 2.0, "info_new_connection": GANETI_MS["info"] / 2
              "instances_bulk": 5.0}
 
 
-def _testbed(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "corral.testbed", *args], check=True,
-                   capture_output=True, timeout=300)
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def _figures(seconds: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(seconds) * 1000, 3),
-            "p99_ms": round(_percentile(seconds, 0.99) * 1000, 3)}
+            "p99_ms": round(percentile(seconds, 0.99) * 1000, 3)}
 
 
 async def create_instances(socket: Path, count: int) -> None:
@@ -184,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="corral-bench-rapi-") as tmp:
         directory = Path(tmp) / "tb"
-        _testbed("up", "--nodes", "3", "--dir", str(directory))
+        testbed("up", "--nodes", "3", "--dir", str(directory))
         try:
             state = json.loads((directory / "testbed.json").read_text())
             paths = Paths(Path(state["env"]["CORRAL_ROOT"]))
@@ -195,7 +186,7 @@ def main() -> None:
             target = Target(rapi["url"], rapi["user"], rapi["password"], paths.ca_cert)
             figures = asyncio.run(measure(target, args.requests, args.clients, args.seconds))
         finally:
-            _testbed("down", "--dir", str(directory))
+            testbed("down", "--dir", str(directory))
     checks = {
         "info_keepalive": figures["info"]["keepalive"]["p50_ms"],
         "info_new_connection": figures["info"]["new_connection"]["p50_ms"],

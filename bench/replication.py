@@ -21,27 +21,18 @@ import asyncio
 import json
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _common import percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
 FINAL = ("success", "error", "canceled")
 
 
-def _testbed(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "corral.testbed", *args], check=True,
-                   capture_output=True, timeout=180)
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 class _SerialReader:
@@ -102,17 +93,17 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="corral-bench-") as tmp:
         directory = Path(tmp) / "tb"
-        _testbed("up", "--nodes", "4", "--dir", str(directory))
+        testbed("up", "--nodes", "4", "--dir", str(directory))
         try:
             state = json.loads((directory / "testbed.json").read_text())
             roots = [Paths(Path(node["root"])) for node in state["nodes"]]
             lags = asyncio.run(_bench(roots[0], roots[1:], args.commits))
         finally:
-            _testbed("down", "--dir", str(directory))
+            testbed("down", "--dir", str(directory))
     print(json.dumps({
         "bench": "replication", "candidates": 3, "commits": args.commits,
         "lag_median_ms": round(statistics.median(lags) * 1000, 2),
-        "lag_p99_ms": round(_percentile(lags, 0.99) * 1000, 2),
+        "lag_p99_ms": round(percentile(lags, 0.99) * 1000, 2),
         "lag_max_ms": round(max(lags) * 1000, 2),
     }))
 

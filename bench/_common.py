@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: running the testbed and taking percentiles.
+"""What the benchmark scripts share: running the testbed, following a job, taking
+percentiles.
 
 Not a benchmark itself (``make bench`` runs ``bench/[!_]*.py``); the scripts import it
 from their own directory.
@@ -8,8 +9,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
-__all__ = ["percentile", "testbed"]
+from corral.luxi import AsyncClient
+
+__all__ = ["FINAL", "follow_job", "percentile", "testbed"]
+
+#: Job statuses after which nothing changes any more.
+FINAL = ("success", "error", "canceled")
 
 
 def testbed(*args: str, timeout: float = 300) -> None:
@@ -22,3 +29,16 @@ def percentile(values: list[float], fraction: float) -> float:
     """The value at ``fraction`` (0..1) of the sorted ``values`` (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+async def follow_job(client: AsyncClient, job_id: int, wait: float = 30) -> str:
+    """Follow job ``job_id`` with ``WaitForJobChange`` (as the gnt-* tools do, ``wait``
+    seconds per call) until it ends; its final status."""
+    info: Any = None
+    while True:
+        answer = await client.call("WaitForJobChange", job_id, ["status"], info, None, wait)
+        if answer == "nochange":
+            continue
+        info = answer[0]
+        if info[0] in FINAL:
+            return str(info[0])

@@ -29,11 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import testbed
+from _common import follow_job, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
-FINAL = ("success", "error", "canceled")
 NODES = ["node1.testbed", "node2.testbed", "node3.testbed"]
 
 
@@ -42,18 +41,11 @@ async def _run_job(client: AsyncClient, op: dict[str, Any]) -> float:
     """Submit one opcode and follow it to the end; return its latency in seconds."""
     started = time.perf_counter()
     job_id = await client.call("SubmitJob", [op])
-    info: Any = None
-    while True:
-        answer = await client.call("WaitForJobChange", job_id, ["status"], info, None, 30)
-        if answer == "nochange":
-            continue
-        info = answer[0]
-        if info[0] in FINAL:
-            break
+    status = await follow_job(client, job_id)
     elapsed = time.perf_counter() - started
-    if info[0] != "success":
+    if status != "success":
         [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
-        raise SystemExit(f"job {job_id} ({op['OP_ID']}) ended {info[0]}: {result}")
+        raise SystemExit(f"job {job_id} ({op['OP_ID']}) ended {status}: {result}")
     return elapsed
 
 

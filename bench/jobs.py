@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import percentile, testbed
+from _common import FINAL, follow_job, percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
-FINAL = ("success", "error", "canceled")
 OP = {"OP_ID": "OP_TEST_DELAY", "duration": 0}
 
 
@@ -88,17 +87,10 @@ async def single(socket: Path, rounds: int) -> float:
         for _ in range(rounds):
             started = time.perf_counter()
             job_id = await client.call("SubmitJob", [OP])
-            info: Any = None
-            while True:
-                answer = await client.call("WaitForJobChange", job_id, ["status"], info, None,
-                                           10)
-                if answer != "nochange":
-                    info = answer[0]
-                    if info[0] in FINAL:
-                        break
+            status = await follow_job(client, job_id, wait=10)
             times.append(time.perf_counter() - started)
-            if info[0] != "success":
-                raise SystemExit(f"job {job_id} ended {info[0]}")
+            if status != "success":
+                raise SystemExit(f"job {job_id} ended {status}")
     finally:
         await client.close()
     return round(statistics.median(times) * 1000, 2)

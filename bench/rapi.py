@@ -35,11 +35,10 @@ from typing import Any
 
 import aiohttp
 
-from _common import percentile, testbed
+from _common import FINAL, percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
-FINAL = ("success", "error", "canceled")
 NODES = ["node1.testbed", "node2.testbed", "node3.testbed"]
 RESOURCES = {"info": "/2/info", "instances_bulk": "/2/instances?bulk=1", "jobs": "/2/jobs"}
 GANETI_MS = {"info": 68.0, "instances_bulk_20": 181.0}

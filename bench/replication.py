@@ -24,15 +24,10 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from _common import percentile, testbed
+from _common import follow_job, percentile, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
-
-FINAL = ("success", "error", "canceled")
-
-
 
 
 class _SerialReader:
@@ -55,14 +50,7 @@ async def _commit(client: AsyncClient, index: int) -> float:
     """One tag change as a job; the job's end time (seconds since the epoch)."""
     op = {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "name": "", "tags": [f"bench{index}"]}
     job_id = await client.call("SubmitJob", [op])
-    info: Any = None
-    while True:
-        answer = await client.call("WaitForJobChange", job_id, ["status"], info, None, 30)
-        if answer == "nochange":
-            continue
-        info = answer[0]
-        if info[0] in FINAL:
-            break
+    await follow_job(client, job_id)
     [[status, end_ts]] = await client.call("QueryJobs", [job_id], ["status", "end_ts"])
     if status != "success":
         raise SystemExit(f"job {job_id} ended {status}")

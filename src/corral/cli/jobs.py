@@ -28,13 +28,10 @@ from corral.cli.common import get_client, reason_trail
 from corral.cli.options import no_headers_option, separator_option
 from corral.cli.output import effective_units, format_bool, format_table, format_unit
 from corral.errors import (
-    CorralError,
     NotFoundError,
-    OpExecError,
     ParameterError,
-    from_ganeti,
-    from_wire,
 )
+from corral.jobs.model import job_error
 from corral.qlang import make_filter
 
 __all__ = [
@@ -195,36 +192,6 @@ class StdioReporter:
         else:
             return
         self._told.add(status)
-
-
-def job_error(job_id: int, status: str, opstatus: Sequence[str],
-              opresult: Sequence[Any]) -> CorralError:
-    """The error a job that did not succeed stands for.
-
-    The first failed opcode's error is rebuilt (its class survives the trip when
-    the result is corral's ``{"code", "message"}``); after successful opcodes the
-    message says it was a partial failure, as Ganeti's does.
-    """
-    if status in ("canceled", "canceling"):
-        return OpExecError(f"job {job_id} was canceled")
-    has_ok = False
-    for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=False)):
-        if op_status == "success":
-            has_ok = True
-        elif op_status == "error":
-            err = _result_error(result)
-            if has_ok:
-                return type(err)(f"partial failure (opcode {index}): {err.message}")
-            return err
-    return OpExecError(f"job {job_id} ended with status {status}: {opresult!r}")
-
-
-def _result_error(result: Any) -> CorralError:
-    if isinstance(result, dict) and "message" in result:
-        return from_wire(result)
-    # Ganeti's encoding, [error class name, [message, (error code)]]: the tool exits
-    # with the code of the corral error it stands for.
-    return from_ganeti(result) or OpExecError(str(result))
 
 
 def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = None) -> list[Any]:

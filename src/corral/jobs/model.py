@@ -14,7 +14,14 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from corral.errors import UnknownFieldError, to_ganeti
+from corral.errors import (
+    CorralError,
+    OpExecError,
+    UnknownFieldError,
+    from_ganeti,
+    from_wire,
+    to_ganeti,
+)
 
 __all__ = [
     "CANCELED",
@@ -36,6 +43,7 @@ __all__ = [
     "decode_job",
     "encode_error",
     "encode_job",
+    "job_error",
     "job_info",
     "timestamp_now",
 ]
@@ -67,6 +75,32 @@ def timestamp_now() -> Timestamp:
     """The current time as Ganeti's ``(seconds, microseconds)`` pair."""
     now = time.time_ns() // 1000
     return (now // 1_000_000, now % 1_000_000)
+
+
+def job_error(job_id: int, status: str, opstatus: Sequence[str],
+              opresult: Sequence[Any]) -> CorralError:
+    """The error a job that did not succeed stands for.
+
+    The first failed opcode's error is rebuilt with its class (from corral's
+    ``{"code", "message"}`` or Ganeti's encoding, see :func:`corral.errors.from_ganeti`);
+    after successful opcodes the message says it was a partial failure, as Ganeti's
+    does.
+    """
+    if status in ("canceled", "canceling"):
+        return OpExecError(f"job {job_id} was canceled")
+    has_ok = False
+    for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=False)):
+        if op_status == "success":
+            has_ok = True
+        elif op_status == "error":
+            if isinstance(result, dict) and "message" in result:
+                err = from_wire(result)
+            else:
+                err = from_ganeti(result) or OpExecError(str(result))
+            if has_ok:
+                return type(err)(f"partial failure (opcode {index}): {err.message}")
+            return err
+    return OpExecError(f"job {job_id} ended with status {status}: {opresult!r}")
 
 
 def encode_error(err: BaseException) -> list[Any]:

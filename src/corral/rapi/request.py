@@ -13,14 +13,11 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from corral.errors import (
-    CorralError,
     InternalError,
     NotFoundError,
-    OpExecError,
     ParameterError,
-    from_ganeti,
-    from_wire,
 )
+from corral.jobs.model import job_error
 from corral.opcodes import op_from_dict
 from corral.opcodes.reason import rapi_entry, user_entry
 from corral.x509 import RapiUser
@@ -213,16 +210,4 @@ class RapiRequest:
             return list(opresult)
         raise job_error(job_id, status, opstatus, opresult)
 
-
-def job_error(job_id: int, status: str, opstatus: list[str], opresult: list[Any]) -> CorralError:
-    """The error a finished, unsuccessful job stands for: its failed opcode's error."""
-    if status == "canceled":
-        return OpExecError(f"job {job_id} was canceled")
-    for op_status, result in zip(opstatus, opresult, strict=False):
-        if op_status != "error":
-            continue
-        if isinstance(result, dict) and "message" in result:
-            return from_wire(result)
-        return from_ganeti(result) or OpExecError(f"job {job_id} failed: {result}")
-    return OpExecError(f"job {job_id} ended with status {status}")
 

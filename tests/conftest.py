@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,14 @@ from corral.paths import Paths
 from corral.utils.process import running_pid
 
 BIN = Path(sys.executable).parent
+
+
+def free_port(host: str = "127.0.0.1", kind: int = socket.SOCK_STREAM) -> int:
+    """A port of ``kind`` (TCP by default) that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def run_tool(args: list[str], env: dict[str, str], check: bool = True,

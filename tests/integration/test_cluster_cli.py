@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from corral.luxi import Client
+from corral.paths import Paths
 from corral.utils.process import process_alive, running_pid
-from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed, run_tool
+from tests.conftest import TestbedHandle, assert_no_daemons, free_port, run_testbed, run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -198,6 +199,9 @@ def test_daemon_refuses_a_bad_store_naming_the_file(tmp_path: Path, damage: Any)
     env = {**os.environ, "CORRAL_ROOT": str(tmp_path)}
     run_tool(["gnt-cluster", "init", "--master-name", "m.test", "--primary-ip", "127.0.9.1",
               "c.test", "--no-start"], env)
+    # The node daemon starts first: on loopback and a free port, never Ganeti's 1811.
+    Paths(tmp_path).noded_settings.write_text(
+        json.dumps({"bind": "127.0.9.1", "port": free_port("127.0.9.1")}))
     db = tmp_path / "var/lib/corral/config.db"
     detail = damage(db)
     before = _digest(db)

@@ -38,7 +38,7 @@ from corral.config.storage import sidecar_files
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 from corral.x509 import generate_hmac_key, write_private
-from tests.conftest import run_tool
+from tests.conftest import free_port, run_tool
 from tests.unit.confd_helpers import build_config
 
 pytestmark = pytest.mark.integration
@@ -46,13 +46,6 @@ pytestmark = pytest.mark.integration
 HOST = "127.0.0.1"
 GANETI = Path("/usr/share/ganeti/3.0")
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @dataclass
@@ -104,7 +97,7 @@ def confd(tmp_path: Path) -> Iterator[Confd]:
     paths.ensure_dirs()
     build_config(paths.config_replica).close()
     write_private(paths.confd_hmac_key, generate_hmac_key())
-    port = _free_port()
+    port = free_port(HOST, socket.SOCK_DGRAM)
     # started as corral-daemons would: no arguments, the address from confd.json
     settings_file(paths).write_text(json.dumps({"bind": HOST, "port": port}))
     env = {**os.environ, ROOT_ENV: str(paths.root)}
@@ -361,7 +354,7 @@ def test_drops_privileges_after_reading_key_and_config(tmp_path: Path) -> None:
     paths.ensure_dirs()
     build_config(paths.config_replica).close()
     write_private(paths.confd_hmac_key, generate_hmac_key())
-    port = _free_port()
+    port = free_port(HOST, socket.SOCK_DGRAM)
     env = {**os.environ, ROOT_ENV: str(paths.root)}
     pid = start_daemon("corral-confd", [sys.executable, "-m", "corral.confd", "--bind", HOST,
                                         "--port", str(port), "--user", "nobody"],

@@ -6,7 +6,6 @@ import errno
 import json
 import logging
 import os
-import socket
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -27,18 +26,12 @@ from corral.paths import ROOT_ENV, Paths
 from corral.rpc import RpcClient
 from corral.utils.process import start_daemon, stop_daemon
 from corral.x509.tls import client_context
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
 
 MASTER_IP = "127.0.1.1"
 NODE2_IP = "127.0.1.2"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((MASTER_IP, 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def _start_noded(paths: Paths, ip: str, port: int) -> int:
@@ -59,7 +52,7 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """An initialised master root and a fresh node root, each with a running noded."""
-    port = _free_port()
+    port = free_port(MASTER_IP)
     master = Paths(tmp_path / "n1")
     node2 = Paths(tmp_path / "n2")
     bootstrap.init_cluster(master, bootstrap.InitOptions(

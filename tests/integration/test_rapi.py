@@ -9,7 +9,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import sys
 import uuid as uuid_module
@@ -22,7 +21,7 @@ import pytest
 from corral import daemons
 from corral.rapi.daemon import settings_file
 from corral.utils.process import running_pid, start_daemon, stop_daemon
-from tests.conftest import TestbedHandle, run_tool
+from tests.conftest import TestbedHandle, free_port, run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -271,13 +270,6 @@ def test_instance_life_cycle(testbed: TestbedHandle) -> None:
     assert api.request("GET", f"/2/instances/{uuid}")[0] == 404
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping privileges needs root")
 def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None:
     env = {**os.environ, "CORRAL_ROOT": str(tmp_path)}
@@ -287,7 +279,7 @@ def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None
     password = (data / "rapi/admin-password").read_text().strip()
     assert (data / "server-key.pem").stat().st_mode & 0o077 == 0
     pid_file = tmp_path / "run/corral/rapi.pid"
-    port = _free_port("127.0.9.1")
+    port = free_port("127.0.9.1")
     try:
         pid = start_daemon("corral-rapi", [
             sys.executable, "-m", "corral.rapi", "--bind", "127.0.9.1", "--port", str(port),
@@ -308,7 +300,7 @@ def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None
     finally:
         stop_daemon(pid_file)
     # Plain HTTP only when asked for.
-    port = _free_port("127.0.9.1")
+    port = free_port("127.0.9.1")
     try:
         start_daemon("corral-rapi", [
             sys.executable, "-m", "corral.rapi", "--bind", "127.0.9.1", "--port", str(port),

@@ -3,8 +3,10 @@
 Every error a user can see is a :class:`CorralError`. Each class carries a stable
 machine-readable ``code`` (what RAPI puts in error bodies and luxi sends over the
 wire), the ``exit_code`` a command-line tool returns and the ``http_status`` RAPI
-answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 11 not the
-master, 13 confirmation needed, 14 unknown field) so that shell scripts keep working.
+answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 confirmation
+needed, 14 unknown field) so that shell scripts keep working. A gnt-* command run on a
+node that is not the master exits 1, as Ganeti's tools do (Ganeti's 11, "not master",
+is only what its daemons exit with).
 
     CorralError                      code "error"              exit 1   HTTP 500
     ├── ParameterError               "parameter-error"         exit 1   HTTP 400
@@ -17,7 +19,7 @@ master, 13 confirmation needed, 14 unknown field) so that shell scripts keep wor
     │   └── SerialConflictError      "serial-conflict"         exit 1   HTTP 409
     ├── ConfigStoreError             "config-store"            exit 1   HTTP 500
     ├── NotClusterError              "not-cluster"             exit 5   HTTP 500
-    ├── NotMasterError               "not-master"              exit 11  HTTP 502
+    ├── NotMasterError               "not-master"              exit 1   HTTP 502
     ├── MasterUnreachableError       "master-unreachable"      exit 1   HTTP 502
     ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
     ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
@@ -164,10 +166,10 @@ class NotClusterError(CorralError):
 
 
 class NotMasterError(CorralError):
-    """The request needs the master node and this is not it."""
+    """The request needs the master node and this is not it; the message names the
+    master. Exit status 1, as Ganeti's gnt-* tools (Ganeti's daemons exit 11)."""
 
     code = "not-master"
-    exit_code = 11
     http_status = 502
 
 

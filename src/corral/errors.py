@@ -42,6 +42,8 @@ side by :func:`from_wire`, so a client catches the same class the server raised.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "SerialConflictError",
     "UnknownFieldError",
     "UnknownParameterError",
+    "did_you_mean",
     "from_ganeti",
     "from_wire",
     "to_ganeti",
@@ -310,6 +313,36 @@ class InternalError(CorralError):
     """A bug: something that should not happen did. The message says what."""
 
     code = "internal-error"
+
+
+#: Up to this many known names, a message lists them all; beyond, the nearest few.
+LIST_ALL_UP_TO = 8
+#: How many near names a message suggests at most.
+NEAREST = 3
+
+
+def did_you_mean(names: str | Iterable[str], known: Iterable[str], *,
+                 listing: str | None = None, noun: str = "valid ones") -> str:
+    """The end of an "unknown NAME" message: every known name when there are few, else
+    the nearest few to what was given ("did you mean 'maxmem'?") and the command
+    that lists them all (``listing``), so that a typo does not bury the answer under
+    a hundred names. ``noun`` says what the known names are ("known fields"); they are
+    shown in the order given."""
+    wanted = [names] if isinstance(names, str) else list(names)
+    candidates = list(dict.fromkeys(known))
+    if len(candidates) <= LIST_ALL_UP_TO:
+        return f"{noun}: {', '.join(candidates) or '(none)'}"
+    near: list[str] = []
+    for name in wanted:
+        near += [n for n in difflib.get_close_matches(name, candidates, n=NEAREST, cutoff=0.6)
+                 if n not in near]
+    if listing:
+        where = f"'{listing}' lists all {len(candidates)} {noun}"
+    else:
+        where = f"{len(candidates)} {noun}, for example {', '.join(candidates[:5])}, ..."
+    if not near:
+        return where
+    return f"did you mean {' or '.join(repr(n) for n in near[:NEAREST])}? ({where})"
 
 
 def _registry() -> dict[str, type[CorralError]]:

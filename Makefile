@@ -57,8 +57,19 @@ unit: $(STAMP)
 integration: $(STAMP) sysdeps
 	$(VENV)/bin/pytest -q tests/integration
 
+# A running demo is never replaced without asking: on a terminal `make demo` asks, and
+# elsewhere (CI, no standard input) it refuses at once rather than wait for an answer.
 demo: $(STAMP) sysdeps
-	@$(PY) -m corral.testbed down --dir $(DEMO) >/dev/null 2>&1 || true
+	@if live=$$($(PY) -m corral.testbed running --dir $(DEMO) 2>/dev/null); then \
+	  echo "A demo cluster is running in $(DEMO): $$live"; \
+	  if [ -t 0 ]; then \
+	    printf 'Stop it and start a new one (its instances are lost)? [y/N] '; read answer; \
+	    case "$$answer" in [yY]*) $(PY) -m corral.testbed down --dir $(DEMO);; \
+	      *) echo "Kept the running demo; 'make demo-down' stops it."; exit 1;; esac; \
+	  else \
+	    echo "Refusing to replace it without asking; run 'make demo-down' first." >&2; exit 1; \
+	  fi; \
+	fi
 	$(PY) -m corral.testbed up --nodes 3 --dir $(DEMO)
 	@$(PY) -m corral.testbed demo --dir $(DEMO)
 

@@ -3,8 +3,10 @@
 Every error a user can see is a :class:`CorralError`. Each class carries a stable
 machine-readable ``code`` (what RAPI puts in error bodies and luxi sends over the
 wire), the ``exit_code`` a command-line tool returns and the ``http_status`` RAPI
-answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 11 not the
-master, 13 confirmation needed, 14 unknown field) so that shell scripts keep working.
+answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 confirmation
+needed, 14 unknown field) so that shell scripts keep working. A gnt-* command run on a
+node that is not the master exits 1, as Ganeti's tools do (Ganeti's 11, "not master",
+is only what its daemons exit with).
 
     CorralError                      code "error"              exit 1   HTTP 500
     ├── ParameterError               "parameter-error"         exit 1   HTTP 400
@@ -17,7 +19,7 @@ master, 13 confirmation needed, 14 unknown field) so that shell scripts keep wor
     │   └── SerialConflictError      "serial-conflict"         exit 1   HTTP 409
     ├── ConfigStoreError             "config-store"            exit 1   HTTP 500
     ├── NotClusterError              "not-cluster"             exit 5   HTTP 500
-    ├── NotMasterError               "not-master"              exit 11  HTTP 502
+    ├── NotMasterError               "not-master"              exit 1   HTTP 502
     ├── MasterUnreachableError       "master-unreachable"      exit 1   HTTP 502
     ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
     ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
@@ -40,6 +42,8 @@ side by :func:`from_wire`, so a client catches the same class the server raised.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 __all__ = [
@@ -75,6 +79,7 @@ __all__ = [
     "SerialConflictError",
     "UnknownFieldError",
     "UnknownParameterError",
+    "did_you_mean",
     "from_ganeti",
     "from_wire",
     "to_ganeti",
@@ -164,10 +169,10 @@ class NotClusterError(CorralError):
 
 
 class NotMasterError(CorralError):
-    """The request needs the master node and this is not it."""
+    """The request needs the master node and this is not it; the message names the
+    master. Exit status 1, as Ganeti's gnt-* tools (Ganeti's daemons exit 11)."""
 
     code = "not-master"
-    exit_code = 11
     http_status = 502
 
 
@@ -308,6 +313,36 @@ class InternalError(CorralError):
     """A bug: something that should not happen did. The message says what."""
 
     code = "internal-error"
+
+
+#: Up to this many known names, a message lists them all; beyond, the nearest few.
+LIST_ALL_UP_TO = 8
+#: How many near names a message suggests at most.
+NEAREST = 3
+
+
+def did_you_mean(names: str | Iterable[str], known: Iterable[str], *,
+                 listing: str | None = None, noun: str = "valid ones") -> str:
+    """The end of an "unknown NAME" message: every known name when there are few, else
+    the nearest few to what was given ("did you mean 'maxmem'?") and the command
+    that lists them all (``listing``), so that a typo does not bury the answer under
+    a hundred names. ``noun`` says what the known names are ("known fields"); they are
+    shown in the order given."""
+    wanted = [names] if isinstance(names, str) else list(names)
+    candidates = list(dict.fromkeys(known))
+    if len(candidates) <= LIST_ALL_UP_TO:
+        return f"{noun}: {', '.join(candidates) or '(none)'}"
+    near: list[str] = []
+    for name in wanted:
+        near += [n for n in difflib.get_close_matches(name, candidates, n=NEAREST, cutoff=0.6)
+                 if n not in near]
+    if listing:
+        where = f"'{listing}' lists all {len(candidates)} {noun}"
+    else:
+        where = f"{len(candidates)} {noun}, for example {', '.join(candidates[:5])}, ..."
+    if not near:
+        return where
+    return f"did you mean {' or '.join(repr(n) for n in near[:NEAREST])}? ({where})"
 
 
 def _registry() -> dict[str, type[CorralError]]:

@@ -263,8 +263,12 @@ def test_job_list_pending_selects_ganeti_pending_statuses(fake: Any) -> None:
                                           ["==", "status", "queued"], ["==", "status", "waiting"]]
 
 
+def _query_fields(names: list[str]) -> dict[str, Any]:
+    return {"fields": [{"name": n, "kind": "text"} for n in names]}
+
+
 def test_job_list_archived_adds_the_column(fake: Any) -> None:
-    client = fake(Query=_query(JOB_FIELDS, []))
+    client = fake(Query=_query(JOB_FIELDS, []), QueryFields=_query_fields(JOB_FIELDS))
     run(gnt_job.cli, "list", "--archived")
     assert client.args_of("Query")[1] == ["id", "status", "summary", "archived"]
 
@@ -277,10 +281,10 @@ def test_job_list_bad_id_is_an_error(fake: Any) -> None:
 
 
 def test_unknown_field_warns_and_exits_14(fake: Any) -> None:
-    fake(Query=_query(JOB_FIELDS, JOB_ROWS))
+    fake(Query=_query(JOB_FIELDS, JOB_ROWS), QueryFields=_query_fields(JOB_FIELDS))
     result = run(gnt_job.cli, "list", "-o", "id,bogus")
     assert result.exit_code == 14
-    assert result.stderr == "Warning: Queried for unknown fields bogus\n"
+    assert result.stderr.startswith("Warning: Queried for unknown fields bogus\nHint: ")
     assert result.stdout.splitlines()[1] == " 9 ??"
 
 

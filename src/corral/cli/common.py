@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from corral.errors import CorralError
+from corral.errors import CorralError, MasterUnreachableError
 from corral.luxi import Client
 from corral.paths import Paths
 
@@ -37,9 +37,22 @@ class CorralGroup(click.Group):
             sys.exit(err.exit_code)
 
 
-def get_client(paths: Paths | None = None) -> Client:
-    """A luxi client for this node's master daemon."""
-    return Client((paths or Paths.from_env()).master_socket)
+def get_client(paths: Paths | None = None, *, explain: bool = True) -> Client:
+    """A luxi client for this node's master daemon: the one place the tools connect.
+
+    When the master daemon cannot be reached and ``explain`` holds, the error says
+    why, as Ganeti's tools do: that this machine is in no cluster, or which node is
+    the master to run the command on (see :mod:`corral.cli.master`). That lookup
+    runs only after connecting failed, never on the master's normal path.
+    """
+    paths = paths or Paths.from_env()
+
+    def why(err: MasterUnreachableError) -> CorralError:
+        from corral.cli.master import explain_unreachable
+
+        return explain_unreachable(paths, err)
+
+    return Client(paths.master_socket, explain=why if explain else None)
 
 
 def reason_trail(tool: str, verb: str, user_text: str | None = None) -> list[list[Any]]:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 
 import click
 
 from corral import __version__, daemons
 from corral.cli.common import CorralGroup
+from corral.errors import DaemonError
 from corral.paths import Paths
+from corral.utils.process import running_pid
 
-__all__ = ["main"]
+__all__ = ["main", "wait_for_token"]
+
+#: How long ``start`` waits for a fresh node daemon to write its join token (seconds).
+TOKEN_TIMEOUT = 30.0
 
 
 @click.group(cls=CorralGroup)
@@ -21,9 +28,39 @@ def cli() -> None:
 
 @cli.command()
 def start() -> None:
-    """Start every daemon this node should run; running ones are left alone."""
-    for name, pid in daemons.start(Paths.from_env()).items():
+    """Start every daemon this node should run; running ones are left alone.
+
+    On a node in no cluster yet, print the node daemon's one-time join token, which
+    'gnt-node add --token' on the master needs.
+    """
+    paths = Paths.from_env()
+    joined = paths.node_membership.exists() or paths.config_db.exists()
+    if not joined and running_pid(paths.pid_file("noded")) is None:
+        # A token file left from an earlier run is stale: the new daemon makes its own.
+        with contextlib.suppress(FileNotFoundError):
+            paths.join_token.unlink()
+    for name, pid in daemons.start(paths).items():
         click.echo(f"corral-{name}: running (pid {pid})")
+    if not joined:
+        token = wait_for_token(paths)
+        click.echo(f"join token: {token}")
+        click.echo("This node is in no cluster yet. To add it, run on the master: "
+                   f"gnt-node add --primary-ip ADDRESS --token {token} NODE_NAME "
+                   f"(the token is also in {paths.join_token}).")
+
+
+def wait_for_token(paths: Paths, timeout: float = TOKEN_TIMEOUT) -> str:
+    """The join token the node daemon of a node in no cluster writes at start."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            token = paths.join_token.read_text().strip()
+            if token:
+                return token
+        if time.monotonic() > deadline:
+            raise DaemonError(f"the node daemon wrote no join token to {paths.join_token} "
+                              f"within {timeout:g} s; see {paths.log_file('noded')}")
+        time.sleep(0.05)
 
 
 @cli.command()

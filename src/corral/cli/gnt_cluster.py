@@ -13,6 +13,7 @@ import click
 from corral import __version__, bootstrap, daemons, failover, serializer, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
+from corral.cli.master import NOT_A_CLUSTER, locate_master
 from corral.cli.options import (
     KeyValType,
     dry_run_option,
@@ -27,7 +28,7 @@ from corral.cli.options import (
 from corral.cli.output import format_info
 from corral.cli.tags import add_tag_commands
 from corral.cmdlib.cluster import ClusterSetParams
-from corral.errors import CorralError, ParameterError
+from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
 from corral.opcodes import OpCode
 from corral.paths import Paths
 
@@ -305,9 +306,15 @@ def queue(command: str) -> None:
 
 @cli.command()
 def getmaster() -> None:
-    """Print the name of the master node."""
-    with get_client() as client:
-        (master,) = client.call("QueryConfigValues", ["master_node"])
+    """Print the name of the master node (on any node of the cluster)."""
+    paths = Paths.from_env()
+    try:
+        with get_client(paths, explain=False) as client:
+            (master,) = client.call("QueryConfigValues", ["master_node"])
+    except MasterUnreachableError:
+        master = locate_master(paths).master
+        if master is None:
+            raise OpPrereqError(NOT_A_CLUSTER) from None
     click.echo(master)
 
 
@@ -332,7 +339,7 @@ def redistribute_conf(submit_only: bool, print_jobid: bool, priority: int | None
 def master_ping() -> None:
     """Exit 0 if the master daemon answers on this node, 1 if not."""
     try:
-        with get_client() as client:
+        with get_client(explain=False) as client:
             client.call("QueryClusterInfo")
     except CorralError:
         sys.exit(1)

@@ -30,9 +30,11 @@ from corral.cli.output import effective_units, format_bool, format_table, format
 from corral.errors import (
     NotFoundError,
     ParameterError,
+    did_you_mean,
 )
 from corral.jobs.model import job_error
 from corral.qlang import make_filter
+from corral.qlang.fields import LIST_FIELDS_COMMANDS
 
 __all__ = [
     "EXIT_CONFIRMATION",
@@ -385,6 +387,16 @@ def _unknown_fields(response: Mapping[str, Any]) -> list[str]:
     return [str(f["name"]) for f in response["fields"] if f.get("kind") == "unknown"]
 
 
+def _warn_unknown_fields(client: LuxiCaller, resource: str, unknown: list[str]) -> None:
+    """Ganeti's warning, then corral's hint: the nearest known fields (asked for only
+    now, on this error path) and the command that lists them all."""
+    click.echo(f"Warning: Queried for unknown fields {', '.join(unknown)}", err=True)
+    known = [str(f["name"]) for f in client.call("QueryFields", resource, None)["fields"]]
+    hint = did_you_mean(unknown, known, noun="known fields",
+                        listing=LIST_FIELDS_COMMANDS.get(resource))
+    click.echo(f"Hint: {hint}", err=True)
+
+
 def build_name_filter(
     names: Sequence[str], *, namefield: str = "name", force_filter: bool = False,
     numeric: bool = False,
@@ -439,7 +451,7 @@ def generic_list(
     response = client.call("Query", resource, list(fields), _and(name_filter, qfilter))
     unknown = _unknown_fields(response)
     if unknown:
-        click.echo(f"Warning: Queried for unknown fields {', '.join(unknown)}", err=True)
+        _warn_unknown_fields(client, resource, unknown)
     if as_json:
         names_out = [f["name"] for f in response["fields"]]
         rows = [
@@ -465,7 +477,7 @@ def generic_list_fields(
     response = client.call("QueryFields", resource, list(fields) or None)
     unknown = _unknown_fields(response)
     if unknown:
-        click.echo(f"Warning: Queried for unknown fields {', '.join(unknown)}", err=True)
+        _warn_unknown_fields(client, resource, unknown)
     rows = [
         [f["name"], FIELD_KIND_NAMES.get(str(f.get("kind")), str(f.get("kind"))),
          f.get("title", ""), f.get("doc", "")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from corral.errors import NotFoundError, OpPrereqError
+from corral.errors import NotFoundError, OpPrereqError, did_you_mean
 from corral.objects import Instance, Node, NodeGroup, fill_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
@@ -33,11 +33,9 @@ def _expand(store: ConfigStore, kind: Literal["node", "nodegroup", "instance"],
             key: str) -> Any:
     found = store.find(kind, key)
     if found is None:
-        known = sorted(o.name for o in store.all(kind))
-        shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
-        raise NotFoundError(
-            f"{_WHAT[kind]} {key!r} does not exist (known: {shown or 'none'})"
-        )
+        hint = did_you_mean(key, sorted(o.name for o in store.all(kind)), noun=f"{_WHAT[kind]}s",
+                            listing=f"gnt-{'group' if kind == 'nodegroup' else kind} list")
+        raise NotFoundError(f"{_WHAT[kind]} {key!r} does not exist; {hint}")
     return found
 
 

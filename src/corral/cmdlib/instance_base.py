@@ -39,6 +39,7 @@ from corral.errors import (
     OpPrereqError,
     OsError,
     ParameterError,
+    did_you_mean,
 )
 from corral.locking import LockLevel
 from corral.objects import Disk, Instance, Node
@@ -219,8 +220,9 @@ async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,
     known = {str(entry[0]) for entry in info.get("parameters") or [] if entry}
     unknown = sorted(set(own_params) - known)
     if unknown:
-        raise OsError(f"OS {base} does not have the parameter(s) {', '.join(unknown)}; its "
-                      f"parameters: {', '.join(sorted(known)) or '(none)'}")
+        raise OsError(f"OS {base} does not have the parameter(s) {', '.join(unknown)}; "
+                      + did_you_mean(unknown, sorted(known), noun="parameters of the OS",
+                                     listing=f"gnt-os info {base}"))
     filled = fill_osparams(lu.master.store, os_name, dict(own_params))
     if filled or known:
         # An OS without parameters has nothing to verify: spare the script run.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
-from corral.errors import NotFoundError
+from corral.errors import NotFoundError, did_you_mean
 from corral.opcodes.os_ops import OpOsDiagnose
 from corral.qlang import FieldRegistry, make_simple_filter
 
@@ -192,10 +192,9 @@ class LUOsDiagnose(LogicalUnit[OpOsDiagnose]):
         known = {item.name for item in items}
         unknown = [name for name in self.op.names if name not in known]
         if unknown:
-            raise NotFoundError(
-                f"unknown OS {', '.join(unknown)}; OSes found on the nodes: "
-                f"{', '.join(sorted(known)) or 'none'}"
-            )
+            hint = did_you_mean(unknown, sorted(known), noun="OSes found on the nodes",
+                                listing="gnt-os list")
+            raise NotFoundError(f"unknown OS {', '.join(unknown)}; {hint}")
         fields = list(self.op.output_fields)
         return OS_FIELDS.values(items, fields, diagnose_filter(fields, self.op.names), None)
 

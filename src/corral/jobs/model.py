@@ -18,6 +18,7 @@ from corral.errors import (
     CorralError,
     OpExecError,
     UnknownFieldError,
+    did_you_mean,
     from_ganeti,
     from_wire,
     to_ganeti,
@@ -244,7 +245,8 @@ def job_info(job: Job, fields: Sequence[str]) -> list[Any]:
         values = [JOB_FIELDS[name](job) for name in fields]
     except KeyError as err:
         raise UnknownFieldError(
-            f"unknown job field {err.args[0]!r}; known fields: {', '.join(sorted(JOB_FIELDS))}"
+            f"unknown job field {err.args[0]!r}; "
+            f"{did_you_mean(err.args[0], sorted(JOB_FIELDS), noun='known fields')}"
         ) from None
     return list(as_json_values(values))
 

@@ -32,6 +32,7 @@ from corral.errors import (
     OpExecError,
     ParameterError,
     UnknownFieldError,
+    did_you_mean,
 )
 from corral.jobs.model import (
     CANCELED,
@@ -760,8 +761,8 @@ class JobQueue:
         unknown = [name for name in fields if name not in JOB_FIELDS]
         if unknown:
             raise UnknownFieldError(
-                f"unknown job field(s) {', '.join(unknown)}; known fields: "
-                f"{', '.join(sorted(JOB_FIELDS))}"
+                f"unknown job field(s) {', '.join(unknown)}; "
+                f"{did_you_mean(unknown, sorted(JOB_FIELDS), noun='known fields')}"
             )
         await asyncio.shield(self._store.barrier())
         if ids is None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from corral.errors import MasterUnreachableError, ProtocolError
+from corral.errors import CorralError, MasterUnreachableError, ProtocolError
 from corral.luxi.protocol import EOM, MAX_MESSAGE_BYTES, decode_response, encode_request
 
 __all__ = ["AsyncClient", "Client"]
@@ -26,12 +27,24 @@ def _unreachable(path: Path, err: OSError) -> MasterUnreachableError:
     )
 
 
-class Client:
-    """A blocking luxi client; one connection, reused for every call."""
+#: Turns "cannot connect" into the error the user should see (see :class:`Client`).
+Explain = Callable[[MasterUnreachableError], CorralError]
 
-    def __init__(self, path: Path, timeout: float = DEFAULT_TIMEOUT) -> None:
+
+class Client:
+    """A blocking luxi client; one connection, reused for every call.
+
+    ``explain`` is called only when connecting fails, with the plain "cannot reach"
+    error, and returns the error to raise instead: the command line uses it to say
+    which node is the master when it runs elsewhere. Connecting on the master costs
+    nothing extra, since the hook runs only on that failure path.
+    """
+
+    def __init__(self, path: Path, timeout: float = DEFAULT_TIMEOUT,
+                 explain: Explain | None = None) -> None:
         self.path = path
         self.timeout = timeout
+        self._explain = explain
         self._sock: socket.socket | None = None
         self._buffer = b""
 
@@ -43,7 +56,10 @@ class Client:
                 sock.connect(str(self.path))
             except OSError as err:
                 sock.close()
-                raise _unreachable(self.path, err) from None
+                unreachable = _unreachable(self.path, err)
+                if self._explain is not None:
+                    raise self._explain(unreachable) from None
+                raise unreachable from None
             self._sock = sock
         return self._sock
 

@@ -19,7 +19,13 @@ from corral.cmdlib.cluster import cluster_info
 from corral.cmdlib.query import FILTER_FIELDS, find_resource
 from corral.cmdlib.tags import object_tags
 from corral.config import ConfigStore
-from corral.errors import NotFoundError, ParameterError, ProtocolError, UnknownFieldError
+from corral.errors import (
+    NotFoundError,
+    ParameterError,
+    ProtocolError,
+    UnknownFieldError,
+    did_you_mean,
+)
 from corral.jobs import JobQueue
 from corral.jobs.fields import JOB_QUERY_FIELDS
 from corral.jobs.filters import validate_rule
@@ -153,10 +159,9 @@ class MasterMethods:
             elif isinstance(field, str) and field in Cluster.__struct_fields__:
                 values.append(msgspec.to_builtins(getattr(cluster, field)))
             else:
-                valid = sorted({*_DERIVED_VALUES, *Cluster.__struct_fields__})
-                raise UnknownFieldError(
-                    f"unknown configuration value {field!r}; valid ones: {', '.join(valid)}"
-                )
+                hint = did_you_mean(
+                    str(field), sorted({*_DERIVED_VALUES, *Cluster.__struct_fields__}))
+                raise UnknownFieldError(f"unknown configuration value {field!r}; {hint}")
         return values
 
     async def query_tags(self, args: list[Any]) -> list[str]:

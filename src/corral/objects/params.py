@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from corral.errors import ParameterError, UnknownParameterError
+from corral.errors import ParameterError, UnknownParameterError, did_you_mean
 
 __all__ = [
     "BE_PARAMS",
@@ -264,8 +264,8 @@ def coerce(family: str, name: str, spec: ParamSpec, value: Any) -> Any:
 
 
 def _unknown(family: str, name: str, specs: Mapping[str, ParamSpec]) -> UnknownParameterError:
-    valid = ", ".join(sorted(specs)) or "(none)"
-    return UnknownParameterError(f"unknown {family} parameter '{name}'; valid ones: {valid}")
+    hint = did_you_mean(name, sorted(specs), listing="gnt-cluster info")
+    return UnknownParameterError(f"unknown {family} parameter '{name}'; {hint}")
 
 
 def validate_params(

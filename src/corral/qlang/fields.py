@@ -23,10 +23,10 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 
-from corral.errors import QueryFilterError, UnknownFieldError
+from corral.errors import QueryFilterError, UnknownFieldError, did_you_mean
 from corral.qlang.compiler import ResultStatus, compile_filter
 
-__all__ = ["KINDS", "Field", "FieldDef", "FieldKind", "FieldRegistry"]
+__all__ = ["KINDS", "LIST_FIELDS_COMMANDS", "Field", "FieldDef", "FieldKind", "FieldRegistry"]
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -46,6 +46,12 @@ def _is_int(value: object) -> bool:
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
+
+#: The command that lists a resource's fields, named in "unknown field" messages.
+LIST_FIELDS_COMMANDS: Final[dict[str, str]] = {
+    resource: f"gnt-{resource} list-fields"
+    for resource in ("node", "group", "instance", "job", "filter")
+}
 
 #: Which filter values each kind can be compared with (Ganeti's checks), and how to say so.
 _KIND_VALUES: Final[dict[str, tuple[Callable[[object], bool], str]]] = {
@@ -168,6 +174,12 @@ class FieldRegistry(Generic[C, T]):
         """The answer to ``QueryFields``: ``{"fields": [definition dicts]}``."""
         return {"fields": [d.to_dict() for d in self.definitions(names)]}
 
+    def field_hint(self, unknown: Sequence[str]) -> str:
+        """The end of an "unknown field" message: the nearest known fields and the
+        command that lists them all."""
+        return did_you_mean(unknown, self.names(), noun="known fields",
+                            listing=LIST_FIELDS_COMMANDS.get(self.resource))
+
     def compile(self, qfilter: Any, ctx: C) -> Callable[[T], bool]:
         """Compile a list-form filter over this resource's fields, for one ``ctx``.
 
@@ -181,7 +193,7 @@ class FieldRegistry(Generic[C, T]):
             except KeyError:
                 raise UnknownFieldError(
                     f"unknown field {name!r} in the query filter for {self.resource}; "
-                    f"known fields: {', '.join(self.names())}"
+                    f"{self.field_hint([name])}"
                 ) from None
             getter = field.getter
             if field.split_timestamp:
@@ -233,7 +245,7 @@ class FieldRegistry(Generic[C, T]):
         if unknown:
             raise UnknownFieldError(
                 f"unknown output field(s) for {self.resource}: {', '.join(unknown)}; "
-                f"known fields: {', '.join(self.names())}"
+                f"{self.field_hint(unknown)}"
             )
         answer = self.query(items, fields, qfilter, ctx)
         return [[value for _status, value in row] for row in answer["data"]]

@@ -15,7 +15,9 @@ from pathlib import Path
 import click
 
 from corral.cli.common import CorralGroup
+from corral.daemons import status as daemon_status
 from corral.errors import NotFoundError
+from corral.paths import Paths
 from corral.testbed import STATE_FILE, down, failover, load, up
 
 _dir_option = click.option(
@@ -45,6 +47,19 @@ def down_command(directory: Path) -> None:
     """Stop the processes the testbed in DIR started (and only those)."""
     stopped = down(directory)
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@cli.command("running")
+@_dir_option
+def running_command(directory: Path) -> None:
+    """Exit 0 and list the live daemons if the testbed in DIR runs, else exit 1."""
+    testbed = load(directory.resolve())
+    live = [] if testbed is None else [
+        f"corral-{name} on {node.name} (pid {pid})" for node in testbed.nodes
+        for name, pid in daemon_status(Paths(Path(node.root))).items() if pid is not None]
+    if not live:
+        sys.exit(1)
+    click.echo(", ".join(live))
 
 
 @cli.command("failover")

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 
@@ -123,12 +133,29 @@ def plain_detail(text: str) -> str:
     return text.replace("`", "")
 
 
+def _choices(op_id: str, path: str) -> str:
+    """The values a top-level ``Literal`` parameter accepts (``?`` when not one)."""
+    hint = get_type_hints(REGISTRY[op_id]).get(path)
+    values: list[str] = []
+    pending = [hint]
+    while pending:
+        item = pending.pop(0)
+        if get_origin(item) is Literal:
+            values.extend(str(v) for v in get_args(item))
+        else:
+            pending.extend(get_args(item))
+    return ", ".join(values) or "?"
+
+
 def _explain(naming: _Naming, err: msgspec.ValidationError) -> str:
     text = str(err)
     match = _PATH_RE.search(text)
     detail = plain_detail(text[: match.start()] if match else text)
     if match and match.group("path"):
-        return naming.message(match.group("path"), f"{detail[0].lower()}{detail[1:]}")
+        path = match.group("path")
+        if detail.startswith("Invalid enum value"):
+            detail = f"{detail}; valid: {_choices(naming.op_id, path)}"
+        return naming.message(path, f"{detail[0].lower()}{detail[1:]}")
     if detail.startswith("Object missing required field"):
         field = detail.rsplit(" ", 1)[1]
         return f"{naming.where}: parameter '{naming.path(field)}' is required"

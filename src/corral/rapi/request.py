@@ -164,8 +164,8 @@ class RapiRequest:
         stands in for the request body when the handler has taken keys out of it. The
         opcode is checked here, types and shapes down to ``disks[0].size``, so a bad
         body is refused before anything is queued; errors name parameters by their
-        body keys (``rename`` inverted, plus ``names``: opcode parameter -> body key
-        for fixed parameters a handler took from the body).
+        body keys (``rename`` inverted for the keys the body used, plus ``names``:
+        opcode parameter -> body key, for fixed parameters a handler took from the body).
         """
         if body is not None:
             params = dict(body)
@@ -174,12 +174,14 @@ class RapiRequest:
         else:
             body = self.body if isinstance(self.body, dict) else {}
             params = {k: v for k, v in body.items() if k == "depends"}
+        client_names = dict(names or {})
         for old, new in (rename or {}).items():
             if old in params and new in params:
                 raise ParameterError(f"body parameter {old!r} is another name for {new!r}; "
                                      "give only one of them")
             if old in params:
                 params[new] = params.pop(old)
+                client_names[new] = old
         clash = sorted(set(params) & {*fixed, "reason"})
         if clash:
             raise ParameterError(
@@ -187,7 +189,6 @@ class RapiRequest:
                 f"{'it comes' if len(clash) == 1 else 'they come'} from the URL, the query "
                 "arguments or RAPI itself")
         op = {"OP_ID": op_id, **params, **fixed, "reason": self.reason_trail()}
-        client_names = {new: old for old, new in (rename or {}).items()} | dict(names or {})
         op_from_dict(op, where="body", names=client_names)
         self._client_names[id(op)] = client_names
         return op

@@ -246,14 +246,23 @@ def instance_life(s: Session, pnode: str) -> None:
 
 
 def failed_job(s: Session) -> None:
-    """A job that fails: how its error is encoded, which scripts read to decide what to
-    do (Ganeti: ``opresult`` holds ``[error class, [message, error code]]``, the codes
-    being the client's ``ECODE_*``)."""
+    """A body naming a node that does not exist is refused at submission (HTTP 400,
+    no job); a job that fails: how its error is encoded, which scripts read to decide
+    what to do (Ganeti: ``opresult`` holds ``[error class, [message, error code]]``,
+    the codes being the client's ``ECODE_*``)."""
     c = s.client
     with s.running("POST /2/instances (unknown node)"):
-        job_id = c.CreateInstance("create", "broken.testbed", "diskless", [], [{}],
-                                  os="corral-ext4", pnode="no-such-node.testbed",
-                                  name_check=False, ip_check=False)
+        try:
+            answer = c.CreateInstance("create", "broken.testbed", "diskless", [], [{}],
+                                      os="corral-ext4", pnode="no-such-node.testbed",
+                                      name_check=False, ip_check=False)
+        except s.rapi.GanetiApiError as err:
+            s.report["refused_create"] = {"code": err.code,
+                                          "names_pnode": "'pnode'" in str(err)}
+        else:
+            raise SessionError(f"an unknown pnode was accepted: job {answer!r}")
+    with s.running("PUT /2/instances/no-such-instance.testbed/startup"):
+        job_id = c.StartupInstance("no-such-instance.testbed")
         deadline = time.monotonic() + s.job_timeout
         while (job := c.GetJobStatus(job_id))["status"] not in FINAL:
             s.expect(time.monotonic() < deadline, f"job {job_id} does not end")

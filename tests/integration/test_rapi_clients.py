@@ -196,9 +196,11 @@ def session_expectations(report: dict[str, Any], cluster: str
     eq("removed", life["removed"], True)
     eq("GET after remove", life["after_remove_status"], 404)
 
+    eq("create with an unknown pnode: refused at submission", report["refused_create"],
+       {"code": 400, "names_pnode": True})
     failed = report["failed_job"]
-    eq("job with an unknown pnode: status, opstatus", [failed["status"], failed["opstatus"]],
-       ["error", ["error"]])
+    eq("startup of an unknown instance: status, opstatus",
+       [failed["status"], failed["opstatus"]], ["error", ["error"]])
     error = (failed["opresult"] or [None])[0]
     holds("its opresult[0]", error,
           "[\"OpPrereqError\", [message, \"unknown_entity\"]] (the client's ECODE_NOENT)",

@@ -68,12 +68,13 @@ def test_any_valid_test_delay_round_trips(duration: float, on_master: bool, node
 
 
 @pytest.mark.parametrize(("data", "expected"), [
-    ({"OP_ID": "OP_TEST_DELAY", "duration": "1"}, "parameter 'duration': expected float, got str"),
+    ({"OP_ID": "OP_TEST_DELAY", "duration": "1"},
+     "parameter 'duration': expected a number, got a string"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": -1}, "parameter 'duration': expected float >= 0"),
     ({"OP_ID": "OP_TEST_DELAY"}, "parameter 'duration' is required"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "repeat": -2}, "parameter 'repeat'"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "on_nodes": [3]},
-     "parameter 'on_nodes[0]': expected str, got int"),
+     "parameter 'on_nodes[0]': expected a string, got an integer"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "priority": 20},
      "parameter 'priority': expected int <= 19"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "depends": [[1, ["running"]]]},

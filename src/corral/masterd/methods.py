@@ -20,7 +20,9 @@ from corral.cmdlib.query import FILTER_FIELDS, find_resource
 from corral.cmdlib.tags import object_tags
 from corral.config import ConfigStore
 from corral.errors import (
+    CorralError,
     NotFoundError,
+    OsNotFoundError,
     ParameterError,
     ProtocolError,
     UnknownFieldError,
@@ -33,6 +35,7 @@ from corral.luxi import Request
 from corral.masterd.state import MasterState
 from corral.objects import Cluster, FilterRule
 from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
+from corral.opcodes.checks import REFERENCES
 from corral.opcodes.reason import CLIENT_PREFIX
 
 __all__ = ["WFJC_MAX_TIMEOUT", "MasterMethods"]
@@ -44,6 +47,13 @@ Method = Callable[[list[Any]], Awaitable[Any]]
 #: Config values with a name of their own; every Cluster field is available too.
 _DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hypervisor",
                    "drain_flag")
+
+#: Seconds the submission check waits for a node to say whether it has an OS.
+OS_CHECK_TIMEOUT = 10.0
+
+#: Opcodes that make a node or group that later opcodes of the same job may name.
+_CREATES = {"OP_NODE_ADD": ("node", "node_name"), "OP_GROUP_ADD": ("nodegroup", "group_name"),
+            "OP_GROUP_RENAME": ("nodegroup", "new_name")}
 
 #: Longest a WaitForJobChange call waits before answering "nochange" (seconds).
 WFJC_MAX_TIMEOUT = 30.0
@@ -87,6 +97,11 @@ def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
             raise type(err)(f"{where}, opcode {index}: {err.message}") from None
         result.append(op)
     return result
+
+
+def _listing(names: list[str], limit: int = 10) -> str:
+    shown = ", ".join(sorted(names)[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 class MasterMethods:
@@ -175,7 +190,9 @@ class MasterMethods:
     async def submit_job(self, args: list[Any]) -> int:
         """``SubmitJob(ops)``: queue one job; its id once it is durable."""
         _arity("SubmitJob", args, ("ops",))
-        return await self.queue.submit(parse_ops(args[0]))
+        ops = parse_ops(args[0])
+        await self.check_references(ops)
+        return await self.queue.submit(ops)
 
     async def submit_many_jobs(self, args: list[Any]) -> list[tuple[bool, int | str]]:
         """``SubmitManyJobs(jobs)``: queue several jobs; ``[success, id or message]`` each.
@@ -187,7 +204,68 @@ class MasterMethods:
         if not isinstance(args[0], list):
             raise ParameterError(f"SubmitManyJobs: expected a list of jobs, got {args[0]!r}")
         jobs = [parse_ops(ops, f"job {index}") for index, ops in enumerate(args[0])]
+        for index, ops in enumerate(jobs):
+            await self.check_references(ops, f"job {index}")
         return await self.queue.submit_many(jobs)
+
+    async def check_references(self, ops: list[OpCode], where: str = "job") -> None:
+        """Refuse a job whose parameters name nodes, node groups or OSes that do not
+        exist (:data:`corral.opcodes.checks.REFERENCES`), before it is queued.
+
+        Names are looked up in the configuration the master holds (a dict look-up
+        each); an OS is asked of the node the opcode installs on, only when an opcode
+        names one. A job that depends on other jobs is not checked (they may create
+        what it names); names made by earlier opcodes of the job count as existing.
+        Whatever cannot be decided here (a node that does not answer) is left to the
+        logical unit.
+        """
+        if any(op.depends for op in ops):
+            return
+        created: set[tuple[str, str]] = set()
+        for index, op in enumerate(ops):
+            for param, what in REFERENCES.get(op.OP_ID, {}).items():
+                value = getattr(op, param)
+                if value is None or value == "" or value == []:
+                    continue
+                prefix = f"{where}, opcode {index}: {op.OP_ID}: parameter '{param}'"
+                if what == "os":
+                    await self._check_os(op, str(value), prefix)
+                    continue
+                kind = "node" if what in ("node", "nodes") else "nodegroup"
+                for name in value if isinstance(value, list) else [value]:
+                    if (kind, name) in created or self.store.find(kind, name) is not None:
+                        continue
+                    noun = "node" if kind == "node" else "node group"
+                    known = [obj.name for obj in self.store.all(kind)]
+                    raise ParameterError(f"{prefix}: no {noun} {name!r} in the cluster (by "
+                                         f"name or UUID); the {noun}s: {_listing(known)}")
+            made = _CREATES.get(op.OP_ID)
+            if made is not None:
+                created.add((made[0], getattr(op, made[1])))
+
+    async def _check_os(self, op: OpCode, os_name: str, prefix: str) -> None:
+        """Refuse an OS the node the opcode installs on does not have."""
+        node = None
+        if op.OP_ID == "OP_INSTANCE_CREATE":
+            key = getattr(op, "pnode", None) or getattr(op, "pnode_uuid", None)
+            node = self.store.find("node", key) if key else None
+        else:
+            inst = self.store.find("instance", getattr(op, "instance_name", ""))
+            node = self.store.find("node", inst.primary_node) if inst is not None else None
+        if node is None or node.offline:
+            return  # nothing to ask; the logical unit reports what is wrong
+        base = os_name.partition("+")[0]
+        try:
+            results = await self.state.context.rpc.call(
+                [node], "os_get",
+                {"name": base, "search_path": list(self.store.cluster.os_search_path)},
+                timeout=OS_CHECK_TIMEOUT)
+        except CorralError:
+            return
+        error = results[node.name].error
+        if isinstance(error, OsNotFoundError):
+            raise ParameterError(f"{prefix}: node {node.name} has no OS {base!r}: "
+                                 f"{error.message}")
 
     async def wait_for_job_change(self, args: list[Any]) -> Any:
         """``WaitForJobChange(id, fields, prev_info, prev_serial, timeout)``."""

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 
-from corral.errors import ParameterError
+from corral.errors import ParameterError, UnknownParameterError
+from corral.opcodes.checks import Problem, check_shapes
 
 __all__ = [
     "FINAL_JOB_STATUSES",
@@ -24,6 +35,7 @@ __all__ = [
     "op_from_dict",
     "op_summary",
     "op_to_dict",
+    "plain_detail",
     "register",
 ]
 
@@ -83,32 +95,87 @@ def _union() -> Any:
 
 
 _PATH_RE = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_FIRST_RE = re.compile(r"^[^.\[]*")
 
 
-def _explain(op_id: str, err: msgspec.ValidationError) -> str:
+class _Naming:
+    """How an error names a parameter: as the caller calls it (``names`` maps opcode
+    parameters to the caller's keys, e.g. RAPI's ``os`` for ``os_type``), after
+    ``where`` (the opcode's id by default)."""
+
+    def __init__(self, op_id: str, where: str | None, names: Mapping[str, str] | None) -> None:
+        self.op_id = op_id
+        self.where = where or op_id
+        self.names = names or {}
+
+    def path(self, path: str) -> str:
+        """``os_type`` -> ``os``; ``disks[0].size`` keeps its inner part."""
+        return _FIRST_RE.sub(lambda m: self.names.get(m.group(0), m.group(0)), path, count=1)
+
+    def message(self, path: str, detail: str) -> str:
+        return f"{self.where}: parameter '{self.path(path)}': {detail}"
+
+
+_EXPECTED_RE = re.compile(r"^Expected `(?P<types>[^`]*)`, got `(?P<got>[^`]*)`")
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number",
+               "bool": "true or false", "array": "a list", "object": "an object",
+               "null": "null"}
+
+
+def plain_detail(text: str) -> str:
+    """msgspec's ``Expected `str | null`, got `int``` in words: "expected a string or
+    null, got an integer"; other details with their backquotes dropped."""
+    match = _EXPECTED_RE.match(text)
+    if match:
+        wanted = " or ".join(_TYPE_WORDS.get(t, t) for t in match.group("types").split(" | "))
+        got = _TYPE_WORDS.get(match.group("got"), match.group("got"))
+        text = f"expected {wanted}, got {got}{text[match.end():]}"
+    return text.replace("`", "")
+
+
+def _choices(op_id: str, path: str) -> str:
+    """The values a top-level ``Literal`` parameter accepts (``?`` when not one)."""
+    hint = get_type_hints(REGISTRY[op_id]).get(path)
+    values: list[str] = []
+    pending = [hint]
+    while pending:
+        item = pending.pop(0)
+        if get_origin(item) is Literal:
+            values.extend(str(v) for v in get_args(item))
+        else:
+            pending.extend(get_args(item))
+    return ", ".join(values) or "?"
+
+
+def _explain(naming: _Naming, err: msgspec.ValidationError) -> str:
     text = str(err)
     match = _PATH_RE.search(text)
-    detail = text[: match.start()] if match else text
-    detail = detail.replace("`", "")
+    detail = plain_detail(text[: match.start()] if match else text)
     if match and match.group("path"):
         path = match.group("path")
-        return f"{op_id}: parameter '{path}': {detail[0].lower()}{detail[1:]}"
+        if detail.startswith("Invalid enum value"):
+            detail = f"{detail}; valid: {_choices(naming.op_id, path)}"
+        return naming.message(path, f"{detail[0].lower()}{detail[1:]}")
     if detail.startswith("Object missing required field"):
         field = detail.rsplit(" ", 1)[1]
-        return f"{op_id}: parameter '{field}' is required"
+        return f"{naming.where}: parameter '{naming.path(field)}' is required"
     if detail.startswith("Object contains unknown field"):
         field = detail.split("unknown field", 1)[1].strip()
-        cls = REGISTRY[op_id]
-        valid = ", ".join(sorted(cls.__struct_fields__))
-        return f"{op_id}: unknown parameter {field}; valid parameters: {valid}"
-    return f"{op_id}: {detail}"
+        cls = REGISTRY[naming.op_id]
+        valid = ", ".join(sorted(naming.path(name) for name in cls.__struct_fields__))
+        return f"{naming.where}: unknown parameter {field}; valid parameters: {valid}"
+    return f"{naming.where}: {detail}"
 
 
-def op_from_dict(data: Mapping[str, Any]) -> OpCode:
+def op_from_dict(data: Mapping[str, Any], *, where: str | None = None,
+                 names: Mapping[str, str] | None = None) -> OpCode:
     """Build and validate an opcode from its Ganeti dict form.
 
-    Errors are :class:`ParameterError` naming the opcode, the parameter and what
-    it expects.
+    Every parameter is checked, including the disk and NIC definitions and the
+    parameter families inside dict parameters (:func:`corral.opcodes.checks.check_shapes`).
+    Errors are :class:`ParameterError` naming, after ``where`` (default: the opcode's
+    id), the path of the wrong value (``disks[0].size``) and what is accepted there;
+    ``names`` renames parameters for callers whose users know them by other names.
     """
     if not isinstance(data, Mapping):
         raise ParameterError(f"an opcode must be an object with an OP_ID, got {data!r}")
@@ -119,8 +186,13 @@ def op_from_dict(data: Mapping[str, Any]) -> OpCode:
         )
     try:
         op: OpCode = msgspec.convert(dict(data), _union())
+        check_shapes(op)
     except msgspec.ValidationError as err:
-        raise ParameterError(_explain(op_id, err)) from None
+        raise ParameterError(_explain(_Naming(op_id, where, names), err)) from None
+    except Problem as problem:
+        naming = _Naming(op_id, where, names)
+        cls = UnknownParameterError if problem.unknown else ParameterError
+        raise cls(naming.message(problem.path, problem.detail)) from None
     return op
 
 

@@ -9,6 +9,7 @@ body and fixed parameters) and talk to the master daemon through luxi.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +31,10 @@ __all__ = ["FINAL_STATUSES", "RapiRequest", "job_error", "parse_args"]
 
 #: Job statuses after which nothing changes.
 FINAL_STATUSES: Final = frozenset({"success", "error", "canceled"})
+
+#: How the master names an opcode parameter when it refuses a submitted job.
+_SUBMIT_ERROR_RE: Final = re.compile(
+    r"^job, opcode (?P<index>\d+): OP_[A-Z_]+: parameter '(?P<param>[a-z_]+)'")
 
 #: Seconds one WaitForJobChange call may wait (Ganeti's RAPI uses 10).
 WAIT_TIMEOUT: Final = 10.0
@@ -94,6 +99,9 @@ class RapiRequest:
         self.body = body
         self.user = user
         self.luxi = luxi
+        #: Per opcode built by :meth:`opcode` (by identity): the body key of each
+        #: parameter whose key differs, to name it in errors the master reports.
+        self._client_names: dict[int, dict[str, str]] = {}
 
     # -- arguments --------------------------------------------------------------------
 
@@ -147,13 +155,17 @@ class RapiRequest:
 
     def opcode(self, op_id: str, fixed: Mapping[str, Any], *, from_body: bool = True,
                rename: Mapping[str, str] | None = None,
-               body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               body: Mapping[str, Any] | None = None,
+               names: Mapping[str, str] | None = None) -> dict[str, Any]:
         """An opcode in dict form: body parameters (renamed), then ``fixed`` ones.
 
         ``fixed`` parameters come from the path and query arguments; the body may not
         set them. Without ``from_body`` only the body's ``depends`` is used; ``body``
         stands in for the request body when the handler has taken keys out of it. The
-        opcode is checked here, so a bad body is refused before anything is queued.
+        opcode is checked here, types and shapes down to ``disks[0].size``, so a bad
+        body is refused before anything is queued; errors name parameters by their
+        body keys (``rename`` inverted for the keys the body used, plus ``names``:
+        opcode parameter -> body key, for fixed parameters a handler took from the body).
         """
         if body is not None:
             params = dict(body)
@@ -162,12 +174,14 @@ class RapiRequest:
         else:
             body = self.body if isinstance(self.body, dict) else {}
             params = {k: v for k, v in body.items() if k == "depends"}
+        client_names = dict(names or {})
         for old, new in (rename or {}).items():
             if old in params and new in params:
                 raise ParameterError(f"body parameter {old!r} is another name for {new!r}; "
                                      "give only one of them")
             if old in params:
                 params[new] = params.pop(old)
+                client_names[new] = old
         clash = sorted(set(params) & {*fixed, "reason"})
         if clash:
             raise ParameterError(
@@ -175,21 +189,40 @@ class RapiRequest:
                 f"{'it comes' if len(clash) == 1 else 'they come'} from the URL, the query "
                 "arguments or RAPI itself")
         op = {"OP_ID": op_id, **params, **fixed, "reason": self.reason_trail()}
-        op_from_dict(op)
+        op_from_dict(op, where="body", names=client_names)
+        self._client_names[id(op)] = client_names
         return op
 
     async def call(self, method: str, *args: Any) -> Any:
         """Call a luxi method on the master daemon."""
         return await self.luxi.call(method, *args)
 
+    async def _submit(self, ops: tuple[dict[str, Any], ...]) -> int:
+        """``SubmitJob``; a refusal naming an opcode parameter names it as the body does.
+
+        The master checks what the opcodes name (nodes, groups, OSes) against its
+        configuration and refuses the job before queueing it; its message says
+        ``job, opcode N: OP_...: parameter 'os_type': ...``.
+        """
+        try:
+            return int(await self.call("SubmitJob", list(ops)))
+        except ParameterError as err:
+            match = _SUBMIT_ERROR_RE.match(err.message)
+            if match is None or int(match.group("index")) >= len(ops):
+                raise
+            names = self._client_names.get(id(ops[int(match.group("index"))]), {})
+            param = match.group("param")
+            raise type(err)(f"body: parameter '{names.get(param, param)}'"
+                            f"{err.message[match.end():]}") from None
+
     async def submit(self, *ops: dict[str, Any]) -> str:
         """Submit one job of ``ops``; its id as a string, as Ganeti's RAPI answers."""
-        return str(await self.call("SubmitJob", list(ops)))
+        return str(await self._submit(ops))
 
     async def run(self, *ops: dict[str, Any]) -> list[Any]:
         """Submit one job, wait for it to end and return its opcode results, or raise
         the error of the opcode that failed."""
-        job_id = int(await self.call("SubmitJob", list(ops)))
+        job_id = await self._submit(ops)
         prev_info: list[Any] | None = None
         prev_serial: int | None = None
         while True:

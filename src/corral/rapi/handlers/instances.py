@@ -128,7 +128,7 @@ async def reinstall(req: RapiRequest) -> str:
         req.opcode("OP_INSTANCE_SHUTDOWN", {"instance_name": name}, from_body=False),
         req.opcode("OP_INSTANCE_REINSTALL", {"instance_name": name, "os_type": body.get("os"),
                                              "osparams": body.get("osparams")},
-                   from_body=False),
+                   from_body=False, names={"os_type": "os"}),
     ]
     if body.get("start", True):
         ops.append(req.opcode("OP_INSTANCE_STARTUP", {"instance_name": name, "force": False},

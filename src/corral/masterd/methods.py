@@ -99,11 +99,6 @@ def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
     return result
 
 
-def _listing(names: list[str], limit: int = 10) -> str:
-    shown = ", ".join(sorted(names)[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 class MasterMethods:
     """Dispatches luxi requests to the master daemon's state."""
 
@@ -236,9 +231,11 @@ class MasterMethods:
                     if (kind, name) in created or self.store.find(kind, name) is not None:
                         continue
                     noun = "node" if kind == "node" else "node group"
-                    known = [obj.name for obj in self.store.all(kind)]
+                    known = sorted(obj.name for obj in self.store.all(kind))
+                    hint = did_you_mean(name, known, noun=f"{noun}s",
+                                        listing=f"gnt-{'node' if kind == 'node' else 'group'} list")
                     raise ParameterError(f"{prefix}: no {noun} {name!r} in the cluster (by "
-                                         f"name or UUID); the {noun}s: {_listing(known)}")
+                                         f"name or UUID); {hint}")
             made = _CREATES.get(op.OP_ID)
             if made is not None:
                 created.add((made[0], getattr(op, made[1])))

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, get_args, get_type_hints
 
 import msgspec
 
-from corral.errors import ParameterError
+from corral.errors import ParameterError, did_you_mean
 from corral.objects.params import (
     BE_PARAMS,
     DISK_PARAMS,
@@ -175,9 +175,9 @@ def _check_family(path: str, family: str, specs: Mapping[str, ParamSpec], values
     for name, value in values.items():
         spec = specs.get(name)
         if spec is None:
-            valid = ", ".join(sorted(specs)) or "(none)"
-            raise Problem(f"{path}.{name}", f"unknown {family} parameter {name!r}; valid ones: "
-                                            f"{valid}", unknown=True)
+            hint = did_you_mean(name, sorted(specs), listing="gnt-cluster info")
+            raise Problem(f"{path}.{name}", f"unknown {family} parameter {name!r}; {hint}",
+                          unknown=True)
         if value is None or value == "default":
             continue
         try:
@@ -211,7 +211,7 @@ def _check_nested(path: str, family: str, specs: Mapping[str, Mapping[str, Param
         raise Problem(path, f"expected an object keyed by {what}, got {values!r}")
     for key, inner in values.items():
         if key not in specs:
-            raise Problem(f"{path}.{key}", f"unknown {what} {key!r}; valid: {', '.join(specs)}",
+            raise Problem(f"{path}.{key}", f"unknown {what} {key!r}; {did_you_mean(key, specs)}",
                           unknown=True)
         _check_family(f"{path}.{key}", family, specs[key], inner)
 

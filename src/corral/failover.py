@@ -154,6 +154,13 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
                 timeout=handover_wait + _DEMOTE_MARGIN)
             infos[old_master] = demoted[old_master].get(f"demoting {old_master}")
             _report_handover(infos[old_master], result, feedback)
+            # The handover replicated the jobs' final states: ask again what the
+            # others hold now, so that a copy is made only when one is missing.
+            others = [targets[name] for name in infos if name != old_master]
+            for name, answer in (await client.call(others, "master_info", {}, timeout=10)
+                                 ).items():
+                if answer.error is None:
+                    infos[name] = answer.payload
         elif old_master != me:
             feedback(f"The old master {old_master} does not answer; it will not know it "
                      "was replaced: keep it down or run master-failover there later")

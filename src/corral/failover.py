@@ -8,8 +8,13 @@ node's certificate):
    for its role and the serials of the configuration and job queue it holds.
    Unless ``no_voting``, a majority of the candidates (this one included) must
    answer, so that two halves of a split cluster cannot both elect a master.
-2. If the old master answers, demote it: its master daemon and RAPI stop (pushing
-   their last changes to the candidates) and its files become replicas.
+2. If the old master answers, demote it. Its master daemon first hands the job
+   queue over: it refuses new jobs, lets the running opcodes finish (for at most
+   ``handover_wait`` seconds; an opcode still running then is interrupted and
+   ends in error saying so) and leaves every unfinished job queued, with its
+   finished opcodes recorded. Then its master daemon and RAPI stop (pushing their
+   last changes to the candidates) and its files become replicas. No job is lost:
+   the new master continues every one that is not finished.
 3. Take the newest state: if another node holds a newer configuration or job queue
    than this one (the old master killed before it could push its last commit, say),
    copy its replicas here first.
@@ -26,12 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.config import ConfigStore
-from corral.errors import OpPrereqError
+from corral.errors import OpPrereqError, ParameterError
+from corral.noded.master_role import DEFAULT_HANDOVER_WAIT
 from corral.objects import Node
 from corral.paths import Paths
 from corral.rpc.client import RpcClient, Target
 
-__all__ = ["FailoverResult", "master_failover"]
+__all__ = ["DEFAULT_HANDOVER_WAIT", "FailoverResult", "master_failover"]
 
 Feedback = Callable[[str], None]
 
@@ -45,6 +51,10 @@ class FailoverResult:
     voters: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
     copied_from: str | None = None
+    #: The jobs the old master left unfinished (the new master continues them).
+    handed_over: list[int] = field(default_factory=list)
+    #: The jobs whose running opcode the handover had to interrupt.
+    interrupted: list[int] = field(default_factory=list)
 
 
 def _my_name(paths: Paths) -> str:
@@ -71,6 +81,27 @@ def _read_replica(paths: Paths) -> tuple[list[Node], str, int]:
         store.close()
 
 
+#: Seconds a demotion may take beyond the handover wait (storing, replicating, stopping).
+_DEMOTE_MARGIN = 90.0
+
+
+def _report_handover(demoted: Any, result: FailoverResult, feedback: Feedback) -> None:
+    handover = demoted.get("handover") if isinstance(demoted, dict) else None
+    if not isinstance(handover, dict):
+        return
+    if "error" in handover:
+        feedback(f"The old master could not hand its jobs over ({handover['error']}): "
+                 "jobs it was running end in error on the new master")
+        return
+    result.handed_over = [int(job) for job in handover.get("unfinished", [])]
+    result.interrupted = [int(job) for job in handover.get("interrupted", [])]
+    feedback(f"{len(result.handed_over)} unfinished job(s) handed over; they continue on "
+             f"{result.new_master}")
+    if result.interrupted:
+        feedback(f"Interrupted after the wait, ended in error: job(s) "
+                 f"{', '.join(map(str, result.interrupted))}")
+
+
 def _serials(info: Any) -> tuple[int, int]:
     if not isinstance(info, dict):
         return (0, 0)
@@ -78,9 +109,15 @@ def _serials(info: Any) -> tuple[int, int]:
 
 
 async def master_failover(paths: Paths, *, no_voting: bool = False,
+                          handover_wait: float = DEFAULT_HANDOVER_WAIT,
                           feedback: Feedback = lambda _text: None) -> FailoverResult:
     """Make this node the master (see the module doc); raises a
-    :class:`~corral.errors.CorralError` saying why when it cannot."""
+    :class:`~corral.errors.CorralError` saying why when it cannot.
+
+    ``handover_wait`` bounds how long the old master lets running opcodes finish.
+    """
+    if handover_wait < 0:
+        raise ParameterError(f"the handover wait must be seconds >= 0, got {handover_wait}")
     me = _my_name(paths)
     nodes, old_master, port = _read_replica(paths)
     by_name = {node.name: node for node in nodes}
@@ -109,10 +146,21 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
                 "is needed so that a split cluster cannot elect two masters. If the others "
                 "are really down, use --no-voting")
         if old_master != me and old_master in infos:
-            feedback(f"Demoting the old master {old_master}")
-            demoted = await client.call([targets[old_master]], "master_demote", {},
-                                        timeout=60)
+            feedback(f"Demoting the old master {old_master}: it takes no new jobs and "
+                     f"lets running opcodes finish (waiting up to {handover_wait:g} s)")
+            demoted = await client.call(
+                [targets[old_master]], "master_demote",
+                {"new_master": me, "handover_wait": handover_wait},
+                timeout=handover_wait + _DEMOTE_MARGIN)
             infos[old_master] = demoted[old_master].get(f"demoting {old_master}")
+            _report_handover(infos[old_master], result, feedback)
+            # The handover replicated the jobs' final states: ask again what the
+            # others hold now, so that a copy is made only when one is missing.
+            others = [targets[name] for name in infos if name != old_master]
+            for name, answer in (await client.call(others, "master_info", {}, timeout=10)
+                                 ).items():
+                if answer.error is None:
+                    infos[name] = answer.payload
         elif old_master != me:
             feedback(f"The old master {old_master} does not answer; it will not know it "
                      "was replaced: keep it down or run master-failover there later")

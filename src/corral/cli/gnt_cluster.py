@@ -349,13 +349,19 @@ def master_ping() -> None:
 @click.option("--no-voting", is_flag=True,
               help="Take over even if most master candidates do not answer (dangerous: "
                    "two parts of a split cluster could both have a master).")
+@click.option("--handover-timeout", "handover_wait", type=click.FloatRange(min=0),
+              default=failover.DEFAULT_HANDOVER_WAIT, show_default=True, metavar="SECONDS",
+              help="How long the old master lets running opcodes finish; one still "
+                   "running then is interrupted and its job ends in error.")
 @yes_do_it_option
-def master_failover(no_voting: bool, yes_do_it: bool) -> None:
+def master_failover(no_voting: bool, handover_wait: float, yes_do_it: bool) -> None:
     """Make this node, a master candidate, the master.
 
     The master candidates vote (a majority must answer unless --no-voting); the old
-    master, if it answers, stops its master daemon; this node takes the newest
-    configuration and job queue any candidate holds and starts the master daemon.
+    master, if it answers, refuses new jobs, lets running opcodes finish and stops
+    its master daemon, leaving every unfinished job queued; this node takes the
+    newest configuration and job queue any candidate holds, starts the master
+    daemon and runs those jobs to their end.
     """
     if no_voting and not yes_do_it:
         click.echo("--no-voting takes over even if most master candidates are down or "
@@ -363,7 +369,8 @@ def master_failover(no_voting: bool, yes_do_it: bool) -> None:
         if not click.confirm("Continue?", default=False):
             sys.exit(1)
     result = asyncio.run(failover.master_failover(
-        Paths.from_env(), no_voting=no_voting, feedback=lambda text: click.echo(text)))
+        Paths.from_env(), no_voting=no_voting, handover_wait=handover_wait,
+        feedback=lambda text: click.echo(text)))
     if result.copied_from:
         click.echo(f"Took the newest state from {result.copied_from}")
     click.echo(f"{result.new_master} is the master now (was {result.old_master})")

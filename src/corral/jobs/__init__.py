@@ -9,11 +9,15 @@
 
 :mod:`corral.jobs.model` holds the job and opcode records in Ganeti's formats,
 :mod:`corral.jobs.store` the SQLite store with group commit, :mod:`corral.jobs.queue`
-the queue itself and :mod:`corral.jobs.fields` the job query fields.
+the queue itself (:mod:`corral.jobs.interfaces` what it runs on,
+:mod:`corral.jobs.reading` its reads and watches) and :mod:`corral.jobs.fields` the
+job query fields. ``queue.hand_over(new_master, wait)`` prepares a planned master
+failover: no job is lost, the new master continues the unfinished ones.
 """
 
 from __future__ import annotations
 
+from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
 from corral.jobs.model import (
     FINAL_STATUSES,
     JOB_FIELDS,
@@ -23,15 +27,7 @@ from corral.jobs.model import (
     QueuedOpCode,
     job_info,
 )
-from corral.jobs.queue import (
-    CRASH_MESSAGE,
-    DEFAULT_MAX_RUNNING,
-    Decider,
-    DecisionLike,
-    Executor,
-    JobQueue,
-    OpContext,
-)
+from corral.jobs.queue import CRASH_MESSAGE, DEFAULT_MAX_RUNNING, Handover, JobQueue
 from corral.jobs.store import JobStore
 
 __all__ = [
@@ -43,6 +39,7 @@ __all__ = [
     "Decider",
     "DecisionLike",
     "Executor",
+    "Handover",
     "Job",
     "JobQueue",
     "JobStatus",

@@ -19,39 +19,35 @@ import functools
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import msgspec
 
 from corral.errors import (
     JobQueueDrainedError,
     JobRejectedError,
-    NotFoundError,
+    NotMasterError,
     OpExecError,
     ParameterError,
-    UnknownFieldError,
-    did_you_mean,
 )
+from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
 from corral.jobs.model import (
     CANCELED,
     CANCELING,
     ERROR,
     FINAL_STATUSES,
-    JOB_FIELDS,
     QUEUED,
     RUNNING,
     SUCCESS,
     WAITING,
     Job,
-    LogEntry,
     QueuedOpCode,
-    as_json_values,
     encode_error,
-    job_info,
     timestamp_now,
 )
+from corral.jobs.reading import JobReader, LiveJob, wake
 from corral.jobs.store import JobStore
 from corral.opcodes import OpCode, op_from_dict, op_summary, op_to_dict
 from corral.opcodes.reason import queue_entry
@@ -62,6 +58,7 @@ __all__ = [
     "Decider",
     "DecisionLike",
     "Executor",
+    "Handover",
     "JobQueue",
     "OpContext",
 ]
@@ -72,76 +69,24 @@ _log = logging.getLogger(__name__)
 DEFAULT_MAX_RUNNING = 20
 #: The error of opcodes that were running when the master daemon died.
 CRASH_MESSAGE = "Unclean master daemon shutdown: the master daemon died while the job was running"
+#: The error of an opcode that a planned master failover had to interrupt.
+HANDOVER_INTERRUPTED = (
+    "Master failover to {new_master}: this opcode was still running when the "
+    "{timeout:g} s the old master waits for running opcodes had passed, and was "
+    "interrupted; it may have done part of its work"
+)
 _CANCELED_RESULT = "Job canceled by request"
 _PREVIOUS_FAILED = "Error in previous opcode"
 
 
-class OpContext(Protocol):
-    """What the executor gets with each opcode."""
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """What :meth:`JobQueue.hand_over` left for the new master."""
 
-    job_id: int
-    index: int
-
-    @property
-    def priority(self) -> int:
-        """The opcode's current priority (ChangeJobPriority changes it)."""
-        ...
-
-    def feedback(self, message: Any, log_type: str = "message") -> None:
-        """Append to the opcode's log (saved, then watchers are told)."""
-        ...
-
-    def running(self) -> None:
-        """The opcode got its locks: waiting -> running (from then on, no cancel)."""
-        ...
-
-
-#: Runs ONE opcode; returns its JSON-able result or raises (CorralError -> opcode error).
-Executor = Callable[[OpCode, OpContext], Awaitable[Any]]
-
-
-class DecisionLike(Protocol):
-    """A filter decision (:class:`corral.jobs.filters.Decision` fits)."""
-
-    @property
-    def action(self) -> str:
-        """ACCEPT, PAUSE, REJECT or RATE_LIMIT."""
-        ...
-
-    @property
-    def rule_uuid(self) -> str | None:
-        """The deciding rule, if any."""
-        ...
-
-    @property
-    def limit(self) -> int | None:
-        """The RATE_LIMIT bound."""
-        ...
-
-
-#: ``decide(job_id, ops)`` with ops in Ganeti dict form (``FilterChain.decide`` fits).
-Decider = Callable[[int, Sequence[dict[str, Any]]], DecisionLike]
-
-
-@dataclass(eq=False, slots=True)
-class _Entry:
-    """Runtime state of a live (not archived) job."""
-
-    job: Job
-    opcodes: list[OpCode] | None = None
-    version: int = 0
-    durable: int = 0
-    saved: bool = True
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    task: asyncio.Task[None] | None = None
-    gen: int = 0
-    blockers: int = 0
-    dependents: list[_Entry] = field(default_factory=list)
-    rate_rule: str | None = None
-    rate_limit: int = 0
-    counted_rule: str | None = None
-    pause_rule: str | None = None
-    cancel_requested: bool = False
+    #: The jobs not finished, stored queued: the new master continues them.
+    unfinished: list[int]
+    #: The jobs whose running opcode was interrupted (they ended in error).
+    interrupted: list[int]
 
 
 class _Context:
@@ -149,7 +94,7 @@ class _Context:
 
     __slots__ = ("_entry", "_queue", "index", "job_id")
 
-    def __init__(self, queue: JobQueue, entry: _Entry, index: int) -> None:
+    def __init__(self, queue: JobQueue, entry: LiveJob, index: int) -> None:
         self._queue = queue
         self._entry = entry
         self.job_id = entry.job.id
@@ -186,15 +131,18 @@ class JobQueue:
         self._executor = executor
         self._max_running = max_running
         self._decider = decider
-        self._jobs: dict[int, _Entry] = {}
+        self._jobs: dict[int, LiveJob] = {}
         self._archiving: dict[int, Job] = {}
         self._ready: list[tuple[int, int, int]] = []
-        self._running: dict[int, _Entry] = {}
+        self._running: dict[int, LiveJob] = {}
         self._rate_running: dict[str, int] = {}
-        self._rate_held: dict[str, list[_Entry]] = {}
+        self._rate_held: dict[str, list[LiveJob]] = {}
         self._drained = False
         self._started = False
         self._stopping = False
+        #: (new master, wait) once a planned master failover began.
+        self._handover: tuple[str, float] | None = None
+        self._reader = JobReader(self._jobs, self._archiving, store)
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
@@ -207,7 +155,7 @@ class JobQueue:
         stored = self._store.load()
         self._drained = stored.drained
         for job in stored.jobs:
-            entry = _Entry(job)
+            entry = LiveJob(job)
             self._jobs[job.id] = entry
             status = job.status
             if status in (WAITING, RUNNING):
@@ -240,7 +188,7 @@ class JobQueue:
         if tasks:
             await asyncio.wait(tasks)
         for entry in self._jobs.values():
-            _wake(entry)
+            wake(entry)
         await self._store.close()
 
     # -- settings ----------------------------------------------------------------
@@ -288,13 +236,20 @@ class JobQueue:
     async def _submit_jobs(
         self, jobs: Sequence[Sequence[OpCode]], *, raise_errors: bool
     ) -> list[tuple[bool, int | str]]:
+        if self._handover is not None:
+            raise NotMasterError(
+                f"a master failover is in progress: the master role moves to "
+                f"{self._handover[0]}, which runs every job not finished here; this node "
+                "accepts no new jobs: submit again once the failover is done, to the new "
+                "master (gnt-cluster getmaster)"
+            )
         if self._drained:
             raise JobQueueDrainedError(
                 "the job queue is drained: new jobs are refused until it is undrained "
                 "(gnt-cluster queue undrain)"
             )
         results: list[tuple[bool, int | str]] = []
-        created: list[_Entry] = []
+        created: list[LiveJob] = []
         for position, ops in enumerate(jobs):
             try:
                 entry = self._create(ops, position, results)
@@ -315,7 +270,7 @@ class JobQueue:
 
     def _create(
         self, ops: Sequence[OpCode], position: int, earlier: list[tuple[bool, int | str]]
-    ) -> _Entry:
+    ) -> LiveJob:
         if not ops:
             raise ParameterError("a job needs at least one opcode")
         job_id = self._store.new_id()
@@ -336,7 +291,7 @@ class JobQueue:
         action, rule, limit = self._decide(job)
         if action == "REJECT":
             raise JobRejectedError(f"job {job_id} was rejected by filter rule {rule}")
-        entry = _Entry(job, opcodes=opcodes, saved=False)
+        entry = LiveJob(job, opcodes=opcodes, saved=False)
         self._apply_decision(entry, action, rule, limit)
         self._jobs[job_id] = entry
         self._register_dependencies(entry)
@@ -350,7 +305,7 @@ class JobQueue:
         decision = self._decider(job.id, [op.input for op in job.ops])
         return (decision.action, decision.rule_uuid, decision.limit or 0)
 
-    def _apply_decision(self, entry: _Entry, action: str, rule: str | None, limit: int) -> None:
+    def _apply_decision(self, entry: LiveJob, action: str, rule: str | None, limit: int) -> None:
         """Record a PAUSE / RATE_LIMIT / ACCEPT decision on a job that is not final."""
         job = entry.job
         if action == "RATE_LIMIT":
@@ -406,7 +361,7 @@ class JobQueue:
         await asyncio.shield(self._store.barrier())
 
     # -- dependencies --------------------------------------------------------------
-    def _register_dependencies(self, entry: _Entry) -> None:
+    def _register_dependencies(self, entry: LiveJob) -> None:
         job_id = entry.job.id
         seen: set[int] = set()
         for op in entry.job.ops:
@@ -421,14 +376,14 @@ class JobQueue:
                     entry.blockers += 1
                     dep.dependents.append(entry)
 
-    def _job_final(self, entry: _Entry) -> None:
+    def _job_final(self, entry: LiveJob) -> None:
         """``entry`` reached a final status: release the jobs waiting for it."""
         dependents, entry.dependents = entry.dependents, []
         for dependent in dependents:
             dependent.blockers -= 1
             self._make_ready(dependent)
 
-    async def _check_dependencies(self, entry: _Entry, index: int) -> tuple[str, str] | None:
+    async def _check_dependencies(self, entry: LiveJob, index: int) -> tuple[str, str] | None:
         """Ganeti's dependency check for opcode ``index``: None, or (cancel|error, message)."""
         job = entry.job
         for dep_id, wanted in job.ops[index].input.get("depends") or ():
@@ -457,7 +412,7 @@ class JobQueue:
         return None
 
     # -- scheduling ----------------------------------------------------------------
-    def _make_ready(self, entry: _Entry) -> None:
+    def _make_ready(self, entry: LiveJob) -> None:
         """Put ``entry`` into the start heap if it is startable (a stale copy is skipped)."""
         job = entry.job
         if (
@@ -473,7 +428,7 @@ class JobQueue:
             heapq.heappush(self._ready, (job.priority, job.id, entry.gen))
 
     def _schedule(self) -> None:
-        if self._stopping:
+        if self._stopping or self._handover is not None:
             return
         while len(self._running) < self._max_running and self._ready:
             _priority, job_id, gen = heapq.heappop(self._ready)
@@ -494,7 +449,7 @@ class JobQueue:
             entry.task = task
             task.add_done_callback(functools.partial(self._task_done, entry))
 
-    def _task_done(self, entry: _Entry, task: asyncio.Task[None]) -> None:
+    def _task_done(self, entry: LiveJob, task: asyncio.Task[None]) -> None:
         entry.task = None
         entry.cancel_requested = False
         self._running.pop(entry.job.id, None)
@@ -512,12 +467,14 @@ class JobQueue:
         self._schedule()
 
     # -- execution -------------------------------------------------------------------
-    async def _run(self, entry: _Entry) -> None:
+    async def _run(self, entry: LiveJob) -> None:
         job = entry.job
         try:
             for index, op in enumerate(job.ops):
                 if op.status in FINAL_STATUSES:
                     continue
+                if self._handover is not None:
+                    return  # a planned master failover: the new master runs the rest
                 if entry.pause_rule is not None:
                     # PAUSE reached the opcode boundary: back to the queue, held
                     job.paused_by, entry.pause_rule = entry.pause_rule, None
@@ -534,12 +491,14 @@ class JobQueue:
             job.end_timestamp = job.ops[-1].end_timestamp
             self._touch(entry)
         except asyncio.CancelledError:
+            if entry.handed_over and not entry.cancel_requested:
+                self._leave_for_new_master(entry)
             if not entry.cancel_requested:
                 raise
             job.finish_unfinished(CANCELED, _CANCELED_RESULT)
             self._touch(entry)
 
-    async def _run_opcode(self, entry: _Entry, index: int) -> bool:
+    async def _run_opcode(self, entry: LiveJob, index: int) -> bool:
         """Run opcode ``index`` (already waiting); False if the job ended with it."""
         job = entry.job
         op = job.ops[index]
@@ -570,22 +529,78 @@ class JobQueue:
         self._touch(entry)
         return True
 
-    def _fail(self, entry: _Entry, index: int, err: BaseException) -> None:
+    def _fail(self, entry: LiveJob, index: int, err: BaseException) -> None:
         op = entry.job.ops[index]
         op.status = ERROR
         op.result = encode_error(err)
         op.end_timestamp = timestamp_now()
         entry.job.finish_unfinished(ERROR, encode_error(OpExecError(_PREVIOUS_FAILED)))
 
+    # -- planned master failover -------------------------------------------------------
+    async def hand_over(self, new_master: str, wait: float) -> Handover:
+        """Prepare a planned master failover to ``new_master``; no job is lost.
+
+        From now on new jobs are refused (:class:`NotMasterError` naming the new
+        master) and no job or opcode starts here. Jobs waiting for locks go back to
+        queued at once; a job running an opcode stops after it, queued with the
+        opcodes done recorded. Opcodes still running after ``wait`` seconds are
+        interrupted and end in error saying so, the only jobs a handover fails.
+        Returns once every change is stored: the new master, whose queue is this
+        one's replica, continues every job that is not finished.
+        """
+        self._handover = (new_master, wait)
+        for entry in list(self._running.values()):
+            if entry.task is not None and entry.job.status == WAITING:
+                entry.handed_over = True  # it holds no lock work yet: requeue now
+                entry.task.cancel()
+        tasks = {entry.task for entry in self._running.values() if entry.task is not None}
+        interrupted: list[int] = []
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=wait)
+            for entry in list(self._running.values()):
+                if entry.task in pending:
+                    entry.handed_over = True
+                    if entry.job.status == RUNNING:
+                        interrupted.append(entry.job.id)
+                    entry.task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        await asyncio.shield(self._store.barrier())
+        unfinished = [job_id for job_id, entry in self._jobs.items()
+                      if entry.job.status not in FINAL_STATUSES]
+        return Handover(unfinished=sorted(unfinished), interrupted=sorted(interrupted))
+
+    def _leave_for_new_master(self, entry: LiveJob) -> None:
+        """A job cancelled by :meth:`hand_over`: an opcode waiting for locks goes back
+        to queued, one running is interrupted."""
+        assert self._handover is not None
+        new_master, wait = self._handover
+        job = entry.job
+        for index, op in enumerate(job.ops):
+            if op.status == WAITING:
+                op.status = QUEUED
+                op.start_timestamp = None
+                job.add_log(index, "message", f"Master failover: the job moves to "
+                            f"{new_master} and continues there")
+            elif op.status == RUNNING:
+                self._fail(entry, index, OpExecError(
+                    HANDOVER_INTERRUPTED.format(new_master=new_master, timeout=wait)))
+            else:
+                continue
+            break
+        if all(op.status == QUEUED for op in job.ops):
+            job.start_timestamp = None
+        self._touch(entry)
+
     # -- durability and announcements ---------------------------------------------------
-    def _touch(self, entry: _Entry) -> asyncio.Future[None]:
+    def _touch(self, entry: LiveJob) -> asyncio.Future[None]:
         """Record a change of ``entry``'s job: save it, announce once durable."""
         entry.version += 1
         future = self._store.save(entry.job)
         future.add_done_callback(functools.partial(self._durable, entry, entry.version))
         return future
 
-    def _durable(self, entry: _Entry, version: int, future: asyncio.Future[None]) -> None:
+    def _durable(self, entry: LiveJob, version: int, future: asyncio.Future[None]) -> None:
         if future.cancelled():
             return
         err = future.exception()
@@ -595,7 +610,7 @@ class JobQueue:
         if version > entry.durable:
             entry.durable = version
         if entry.durable == entry.version:
-            _wake(entry)
+            wake(entry)
 
     # -- cancel and priority ------------------------------------------------------------
     async def cancel(self, job_id: int) -> tuple[bool, str]:
@@ -616,7 +631,7 @@ class JobQueue:
             return (True, f"Job {job_id} will be canceled")
         return (False, f"Job {job_id} is no longer waiting in the queue")
 
-    def _cancel_queued(self, entry: _Entry, result: Any) -> asyncio.Future[None]:
+    def _cancel_queued(self, entry: LiveJob, result: Any) -> asyncio.Future[None]:
         entry.gen += 1
         entry.job.paused_by = None
         entry.job.finish_unfinished(CANCELED, result)
@@ -628,7 +643,7 @@ class JobQueue:
             self._schedule()
         return self._touch(entry)
 
-    def _cancel_waiting(self, entry: _Entry) -> asyncio.Future[None]:
+    def _cancel_waiting(self, entry: LiveJob) -> asyncio.Future[None]:
         for op in entry.job.ops:
             if op.status not in FINAL_STATUSES:
                 op.status = CANCELING
@@ -697,7 +712,7 @@ class JobQueue:
                 archived += len(old)
         return (archived, len(finished) - position)
 
-    async def _archive_entries(self, entries: list[_Entry]) -> None:
+    async def _archive_entries(self, entries: list[LiveJob]) -> None:
         jobs = []
         for entry in entries:
             del self._jobs[entry.job.id]
@@ -709,66 +724,22 @@ class JobQueue:
             for job in jobs:
                 self._archiving.pop(job.id, None)
         for entry in entries:
-            _wake(entry)
+            wake(entry)
 
-    # -- reading -----------------------------------------------------------------------
+    # -- reading (see :class:`~corral.jobs.reading.JobReader`) -------------------------
     def get(self, job_id: int) -> Job | None:
         """The live (not archived) job ``job_id``, or None."""
-        entry = self._jobs.get(job_id)
-        return entry.job if entry is not None else None
+        return self._reader.get(job_id)
 
     async def jobs(self, ids: Sequence[int] | None = None, *, archived: bool = False) -> list[Job]:
-        """Jobs by id (archived ones too), or every live job; unknown ids are skipped.
-
-        With ``archived`` and no ids, the archived jobs come too, all in id order
-        (Ganeti includes them when the ``archived`` field is asked for).
-        """
-        await asyncio.shield(self._store.barrier())
-        if ids is None:
-            live = [entry.job for entry in self._jobs.values()]
-            if not archived:
-                return live
-            every = {job.id: job for job in await self._store.read_all_archived()}
-            every.update(self._archiving)
-            every.update((job.id, job) for job in live)
-            return [every[job_id] for job_id in sorted(every)]
-        found = await self._lookup(ids)
-        return [found[job_id] for job_id in ids if job_id in found]
-
-    async def _lookup(self, ids: Sequence[int]) -> dict[int, Job]:
-        found: dict[int, Job] = {}
-        missing = []
-        for job_id in ids:
-            entry = self._jobs.get(job_id)
-            if entry is not None:
-                found[job_id] = entry.job
-            elif job_id in self._archiving:
-                found[job_id] = self._archiving[job_id]
-            else:
-                missing.append(job_id)
-        if missing:
-            found.update(await self._store.read_archived(missing))
-        return found
+        """Jobs by id (archived ones too), or every live job (:meth:`JobReader.jobs`)."""
+        return await self._reader.jobs(ids, archived=archived)
 
     async def query(
         self, ids: Sequence[int] | None, fields: Sequence[str]
     ) -> list[list[Any] | None]:
-        """QueryJobs: a row of plain values per job id (None for unknown ids).
-
-        Without ids, every live job in id order. Reads wait for writes in flight,
-        so nothing not yet durable is reported as done.
-        """
-        unknown = [name for name in fields if name not in JOB_FIELDS]
-        if unknown:
-            raise UnknownFieldError(
-                f"unknown job field(s) {', '.join(unknown)}; "
-                f"{did_you_mean(unknown, sorted(JOB_FIELDS), noun='known fields')}"
-            )
-        await asyncio.shield(self._store.barrier())
-        if ids is None:
-            return [job_info(entry.job, fields) for entry in self._jobs.values()]
-        found = await self._lookup(ids)
-        return [job_info(found[i], fields) if i in found else None for i in ids]
+        """QueryJobs: a row of plain values per job id (:meth:`JobReader.query`)."""
+        return await self._reader.query(ids, fields)
 
     async def wait_for_change(
         self,
@@ -778,55 +749,9 @@ class JobQueue:
         prev_serial: int | None,
         timeout: float,  # noqa: ASYNC109 -- luxi's WaitForJobChange timeout
     ) -> Literal["nochange"] | tuple[list[Any], list[Any]]:
-        """WaitForJobChange: the job's ``fields`` and new log entries, once they differ.
-
-        Answers at once if the (durable) job differs from ``prev_info``, has log
-        entries after ``prev_serial``, or is final; otherwise waits for the next
-        durable change, or returns ``"nochange"`` after ``timeout`` seconds. The
-        waiter holds a future the producer resolves; it never polls.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, timeout)
-        while True:
-            entry = self._jobs.get(job_id)
-            if entry is None:
-                found = await self._lookup([job_id])
-                if job_id not in found:
-                    raise NotFoundError(f"job {job_id} not found")
-                job = found[job_id]
-                return (job_info(job, fields), _log_builtins(job.log_after(prev_serial)))
-            job = entry.job
-            if entry.durable == entry.version and entry.saved:
-                info = job_info(job, fields)
-                log = job.log_after(prev_serial)
-                if info != prev_info or log or job.status in FINAL_STATUSES:
-                    return (info, _log_builtins(log))
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return "nochange"
-            waiter: asyncio.Future[None] = loop.create_future()
-            entry.waiters.append(waiter)
-            try:
-                async with asyncio.timeout(remaining):
-                    await waiter
-            except TimeoutError:
-                return "nochange"
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
-                if waiter in entry.waiters:
-                    entry.waiters.remove(waiter)
-
-
-def _wake(entry: _Entry) -> None:
-    waiters, entry.waiters = entry.waiters, []
-    for waiter in waiters:
-        if not waiter.done():
-            waiter.set_result(None)
-
-
-def _log_builtins(entries: list[LogEntry]) -> list[Any]:
-    return list(as_json_values(entries))
+        """WaitForJobChange (:meth:`JobReader.wait_for_change`)."""
+        return await self._reader.wait_for_change(job_id, fields, prev_info, prev_serial,
+                                                  timeout)
 
 
 def _rejected_result(rule: str | None) -> str:

@@ -17,6 +17,7 @@ from corral.errors import CorralError, ProtocolError, from_wire, to_wire
 
 __all__ = [
     "EOM",
+    "HANDOVER_METHOD",
     "MAX_MESSAGE_BYTES",
     "Request",
     "decode_request",
@@ -28,6 +29,10 @@ __all__ = [
 
 #: End-of-message marker (Ganeti's luxi uses the same byte).
 EOM = b"\x03"
+
+#: corral's own method (Ganeti has none): the old master's node daemon asks its master
+#: daemon to hand the job queue over in a planned master failover.
+HANDOVER_METHOD = "PrepareMasterHandover"
 
 #: Messages larger than this are refused instead of buffered without bound.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024

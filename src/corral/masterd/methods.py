@@ -32,6 +32,7 @@ from corral.jobs import JobQueue
 from corral.jobs.fields import JOB_QUERY_FIELDS
 from corral.jobs.filters import validate_rule
 from corral.luxi import Request
+from corral.luxi.protocol import HANDOVER_METHOD
 from corral.masterd.state import MasterState
 from corral.objects import Cluster, FilterRule
 from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
@@ -122,6 +123,7 @@ class MasterMethods:
             "ReplaceFilter": self.replace_filter,
             "DeleteFilter": self.delete_filter,
             "SetDrainFlag": self.set_drain_flag,
+            HANDOVER_METHOD: self.prepare_handover,
         }
 
     @property
@@ -420,3 +422,28 @@ class MasterMethods:
         await self.queue.set_drain(args[0])
         log.info("queue drain flag %s", "set" if args[0] else "cleared")
 
+
+    # -- master failover ----------------------------------------------------------------
+
+    async def prepare_handover(self, args: list[Any]) -> dict[str, Any]:
+        """``PrepareMasterHandover(new_master, wait)``: stop taking jobs, let running
+        opcodes finish for at most ``wait`` seconds and leave the rest queued for the
+        new master, its final state replicated (:meth:`MasterState.hand_over`).
+
+        Sent by this node's daemon as ``gnt-cluster master-failover`` demotes it; the
+        master daemon is stopped right after.
+        """
+        _arity(HANDOVER_METHOD, args, ("new_master", "wait"))
+        new_master, wait = args
+        if not isinstance(new_master, str) or not new_master:
+            raise ParameterError(f"{HANDOVER_METHOD}: new_master must be a node name, got "
+                                 f"{new_master!r}")
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+            raise ParameterError(f"{HANDOVER_METHOD}: wait must be seconds >= 0, got {wait!r}")
+        log.info("master failover to %s: handing the job queue over (waiting up to %g s "
+                 "for running opcodes)", new_master, wait)
+        handover, replicated = await self.state.hand_over(new_master, float(wait))
+        log.info("handed over %d unfinished job(s), interrupted %s, replicated: %s",
+                 len(handover.unfinished), handover.interrupted or "none", replicated)
+        return {"unfinished": handover.unfinished, "interrupted": handover.interrupted,
+                "replicated": replicated}

@@ -14,7 +14,7 @@ from typing import Any
 from corral.cmdlib import AREAS, LOGICAL_UNITS, MasterContext, NodeRpc, Processor
 from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
 from corral.config import ConfigStore
-from corral.jobs import Decider, JobQueue, JobStore
+from corral.jobs import Decider, Handover, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
 from corral.masterd.replication import ConfigReplicator, JobReplicator, Replicator
@@ -79,6 +79,21 @@ class MasterState:
             # over from them), unless one of them does not answer for long.
             await replicator.wait_replicated(self.REPLICATION_GRACE)
             await replicator.stop()
+
+    async def hand_over(self, new_master: str, wait: float) -> tuple[Handover, bool]:
+        """Prepare a planned master failover (:meth:`JobQueue.hand_over`), then wait
+        for the candidates to hold the final state of every job and of the
+        configuration; returns what was handed over and whether they all do.
+
+        The new master's queue is its replica, so this is what makes the handover
+        lose no job; a candidate that does not answer is no reason to wait longer
+        (the failover takes the newest state any node holds, this one included).
+        """
+        handover = await self.queue.hand_over(new_master, wait)
+        replicated = True
+        for replicator in self.replicators:
+            replicated &= await replicator.wait_replicated(self.REPLICATION_GRACE)
+        return handover, replicated
 
     def _cluster_changed(self, cluster: Cluster) -> None:
         if cluster.max_running_jobs != self.queue.max_running:

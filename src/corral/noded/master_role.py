@@ -12,7 +12,11 @@ daemon has them open:
   ``config_replicate``/``jobs_replicate`` (a node taking over fetches the newest
   state from the node that has it);
 * ``master_demote``: stop the master-only daemons (masterd, rapi), which push their
-  last changes to the candidates as they stop, and keep the files as replicas;
+  last changes to the candidates as they stop, and keep the files as replicas. In a
+  planned failover (``new_master`` given) the master daemon first hands its job
+  queue over: it refuses new jobs, lets running opcodes finish for at most
+  ``handover_wait`` seconds and leaves every unfinished job queued, replicated, for
+  the new master (:meth:`corral.masterd.state.MasterState.hand_over`);
 * ``master_takeover``: turn this candidate's replicas into the store and the queue,
   record this node as the master and start the master-only daemons.
 """
@@ -31,13 +35,22 @@ from corral import daemons
 from corral.config import ConfigStore
 from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
-from corral.errors import ConfigStoreError, CorralError, OpPrereqError
+from corral.errors import ConfigStoreError, CorralError, OpPrereqError, ParameterError
 from corral.jobs.store import JobReplica, job_snapshot_args
+from corral.luxi.client import AsyncClient
+from corral.luxi.protocol import HANDOVER_METHOD
 from corral.noded import replication
 from corral.paths import Paths
-from corral.utils.process import stop_daemon
+from corral.utils.process import running_pid, stop_daemon
 
-__all__ = ["master_demote", "master_info", "master_takeover", "replica_dump"]
+__all__ = [
+    "DEFAULT_HANDOVER_WAIT", "master_demote", "master_info", "master_takeover", "replica_dump",
+]
+
+#: Seconds a demoted master lets running opcodes finish before it interrupts them.
+DEFAULT_HANDOVER_WAIT = 60.0
+#: Seconds allowed for a handover beyond that wait (storing, replicating).
+_HANDOVER_MARGIN = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -102,15 +115,46 @@ async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def master_demote(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Stop being the master: stop the master-only daemons, keep the files as replicas
-    (confd restarts on the replica)."""
+    """Stop being the master: hand the job queue over to ``new_master`` if given, stop
+    the master-only daemons, keep the files as replicas (confd restarts on the
+    replica)."""
+    handover: dict[str, Any] | None = None
+    new_master = args.get("new_master")
+    if new_master is not None:
+        wait = args.get("handover_wait", DEFAULT_HANDOVER_WAIT)
+        if not isinstance(new_master, str) or isinstance(wait, bool) \
+                or not isinstance(wait, (int, float)) or wait < 0:
+            raise ParameterError(f"master_demote: new_master must be a node name and "
+                                 f"handover_wait seconds >= 0, got {new_master!r}, {wait!r}")
+        handover = await _hand_over(paths, new_master, float(wait))
     stopped = await _stop(paths, ("master", "candidate"))
     if _is_master(paths):
         replication.close_replicas()
         _move(paths.jobs_db, paths.jobs_replica)
         _move(paths.config_db, paths.config_replica)
     await _start_confd(paths)
-    return {"stopped": stopped, **await master_info(paths, {})}
+    return {"stopped": stopped, "handover": handover, **await master_info(paths, {})}
+
+
+async def _hand_over(paths: Paths, new_master: str, wait: float) -> dict[str, Any]:
+    """Ask this node's master daemon to hand its job queue over (see the module doc);
+    its answer, or ``{"error": ...}`` when it cannot (then stopping it leaves its
+    running jobs to the new master's crash recovery, as before)."""
+    if running_pid(paths.pid_file("masterd")) is None:
+        return {"error": "the master daemon is not running"}
+    client = AsyncClient(paths.master_socket)
+    try:
+        async with asyncio.timeout(wait + _HANDOVER_MARGIN):
+            answer = await client.call(HANDOVER_METHOD, new_master, wait)
+    except TimeoutError:
+        return {"error": f"the master daemon did not hand over within "
+                         f"{wait + _HANDOVER_MARGIN:g} s"}
+    except CorralError as err:
+        log.warning("master daemon handover failed: %s", err.message)
+        return {"error": err.message}
+    finally:
+        await client.close()
+    return dict(answer) if isinstance(answer, dict) else {"error": f"odd answer {answer!r}"}
 
 
 async def _stop(paths: Paths, roles: tuple[str, ...]) -> list[str]:

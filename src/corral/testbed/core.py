@@ -10,6 +10,10 @@ the master daemon and the Remote API daemon too. The other nodes join by the
 one-time token their node daemon prints, as ``gnt-node add --token`` does. Every
 master candidate (by default every node) runs confd on its own address and the
 testbed's confd port. :func:`failover` moves the master role to another node.
+The testbed follows the real master: :func:`load` asks the nodes which one is the
+master (the one holding the newest configuration store), so after a
+``gnt-cluster master-failover`` run by hand on a node, ``testbed.json``, ``status``
+and ``failover --to`` point at the new master.
 
 RAPI listens on the master's address with the cluster certificate and requires
 authentication for every request; ``testbed.json`` holds its URL, the CA file that
@@ -43,6 +47,7 @@ from corral import failover as corral_failover
 from corral.cli.jobs import StdioReporter, poll_job
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.confd.daemon import settings_file as confd_settings_file
+from corral.config import load_readonly
 from corral.errors import CorralError, DaemonError, NotFoundError, ParameterError
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
@@ -100,13 +105,60 @@ class Testbed:
 
 
 def load(directory: Path) -> Testbed | None:
-    """The testbed recorded in ``directory``, or ``None`` when there is none."""
+    """The testbed recorded in ``directory``, or ``None`` when there is none.
+
+    If the master changed behind the testbed's back (``gnt-cluster master-failover``
+    run on a node), the records follow the real master and ``testbed.json`` is
+    rewritten.
+    """
     try:
         data = json.loads((directory / STATE_FILE).read_text())
     except FileNotFoundError:
         return None
     nodes = [TestbedNode(**n) for n in data.pop("nodes")]
-    return Testbed(nodes=nodes, **data)
+    testbed = Testbed(nodes=nodes, **data)
+    real = _real_master(testbed)
+    if real is not None and (real.name != testbed.master or not real.master):
+        _point_at(testbed, real)
+        _save(testbed)
+    return testbed
+
+
+def _real_master(testbed: Testbed) -> TestbedNode | None:
+    """The node the cluster itself names as its master, or None when no node holds a
+    configuration store (the testbed is not up yet, or a failover is under way).
+
+    Only the master holds the store; the others hold replicas. If the old master was
+    unreachable during a failover it still holds its (older) store too, so the
+    newest store decides.
+    """
+    newest: tuple[int, str] | None = None
+    for node in testbed.nodes:
+        db = Paths(Path(node.root)).config_db
+        if not db.exists():
+            continue
+        try:
+            store = load_readonly(db)
+        except (CorralError, OSError):
+            continue  # being renamed by a failover right now
+        if newest is None or store.serial > newest[0]:
+            newest = (store.serial, store.master_name)
+    if newest is None:
+        return None
+    return next((n for n in testbed.nodes if n.name == newest[1]), None)
+
+
+def _point_at(testbed: Testbed, master: TestbedNode) -> None:
+    """Record ``master`` as the master: the tools' environment, RAPI, the daemons
+    running on every node now."""
+    for member in testbed.nodes:
+        member.master = member is master
+        member.daemons = {name: pid for name, pid in
+                          daemons.status(Paths(Path(member.root))).items() if pid is not None}
+    testbed.master = master.name
+    testbed.env[ROOT_ENV] = master.root
+    testbed.rapi["url"] = f"https://{master.ip}:{testbed.ports['rapi']}"
+    testbed.rapi["ca"] = str(Paths(Path(master.root)).ca_cert)
 
 
 def _free_port(host: str, kind: int) -> int:
@@ -225,14 +277,7 @@ def failover(directory: Path, node: str) -> Testbed:
     if chosen.master:
         raise ParameterError(f"{chosen.name} is the testbed's master already")
     asyncio.run(corral_failover.master_failover(Paths(Path(chosen.root))))
-    for member in testbed.nodes:
-        member.master = member is chosen
-        member.daemons = {name: pid for name, pid in
-                          daemons.status(Paths(Path(member.root))).items() if pid is not None}
-    testbed.master = chosen.name
-    testbed.env[ROOT_ENV] = chosen.root
-    testbed.rapi["url"] = f"https://{chosen.ip}:{testbed.ports['rapi']}"
-    testbed.rapi["ca"] = str(Paths(Path(chosen.root)).ca_cert)
+    _point_at(testbed, chosen)
     _save(testbed)
     return testbed
 

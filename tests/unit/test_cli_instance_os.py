@@ -4,13 +4,14 @@ dict form and field names) and what they print."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner, Result
 
-from corral.cli import gnt_instance, gnt_os, jobs, tags
+from corral.cli import gnt_instance, gnt_instance_power, gnt_os, jobs, prompt, tags
 from corral.errors import CorralError, OpPrereqError, to_wire
 from corral.opcodes import op_from_dict
 
@@ -37,6 +38,12 @@ class FakeMaster:
                 op_from_dict(op)
             self.jobs.append(args[0])
             return len(self.jobs)
+        if method == "SubmitManyJobs":
+            return [[True, self.call("SubmitJob", ops)] for ops in args[0]]
+        if method == "Query" and method not in self.handlers and args[0] == "instance":
+            # every instance named in the filter exists (see selection_query)
+            named = [alt[1][2] for alt in args[2][1:]] if args[2] else []
+            return {"fields": [], "data": [[[0, name], [0, []]] for name in named]}
         if method == "WaitForJobChange":
             return [["success"], []]
         if method == "QueryJobs":
@@ -58,10 +65,17 @@ class FakeMaster:
 def master(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeMaster]]:
     def install(**kwargs: Any) -> FakeMaster:
         fake = FakeMaster(**kwargs)
-        for module in (gnt_instance, gnt_os, jobs, tags):
+        for module in (gnt_instance, gnt_instance_power, gnt_os, jobs, tags):
             monkeypatch.setattr(module, "get_client", lambda *a, **k: fake)
+        monkeypatch.setattr(prompt, "open_tty", no_tty)
         return fake
     yield install
+
+
+@contextmanager
+def no_tty() -> Iterator[None]:
+    """As in CI: no controlling terminal, so confirmations are answered "no"."""
+    yield None
 
 
 def run(group: click.Group, *args: str, input: str | None = None) -> Result:
@@ -184,15 +198,15 @@ def test_many_instances_one_job_each_and_failures_counted(
     master: Callable[..., FakeMaster],
 ) -> None:
     fake = master(errors={})
-    refused = run(gnt_instance.cli, "shutdown", "a", "b", input="n\n")
-    assert refused.exit_code == 1 and fake.jobs == []
+    refused = run(gnt_instance.cli, "shutdown", "a", "b")
+    assert refused.exit_code == 1 and fake.jobs == [] and refused.output == ""
     result = run(gnt_instance.cli, "shutdown", "--force-multiple", "a", "b")
     assert result.exit_code == 0, result.output
     assert [job[0]["instance_name"] for job in fake.jobs] == ["a", "b"]
     fake.errors["OP_INSTANCE_SHUTDOWN"] = OpPrereqError("instance is offline")
     failed = run(gnt_instance.cli, "shutdown", "--force-multiple", "c", "d")
     assert failed.exit_code == 1
-    assert "Failure: c: instance is offline" in failed.output
+    assert "Job 3 for c has failed: Failure: instance is offline" in failed.output
 
 
 def test_job_error_is_reported_with_its_exit_code(master: Callable[..., FakeMaster]) -> None:
@@ -206,9 +220,9 @@ def test_submit_prints_job_id(master: Callable[..., FakeMaster]) -> None:
     fake = master()
     result = run(gnt_instance.cli, "reboot", "--submit", "--print-jobid", "inst1")
     assert result.exit_code == 0
-    assert result.output.splitlines()[0] == "1"
-    assert "JobID: 1" in result.output
-    assert [c[0] for c in fake.calls] == ["SubmitJob"]
+    # Ganeti's "<job id>: <instance>" for each job; --print-jobid adds nothing
+    assert result.output == "1: inst1\n"
+    assert [c[0] for c in fake.calls] == ["Query", "SubmitManyJobs", "SubmitJob"]
 
 
 def test_reinstall_rename(master: Callable[..., FakeMaster]) -> None:

@@ -24,13 +24,13 @@ import click
 
 from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_instance_power import DEFAULT_SHUTDOWN_TIMEOUT, reboot, shutdown, startup
 from corral.cli.jobs import (
     exit_with,
     format_time,
     generic_list,
     list_fields_command,
     make_op,
-    poll_job,
     submit_and_wait,
     submit_op,
 )
@@ -65,9 +65,6 @@ LIST_DEFAULT_FIELDS = ("name", "hypervisor", "os", "pnode", "status", "oper_ram"
 _LIST_JOINED = ("tags", "disk.sizes", "nic.macs", "nic.ips", "nic.modes", "nic.links",
                 "nic.bridges", "nic.networks", "snodes", "snodes.group", "snodes.group.uuid",
                 "disk.names", "disk.uuids", "nic.names", "nic.uuids")
-
-#: Ganeti's default shutdown timeout, seconds.
-DEFAULT_SHUTDOWN_TIMEOUT = 120
 
 #: Actions of ``modify --disk/--net`` that take no index (Ganeti's DDM_* words).
 _INDEXLESS_ACTIONS = ("add", "remove", "attach", "detach")
@@ -238,44 +235,6 @@ def _backend(values: KeyValDict | None) -> dict[str, Any] | None:
 _submit = functools.partial(submit_op, TOOL)
 
 
-def _submit_many(verb: str, names: Sequence[str], build: Callable[[str], dict[str, Any]],
-                 op_id: str, *, reason: str | None, priority: int | None, submit_only: bool,
-                 print_jobid: bool, dry_run: bool, force_multiple: bool) -> None:
-    """One job per instance (Ganeti's way for startup/shutdown/reboot); exit code 1 if any
-    job failed. More than one instance needs ``--force-multiple`` or a confirmation."""
-    if len(names) > 1 and not force_multiple:
-        click.echo(f"The {verb} will operate on {len(names)} instances:")
-        for name in names:
-            click.echo(f"  {name}")
-        if not click.confirm("Do you want to continue?", default=False):
-            exit_with(1)
-    if len(names) == 1:
-        _submit(verb, op_id, build(names[0]), reason=reason, priority=priority,
-                submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
-        return
-    trail = reason_trail(TOOL, verb, reason)
-    failed = 0
-    with get_client() as client:
-        jobs = []
-        for name in names:
-            op = make_op(op_id, build(name), trail=trail, priority=priority, dry_run=dry_run)
-            job_id = int(client.call("SubmitJob", [op]))
-            if print_jobid:
-                click.echo(str(job_id))
-            jobs.append((name, job_id))
-        if submit_only:
-            for name, job_id in jobs:
-                click.echo(f"JobID: {job_id} ({name})", err=True)
-            return
-        for name, job_id in jobs:
-            try:
-                poll_job(client, job_id)
-            except CorralError as err:
-                failed += 1
-                click.echo(f"Failure: {name}: {err.message}", err=True)
-    exit_with(1 if failed else 0)
-
-
 def _confirm(text: str, force: bool) -> None:
     """Ask ``text`` unless ``force``; a "no" ends the command with exit code 1."""
     if not force and not click.confirm(text, default=False):
@@ -414,93 +373,6 @@ def remove(instance_name: str, force: bool, shutdown_timeout: int, ignore_failur
              "shutdown_timeout": shutdown_timeout},
             reason=reason, priority=priority, submit_only=submit_only,
             print_jobid=print_jobid, dry_run=dry_run)
-
-
-def _multi_options(func: F) -> F:
-    func = click.option("--force-multiple", "force_multiple", is_flag=True,
-                        help="Do not ask for confirmation when more than one instance is "
-                             "affected.")(func)
-    return click.option("--ignore-offline", "ignore_offline", is_flag=True,
-                        help="Ignore offline nodes and do as much as possible.")(func)
-
-
-@cli.command()
-@force_option
-@click.option("-H", "--hypervisor-parameters", "hvparams", type=KeyValType(), default=None,
-              help="Hypervisor parameters for this start only: key=val,...")
-@click.option("-B", "--backend-parameters", "beparams", type=KeyValType(), default=None,
-              help="Backend parameters for this start only: key=val,...")
-@click.option("--paused", "startup_paused", is_flag=True, help="Start the instance paused.")
-@click.option("--no-remember", is_flag=True,
-              help="Start it but keep its configured state (down).")
-@_multi_options
-@_job_options()
-@click.argument("instances", nargs=-1, required=True)
-def startup(instances: tuple[str, ...], force: bool, hvparams: KeyValDict | None,
-            beparams: KeyValDict | None, startup_paused: bool, no_remember: bool,
-            force_multiple: bool, ignore_offline: bool, submit_only: bool, print_jobid: bool,
-            priority: int | None, reason: str | None, dry_run: bool) -> None:
-    """Start INSTANCES."""
-    be_checked = _backend(beparams)
-
-    def build(name: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"instance_name": name, "force": force,
-                                "ignore_offline_nodes": ignore_offline,
-                                "no_remember": no_remember, "startup_paused": startup_paused}
-        if hvparams:
-            body["hvparams"] = dict(hvparams)
-        if beparams:
-            body["beparams"] = be_checked
-        return body
-    _submit_many("startup", instances, build, "OP_INSTANCE_STARTUP", reason=reason,
-                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
-                 dry_run=dry_run, force_multiple=force_multiple)
-
-
-@cli.command()
-@force_option
-@click.option("--timeout", "timeout", type=click.IntRange(min=0),
-              default=DEFAULT_SHUTDOWN_TIMEOUT, show_default=True,
-              help="Seconds to wait for a clean shutdown before forcing it.")
-@click.option("--no-remember", is_flag=True,
-              help="Stop it but keep its configured state (up).")
-@_multi_options
-@_job_options()
-@click.argument("instances", nargs=-1, required=True)
-def shutdown(instances: tuple[str, ...], force: bool, timeout: int, no_remember: bool,
-             force_multiple: bool, ignore_offline: bool, submit_only: bool, print_jobid: bool,
-             priority: int | None, reason: str | None, dry_run: bool) -> None:
-    """Stop INSTANCES."""
-    def build(name: str) -> dict[str, Any]:
-        return {"instance_name": name, "force": force, "timeout": timeout,
-                "ignore_offline_nodes": ignore_offline, "no_remember": no_remember}
-    _submit_many("shutdown", instances, build, "OP_INSTANCE_SHUTDOWN", reason=reason,
-                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
-                 dry_run=dry_run, force_multiple=force_multiple)
-
-
-@cli.command()
-@click.option("-t", "--type", "reboot_type", type=click.Choice(["soft", "hard", "full"]),
-              default="hard", show_default=True,
-              help="soft: inside the guest; hard: restart the VM; full: stop and start.")
-@_shutdown_timeout_option
-@click.option("--ignore-secondaries", is_flag=True,
-              help="Ignore errors from secondary nodes (full reboot).")
-@click.option("--force-multiple", "force_multiple", is_flag=True,
-              help="Do not ask for confirmation when more than one instance is affected.")
-@_job_options()
-@click.argument("instances", nargs=-1, required=True)
-def reboot(instances: tuple[str, ...], reboot_type: str, shutdown_timeout: int,
-           ignore_secondaries: bool, force_multiple: bool, submit_only: bool,
-           print_jobid: bool, priority: int | None, reason: str | None, dry_run: bool) -> None:
-    """Reboot INSTANCES."""
-    def build(name: str) -> dict[str, Any]:
-        return {"instance_name": name, "reboot_type": reboot_type,
-                "ignore_secondaries": ignore_secondaries,
-                "shutdown_timeout": shutdown_timeout}
-    _submit_many("reboot", instances, build, "OP_INSTANCE_REBOOT", reason=reason,
-                 priority=priority, submit_only=submit_only, print_jobid=print_jobid,
-                 dry_run=dry_run, force_multiple=force_multiple)
 
 
 @cli.command()
@@ -981,6 +853,10 @@ def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
 
 
 add_tag_commands(cli, TOOL, "instance", "INSTANCE_NAME")
+
+# startup, shutdown and reboot act on many instances at once: their own module.
+for _command in (startup, shutdown, reboot):
+    cli.add_command(_command)
 
 # Ganeti's aliases.
 cli.add_command(startup, "start")

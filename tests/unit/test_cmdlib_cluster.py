@@ -54,7 +54,12 @@ def test_default_restores_builtin_value() -> None:
     [
         (ClusterSetParams(hvparams={"xen-pvm": {}}), UnknownParameterError,
          "valid ones: fake, kvm"),
-        (ClusterSetParams(beparams={"memory": 1}), UnknownParameterError, "valid ones: always_"),
+        (ClusterSetParams(beparams={"mem": 1}), UnknownParameterError, "valid ones: always_"),
+        (ClusterSetParams(beparams={"vcpus": 0}), ParameterError,
+         "'vcpus': 0 is out of range; accepted: 1 or more"),
+        (ClusterSetParams(beparams={"vcpus": "-1"}), ParameterError, "accepted: 1 or more"),
+        (ClusterSetParams(beparams={"maxmem": "0"}), ParameterError,
+         "0 MiB is out of range; accepted: 1 MiB or more"),
         (ClusterSetParams(diskparams={"drbd": {}}), UnknownParameterError, "unknown disk template"),
         (ClusterSetParams(nicparams={"mode": "nat"}), ParameterError, "not one of 'bridged'"),
         (ClusterSetParams(enabled_hypervisors=[]), ParameterError, "at least one hypervisor"),
@@ -100,3 +105,23 @@ def test_info_has_ganeti_keys_and_only_enabled_hvparams() -> None:
     assert list(info["hvparams"]) == ["fake"]
     assert info["master"] == "master.example" and info["config_serial"] == 7
     assert cluster == original
+
+
+def test_disabling_a_template_or_hypervisor_in_use_names_the_instances() -> None:
+    from corral.cmdlib.cluster import check_disabled_in_use
+    from corral.errors import OpPrereqError
+    from corral.objects import Cluster, Instance
+
+    old = Cluster(name="c", master_node="m", enabled_disk_templates=["file", "diskless"],
+                  enabled_hypervisors=["fake", "kvm"])
+    uses = [Instance(name="web1", primary_node="n", disk_template="file", disks=["d"]),
+            Instance(name="light", primary_node="n", disk_template="diskless")]
+    new = Cluster(name="c", master_node="m", enabled_disk_templates=["file"],
+                  enabled_hypervisors=["fake", "kvm"])
+    with pytest.raises(OpPrereqError, match=r"(?s)Cannot disable disk template 'diskless'.*light"):
+        check_disabled_in_use(old, new, uses)
+    new = Cluster(name="c", master_node="m", enabled_disk_templates=["file", "diskless"],
+                  enabled_hypervisors=["kvm"])
+    with pytest.raises(OpPrereqError, match=r"hypervisor 'fake'(.|\n)*\* light\n \* web1"):
+        check_disabled_in_use(old, new, uses)
+    check_disabled_in_use(old, new, [])

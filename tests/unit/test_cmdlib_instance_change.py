@@ -59,9 +59,12 @@ class Cluster:
                      "migration_accept", "migration_send", "migration_finish",
                      "blockdev_create", "blockdev_remove", "blockdev_copy_from",
                      "blockdev_assemble", "blockdev_shutdown", "blockdev_grow",
-                     "instance_console", "node_info", "os_get", "os_validate"):
+                     "instance_console", "node_info", "os_get", "os_validate",
+                     "instance_check_host"):
             self.rpc.handlers[proc] = self._handler(proc)
         self._processor: Processor | None = None
+        #: What a node says it lacks when asked about an instance (instance_check_host).
+        self.lacking: dict[str, list[str]] = {}
 
     def _handler(self, proc: str) -> Any:
         def handle(node: Node, args: Mapping[str, Any]) -> Any:
@@ -90,6 +93,8 @@ class Cluster:
                         "message": "fake console"}
             elif proc == "node_info":
                 return {"memory_total": 4096, "memory_free": 2048, "cpu_count": 2}
+            elif proc == "instance_check_host":
+                return {"missing": list(self.lacking.get(node.name, []))}
             return None
         return handle
 
@@ -184,7 +189,9 @@ def test_modify_parameters_reports_ganeti_changes_and_records_reason(cl: Cluster
     [
         ({}, ParameterError, "no changes submitted"),
         ({"hvparams": {"migration_mode": "live"}}, ParameterError, "global"),
-        ({"beparams": {"memory": 1}}, UnknownParameterError, "valid ones"),
+        ({"beparams": {"mem": 1}}, UnknownParameterError, "valid ones"),
+        ({"beparams": {"vcpus": 0}}, ParameterError, "accepted: 1 or more"),
+        ({"beparams": {"memory": 8192}}, ParameterError, "more memory than any node"),
         ({"beparams": {"minmem": 4096}}, ParameterError, "must not exceed maxmem"),
         ({"disk_template": "sharedfile"}, OpPrereqError, "not supported"),
         ({"runtime_mem": 256}, ParameterError, "not supported by corral: runtime_mem"),
@@ -336,7 +343,11 @@ def test_remove_disk_needs_a_stopped_instance(cl: Cluster) -> None:
 
 def test_removing_the_last_disk_makes_the_instance_diskless(cl: Cluster) -> None:
     cl.add_instance("web1")
-    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", -1, {}]])
+    with pytest.raises(OpPrereqError, match=r"without disks.*--allow-diskless"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", -1, {}]])
+    assert cl.instance("web1").disk_template == "file" and len(cl.instance("web1").disks) == 1
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", -1, {}]],
+           allow_diskless=True)
     assert cl.instance("web1").disk_template == "diskless"
     with pytest.raises(ParameterError, match="dev_type"):
         cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
@@ -655,3 +666,18 @@ def test_new_disks_go_where_the_instance_keeps_its_disks(cl: Cluster) -> None:
     cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["add", -1, {"size": 8}]])
     disk = cl.store.get("disk", cl.instance("web1").disks[1])
     assert disk.logical_id[1] == f"{FILE_DIR}/team-a/{inst.uuid}/{disk.uuid}.disk1"
+
+
+@pytest.mark.parametrize(("op_id", "extra"), [
+    ("OP_INSTANCE_MIGRATE", {}), ("OP_INSTANCE_FAILOVER", {}),
+])
+def test_a_target_lacking_what_the_instance_needs_is_refused(cl: Cluster, op_id: str,
+                                                             extra: dict[str, Any]) -> None:
+    """The target node says what it lacks; nothing is started, sent or committed."""
+    cl.add_instance("shared", template="sharedfile", up=True)
+    cl.lacking["node2"] = ["missing bridges br-gone"]
+    with pytest.raises(OpPrereqError, match="node node2: the node lacks what the instance "
+                                            "needs: missing bridges br-gone"):
+        cl.run(op_id, instance_name="shared", target_node="node2", **extra)
+    assert cl.node_name(cl.instance("shared")) == "node1"
+    assert not cl.calls("migration_accept") and not cl.calls("instance_shutdown")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +21,7 @@ from corral.objects.params import (
     fill_params,
     parse_size,
     update_params,
+    upgrade_beparams,
     validate_params,
 )
 
@@ -74,11 +77,34 @@ def test_fill_params_last_non_none_wins(base: dict[str, int], layer: dict[str, i
 # -- validate_params -----------------------------------------------------------------
 
 
+def test_legacy_memory_sets_maxmem_and_minmem_and_wins() -> None:
+    """Ganeti's ``memory`` becomes maxmem and minmem, overriding either given with it."""
+    assert validate_params("backend", BE_PARAMS, {"memory": "1G"}) == \
+        {"maxmem": 1024, "minmem": 1024}
+    assert upgrade_beparams({"memory": 512, "maxmem": 2048, "vcpus": 2}) == \
+        {"maxmem": 512, "minmem": 512, "vcpus": 2}
+    assert validate_params("backend", BE_PARAMS, {"memory": "default"}) == \
+        {"maxmem": None, "minmem": None}
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"vcpus": 0}, "backend parameter 'vcpus': 0 is out of range; accepted: 1 or more"),
+    ({"vcpus": "-1"}, "'vcpus': -1 is out of range"),
+    ({"maxmem": 0}, "'maxmem': 0 MiB is out of range; accepted: 1 MiB or more"),
+    ({"memory": "0"}, "'maxmem': 0 MiB is out of range"),
+    ({"spindle_use": -1}, "'spindle_use': -1 is out of range; accepted: 0 or more"),
+])
+def test_backend_values_out_of_range_are_refused(values: dict[str, object],
+                                                 message: str) -> None:
+    with pytest.raises(ParameterError, match=re.escape(message)):
+        validate_params("backend", BE_PARAMS, values, instance_level=True)
+
+
 def test_validate_unknown_name_lists_valid_ones() -> None:
     with pytest.raises(UnknownParameterError) as info:
-        validate_params("backend", BE_PARAMS, {"memory": 512})
+        validate_params("backend", BE_PARAMS, {"mem": 512})
     message = str(info.value)
-    assert "'memory'" in message
+    assert "'mem'" in message
     for name in BE_PARAMS:
         assert name in message
 

@@ -442,13 +442,17 @@ def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
 @click.option("--offline", "offline", flag_value=True, default=None,
               help="Mark the (stopped) instance offline.")
 @click.option("--online", "offline", flag_value=False, help="Mark the instance online again.")
+@click.option("--allow-diskless", "allow_diskless", is_flag=True,
+              help="Allow removing the instance's last disk: it becomes diskless "
+                   "(corral; Ganeti does this without asking).")
 @force_option
 @_job_options()
 @click.argument("instance_name")
 def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict | None,
            osparams: KeyValDict | None, os_name: str | None, force_variant: bool,
            disk_items: tuple[tuple[str, IdentValue], ...],
-           net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None, force: bool,
+           net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None,
+           allow_diskless: bool, force: bool,
            submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
            dry_run: bool) -> None:
     """Change parameters, disks or NICs of INSTANCE_NAME."""
@@ -467,6 +471,8 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
         body["os_name"] = os_name
     if force_variant:
         body["force_variant"] = True
+    if allow_diskless:
+        body["allow_diskless"] = True
     if disk_items:
         body["disks"] = convert_modifications("--disk", disk_items, disks=True)
     if net_items:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import platform
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.config.replica import snapshot_args
-from corral.errors import OsNotFoundError, ParameterError, UnknownParameterError
-from corral.objects import Cluster, Node, params
+from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
+from corral.objects import Cluster, Instance, Node, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
 
@@ -27,6 +27,7 @@ __all__ = [
     "LUClusterQuery",
     "LUClusterSetParams",
     "apply_cluster_params",
+    "check_disabled_in_use",
     "cluster_info",
     "updated_os_hvp",
     "updated_osparams",
@@ -302,6 +303,33 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     return changed
 
 
+def check_disabled_in_use(old: Cluster, new: Cluster, instances: Iterable[Instance]) -> None:
+    """Refuse to disable a disk template or a hypervisor that instances still use,
+    naming them, as Ganeti refuses to disable a disk template in use.
+
+    An instance without disks uses the ``diskless`` template. (Ganeti 3.0 lets a
+    hypervisor in use be disabled and only ``gnt-cluster verify`` notices; corral
+    refuses that too: such instances could not be started or created alike.)
+    """
+    templates = set(old.enabled_disk_templates) - set(new.enabled_disk_templates)
+    hypervisors = set(old.enabled_hypervisors) - set(new.enabled_hypervisors)
+    if not templates and not hypervisors:
+        return
+    users: dict[tuple[str, str], list[str]] = {}
+    for inst in instances:
+        template = inst.disk_template if inst.disks else "diskless"
+        if template in templates:
+            users.setdefault(("disk template", template), []).append(inst.name)
+        if inst.hypervisor in hypervisors:
+            users.setdefault(("hypervisor", inst.hypervisor), []).append(inst.name)
+    for (what, name), names in sorted(users.items()):
+        shown = "\n * ".join(sorted(names))
+        raise OpPrereqError(
+            f"Cannot disable {what} '{name}', because there is at least one instance using "
+            f"it:\n * {shown}\nremove or change these instances first, or keep {name} "
+            "enabled")
+
+
 #: This machine's architecture as Ganeti reports it; computed once, because
 #: ``platform.architecture()`` runs the ``file`` program (1.5 ms per /2/info otherwise).
 _ARCHITECTURE = [platform.architecture()[0], platform.machine()]
@@ -427,6 +455,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         with store.transaction() as txn:
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
+            check_disabled_in_use(store.cluster, cluster, store.all("instance"))
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}

@@ -62,6 +62,7 @@ __all__ = [
     "check_instance_name",
     "check_ip",
     "check_mac",
+    "check_memory_fits_group",
     "check_node_takes_instance",
     "check_os",
     "commit_instance",
@@ -184,13 +185,46 @@ def check_hv_be(hypervisor: str, hvparams: Mapping[str, Any], beparams: Mapping[
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validated instance-level hypervisor and backend parameter overrides."""
     hv = validate_params("hypervisor", HV_PARAMS[hypervisor], hvparams, instance_level=True)
-    be_in = dict(beparams)
-    if "memory" in be_in:  # Ganeti's pre-2.6 name for maxmem = minmem
-        memory = be_in.pop("memory")
-        be_in.setdefault("maxmem", memory)
-        be_in.setdefault("minmem", memory)
-    be = validate_params("backend", BE_PARAMS, be_in, instance_level=True)
+    be = validate_params("backend", BE_PARAMS, beparams, instance_level=True)
     return update_params({}, hv), update_params({}, be)
+
+
+async def check_memory_fits_group(lu: LogicalUnit[Any], group_uuid: str, hypervisor: str,
+                                  maxmem: int) -> None:
+    """Refuse a ``maxmem`` larger than the total memory of every node of the group:
+    such an instance could never start anywhere in it.
+
+    The nodes are asked (``node_info``); nodes that are offline, not vm_capable or do
+    not answer are left out, and when none tells its memory the check cannot be made:
+    that is said in the job log and the value is accepted, as Ganeti goes ahead when
+    it cannot read a node's memory.
+    """
+    store = lu.master.store
+    group = store.get("nodegroup", group_uuid)
+    nodes = sorted((n for n in store.all("node")
+                    if n.group == group_uuid and not n.offline and n.vm_capable),
+                   key=lambda n: n.name)
+    totals: dict[str, int] = {}
+    if nodes:
+        results = await lu.master.rpc.call(
+            nodes, "node_info", {"storage_dirs": [], "hypervisors": [hypervisor]},
+            timeout=RPC_QUICK)
+        for node in nodes:
+            answer = results[node.name]
+            total = answer.payload.get("memory_total") \
+                if not answer.failed and isinstance(answer.payload, dict) else None
+            if isinstance(total, int) and not isinstance(total, bool):
+                totals[node.name] = total
+    if not totals:
+        lu.feedback(f"WARNING: no node of group {group.name} told its memory; maxmem "
+                    f"({maxmem} MiB) is not checked against it")
+        return
+    largest_node, largest = max(totals.items(), key=lambda item: (item[1], item[0]))
+    if maxmem > largest:
+        raise ParameterError(
+            f"backend parameter maxmem ({maxmem} MiB) is more memory than any node of "
+            f"group {group.name} has (the largest, {largest_node}, has {largest} MiB): "
+            f"the instance could never start; accepted: at most {largest} MiB")
 
 
 async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,

@@ -30,6 +30,7 @@ from corral.cmdlib.instance_base import (
     InstanceLU,
     check_ip,
     check_mac,
+    check_memory_fits_group,
     disk_spec,
     generate_mac,
     is_blacklisted,
@@ -172,6 +173,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     OP_ID = "OP_INSTANCE_SET_PARAMS"
 
     new_pnode: Node | None = None
+    #: The filled maxmem when the request changes it (checked against the nodes).
+    new_maxmem: int | None = None
 
     def check_arguments(self) -> None:
         """Something to change; nothing corral does not implement; well-formed lists."""
@@ -304,6 +307,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise ParameterError(f"backend parameter minmem ({filled['minmem']}) must not "
                                  f"exceed maxmem ({filled['maxmem']})")
         self.new_inst.beparams = new_be
+        self.new_maxmem = filled["maxmem"] if "maxmem" in checked else None
         self.changes.extend([f"be/{k}", v] for k, v in self.op.beparams.items())
 
     def _check_os(self) -> None:
@@ -425,6 +429,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if disk not in self.added_disks and disk not in self.modified_disks:
                     self.modified_disks.append(disk)
         if self.disk_mods and not disks:
+            if self.removed_disks and not self.op.allow_diskless:
+                raise OpPrereqError(
+                    f"removing disk(s) {', '.join(str(i) for i, _d in self.removed_disks)} "
+                    f"would leave instance {inst.name} without disks; to make it diskless, "
+                    "ask for it explicitly with --allow-diskless (RAPI/opcode: "
+                    "allow_diskless=true)")
             template = "diskless"
         self.new_inst.disks = [d.uuid for d in disks]
         self.new_inst.disk_template = template
@@ -558,6 +568,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             what = "remove disks of" if self.removed_disks else "change the state of"
             raise OpPrereqError(f"instance {inst.name} is running on node {primary.name}: "
                                 f"stop it first to {what} it")
+        if self.new_maxmem is not None and not op.force:
+            group = self.master.store.get("node", self.new_inst.primary_node).group
+            await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
         os_changed = self.new_inst.os != inst.os
         if (os_changed or op.osparams) and not op.force:
             pnode = self.master.store.get("node", self.new_inst.primary_node)

@@ -37,6 +37,7 @@ from corral.cmdlib.instance_base import (
     check_instance_name,
     check_ip,
     check_mac,
+    check_memory_fits_group,
     check_node_takes_instance,
     check_os,
     commit_instance,
@@ -397,6 +398,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op = self.op
         node = self.node
         name = op.instance_name
+        if "maxmem" in self.beparams:
+            maxmem = filled_beparams(self.master.store, self.instance, node)["maxmem"]
+            await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
         if not op.no_install:
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,

@@ -108,6 +108,12 @@ class _MoveBase(InstanceLU[_Op]):
             raise NotFoundError(f"node {self.target.name} was removed meanwhile")
         self.target = target
         check_target_node(target, self.instance, self.WHAT)
+        cluster = self.master.store.cluster
+        if self.instance.hypervisor not in cluster.enabled_hypervisors:
+            raise OpPrereqError(
+                f"cannot {self.WHAT} instance {self.instance.name}: its hypervisor "
+                f"{self.instance.hypervisor!r} is not enabled in the cluster (enabled: "
+                f"{', '.join(cluster.enabled_hypervisors)})")
         if self.needs_source():
             check_node_online(self.primary, f"{self.WHAT} instance {self.instance.name}")
 
@@ -122,6 +128,24 @@ class _MoveBase(InstanceLU[_Op]):
         group = store.get("nodegroup", self.target.group)
         return fill_params(store.cluster.beparams.get("default", {}), group.beparams,
                            self.instance.beparams)
+
+    async def check_target_has_needs(self) -> None:
+        """Refuse a target node that lacks what the instance needs there (its
+        hypervisor, the bridges of bridged NICs, the shared storage of its disks),
+        before anything changes; the node itself says (``instance_check_host``)."""
+        inst, target = self.instance, self.target
+        answer = await self.call_one(target, "instance_check_host",
+                                     {"instance": self.spec(target)},
+                                     f"checking node {target.name} for instance {inst.name}")
+        missing = answer.get("missing") if isinstance(answer, dict) else None
+        if not isinstance(missing, list):
+            raise OpPrereqError(f"node {target.name} answered {answer!r} when asked what it "
+                                f"lacks for instance {inst.name}")
+        if missing:
+            raise OpPrereqError(
+                f"cannot {self.WHAT} instance {inst.name} to node {target.name}: the node "
+                f"lacks what the instance needs: {'; '.join(str(m) for m in missing)}; "
+                "nothing was changed")
 
     async def check_free_memory(self, needed: int) -> None:
         """Refuse when the target node has less than ``needed`` MiB free."""
@@ -196,6 +220,7 @@ class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
     async def execute(self) -> None:
         """Shut down on the source, switch the primary node, start on the target."""
         inst = self.instance
+        await self.check_target_has_needs()
         if inst.admin_state == "up":
             await self.check_free_memory(self.beparams()["maxmem"])
         if self.op.dry_run:
@@ -296,6 +321,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             if not self.op.dry_run:
                 await self._cleanup()
             return None
+        await self.check_target_has_needs()
         if not self.as_failover:
             running = is_running(await self.instance_info(self.primary))
             if not running:
@@ -405,6 +431,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
     async def execute(self) -> None:
         """Shut down, copy every disk, commit, remove the source copies, start."""
         inst = self.instance
+        await self.check_target_has_needs()
         if inst.admin_state == "up":
             await self.check_free_memory(self.beparams()["maxmem"])
         if self.op.dry_run:

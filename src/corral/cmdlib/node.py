@@ -29,6 +29,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group, expand_node
+from corral.cmdlib.node_homing import check_new_node_homing, check_secondary_change
 from corral.config.replica import snapshot_args
 from corral.errors import (
     AlreadyExistsError,
@@ -271,16 +272,7 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
                     raise AlreadyExistsError(
                         f"IP address {ip} of new node {self._name} is already used by "
                         f"node {other.name}")
-        master_dual = bool(master.secondary_ip) and master.secondary_ip != master.primary_ip
-        new_dual = self._secondary is not None and self._secondary != self._primary
-        if master_dual and not new_dual:
-            raise OpPrereqError(
-                f"the cluster uses a separate secondary network (master {master.name} has "
-                f"secondary IP {master.secondary_ip}); give node {self._name} one with -s")
-        if new_dual and not master_dual:
-            raise OpPrereqError(
-                f"the cluster has no separate secondary network; add node {self._name} "
-                "without a secondary IP")
+        check_new_node_homing(master, self._name, self._primary, self._secondary)
         self._group = (expand_group(store, self.op.group) if self.op.group
                        else default_group(store))
 
@@ -523,6 +515,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
                                                                    other.secondary_ip):
                     raise AlreadyExistsError(
                         f"secondary IP {self._secondary} is already used by node {other.name}")
+            check_secondary_change(store.get("node", cluster.master_node), node,
+                                   self._secondary, force=op.force, warn=self.feedback)
         for name in _ROLE_FLAGS:
             if flags[name] is False and getattr(node, name) is False:
                 self.feedback(f"Ignoring request to unset flag {name}, already unset")

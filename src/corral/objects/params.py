@@ -20,6 +20,7 @@ from typing import Any, Literal
 from corral.errors import ParameterError, UnknownParameterError, did_you_mean
 
 __all__ = [
+    "BE_MEMORY_ALIAS",
     "BE_PARAMS",
     "DISK_PARAMS",
     "DISK_TEMPLATES",
@@ -36,6 +37,7 @@ __all__ = [
     "fill_params",
     "parse_size",
     "update_params",
+    "upgrade_beparams",
     "validate_params",
 ]
 
@@ -54,6 +56,8 @@ class ParamSpec:
     choices: frozenset[str] | None = None
     #: Global parameters are cluster-wide only and cannot be set per instance (design 2.1).
     global_only: bool = False
+    #: The smallest accepted value of a number or size (``vcpus=0`` cannot run).
+    minimum: int | None = None
 
 
 def _s(default: str, *choices: str) -> ParamSpec:
@@ -162,11 +166,14 @@ HYPERVISORS: tuple[str, ...] = ("kvm", "fake")
 BE_PARAMS: dict[str, ParamSpec] = {
     "always_failover": _b(False),
     "auto_balance": _b(True),
-    "maxmem": ParamSpec("size", 128),
-    "minmem": ParamSpec("size", 128),
-    "spindle_use": _i(1),
-    "vcpus": _i(1),
+    "maxmem": ParamSpec("size", 128, minimum=1),
+    "minmem": ParamSpec("size", 128, minimum=1),
+    "spindle_use": ParamSpec("int", 1, minimum=0),
+    "vcpus": ParamSpec("int", 1, minimum=1),
 }
+
+#: Ganeti's pre-2.6 backend parameter ``memory``: it sets both ``maxmem`` and ``minmem``.
+BE_MEMORY_ALIAS = "memory"
 
 #: NIC modes corral implements (design 2.1: bridged, and routed without a bridge).
 NIC_MODES: tuple[str, ...] = ("bridged", "routed", "openvswitch")
@@ -239,13 +246,13 @@ def coerce(family: str, name: str, spec: ParamSpec, value: Any) -> Any:
         if spec.type == "int":
             if isinstance(value, bool):
                 raise ValueError
-            return int(value)
+            return _at_least(where, spec, int(value))
         if spec.type == "float":
             if isinstance(value, bool):
                 raise ValueError
             return float(value)
         if spec.type == "size":
-            return parse_size(value)
+            return _at_least(where, spec, parse_size(value))
         if spec.type == "maybe-string" and value is None:
             return None
         if not isinstance(value, str):
@@ -261,6 +268,25 @@ def coerce(family: str, name: str, spec: ParamSpec, value: Any) -> Any:
         accepted = ", ".join(repr(c) for c in sorted(spec.choices))
         raise ParameterError(f"{where}: {value!r} is not one of {accepted}")
     return value
+
+
+def _at_least(where: str, spec: ParamSpec, value: int) -> int:
+    if spec.minimum is not None and value < spec.minimum:
+        unit = " MiB" if spec.type == "size" else ""
+        raise ParameterError(f"{where}: {value}{unit} is out of range; accepted: "
+                             f"{spec.minimum}{unit} or more")
+    return value
+
+
+def upgrade_beparams(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Backend parameters with Ganeti's legacy ``memory`` turned into ``maxmem`` and
+    ``minmem``; like Ganeti's, ``memory`` wins over either given alongside it."""
+    result = dict(values)
+    if BE_MEMORY_ALIAS in result:
+        memory = result.pop(BE_MEMORY_ALIAS)
+        result["maxmem"] = memory
+        result["minmem"] = memory
+    return result
 
 
 def _unknown(family: str, name: str, specs: Mapping[str, ParamSpec]) -> UnknownParameterError:
@@ -279,7 +305,11 @@ def validate_params(
 
     ``instance_level`` refuses global-only parameters, which only the cluster may set.
     ``None`` and :data:`VALUE_DEFAULT` pass through: they mean "remove the override".
+    Backend parameters accept Ganeti's legacy ``memory`` (see :func:`upgrade_beparams`),
+    so the cluster, a group, an instance and RAPI all read it the same way.
     """
+    if specs is BE_PARAMS:
+        values = upgrade_beparams(values)
     result: dict[str, Any] = {}
     for name, value in values.items():
         spec = specs.get(name)

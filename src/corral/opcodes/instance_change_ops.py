@@ -64,10 +64,15 @@ class OpInstanceSetParams(InstanceOp, tag="OP_INSTANCE_SET_PARAMS"):
     params]`` (modify) is accepted too. In ``hvparams``/``beparams``/``osparams`` a
     value of ``None`` or ``"default"`` removes the instance's own setting.
     The result is a list of ``[what, new value]`` pairs.
+
+    ``allow_diskless`` (corral's, not Ganeti's) must be set to remove an instance's
+    last disk: Ganeti quietly makes the instance diskless, which loses its data by
+    a typo in the disk index; corral asks for it explicitly.
     """
 
     force: bool = False
     force_variant: bool = False
+    allow_diskless: bool = False
     ignore_ipolicy: bool = False
     nics: list[list[Any]] = msgspec.field(default_factory=list)
     disks: list[list[Any]] = msgspec.field(default_factory=list)

@@ -122,11 +122,13 @@ def demo_command(directory: Path) -> None:
     # Instances through their life cycle: the bundled OS formats a real ext4 file system
     # in a sparse file disk; a sharedfile instance migrates without copying its disk.
     show("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n", "node2.testbed",
-         "--disk", "0:size=256M", "--net", "0:mode=bridged,link=br0", "--reason", "demo",
-         "web1.testbed")
+         "--disk", "0:size=256M", "--net", "0:mode=routed,ip=192.0.2.11,link=100",
+         "--reason", "demo", "web1.testbed")
+    # Routed NICs: a move or migration to a node without the bridge of a bridged NIC
+    # is refused, and the testbed's host need not have any bridge.
     show("gnt-instance", "add", "-t", "sharedfile", "-o", "corral-ext4+minimal", "-n",
          "node1.testbed", "--disk", "0:size=128M", "-B", "vcpus=2,maxmem=256M",
-         "db1.testbed")
+         "--net", "0:mode=routed,ip=192.0.2.12,link=100", "db1.testbed")
     show("gnt-instance", "add", "-t", "diskless", "--no-install", "-n", "node3.testbed",
          "--net", "0:mode=routed,ip=192.0.2.10,link=100", "--no-start", "light1.testbed")
     show("gnt-instance", "list", "-o", "name,pnode,status,disk_template,os,disk.sizes,nic.ips")

@@ -55,10 +55,20 @@ def test_planned_failover_finishes_every_job_on_the_new_master(
     _wait_for_status(old, waiting, "waiting")
     queued = [int(_submit(old, "0").stdout.split()[0]) for _ in range(3)]
     assert {_status(old, job) for job in queued} == {"queued"}
-
-    out = run_tool(["gnt-cluster", "master-failover"], new, timeout=180).stdout
+    # An administrator following a job on the old master is told where it went.
+    follower = subprocess.Popen([str(BIN / "gnt-job"), "watch", str(waiting)], env=old,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out = run_tool(["gnt-cluster", "master-failover"], new, timeout=180).stdout
+        _followed, lost = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
     assert "node2.testbed is the master now (was node1.testbed)" in out
     assert "interrupted" not in out.lower()
+    assert follower.returncode == 1
+    assert "node 'node2.testbed'" in lost and f"gnt-job watch {waiting}" in lost, lost
     jobs = [running, waiting, *queued]
     assert _final_statuses(new, jobs) == dict.fromkeys(jobs, "success")
     # The job that waited for the lock says where it went.

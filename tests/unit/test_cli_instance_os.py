@@ -95,7 +95,7 @@ def test_add_builds_ganeti_create_opcode(master: Callable[..., FakeMaster]) -> N
     result = run(gnt_instance.cli, "add", "-t", "file", "-o", "corral-ext4+default",
                  "-n", "node1", "--disk", "0:size=1G,mode=rw,name=root",
                  "--disk", "1:size=512", "--net", "0:mac=aa:00:00:00:00:01,ip=10.0.0.5,"
-                 "mode=routed,link=100,name=eth0", "-H", "fake:migration_mode=live",
+                 "mode=routed,link=100,name=eth0", "-H", "kvm:acpi=false",
                  "-B", "vcpus=2,maxmem=1G,minmem=512M", "-O", "dhcp=yes",
                  "--no-start", "--no-name-check", "--no-ip-check", "--file-storage-dir",
                  "sub", "--file-driver", "loop", "--tags", "a,b", "--priority", "high",
@@ -109,7 +109,7 @@ def test_add_builds_ganeti_create_opcode(master: Callable[..., FakeMaster]) -> N
         "disks": [{"size": 1024, "mode": "rw", "name": "root"}, {"size": 512}],
         "nics": [{"mac": "aa:00:00:00:00:01", "ip": "10.0.0.5", "mode": "routed",
                   "link": "100", "name": "eth0"}],
-        "hypervisor": "fake", "hvparams": {"migration_mode": "live"},
+        "hypervisor": "kvm", "hvparams": {"acpi": "false"},
         "beparams": {"vcpus": 2, "maxmem": 1024, "minmem": 512},
         "osparams": {"dhcp": "yes"}, "start": False, "name_check": False,
         "ip_check": False, "file_storage_dir": "sub", "file_driver": "loop",

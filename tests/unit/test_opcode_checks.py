@@ -27,9 +27,12 @@ def _create(**params: Any) -> dict[str, Any]:
     ({"disks": [{"size": 1, "colour": "red"}]}, "'disks[0].colour': unknown key 'colour'"),
     ({"disks": ["10G"]}, "'disks[0]': expected an object, got a string"),
     ({"nics": [{"ip": 10}]}, "'nics[0].ip': expected a string or null, got an integer"),
-    ({"beparams": {"vcpus": "many"}}, "'beparams.vcpus': 'many' is not an int"),
-    ({"beparams": {"maxmem": "lots"}}, "'beparams.maxmem': invalid size 'lots'"),
-    ({"hvparams": {"acpi": "perhaps"}}, "'hvparams.acpi': 'perhaps' is not a boolean"),
+    ({"beparams": {"vcpus": "many"}}, "'beparams.vcpus': backend parameter 'vcpus': "
+     "'many' is not an int"),
+    ({"beparams": {"maxmem": "lots"}}, "'beparams.maxmem': backend parameter 'maxmem': "
+     "invalid size 'lots'"),
+    ({"hvparams": {"acpi": "perhaps"}}, "'hvparams.acpi': hypervisor parameter 'acpi': "
+     "'perhaps' is not a boolean"),
     ({"os_type": 3}, "body: parameter 'os': expected a string or null, got an integer"),
     ({"start": "yes"}, "'start': expected true or false, got a string"),
 ])
@@ -41,7 +44,7 @@ def test_create_bodies_are_refused_naming_the_path(params: dict[str, Any],
 
 
 def test_unknown_names_are_unknown_parameters() -> None:
-    with pytest.raises(UnknownParameterError, match=r"'beparams\.cpus': unknown BE parameter"):
+    with pytest.raises(UnknownParameterError, match=r"'beparams\.cpus': unknown backend parameter"):
         op_from_dict(_create(beparams={"cpus": 1}))
     with pytest.raises(UnknownParameterError, match=r"'diskparams\.drbd': unknown disk "):
         op_from_dict({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "diskparams": {"drbd": {}}})
@@ -82,9 +85,11 @@ def test_modify_accepts_both_list_forms() -> None:
 def test_cluster_and_node_families() -> None:
     with pytest.raises(UnknownParameterError, match=r"'hvparams\.xen-pvm': unknown hypervisor"):
         op_from_dict({"OP_ID": "OP_CLUSTER_SET_PARAMS", "hvparams": {"xen-pvm": {}}})
-    with pytest.raises(ParameterError, match=r"'nicparams\.link': 5 is not a string"):
+    with pytest.raises(ParameterError,
+                       match=r"'nicparams\.link': NIC parameter 'link': 5 is not a string"):
         op_from_dict({"OP_ID": "OP_CLUSTER_SET_PARAMS", "nicparams": {"link": 5}})
-    with pytest.raises(ParameterError, match=r"'ndparams\.ssh_port': 'ssh' is not an int"):
+    with pytest.raises(ParameterError, match=r"'ndparams\.ssh_port': node parameter "
+                                             r"'ssh_port': 'ssh' is not an int"):
         op_from_dict({"OP_ID": "OP_NODE_SET_PARAMS", "node_name": "n1",
                       "ndparams": {"ssh_port": "ssh"}})
     op_from_dict({"OP_ID": "OP_CLUSTER_SET_PARAMS", "hvparams": {"kvm": {"acpi": True}},

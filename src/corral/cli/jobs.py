@@ -28,8 +28,12 @@ from corral.cli.common import get_client, reason_trail
 from corral.cli.options import no_headers_option, separator_option
 from corral.cli.output import effective_units, format_bool, format_table, format_unit
 from corral.errors import (
+    CorralError,
+    MasterUnreachableError,
     NotFoundError,
+    NotMasterError,
     ParameterError,
+    ProtocolError,
     did_you_mean,
 )
 from corral.jobs.model import job_error
@@ -207,8 +211,8 @@ def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = N
     prev_serial: int | None = None
     status: str | None = None
     while True:
-        answer = client.call("WaitForJobChange", job_id, ["status"], prev_info, prev_serial,
-                             WFJC_TIMEOUT)
+        answer = _follow(client, job_id, "WaitForJobChange", job_id, ["status"], prev_info,
+                         prev_serial, WFJC_TIMEOUT)
         if answer is None:
             raise NotFoundError(f"job {job_id} not found (lost while waiting for it)")
         if answer == "nochange":
@@ -229,6 +233,43 @@ def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = N
     if final_status == "success":
         return list(opresult)
     raise job_error(job_id, final_status, opstatus, opresult)
+
+
+#: How long a command following a job waits for the master daemon to come back, or
+#: for the master role to show up on another node, after losing it (seconds).
+RECONNECT_WAIT = 30.0
+
+
+def _follow(client: LuxiCaller, job_id: int, method: str, *args: Any) -> Any:
+    """``client.call(method, *args)`` while following ``job_id``, surviving the loss of
+    the master daemon: a planned master failover hands unfinished jobs to the new
+    master and stops this one. Reconnecting then either works (the daemon restarted
+    here) or says the master is another node: the job goes on there, and the error
+    says how to follow it. Gives up after :data:`RECONNECT_WAIT` seconds."""
+    try:
+        return client.call(method, *args)
+    except (MasterUnreachableError, ProtocolError) as err:
+        lost: CorralError = err
+    deadline = time.monotonic() + RECONNECT_WAIT
+    while True:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
+        try:
+            return client.call(method, *args)
+        except NotMasterError as err:
+            raise NotMasterError(
+                f"job {job_id} is not finished and the master daemon here stopped: "
+                f"{err.message}. The job continues there; follow it with 'gnt-job watch "
+                f"{job_id}' on that node") from None
+        except (MasterUnreachableError, ProtocolError) as err:
+            lost = err
+        if time.monotonic() >= deadline:
+            raise MasterUnreachableError(
+                f"lost the master daemon while following job {job_id}: {lost.message}; "
+                f"the job may still run: 'gnt-job info {job_id}' on the master node tells"
+            ) from None
+        time.sleep(1.0)
 
 
 def submit_and_wait(

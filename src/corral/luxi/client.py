@@ -73,6 +73,7 @@ class Client:
             while not found:
                 chunk = sock.recv(65536)
                 if not chunk:
+                    self.close()
                     raise ProtocolError("the master daemon closed the connection mid-answer")
                 self._buffer += chunk
                 found = EOM in chunk

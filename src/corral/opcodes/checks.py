@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, get_args, get_type_hints
 
 import msgspec
 
-from corral.errors import ParameterError, did_you_mean
+from corral.errors import ParameterError, UnknownParameterError, did_you_mean
 from corral.objects.params import (
     BE_PARAMS,
     DISK_PARAMS,
@@ -30,7 +30,7 @@ from corral.objects.params import (
     ND_PARAMS,
     NIC_PARAMS,
     ParamSpec,
-    coerce,
+    validate_params,
 )
 
 __all__ = ["REFERENCES", "Problem", "Reference", "check_shapes"]
@@ -162,32 +162,23 @@ def _check_changes(param: str, changes: Any, shape: type[msgspec.Struct]) -> Non
 
 # -- parameter families --------------------------------------------------------------
 
-#: Ganeti's older backend parameter: ``memory`` sets both maxmem and minmem.
-_BE_COMPAT: Final = {"memory": BE_PARAMS["maxmem"]}
-
-
-def _check_family(path: str, family: str, specs: Mapping[str, ParamSpec], values: Any) -> None:
-    """Names and value types of one parameter family (``None`` and ``"default"`` reset)."""
+def _check_family(path: str, family: str, specs: Mapping[str, ParamSpec], values: Any, *,
+                  instance_level: bool = False) -> None:
+    """Names and value types of one parameter family (``None`` and ``"default"`` reset),
+    checked by :func:`~corral.objects.params.validate_params` itself, so a submission
+    is refused with the words the logical unit would use (``family`` is its label:
+    "backend", "kvm hypervisor" ...), Ganeti's legacy ``memory`` included."""
     if values is None:
         return
     if not isinstance(values, dict):
         raise Problem(path, f"expected an object of {family} parameters, got {values!r}")
     for name, value in values.items():
-        spec = specs.get(name)
-        if spec is None:
-            hint = did_you_mean(name, sorted(specs), listing="gnt-cluster info")
-            raise Problem(f"{path}.{name}", f"unknown {family} parameter {name!r}; {hint}",
-                          unknown=True)
-        if value is None or value == "default":
-            continue
         try:
-            coerce(family, name, spec, value)
+            validate_params(family, specs, {name: value}, instance_level=instance_level)
+        except UnknownParameterError as err:
+            raise Problem(f"{path}.{name}", err.message, unknown=True) from None
         except ParameterError as err:
-            detail = err.message
-            prefix = f"{family} parameter '{name}'"
-            if detail.startswith(prefix):
-                detail = detail[len(prefix):].lstrip(": ")
-            raise Problem(f"{path}.{name}", detail) from None
+            raise Problem(f"{path}.{name}", err.message) from None
 
 
 def _hv_specs(hypervisor: str | None) -> Mapping[str, ParamSpec]:
@@ -213,12 +204,14 @@ def _check_nested(path: str, family: str, specs: Mapping[str, Mapping[str, Param
         if key not in specs:
             raise Problem(f"{path}.{key}", f"unknown {what} {key!r}; {did_you_mean(key, specs)}",
                           unknown=True)
-        _check_family(f"{path}.{key}", family, specs[key], inner)
+        _check_family(f"{path}.{key}", f"{key} {family}", specs[key], inner)
 
 
 def _check_instance_params(op: Any) -> None:
-    _check_family("beparams", "BE", {**_BE_COMPAT, **BE_PARAMS}, op.beparams)
-    _check_family("hvparams", "HV", _hv_specs(getattr(op, "hypervisor", None)), op.hvparams)
+    _check_family("beparams", "backend", BE_PARAMS, op.beparams, instance_level=True)
+    hypervisor = getattr(op, "hypervisor", None)
+    label = f"{hypervisor} hypervisor" if hypervisor in HV_PARAMS else "hypervisor"
+    _check_family("hvparams", label, _hv_specs(hypervisor), op.hvparams, instance_level=True)
 
 
 def _check_create(op: Any) -> None:
@@ -234,7 +227,7 @@ def _check_modify(op: Any) -> None:
 
 
 def _check_ndparams(op: Any) -> None:
-    _check_family("ndparams", "ND", ND_PARAMS, op.ndparams)
+    _check_family("ndparams", "node", ND_PARAMS, op.ndparams)
 
 
 def _check_group(op: Any) -> None:
@@ -243,8 +236,8 @@ def _check_group(op: Any) -> None:
 
 
 def _check_cluster(op: Any) -> None:
-    _check_nested("hvparams", "HV", HV_PARAMS, "hypervisor", op.hvparams)
-    _check_family("beparams", "BE", BE_PARAMS, op.beparams)
+    _check_nested("hvparams", "hypervisor", HV_PARAMS, "hypervisor", op.hvparams)
+    _check_family("beparams", "backend", BE_PARAMS, op.beparams)
     _check_family("nicparams", "NIC", NIC_PARAMS, op.nicparams)
     _check_ndparams(op)
     _check_nested("diskparams", "disk", DISK_PARAMS, "disk template", op.diskparams)

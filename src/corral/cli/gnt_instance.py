@@ -284,6 +284,9 @@ def cli() -> None:
 @click.option("--no-ip-check", is_flag=True,
               help="Do not check that the instance's IP is unused.")
 @click.option("--tags", "tags", metavar="TAG,...", help="Comma-separated tags.")
+@click.option("--ignore-ipolicy", "ignore_ipolicy", is_flag=True,
+              help="Create file disks even if they are larger than the free space of "
+                   "the node's file storage (the files are sparse).")
 @_job_options()
 @click.argument("instance_name")
 def add(instance_name: str, disk_template: str | None, os_type: str | None,
@@ -293,8 +296,8 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
         beparams: KeyValDict | None, osparams: KeyValDict | None, no_start: bool,
         no_install: bool, force_variant: bool, file_storage_dir: str | None,
         file_driver: str | None, no_name_check: bool, no_ip_check: bool, tags: str | None,
-        submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
-        dry_run: bool) -> None:
+        ignore_ipolicy: bool, submit_only: bool, print_jobid: bool, priority: int | None,
+        reason: str | None, dry_run: bool) -> None:
     """Create INSTANCE_NAME: its disks, the OS install and (unless --no-start) a start."""
     if disk_template == "diskless":
         if disk_items or os_size is not None:
@@ -348,6 +351,8 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
         body["no_install"] = True
     if force_variant:
         body["force_variant"] = True
+    if ignore_ipolicy:
+        body["ignore_ipolicy"] = True
     if tags:
         body["tags"] = [t for t in tags.split(",") if t]
     _submit("add", "OP_INSTANCE_CREATE", body, reason=reason, priority=priority,

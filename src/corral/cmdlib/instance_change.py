@@ -28,6 +28,7 @@ from corral.cmdlib.common import (
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     InstanceLU,
+    check_file_space,
     check_ip,
     check_mac,
     check_memory_fits_group,
@@ -571,6 +572,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if self.new_maxmem is not None and not op.force:
             group = self.master.store.get("node", self.new_inst.primary_node).group
             await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
+        if self.added_disks:
+            indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
+            await check_file_space(
+                self, self.master.store.get("node", self.new_inst.primary_node),
+                inst.hypervisor, inst.name,
+                [(indexes[d.uuid], d) for d in self.added_disks], forced=op.force,
+                override="--force (RAPI/opcode: force=true)")
         os_changed = self.new_inst.os != inst.os
         if (os_changed or op.osparams) and not op.force:
             pnode = self.master.store.get("node", self.new_inst.primary_node)

@@ -3,7 +3,9 @@ saying what was wrong and what is accepted, and nothing changed (issue 23)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 from tests.conftest import TestbedHandle
 from tests.integration.test_instances import list_instances, node_paths
@@ -128,3 +130,59 @@ def test_secondary_ip_on_a_single_homed_cluster(testbed: TestbedHandle) -> None:
     assert after == before
 
 
+
+
+def free_file_storage(testbed: TestbedHandle) -> int:
+    """MiB free for an unprivileged writer in node 1's file storage directory."""
+    st = os.statvfs(disk_root(testbed))
+    return st.f_bavail * st.f_frsize // (1024 * 1024)
+
+
+def disk_root(testbed: TestbedHandle) -> Path:
+    return node_paths(testbed, 1).node_path("/srv/corral/file-storage")
+
+
+def test_file_disks_larger_than_the_free_storage(testbed: TestbedHandle) -> None:
+    files = sorted(p for p in disk_root(testbed).rglob("*") if p.is_file())
+    proc = refused(testbed, "gnt-instance", "add", "-t", "file", "--no-install", "-n",
+                   "node1.testbed", "--disk", "0:size=1000T", "huge.testbed")
+    assert "disk 0 (1048576000 MiB) of instance huge.testbed needs more space than node " \
+        "node1.testbed has free in /srv/corral/file-storage:" in proc.stderr
+    assert "--ignore-ipolicy" in proc.stderr
+    # Two disks that fit one by one but not together (the sparse files would).
+    part = free_file_storage(testbed) * 3 // 5
+    proc = refused(testbed, "gnt-instance", "add", "-t", "file", "--no-install", "-n",
+                   "node1.testbed", "--disk", f"0:size={part}M", "--disk",
+                   f"1:size={part}M", "pair.testbed")
+    assert f"disks 0, 1 (together {2 * part} MiB) of instance pair.testbed need" in proc.stderr
+    assert list_instances(testbed, "name") == []
+    assert sorted(p for p in disk_root(testbed).rglob("*") if p.is_file()) == files
+
+    # Past the check, the node itself refuses a file larger than its file system.
+    proc = refused(testbed, "gnt-instance", "add", "-t", "file", "--no-install", "-n",
+                   "node1.testbed", "--ignore-ipolicy", "--disk", "0:size=1000T",
+                   "huge.testbed")
+    assert "in total" in proc.stderr and "--ignore-ipolicy" not in proc.stderr
+    assert list_instances(testbed, "name") == []
+    assert sorted(p for p in disk_root(testbed).rglob("*") if p.is_file()) == files
+
+    add(testbed, "grow.testbed", template="file")
+    before = list_instances(testbed, FIELDS)
+    files = sorted(p for p in disk_root(testbed).rglob("*") if p.is_file())
+    proc = refused(testbed, "gnt-instance", "modify", "--disk", "add:size=1000T",
+                   "grow.testbed")
+    assert "disk 1 (1048576000 MiB) of instance grow.testbed needs more space than node " \
+        "node1.testbed has free in /srv/corral/file-storage:" in proc.stderr
+    assert "--force" in proc.stderr
+    part = free_file_storage(testbed) * 3 // 5
+    proc = refused(testbed, "gnt-instance", "modify", "--disk", f"add:size={part}M",
+                   "--disk", f"add:size={part}M", "grow.testbed")
+    assert f"disks 1, 2 (together {2 * part} MiB) of instance grow.testbed need" \
+        in proc.stderr
+    assert list_instances(testbed, FIELDS) == before
+    assert sorted(p for p in disk_root(testbed).rglob("*") if p.is_file()) == files
+
+    # Forced, the sparse files are made.
+    testbed.run("gnt-instance", "modify", "--force", "--disk", f"add:size={part}M",
+                "--disk", f"add:size={part}M", "grow.testbed")
+    assert list_instances(testbed, "disk.sizes") == [[f"8,{part},{part}"]]

@@ -11,7 +11,15 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from corral.cli import gnt_instance, gnt_instance_power, gnt_os, jobs, prompt, tags
+from corral.cli import (
+    gnt_instance,
+    gnt_instance_power,
+    gnt_instance_query,
+    gnt_os,
+    jobs,
+    prompt,
+    tags,
+)
 from corral.errors import CorralError, OpPrereqError, to_wire
 from corral.opcodes import op_from_dict
 
@@ -65,7 +73,8 @@ class FakeMaster:
 def master(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., FakeMaster]]:
     def install(**kwargs: Any) -> FakeMaster:
         fake = FakeMaster(**kwargs)
-        for module in (gnt_instance, gnt_instance_power, gnt_os, jobs, tags):
+        for module in (gnt_instance, gnt_instance_power, gnt_instance_query, gnt_os, jobs,
+                       tags):
             monkeypatch.setattr(module, "get_client", lambda *a, **k: fake)
         monkeypatch.setattr(prompt, "open_tty", no_tty)
         return fake

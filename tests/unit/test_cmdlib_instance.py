@@ -47,6 +47,8 @@ class Nodes:
 
     def __init__(self) -> None:
         self.running: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Free MiB each node reports for its storage directories (default 1 TiB).
+        self.storage_free: dict[str, int] = {}
 
     def handlers(self) -> dict[str, Any]:
         def os_get(node: Node, args: Mapping[str, Any]) -> Any:
@@ -75,8 +77,15 @@ class Nodes:
         def all_info(node: Node, args: Mapping[str, Any]) -> Any:
             return dict(self.running.get(node.name, {}))
 
+        def node_info(node: Node, args: Mapping[str, Any]) -> Any:
+            free = self.storage_free.get(node.name, 1 << 20)
+            return {"memory_total": 4096, "memory_free": 2048,
+                    "storage": {d: {"size": 1 << 21, "free": free}
+                                for d in args["storage_dirs"]}}
+
         return {
             "os_get": os_get,
+            "node_info": node_info,
             "blockdev_create": lambda node, args: {"path": "/x" + args["disk"]["logical_id"][1]},
             "instance_start": start,
             "instance_shutdown": stop,
@@ -146,7 +155,8 @@ def fail(message: str, cls: type[CorralError] = CorralError) -> Any:
 def test_create_file_instance(cl: Cluster) -> None:
     assert cl.create() == ["node1"]
     assert cl.rpc.procedures("node1") == [
-        "os_get", "os_validate", "blockdev_create", "instance_os_add", "instance_start"]
+        "node_info", "os_get", "os_validate", "blockdev_create", "instance_os_add",
+        "instance_start"]
     inst = cl.store.get("instance", "web1")
     assert inst.admin_state == "up"
     assert inst.os == "corral-ext4+default"
@@ -191,7 +201,7 @@ def test_os_without_parameters_is_not_verified(cl: Cluster) -> None:
 def test_no_install_skips_os_and_start(cl: Cluster) -> None:
     job = JobCtx()
     cl.create(no_install=True, os_type="whatever", job=job)
-    assert cl.rpc.procedures() == ["blockdev_create"]
+    assert cl.rpc.procedures() == ["node_info", "blockdev_create"]
     assert cl.store.get("instance", "web1").admin_state == "down"
     cl.create("web2", no_install=True, os_type=None, disk_template="diskless", disks=[])
     assert cl.store.get("instance", "web2").os == ""
@@ -206,10 +216,56 @@ def test_dry_run_checks_but_changes_nothing(cl: Cluster) -> None:
     before = snapshot(cl.store)
     assert cl.create(dry_run=True) == ["node1"]
     assert snapshot(cl.store) == before
-    assert cl.rpc.procedures() == ["os_get", "os_validate"]
+    assert cl.rpc.procedures() == ["node_info", "os_get", "os_validate"]
     assert "web1" not in cl.instance_locks()
     with pytest.raises(OsError, match="available: corral-ext4"):
         cl.create(dry_run=True, os_type="nope")
+
+
+def test_file_disks_larger_than_the_free_storage_are_refused(cl: Cluster) -> None:
+    cl.nodes.storage_free["node1"] = 1000
+    before = snapshot(cl.store)
+    with pytest.raises(OpPrereqError) as err:
+        cl.create(disks=[{"size": 600}, {"size": 600}], dry_run=True)
+    message = err.value.message
+    assert "disks 0, 1 (together 1200 MiB) of instance web1 need more space than node " \
+        "node1 has free in /srv/corral/file-storage: 1000 MiB free" in message
+    assert "--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)" in message
+    with pytest.raises(OpPrereqError, match=r"disk 0 \(1001 MiB\) of instance web1 needs"):
+        cl.create(disks=[{"size": 1001}])
+    assert snapshot(cl.store) == before
+    assert "blockdev_create" not in cl.rpc.procedures()
+    assert "web1" not in cl.instance_locks()
+    (call, *_rest) = [c for c in cl.rpc.calls if c.procedure == "node_info"]
+    assert call.node == "node1" and call.args["storage_dirs"] == ["/srv/corral/file-storage"]
+
+    # What fits is created; a file_storage_dir subdirectory is asked about as such,
+    # and sharedfile disks are checked in the shared directory.
+    cl.create(disks=[{"size": 500}, {"size": 500}], start=False, no_install=True)
+    cl.create("web2", file_storage_dir="sub", disks=[{"size": 10}], start=False,
+              no_install=True)
+    cl.create("web3", disk_template="sharedfile", disks=[{"size": 10}], start=False,
+              no_install=True)
+    asked = [c.args["storage_dirs"] for c in cl.rpc.calls if c.procedure == "node_info"]
+    assert asked[-2:] == [["/srv/corral/file-storage/sub"], ["/srv/corral/shared"]]
+
+
+def test_ignore_ipolicy_creates_file_disks_larger_than_the_free_storage(cl: Cluster) -> None:
+    cl.nodes.storage_free["node1"] = 1000
+    job = JobCtx()
+    cl.create(disks=[{"size": 2000}], ignore_ipolicy=True, job=job)
+    assert cl.store.get("disk", cl.store.get("instance", "web1").disks[0]).size == 2000
+    assert "blockdev_create" in cl.rpc.procedures()
+    assert any("WARNING: disk 0 (2000 MiB) of instance web1 needs more space" in str(line)
+               for line in job.log)
+
+
+def test_free_storage_unknown_is_reported_and_accepted(cl: Cluster) -> None:
+    cl.rpc.handlers["node_info"] = lambda node, args: {"memory_total": 4096}
+    job = JobCtx()
+    cl.create(disks=[{"size": 2000}], job=job)
+    assert any("did not tell the free space of /srv/corral/file-storage" in str(line)
+               for line in job.log)
 
 
 def test_failed_install_removes_disks_and_leaves_config(cl: Cluster) -> None:
@@ -219,7 +275,7 @@ def test_failed_install_removes_disks_and_leaves_config(cl: Cluster) -> None:
     with pytest.raises(OsScriptError, match="failed on node node1: create script failed"):
         cl.create(disks=[{"size": 10}, {"size": 20}])
     assert snapshot(cl.store) == before
-    assert cl.rpc.procedures() == ["os_get", "os_validate", "blockdev_create",
+    assert cl.rpc.procedures() == ["node_info", "os_get", "os_validate", "blockdev_create",
                                    "blockdev_create", "instance_os_add", "blockdev_remove",
                                    "blockdev_remove"]
     assert "web1" not in cl.instance_locks()

@@ -298,6 +298,38 @@ def test_add_disk_creates_it_on_the_primary_then_commits(cl: Cluster) -> None:
     assert inst.last_reason == REASON
 
 
+def test_added_disks_larger_than_the_free_storage_need_force(cl: Cluster) -> None:
+    cl.add_instance("web1", node="node2")
+    cl.add_instance("shared1", template="sharedfile", node="node3")
+
+    def node_info(node: Node, args: Mapping[str, Any]) -> Any:
+        return {"memory_total": 4096,
+                "storage": {d: {"size": 8000, "free": 1000} for d in args["storage_dirs"]}}
+
+    cl.rpc.handlers["node_info"] = node_info
+    before = snapshot(cl.store)
+    with pytest.raises(OpPrereqError) as err:
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
+               disks=[["add", -1, {"size": 600}], ["add", -1, {"size": 600}]])
+    assert "disks 1, 2 (together 1200 MiB) of instance web1 need more space than node " \
+        f"node2 has free in {FILE_DIR}: 1000 MiB free" in err.value.message
+    assert "--force (RAPI/opcode: force=true)" in err.value.message
+    with pytest.raises(OpPrereqError, match="node node3 has free in /srv/shared: 1000"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="shared1",
+               disks=[["add", 0, {"size": 1001}]], dry_run=True)
+    assert snapshot(cl.store) == before
+    assert cl.calls("blockdev_create") == []
+    assert [(n, a["storage_dirs"]) for n, a in cl.calls("node_info")] == [
+        ("node2", [FILE_DIR]), ("node3", ["/srv/shared"])]
+
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["add", -1, {"size": 1000}]])
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", force=True,
+           disks=[["add", -1, {"size": 600}], ["add", -1, {"size": 600}]])
+    sizes = [cl.store.get("disk", u).size for u in cl.instance("web1").disks]
+    assert sizes == [1024, 1000, 600, 600]
+    assert len(cl.calls("blockdev_create")) == 3
+
+
 def test_add_disk_at_an_index_renumbers(cl: Cluster) -> None:
     cl.add_instance("web1")
     cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["add", 0, {"size": 64}]])

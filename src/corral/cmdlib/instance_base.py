@@ -58,6 +58,7 @@ __all__ = [
     "InstanceLU",
     "add_name_lock",
     "call_node",
+    "check_file_space",
     "check_hv_be",
     "check_instance_name",
     "check_ip",
@@ -334,6 +335,60 @@ def storage_dir(store: ConfigStore, instance: Instance, template: str) -> str:
         raise OpPrereqError(f"the cluster has no {template} storage directory; set it with "
                             "'gnt-cluster modify'")
     return base
+
+
+async def check_file_space(lu: LogicalUnit[Any], node: Node, hypervisor: str,
+                           instance_name: str, new_disks: Sequence[tuple[int, Disk]], *,
+                           forced: bool, override: str) -> None:
+    """Refuse new file disks larger than the free space of their storage directory on
+    ``node`` (the primary node; for ``sharedfile`` the shared directory as it sees it).
+
+    ``new_disks`` are ``(index, disk)`` pairs; the sizes of the disks landing in the
+    same directory are added up. The free space is the node's own ``node_info``
+    answer for the directory, the figure ``grow-disk``'s dry run also checks against.
+    Disk files are sparse, so a disk larger than the free space can be created, but
+    it fails its guest once written: ``forced`` (the request's ``override``, named in
+    the message) turns the refusal into a warning in the job log. A node that does
+    not tell the free space is reported there too and the disks are accepted, as
+    with memory (:func:`check_memory_fits_group`).
+    """
+    wanted: dict[str, list[tuple[int, Disk]]] = {}
+    for index, disk in new_disks:
+        if disk.dev_type in FILE_TEMPLATES and len(disk.logical_id) == 2:
+            directory = str(PurePosixPath(disk.logical_id[1]).parent.parent)
+            wanted.setdefault(directory, []).append((index, disk))
+    if not wanted:
+        return
+    results = await lu.master.rpc.call(
+        [node], "node_info", {"storage_dirs": sorted(wanted), "hypervisors": [hypervisor]},
+        timeout=RPC_QUICK)
+    answer = results[node.name]
+    storage = answer.payload.get("storage") \
+        if not answer.failed and isinstance(answer.payload, dict) else None
+    for directory, disks in sorted(wanted.items()):
+        info = storage.get(directory) if isinstance(storage, dict) else None
+        free = info.get("free") if isinstance(info, dict) else None
+        needed = sum(disk.size for _index, disk in disks)
+        if len(disks) == 1:
+            what = f"disk {disks[0][0]} ({needed} MiB) of instance {instance_name} needs"
+        else:
+            numbers = ", ".join(str(index) for index, _disk in disks)
+            what = (f"disks {numbers} (together {needed} MiB) of instance {instance_name} "
+                    "need")
+        if not isinstance(free, int) or isinstance(free, bool):
+            lu.feedback(f"WARNING: node {node.name} did not tell the free space of "
+                        f"{directory}; the {needed} MiB of new disks of instance "
+                        f"{instance_name} there are not checked against it")
+            continue
+        if needed <= free:
+            continue
+        message = (f"{what} more space than node {node.name} has free in {directory}: "
+                   f"{free} MiB free")
+        if forced:
+            lu.feedback(f"WARNING: {message}; creating the sparse file(s) anyway")
+            continue
+        raise OpPrereqError(f"{message}; to create the sparse disk file(s) anyway, use "
+                            f"{override}")
 
 
 def disk_spec(disk: Disk, index: int, logical_id: list[str] | None = None) -> DiskSpec:

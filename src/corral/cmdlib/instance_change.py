@@ -1,4 +1,6 @@
-"""Instance changes that are not its life cycle: modify, disks, migration, move, console.
+"""Instance changes that are not its life cycle: modify and console; the area also
+registers the disk units (:mod:`corral.cmdlib.instance_disks`) and migration and
+move (:mod:`corral.cmdlib.instance_migration`).
 
 ``modify`` (``OP_INSTANCE_SET_PARAMS``) works on copies: every change is checked
 first, new disks are created on the primary node, and only then is the configuration
@@ -28,6 +30,7 @@ from corral.cmdlib.common import (
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     InstanceLU,
+    check_file_space,
     check_ip,
     check_mac,
     check_memory_fits_group,
@@ -36,6 +39,11 @@ from corral.cmdlib.instance_base import (
     is_blacklisted,
     is_running,
     storage_dir,
+)
+from corral.cmdlib.instance_disks import (
+    LUInstanceActivateDisks,
+    LUInstanceDeactivateDisks,
+    LUInstanceGrowDisk,
 )
 from corral.cmdlib.instance_migration import LUInstanceFailover, LUInstanceMigrate, LUInstanceMove
 from corral.errors import (
@@ -46,14 +54,11 @@ from corral.errors import (
     ParameterError,
     UnknownParameterError,
 )
-from corral.objects import NIC, Disk, Instance, Node, fill_params, params
+from corral.objects import NIC, Disk, Node, fill_params, params
 from corral.opcodes.instance_change_ops import (
     MAX_DISKS,
     MAX_NICS,
-    OpInstanceActivateDisks,
     OpInstanceConsole,
-    OpInstanceDeactivateDisks,
-    OpInstanceGrowDisk,
     OpInstanceSetParams,
 )
 from corral.paths import Paths
@@ -571,6 +576,13 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if self.new_maxmem is not None and not op.force:
             group = self.master.store.get("node", self.new_inst.primary_node).group
             await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
+        if self.added_disks:
+            indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
+            await check_file_space(
+                self, self.master.store.get("node", self.new_inst.primary_node),
+                inst.hypervisor, inst.name,
+                [(indexes[d.uuid], d) for d in self.added_disks], forced=op.force,
+                override="--force (RAPI/opcode: force=true)")
         os_changed = self.new_inst.os != inst.os
         if (os_changed or op.osparams) and not op.force:
             pnode = self.master.store.get("node", self.new_inst.primary_node)
@@ -638,126 +650,6 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             for _index, disk in self.removed_disks:
                 txn.remove("disk", disk.uuid)
         self.instance = store.get("instance", new.uuid)
-
-
-# -- disks ------------------------------------------------------------------------------
-
-
-class LUInstanceActivateDisks(InstanceLU[OpInstanceActivateDisks]):
-    """Make the instance's disks available on its primary node."""
-
-    OP_ID = "OP_INSTANCE_ACTIVATE_DISKS"
-
-    def check_prereq(self) -> None:
-        """The primary node is online."""
-        super().check_prereq()
-        check_node_online(self.primary, f"activate the disks of {self.instance.name}")
-
-    async def execute(self) -> list[list[str]] | None:
-        """``blockdev_assemble`` → ``[node, iv_name, path]`` per disk."""
-        disks = self.disks()
-        if self.op.dry_run:
-            return None
-        if not disks:
-            return []
-        primary = self.primary
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
-        paths = await self.call_one(primary, "blockdev_assemble", {"disks": specs},
-                                    f"activating the disks of instance {self.instance.name}")
-        if not isinstance(paths, list) or len(paths) != len(disks):
-            raise OpPrereqError(f"node {primary.name} answered {paths!r} to activating "
-                                f"{len(disks)} disks")
-        return [[primary.name, d.iv_name or f"disk/{i}", str(path)]
-                for i, (d, path) in enumerate(zip(disks, paths, strict=True))]
-
-
-class LUInstanceDeactivateDisks(InstanceLU[OpInstanceDeactivateDisks]):
-    """Release the instance's disks on its primary node."""
-
-    OP_ID = "OP_INSTANCE_DEACTIVATE_DISKS"
-
-    def check_prereq(self) -> None:
-        """Not marked up (unless forced)."""
-        super().check_prereq()
-        inst = self.instance
-        if inst.admin_state == "up" and not self.op.force:
-            raise OpPrereqError(f"instance {inst.name} is marked up: shut it down before "
-                                "deactivating its disks (or force)")
-
-    async def execute(self) -> None:
-        """Refuse if it runs (unless forced), then ``blockdev_shutdown``."""
-        inst, primary = self.instance, self.primary
-        if not self.op.force and not primary.offline \
-                and is_running(await self.instance_info(primary)):
-            raise OpPrereqError(f"instance {inst.name} is running on node {primary.name}: "
-                                "stop it before deactivating its disks (or force)")
-        disks = self.disks()
-        if self.op.dry_run or not disks:
-            return None
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
-        await self.call_one(primary, "blockdev_shutdown", {"disks": specs},
-                            f"deactivating the disks of instance {inst.name}")
-        return None
-
-
-class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
-    """Grow one disk of an instance (by an amount or to a size, in MiB)."""
-
-    OP_ID = "OP_INSTANCE_GROW_DISK"
-
-    def check_prereq(self) -> None:
-        """The disk exists and can grow; the new size is not smaller."""
-        super().check_prereq()
-        inst, op = self.instance, self.op
-        check_node_online(self.primary, f"grow a disk of {inst.name}")
-        disks = self.disks()
-        if not disks:
-            raise OpPrereqError(f"instance {inst.name} has no disks (disk template "
-                                f"{inst.disk_template}): there is nothing to grow")
-        if op.disk >= len(disks):
-            raise OpPrereqError(f"instance {inst.name} has no disk {op.disk}; its disks are "
-                                f"0 to {len(disks) - 1}")
-        self.disk = disks[op.disk]
-        if self.disk.dev_type not in FILE_TEMPLATES:
-            raise OpPrereqError(f"disks of type {self.disk.dev_type} cannot grow")
-        if op.absolute:
-            self.target_size, self.delta = op.amount, op.amount - self.disk.size
-            if self.delta < 0:
-                raise OpPrereqError(f"disk {op.disk} of instance {inst.name} has "
-                                    f"{self.disk.size} MiB; it cannot shrink to "
-                                    f"{op.amount} MiB")
-        else:
-            self.target_size, self.delta = self.disk.size + op.amount, op.amount
-
-    async def execute(self) -> None:
-        """Dry run on the node, grow, record the new size."""
-        inst, op, primary = self.instance, self.op, self.primary
-        if self.delta == 0:
-            self.feedback(f"disk {op.disk} of instance {inst.name} already has "
-                          f"{self.target_size} MiB")
-            return None
-        spec = msgspec.to_builtins(disk_spec(self.disk, op.disk))
-        await self.call_one(primary, "blockdev_grow",
-                            {"disk": spec, "amount": self.delta, "dryrun": True},
-                            f"checking that disk {op.disk} of {inst.name} can grow")
-        if op.dry_run:
-            return None
-        self.feedback(f"growing disk {op.disk} of instance {inst.name} by {self.delta} MiB "
-                      f"to {self.target_size} MiB")
-        await self.call_one(primary, "blockdev_grow",
-                            {"disk": spec, "amount": self.delta, "dryrun": False},
-                            f"growing disk {op.disk} of instance {inst.name}")
-        disk_uuid, size = self.disk.uuid, self.target_size
-
-        def record(_inst: Instance) -> None:
-            pass
-
-        def grow(disk: Disk) -> None:
-            if disk.uuid == disk_uuid:
-                disk.size = size
-
-        self.update_instance(record, grow)
-        return None
 
 
 # -- console ----------------------------------------------------------------------------

@@ -6,16 +6,21 @@ one node, run side by side: what a create on a node needs to be safe is its own
 instance name (the lock, added by :meth:`LUInstanceCreate.prepare` so that a second
 create of the same name waits for the first and then finds the name taken), its own
 disk files (named by UUID) and a unique MAC (random, checked, and checked again by
-the configuration at commit). corral does not account node memory or disk space at
-creation yet; when it does, the reservation will want ``NODE_RES`` exclusively.
+the configuration at commit). corral checks a node's free file storage at creation
+but reserves none; when it does, the reservation will want ``NODE_RES`` exclusively.
+
+File disks larger together than the free space of their storage directory on the
+primary node are refused before anything is created; ``ignore_ipolicy`` (Ganeti's
+override of its instance policy checks, ``--ignore-ipolicy``) creates them anyway,
+as the files are sparse.
 
 Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
-``ignore_ipolicy``, ``opportunistic_locking``, ``compress``, ``group_name`` and
-``helper_*_timeout``. Refused with an error saying what works: creation modes other
-than ``create``, ``iallocator`` (give ``pnode``), secondary nodes, ``file_driver``
-other than ``loop``, forthcoming instances, instance communication, private/secret
-OS parameters, networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
+``opportunistic_locking``, ``compress``, ``group_name`` and ``helper_*_timeout``.
+Refused with an error saying what works: creation modes other than ``create``,
+``iallocator`` (give ``pnode``), secondary nodes, ``file_driver`` other than
+``loop``, forthcoming instances, instance communication, private/secret OS
+parameters, networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from corral.cmdlib.instance_base import (
     RPC_START,
     add_name_lock,
     call_node,
+    check_file_space,
     check_hv_be,
     check_instance_name,
     check_ip,
@@ -401,6 +407,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if "maxmem" in self.beparams:
             maxmem = filled_beparams(self.master.store, self.instance, node)["maxmem"]
             await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
+        await check_file_space(
+            self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
+            forced=op.ignore_ipolicy,
+            override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
         if not op.no_install:
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,

@@ -1,15 +1,11 @@
-"""Node operations: add (join by token), remove, change flags and parameters; the
-``node`` query resource.
+"""Node operations: add (join by token), remove, change flags and parameters.
 
-**Roles.** A node is the master, a master candidate, regular, drained or offline
-(Ganeti's roles ``M``, ``C``, ``R``, ``D``, ``O``); at most one of the flags
-``master_candidate``, ``drained``, ``offline`` is set. The cluster keeps
-``candidate_pool_size`` candidates when it has enough *eligible* nodes (master
-capable, neither offline nor drained); the master always counts. A new node, or one
-coming back online or undrained, is promoted while the pool is short; removing a
+**Roles** (:mod:`corral.cmdlib.node_roles`): a new node, or one coming back online
+or undrained, is promoted to master candidate while the pool is short; removing a
 node promotes others to refill it; demoting a candidate that would leave the pool
 short is refused unless ``auto_promote`` (another node is promoted) or ``force``
-(the pool stays short) is given.
+(the pool stays short) is given. The ``node`` query resource is
+:mod:`corral.cmdlib.node_query`.
 
 **Joining.** ``OP_NODE_ADD`` hands the fresh node daemon the cluster's certificates
 (proved by its one-time token), checks that it then answers ``version`` with this
@@ -21,15 +17,24 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import expand_group, expand_node
 from corral.cmdlib.node_homing import check_new_node_homing, check_secondary_change
+from corral.cmdlib.node_query import (
+    LIVE_FIELDS,
+    NODE_FIELDS,
+    NodeQueryData,
+    nd_param_fields,
+    query_resources,
+)
+from corral.cmdlib.node_roles import ROLE_FLAGS as _ROLE_FLAGS
+from corral.cmdlib.node_roles import candidate_stats, node_role, promote_candidates
+from corral.cmdlib.node_roles import is_eligible as _eligible
+from corral.cmdlib.node_roles import nodes_after as _nodes_after
 from corral.config.replica import snapshot_args
 from corral.errors import (
     AlreadyExistsError,
@@ -42,16 +47,13 @@ from corral.errors import (
     ParameterError,
 )
 from corral.locking import ALL_SET, LockLevel
-from corral.objects import Node, NodeGroup, fill_params
+from corral.objects import Node, NodeGroup
 from corral.objects.params import ND_PARAMS, update_params, validate_params
 from corral.opcodes.node_ops import OpNodeAdd, OpNodeRemove, OpNodeSetParams
-from corral.qlang import FieldKind, FieldRegistry, ResultStatus
 from corral.rpc.protocol import RPC_VERSION, RpcResult
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.config.transaction import Transaction
-    from corral.objects import Cluster
 
 __all__ = [
     "LIVE_FIELDS",
@@ -76,8 +78,6 @@ _HOSTNAME_RE = re.compile(
     re.IGNORECASE,
 )
 
-#: The role flags, in Ganeti's order (``OP_NODE_SET_PARAMS`` results name them so).
-_ROLE_FLAGS = ("master_candidate", "drained", "offline")
 
 
 # -- shared helpers ----------------------------------------------------------------
@@ -105,67 +105,6 @@ def validated_ndparams(values: dict[str, Any] | None) -> dict[str, Any]:
     """Node parameters checked and coerced; ``None``/``"default"`` values stay ``None``
     (they remove an override)."""
     return validate_params("node", ND_PARAMS, values or {})
-
-
-def node_role(node: Node, master_uuid: str) -> str:
-    """Ganeti's one-letter role: M(aster), C(andidate), D(rained), O(ffline), R(egular)."""
-    if node.uuid == master_uuid:
-        return "M"
-    if node.master_candidate:
-        return "C"
-    if node.drained:
-        return "D"
-    if node.offline:
-        return "O"
-    return "R"
-
-
-def _eligible(node: Node) -> bool:
-    return node.master_capable and not node.offline and not node.drained
-
-
-def candidate_stats(nodes: Iterable[Node], exclude: Container[str] = ()) -> tuple[int, int]:
-    """``(candidates, eligible)`` among ``nodes`` whose UUID is not in ``exclude``."""
-    current = eligible = 0
-    for node in nodes:
-        if node.uuid in exclude:
-            continue
-        current += node.master_candidate
-        eligible += _eligible(node)
-    return current, eligible
-
-
-def promote_candidates(txn: Transaction, nodes: Sequence[Node], pool_size: int,
-                       exclude: Container[str] = ()) -> list[str]:
-    """Promote eligible nodes (by name order) until the pool holds ``pool_size``
-    candidates or no eligible node is left; return their names.
-
-    ``nodes`` are all nodes as they will be after the change being made in ``txn``;
-    nodes whose UUID is in ``exclude`` (one just demoted) are neither counted nor
-    promoted.
-    """
-    current, eligible = candidate_stats(nodes, exclude)
-    wanted = min(pool_size, eligible)
-    promoted: list[str] = []
-    for node in sorted(nodes, key=lambda n: n.name):
-        if current >= wanted:
-            break
-        if node.master_candidate or not _eligible(node) or node.uuid in exclude:
-            continue
-        copy = txn.get("node", node.uuid)
-        copy.master_candidate = True
-        txn.update(copy)
-        promoted.append(node.name)
-        current += 1
-    return promoted
-
-
-def _nodes_after(store: ConfigStore, changed: Iterable[Node] = (),
-                 removed: Container[str] = ()) -> list[Node]:
-    """Every node as it will be: ``changed`` copies replace theirs, ``removed`` go."""
-    replaced = {node.uuid: node for node in changed}
-    result = [replaced.pop(n.uuid, n) for n in store.all("node") if n.uuid not in removed]
-    return result + list(replaced.values())
 
 
 def default_group(store: ConfigStore) -> NodeGroup:
@@ -607,244 +546,3 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
 
 #: The logical units of this area.
 UNITS: tuple[type[LogicalUnit[Any]], ...] = (LUNodeAdd, LUNodeRemove, LUNodeSetParams)
-
-
-# -- query -----------------------------------------------------------------------------
-
-
-@dataclass
-class NodeQueryData:
-    """What node fields read besides the node: the configuration around it and, when
-    a live field is wanted, each node's ``node_info`` answer."""
-
-    cluster: Cluster
-    groups: dict[str, NodeGroup]
-    primaries: dict[str, list[str]]
-    secondaries: dict[str, list[str]]
-    live: dict[str, RpcResult] | None = None
-
-    @classmethod
-    def build(cls, store: ConfigStore) -> NodeQueryData:
-        """From one configuration snapshot."""
-        primaries: dict[str, list[str]] = {}
-        secondaries: dict[str, list[str]] = {}
-        for inst in store.all("instance"):
-            primaries.setdefault(inst.primary_node, []).append(inst.name)
-            seen: set[str] = set()
-            for disk_uuid in inst.disks:
-                disk = store.find("disk", disk_uuid)
-                for node_uuid in disk.nodes if disk is not None else ():
-                    if node_uuid != inst.primary_node and node_uuid not in seen:
-                        seen.add(node_uuid)
-                        secondaries.setdefault(node_uuid, []).append(inst.name)
-        return cls(cluster=store.cluster, groups={g.uuid: g for g in store.all("nodegroup")},
-                   primaries=primaries, secondaries=secondaries)
-
-    def ndparams(self, node: Node) -> dict[str, Any] | ResultStatus:
-        """Node parameters filled: cluster ← group ← node."""
-        group = self.groups.get(node.group)
-        if group is None:
-            return ResultStatus.UNAVAIL
-        return fill_params(self.cluster.ndparams, group.ndparams, node.ndparams)
-
-
-NodeGetter = Callable[[NodeQueryData, Node], Any]
-
-#: ParamSpec type -> query field kind (Ganeti's mapping).
-_PARAM_KINDS: dict[str, FieldKind] = {
-    "string": "text", "maybe-string": "other", "bool": "bool", "int": "number",
-    "float": "float", "size": "unit",
-}
-
-#: Ganeti's titles of node parameter fields (``ndp/<name>``).
-_ND_TITLES = {
-    "exclusive_storage": "ExclusiveStorage", "oob_program": "OutOfBandProgram",
-    "ovs": "OpenvSwitch", "ovs_link": "OpenvSwitchLink", "ovs_name": "OpenvSwitchName",
-    "spindle_count": "SpindleCount",
-}
-
-
-def nd_param_fields(registry: FieldRegistry[Any, Any],
-                    filled: Callable[[Any, Any], dict[str, Any] | ResultStatus]) -> None:
-    """Add one ``ndp/<name>`` field per node parameter, reading ``filled(ctx, item)``."""
-    for name, spec in sorted(ND_PARAMS.items()):
-        def get(ctx: Any, item: Any, name: str = name) -> Any:
-            values = filled(ctx, item)
-            return values if isinstance(values, ResultStatus) else values.get(name)
-
-        registry.add(f"ndp/{name}", _ND_TITLES.get(name, f"ndp/{name}"),
-                     _PARAM_KINDS.get(spec.type, "other"), f'The "{name}" node parameter', get)
-
-
-def _live(key: str | tuple[str, ...], kind: FieldKind) -> NodeGetter:
-    """A getter of one value of the node's ``node_info`` answer."""
-
-    def get(ctx: NodeQueryData, node: Node) -> Any:
-        if node.offline:
-            return ResultStatus.OFFLINE
-        if not node.vm_capable:
-            return ResultStatus.UNAVAIL
-        result = (ctx.live or {}).get(node.name)
-        if result is None or result.failed or not isinstance(result.payload, dict):
-            return ResultStatus.NODATA
-        value: Any = result.payload
-        path = (key,) if isinstance(key, str) else key
-        for part in path:
-            if part == "$storage_dir":
-                part = ctx.cluster.file_storage_dir
-            if not isinstance(value, dict) or part not in value:
-                return ResultStatus.UNAVAIL
-            value = value[part]
-        if kind == "text":
-            return str(value)
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            return ResultStatus.UNAVAIL
-
-    return get
-
-
-def _memory_node(ctx: NodeQueryData, node: Node) -> Any:
-    """``memory_dom0`` when the node reports it; else total less free less what the
-    hypervisor's instances hold (``memory_hv``), when reported."""
-    value = _live("memory_dom0", "unit")(ctx, node)
-    if value is not ResultStatus.UNAVAIL:
-        return value
-    parts = [_live(key, "unit")(ctx, node) for key in ("memory_total", "memory_free",
-                                                        "memory_hv")]
-    if any(isinstance(part, ResultStatus) for part in parts):
-        return ResultStatus.UNAVAIL
-    total, free, held = parts
-    return max(0, total - free - held)
-
-
-def _cpu_total(ctx: NodeQueryData, node: Node) -> Any:
-    value = _live("cpu_total", "number")(ctx, node)
-    return _live("cpu_count", "number")(ctx, node) if value is ResultStatus.UNAVAIL else value
-
-
-#: Live fields: name -> (title, kind, getter, doc). Values come from ``node_info``.
-_LIVE: dict[str, tuple[str, FieldKind, NodeGetter, str]] = {
-    "bootid": ("BootID", "text", _live("bootid", "text"),
-               "Random UUID renewed for each system reboot, can be used for detecting "
-               "reboots by tracking changes"),
-    "cnodes": ("CNodes", "number", _live("cpu_nodes", "number"),
-               "Number of NUMA domains on node (if exported by hypervisor)"),
-    "cnos": ("CNOs", "number", _live("cpu_dom0", "number"),
-             "Number of logical processors used by the node OS (dom0 for Xen)"),
-    "csockets": ("CSockets", "number", _live("cpu_sockets", "number"),
-                 "Number of physical CPU sockets (if exported by hypervisor)"),
-    "ctotal": ("CTotal", "number", _cpu_total, "Number of logical processors"),
-    "dfree": ("DFree", "unit", _live(("storage", "$storage_dir", "free"), "unit"),
-              "Available storage space in the file storage directory"),
-    "dtotal": ("DTotal", "unit", _live(("storage", "$storage_dir", "size"), "unit"),
-               "Total storage space in the file storage directory"),
-    "mfree": ("MFree", "unit", _live("memory_free", "unit"),
-              "Memory available for instance allocations"),
-    "mnode": ("MNode", "unit", _memory_node,
-              "Amount of memory used by node (dom0 for Xen)"),
-    "mtotal": ("MTotal", "unit", _live("memory_total", "unit"),
-               "Total amount of memory of physical machine"),
-}
-
-#: Names of the fields that need the nodes' live answers.
-LIVE_FIELDS = frozenset(_LIVE)
-
-
-def _group_name(ctx: NodeQueryData, node: Node) -> Any:
-    group = ctx.groups.get(node.group)
-    return ResultStatus.UNAVAIL if group is None else group.name
-
-
-def _build_fields() -> FieldRegistry[NodeQueryData, Node]:
-    reg: FieldRegistry[NodeQueryData, Node] = FieldRegistry("node")
-    add = reg.add
-    add("name", "Node", "text", "Node name", lambda _c, n: n.name)
-    add("uuid", "UUID", "text", "Node UUID", lambda _c, n: n.uuid)
-    add("pip", "PrimaryIP", "text", "Primary IP address", lambda _c, n: n.primary_ip)
-    add("sip", "SecondaryIP", "text", "Secondary IP address",
-        lambda _c, n: n.secondary_ip or n.primary_ip)
-    add("tags", "Tags", "other", "Tags", lambda _c, n: sorted(n.tags))
-    add("master", "IsMaster", "bool", "Whether node is master",
-        lambda c, n: n.uuid == c.cluster.master_node)
-    add("group", "Group", "text", "Node group", _group_name)
-    add("group.uuid", "GroupUUID", "text", "UUID of node group", lambda _c, n: n.group)
-    add("powered", "Powered", "bool", "Whether node is thought to be powered on",
-        lambda _c, _n: ResultStatus.UNAVAIL)
-    add("ndparams", "NodeParameters", "other", "Merged node parameters",
-        lambda c, n: c.ndparams(n))
-    add("custom_ndparams", "CustomNodeParameters", "other", "Custom node parameters",
-        lambda _c, n: dict(n.ndparams))
-    nd_param_fields(reg, lambda c, n: c.ndparams(n))
-    add("role", "Role", "text",
-        'Node role; "M" for master, "C" for master candidate, "R" for regular, '
-        '"D" for drained, "O" for offline',
-        lambda c, n: node_role(n, c.cluster.master_node))
-    for prefix, title, word, attr in (("p", "Pri", "primary", "primaries"),
-                                      ("s", "Sec", "secondary", "secondaries")):
-        def count(c: NodeQueryData, n: Node, attr: str = attr) -> int:
-            return len(getattr(c, attr).get(n.uuid, ()))
-
-        def names(c: NodeQueryData, n: Node, attr: str = attr) -> list[str]:
-            return sorted(getattr(c, attr).get(n.uuid, ()))
-
-        add(f"{prefix}inst_cnt", f"{prefix.upper()}inst", "number",
-            f"Number of instances with this node as {word}", count)
-        add(f"{prefix}inst_list", f"{title}Instances", "other",
-            f"List of instances with this node as {word}", names)
-    add("drained", "Drained", "bool", "Whether node is drained", lambda _c, n: n.drained)
-    add("master_candidate", "MasterC", "bool", "Whether node is a master candidate",
-        lambda _c, n: n.master_candidate)
-    add("master_capable", "MasterCapable", "bool",
-        "Whether node can become a master candidate", lambda _c, n: n.master_capable)
-    add("offline", "Offline", "bool", "Whether node is marked offline", lambda _c, n: n.offline)
-    add("serial_no", "SerialNo", "number",
-        "Node object serial number, incremented on each modification",
-        lambda _c, n: n.serial_no)
-    add("vm_capable", "VMCapable", "bool", "Whether node can host instances",
-        lambda _c, n: n.vm_capable)
-    for name, (title, kind, getter, doc) in _LIVE.items():
-        add(name, title, kind, doc, getter)
-    add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, n: n.ctime)
-    add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, n: n.mtime)
-    return reg
-
-
-#: The fields of the ``node`` resource (``gnt-node list``, ``/2/nodes?bulk=1``).
-NODE_FIELDS = _build_fields()
-
-
-def _mentions(qfilter: Any, names: frozenset[str]) -> bool:
-    """Whether a list-form filter refers to one of ``names`` (anywhere in it)."""
-    if isinstance(qfilter, str):
-        return qfilter in names
-    if isinstance(qfilter, list):
-        return any(_mentions(part, names) for part in qfilter)
-    return False
-
-
-async def query_nodes(master: MasterContext, fields: list[str], qfilter: Any
-                      ) -> dict[str, Any]:
-    """Answer a ``node`` query; live fields ask every online VM-capable node once."""
-    store = master.store
-    data = NodeQueryData.build(store)
-    nodes = store.all("node")
-    if LIVE_FIELDS.intersection(fields) or _mentions(qfilter, LIVE_FIELDS):
-        cluster = store.cluster
-        targets = [n for n in nodes if not n.offline and n.vm_capable]
-        data.live = await master.rpc.call(
-            targets, "node_info",
-            {"storage_dirs": [cluster.file_storage_dir],
-             "hypervisors": list(cluster.enabled_hypervisors)},
-        ) if targets else {}
-    return NODE_FIELDS.query(nodes, fields, qfilter, data)
-
-
-def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:
-    """The query resources this area answers (``OP_QUERY`` / luxi ``Query``)."""
-
-    async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
-        return await query_nodes(ctx, fields, qfilter)
-
-    return {"node": QueryResource(query=query, query_fields=NODE_FIELDS.query_fields)}

@@ -1,0 +1,235 @@
+"""``gnt-instance info`` and ``list`` (and ``list-fields``): what the cluster knows about
+its instances, read-only.
+
+``info`` submits ``OP_INSTANCE_QUERY_DATA`` as a job and prints Ganeti's layout;
+``list`` asks the master's query resource ``instance`` directly (Ganeti's
+``--no-headers``, ``--separator``, ``-o``, ``--filter``). :mod:`corral.cli.gnt_instance`
+adds these commands (and the alias ``show``) to the tool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from corral import serializer
+from corral.cli.common import get_client, reason_trail
+from corral.cli.jobs import (
+    exit_with,
+    format_time,
+    generic_list,
+    list_fields_command,
+    make_op,
+    submit_and_wait,
+)
+from corral.cli.lookup import selection_filter
+from corral.cli.options import (
+    FieldSelection,
+    common_list_options,
+    priority_option,
+    resolve_fields,
+)
+from corral.cli.output import format_info, format_unit
+
+__all__ = ["LIST_DEFAULT_FIELDS", "info", "instance_info_layout", "list_", "list_fields"]
+
+TOOL = "gnt-instance"
+
+#: ``gnt-instance list`` columns without ``-o`` (Ganeti's default).
+LIST_DEFAULT_FIELDS = ("name", "hypervisor", "os", "pnode", "status", "oper_ram")
+
+#: List fields whose values are lists, shown comma-separated (as Ganeti does).
+_LIST_JOINED = ("tags", "disk.sizes", "nic.macs", "nic.ips", "nic.modes", "nic.links",
+                "nic.bridges", "nic.networks", "snodes", "snodes.group", "snodes.group.uuid",
+                "disk.names", "disk.uuids", "nic.names", "nic.uuids")
+
+
+# -- info -----------------------------------------------------------------------------------
+
+
+def _params_info(own: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
+    """Each parameter: its own value, or ``default (value)`` (Ganeti's layout)."""
+    shown: dict[str, Any] = {}
+    for key, value in actual.items():
+        if isinstance(value, dict) and value:
+            shown[key] = _params_info(own.get(key) or {}, value)
+        elif key in own:
+            shown[key] = str(own[key])
+        else:
+            shown[key] = f"default ({value})"
+    return shown
+
+
+def _reason_info(trail: Any) -> list[str]:
+    lines = []
+    for entry in trail or []:
+        try:
+            source, text, stamp = entry
+            when = format_time(int(stamp) / 1e9)
+        except (TypeError, ValueError):
+            lines.append(str(entry))
+            continue
+        lines.append(f"{source}: {text} ({when})")
+    return lines
+
+
+def _disk_info(index: int, disk: dict[str, Any]) -> list[tuple[str, Any]]:
+    size = disk.get("size")
+    nice = format_unit(size, "h") if isinstance(size, int | float) else str(size)
+    data: list[tuple[str, Any]] = [
+        (str(disk.get("iv_name") or f"disk {index}"), f"{disk.get('dev_type')}, size {nice}"),
+        ("access mode", disk.get("mode")),
+    ]
+    if disk.get("logical_id") is not None:
+        data.append(("logical_id", str(disk["logical_id"])))
+    if disk.get("pstatus"):
+        data.append(("on primary", _dev_status(disk["pstatus"])))
+    data.append(("name", disk.get("name")))
+    data.append(("UUID", disk.get("uuid")))
+    return data
+
+
+def _dev_status(status: Any) -> str:
+    if isinstance(status, list | tuple) and status:
+        return str(status[0])
+    return str(status)
+
+
+def _nic_info(index: int, nic: Any) -> list[tuple[str, Any]]:
+    if isinstance(nic, dict):
+        values = nic
+    else:
+        keys = ("name", "uuid", "ip", "mac", "mode", "link", "vlan", "network", "netinfo")
+        values = dict(zip(keys, nic, strict=False))
+    netinfo = values.get("netinfo")
+    network = netinfo.get("name") if isinstance(netinfo, dict) else values.get("network")
+    return [
+        (f"nic/{index}", ""),
+        ("MAC", str(values.get("mac"))),
+        ("IP", str(values.get("ip"))),
+        ("mode", str(values.get("mode"))),
+        ("link", str(values.get("link"))),
+        ("vlan", str(values.get("vlan"))),
+        ("network", str(network)),
+        ("UUID", str(values.get("uuid"))),
+        ("name", str(values.get("name"))),
+    ]
+
+
+def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
+    """One ``OP_INSTANCE_QUERY_DATA`` entry in ``gnt-instance info``'s layout."""
+    state = f"configured to be {inst.get('config_state')}"
+    if inst.get("run_state"):
+        state += f", actual state is {inst['run_state']}"
+    pgroup = f"{inst.get('pnode_group_name')} (UUID {inst.get('pnode_group_uuid')})"
+    secondaries = ", ".join(
+        f"{name} (group {gname}, group UUID {guuid})"
+        for name, gname, guuid in zip(inst.get("snodes") or [],
+                                      inst.get("snodes_group_names") or [],
+                                      inst.get("snodes_group_uuids") or [], strict=False)
+    )
+    layout: list[tuple[str, Any]] = [
+        ("Instance name", inst.get("name")),
+        ("UUID", inst.get("uuid")),
+        ("Serial number", str(inst.get("serial_no"))),
+        ("Creation time", _time(inst.get("ctime"))),
+        ("Modification time", _time(inst.get("mtime"))),
+        ("State", state),
+        ("Nodes", [[("primary", inst.get("pnode")), ("group", pgroup)],
+                   [("secondaries", secondaries)]]),
+        ("Operating system", inst.get("os")),
+        ("Operating system parameters",
+         _params_info(inst.get("os_instance") or {}, inst.get("os_actual") or {})),
+    ]
+    if inst.get("network_port") is not None:
+        layout.append(("Allocated network port", str(inst["network_port"])))
+    layout.append(("Hypervisor", inst.get("hypervisor")))
+    layout.extend([
+        ("Hypervisor parameters",
+         _params_info(inst.get("hv_instance") or {}, inst.get("hv_actual") or {})),
+        ("Back-end parameters",
+         _params_info(inst.get("be_instance") or {}, inst.get("be_actual") or {})),
+        ("NICs", [_nic_info(i, nic) for i, nic in enumerate(inst.get("nics") or [])]),
+        ("Disk template", inst.get("disk_template")),
+        ("Disks", [_disk_info(i, d) for i, d in enumerate(inst.get("disks") or [])]),
+    ])
+    trail = _reason_info(inst.get("last_reason"))
+    if trail:
+        layout.append(("Last state change reason", trail))
+    return layout
+
+
+def _time(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return format_time(value[0], value[1])
+    if isinstance(value, int | float):
+        return format_time(value)
+    return "N/A"
+
+
+@click.command()
+@click.option("-s", "--static", is_flag=True,
+              help="Only configuration data, no live state from the nodes.")
+@click.option("--all", "show_all", is_flag=True, help="Show every instance.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw data as JSON.")
+@priority_option
+@click.argument("instances", nargs=-1)
+def info(instances: tuple[str, ...], static: bool, show_all: bool, as_json: bool,
+         priority: int | None) -> None:
+    """Show the configuration (and run state) of INSTANCES, or --all of them."""
+    if not instances and not show_all:
+        click.echo("No instance selected. Give instance names, or --all for every "
+                   "instance (which can take long on a big cluster).", err=True)
+        exit_with(1)
+    if instances and show_all:
+        click.echo("Give either instance names or --all, not both.", err=True)
+        exit_with(1)
+    op = make_op("OP_INSTANCE_QUERY_DATA",
+                 {"instances": list(instances), "static": static, "use_locking": not static},
+                 trail=reason_trail(TOOL, "info"), priority=priority)
+    with get_client() as client:
+        results = submit_and_wait(client, [op])
+    result = results[0] if results else None
+    if as_json:
+        click.echo(serializer.dumps_pretty(result or {}))
+        return
+    if not result:
+        click.echo("No instances.")
+        exit_with(1)
+    assert isinstance(result, dict)
+    click.echo(format_info([instance_info_layout(data) for data in result.values()]))
+
+
+# -- list -----------------------------------------------------------------------------------
+
+
+def _joined(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+@click.command("list")
+@common_list_options
+@click.option("-v", "--verbose", is_flag=True, help="Long marks for values not available.")
+@click.option("-F", "--filter", "force_filter", is_flag=True,
+              help="Treat the arguments as a query filter.")
+@click.argument("names", nargs=-1)
+def list_(names: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
+          separator: str | None, units: str | None, as_json: bool, verbose: bool,
+          force_filter: bool) -> None:
+    """List instances (all, or NAMES or UUIDs, or a filter); default fields name,
+    hypervisor, os, pnode, status, oper_ram."""
+    fields = resolve_fields(output, LIST_DEFAULT_FIELDS)
+    with get_client() as client:
+        code = generic_list(client, "instance", fields,
+                            qfilter=selection_filter(names, force_filter),
+                            separator=separator, no_headers=no_headers, units=units,
+                            verbose=verbose, as_json=as_json,
+                            overrides=dict.fromkeys(_LIST_JOINED, _joined))
+    exit_with(code)
+
+
+#: ``gnt-instance list-fields``.
+list_fields = list_fields_command("instance", "instances", lambda: get_client())

@@ -10,8 +10,10 @@ the master, and its node daemon then starts confd (see :func:`start`'s ``only``)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
@@ -20,7 +22,8 @@ from corral.errors import DaemonError
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 
-__all__ = ["DAEMONS", "Daemon", "Role", "start", "status", "stop"]
+__all__ = ["DAEMONS", "TOKEN_TIMEOUT", "Daemon", "Role", "start", "status", "stop",
+           "wait_for_token"]
 
 
 #: Where a daemon runs: every node, the master only, or the master candidates (the
@@ -102,3 +105,21 @@ def stop(paths: Paths) -> dict[str, int | None]:
 def status(paths: Paths) -> dict[str, int | None]:
     """The pid of each daemon this node should run, ``None`` for those not running."""
     return {d.name: running_pid(paths.pid_file(d.name)) for d in _wanted(paths)}
+
+
+#: Seconds to wait for a new node daemon to write its join token.
+TOKEN_TIMEOUT = 30.0
+
+
+def wait_for_token(paths: Paths, timeout: float = TOKEN_TIMEOUT) -> str:
+    """The join token the node daemon of a node in no cluster writes at start."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            token = paths.join_token.read_text().strip()
+            if token:
+                return token
+        if time.monotonic() > deadline:
+            raise DaemonError(f"the node daemon wrote no join token to {paths.join_token} "
+                              f"within {timeout:g} s; see {paths.log_file('noded')}")
+        time.sleep(0.05)

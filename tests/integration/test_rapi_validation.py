@@ -132,7 +132,7 @@ def _ganeti_forms_work(api: Rapi) -> None:
         **_CREATE, "name": "v3.testbed", "disk_template": "sharedfile",
         # routed: a bridged NIC needs its bridge on the failover target, which no
         # testbed node has
-        "nics": [{"mode": "routed"}],
+        "nics": [{"mode": "routed", "ip": "192.0.2.30"}],
         "disks": [{"size": 16}, {"size": "32"}, {"size": "1G", "mode": "ro"}],
         "beparams": {"memory": 256, "vcpus": "2"}, "pnode": nodes["node3.testbed"]})
     inst = api.ok("GET", "/2/instances/v3.testbed")

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 
 import click
 
 from corral import __version__, daemons
 from corral.cli.common import CorralGroup
-from corral.errors import DaemonError
 from corral.paths import Paths
 from corral.utils.process import running_pid
 
-__all__ = ["main", "wait_for_token"]
+__all__ = ["main"]
 
 #: How long ``start`` waits for a fresh node daemon to write its join token (seconds).
-TOKEN_TIMEOUT = 30.0
 
 
 @click.group(cls=CorralGroup)
@@ -42,25 +39,13 @@ def start() -> None:
     for name, pid in daemons.start(paths).items():
         click.echo(f"corral-{name}: running (pid {pid})")
     if not joined:
-        token = wait_for_token(paths)
+        token = daemons.wait_for_token(paths)
         click.echo(f"join token: {token}")
         click.echo("This node is in no cluster yet. To add it, run on the master: "
                    f"gnt-node add --primary-ip ADDRESS --token {token} NODE_NAME "
                    f"(the token is also in {paths.join_token}).")
 
 
-def wait_for_token(paths: Paths, timeout: float = TOKEN_TIMEOUT) -> str:
-    """The join token the node daemon of a node in no cluster writes at start."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(FileNotFoundError):
-            token = paths.join_token.read_text().strip()
-            if token:
-                return token
-        if time.monotonic() > deadline:
-            raise DaemonError(f"the node daemon wrote no join token to {paths.join_token} "
-                              f"within {timeout:g} s; see {paths.log_file('noded')}")
-        time.sleep(0.05)
 
 
 @cli.command()

@@ -315,21 +315,6 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
         link.symlink_to(shared, target_is_directory=True)
 
 
-def _wait_for_token(paths: Paths, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            token = paths.join_token.read_text().strip()
-        except FileNotFoundError:
-            token = ""
-        if token:
-            return token
-        if time.monotonic() > deadline:
-            raise DaemonError(f"no join token appeared at {paths.join_token} within "
-                              f"{timeout:.0f} s; see {paths.log_file('noded')}")
-        time.sleep(0.05)
-
-
 def _join(master: Paths, members: list[TestbedNode]) -> None:
     """Add ``members`` to the cluster with their noded's one-time tokens, as
     ``gnt-node add --token`` does."""
@@ -337,7 +322,7 @@ def _join(master: Paths, members: list[TestbedNode]) -> None:
         return
     ops = [
         {"OP_ID": "OP_NODE_ADD", "node_name": m.name, "primary_ip": m.ip,
-         "token": _wait_for_token(Paths(Path(m.root))),
+         "token": daemons.wait_for_token(Paths(Path(m.root))),
          "reason": [["gnt:client:testbed", "up", time.time_ns()]]}
         for m in members
     ]

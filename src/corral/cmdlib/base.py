@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from corral.cmdlib.node_memory import NodeMemory
 from corral.errors import InternalError
 from corral.locking import AllSet, LockLevel, LockManager
 from corral.opcodes import OpCode
@@ -109,6 +110,8 @@ class MasterContext:
     locks: LockManager
     queries: dict[str, QueryResource] = field(default_factory=dict)
     rpc: NodeRpc = field(default_factory=_NoRpc)
+    #: The nodes' total memory as they last told it (for checks that need a bound).
+    node_memory: NodeMemory = field(default_factory=NodeMemory)
     #: Called after a committed change of the cluster object (e.g. max_running_jobs).
     cluster_changed: Callable[[Cluster], None] = lambda _cluster: None
     #: The files redistribute-config pushes besides the configuration, read on the

@@ -195,7 +195,8 @@ async def check_memory_fits_group(lu: LogicalUnit[Any], group_uuid: str, hypervi
     """Refuse a ``maxmem`` larger than the total memory of every node of the group:
     such an instance could never start anywhere in it.
 
-    The nodes are asked (``node_info``); nodes that are offline, not vm_capable or do
+    The nodes are asked (``node_info``, whose answer is kept a while: see
+    :mod:`corral.cmdlib.node_memory`); nodes that are offline, not vm_capable or do
     not answer are left out, and when none tells its memory the check cannot be made:
     that is said in the job log and the value is accepted, as Ganeti goes ahead when
     it cannot read a node's memory.
@@ -205,17 +206,8 @@ async def check_memory_fits_group(lu: LogicalUnit[Any], group_uuid: str, hypervi
     nodes = sorted((n for n in store.all("node")
                     if n.group == group_uuid and not n.offline and n.vm_capable),
                    key=lambda n: n.name)
-    totals: dict[str, int] = {}
-    if nodes:
-        results = await lu.master.rpc.call(
-            nodes, "node_info", {"storage_dirs": [], "hypervisors": [hypervisor]},
-            timeout=RPC_QUICK)
-        for node in nodes:
-            answer = results[node.name]
-            total = answer.payload.get("memory_total") \
-                if not answer.failed and isinstance(answer.payload, dict) else None
-            if isinstance(total, int) and not isinstance(total, bool):
-                totals[node.name] = total
+    totals = await lu.master.node_memory.totals(lu.master.rpc, nodes, hypervisor,
+                                                timeout=RPC_QUICK) if nodes else {}
     if not totals:
         lu.feedback(f"WARNING: no node of group {group.name} told its memory; maxmem "
                     f"({maxmem} MiB) is not checked against it")

@@ -8,7 +8,9 @@ behind the jobs it controls).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -51,6 +53,10 @@ _DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hype
 
 #: Seconds the submission check waits for a node to say whether it has an OS.
 OS_CHECK_TIMEOUT = 10.0
+#: Seconds a node's "I have this OS" answer is trusted for later submissions. Creating
+#: many instances of one OS then asks each node once, not once per job; an OS removed
+#: meanwhile is still caught by the logical unit, which asks again.
+OS_SEEN_TTL = 60.0
 
 #: Opcodes that make a node or group that later opcodes of the same job may name.
 _CREATES = {"OP_NODE_ADD": ("node", "node_name"), "OP_GROUP_ADD": ("nodegroup", "group_name"),
@@ -105,6 +111,9 @@ class MasterMethods:
 
     def __init__(self, state: MasterState) -> None:
         self.state = state
+        #: When a node last said it has an OS (see :data:`OS_SEEN_TTL`).
+        self._os_seen: dict[tuple[str, str, tuple[str, ...]], float] = {}
+        self._os_asking: dict[tuple[str, str, tuple[str, ...]], asyncio.Future[Any]] = {}
         self._methods: dict[str, Method] = {
             "QueryClusterInfo": self.query_cluster_info,
             "QueryConfigValues": self.query_config_values,
@@ -254,15 +263,27 @@ class MasterMethods:
         if node is None or node.offline:
             return  # nothing to ask; the logical unit reports what is wrong
         base = os_name.partition("+")[0]
+        search_path = tuple(self.store.cluster.os_search_path)
+        key = (node.name, base, search_path)
+        seen = self._os_seen.get(key)
+        if seen is not None and time.monotonic() - seen < OS_SEEN_TTL:
+            return
+        asking = self._os_asking.get(key)
+        if asking is None:
+            # One question per node and OS at a time, shared by concurrent submissions.
+            asking = asyncio.ensure_future(self.state.context.rpc.call(
+                [node], "os_get", {"name": base, "search_path": list(search_path)},
+                timeout=OS_CHECK_TIMEOUT))
+            self._os_asking[key] = asking
+            asking.add_done_callback(lambda _done: self._os_asking.pop(key, None))
         try:
-            results = await self.state.context.rpc.call(
-                [node], "os_get",
-                {"name": base, "search_path": list(self.store.cluster.os_search_path)},
-                timeout=OS_CHECK_TIMEOUT)
+            results = await asyncio.shield(asking)
         except CorralError:
             return
         error = results[node.name].error
-        if isinstance(error, OsNotFoundError):
+        if error is None:
+            self._os_seen[key] = time.monotonic()
+        elif isinstance(error, OsNotFoundError):
             raise ParameterError(f"{prefix}: node {node.name} has no OS {base!r}: "
                                  f"{error.message}")
 

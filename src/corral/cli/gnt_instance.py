@@ -24,7 +24,13 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.gnt_instance_power import DEFAULT_SHUTDOWN_TIMEOUT, reboot, shutdown, startup
+from corral.cli.gnt_instance_power import (
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    backend_overrides,
+    reboot,
+    shutdown,
+    startup,
+)
 from corral.cli.gnt_instance_query import (
     LIST_DEFAULT_FIELDS,
     info,
@@ -50,7 +56,7 @@ from corral.cli.options import (
 )
 from corral.cli.tags import add_tag_commands
 from corral.errors import CorralError, OpExecError, ParameterError
-from corral.objects.params import BE_PARAMS, DISK_TEMPLATES, parse_size, validate_params
+from corral.objects.params import DISK_TEMPLATES, parse_size
 
 __all__ = ["LIST_DEFAULT_FIELDS", "convert_modifications", "main", "parse_disks", "parse_nics"]
 
@@ -210,14 +216,6 @@ def convert_modifications(option: str, items: Sequence[tuple[str, IdentValue]], 
     return result
 
 
-def _backend(values: KeyValDict | None) -> dict[str, Any] | None:
-    """``-B`` values checked and typed here, as Ganeti's client does (sizes become MiB;
-    ``-key`` and ``key=default`` become None: back to the default)."""
-    if values is None:
-        return None
-    return validate_params("backend", BE_PARAMS, values, instance_level=True)
-
-
 # -- submitting -----------------------------------------------------------------------------
 
 
@@ -324,7 +322,7 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
         "disks": disks,
         "nics": nics,
         "hvparams": hvparams,
-        "beparams": _backend(beparams) or {},
+        "beparams": backend_overrides(beparams) or {},
         "osparams": dict(osparams or {}),
         "start": not (no_start or no_install),
         "name_check": not no_name_check,
@@ -459,7 +457,7 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
     if hvparams:
         body["hvparams"] = dict(hvparams)
     if beparams:
-        body["beparams"] = _backend(beparams)
+        body["beparams"] = backend_overrides(beparams)
     if osparams:
         body["osparams"] = dict(osparams)
     if os_name:

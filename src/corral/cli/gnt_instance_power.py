@@ -36,7 +36,9 @@ from corral.cli.prompt import confirm_operation
 from corral.cli.selection import SelectionMode, expand_instances, selection_options
 from corral.objects.params import BE_PARAMS, validate_params
 
-__all__ = ["DEFAULT_SHUTDOWN_TIMEOUT", "reboot", "run_many", "shutdown", "startup"]
+__all__ = [
+    "DEFAULT_SHUTDOWN_TIMEOUT", "backend_overrides", "reboot", "run_many", "shutdown", "startup",
+]
 
 TOOL = "gnt-instance"
 
@@ -61,6 +63,14 @@ def _job_options(func: F) -> F:
 def _ignore_offline_option(func: F) -> F:
     return click.option("--ignore-offline", "ignore_offline", is_flag=True,
                         help="Ignore offline nodes and do as much as possible.")(func)
+
+
+def backend_overrides(values: KeyValDict | None) -> dict[str, Any] | None:
+    """``-B`` values checked and typed here, as Ganeti's client does (sizes become MiB;
+    ``-key`` and ``key=default`` become None: back to the default)."""
+    if values is None:
+        return None
+    return validate_params("backend", BE_PARAMS, values, instance_level=True)
 
 
 def run_many(verb: str, op_id: str, names: Sequence[str], selection: SelectionMode,
@@ -108,9 +118,7 @@ def startup(names: tuple[str, ...], selection: SelectionMode, force: bool,
             print_jobid: bool, priority: int | None, reason: str | None,
             dry_run: bool) -> None:
     """Start instances: those NAMES, or those a selector chooses."""
-    # -B is checked and typed here, as Ganeti's client does (sizes become MiB).
-    be_checked = (None if beparams is None else
-                  validate_params("backend", BE_PARAMS, beparams, instance_level=True))
+    be_checked = backend_overrides(beparams)
 
     def build(name: str) -> dict[str, Any]:
         body: dict[str, Any] = {"instance_name": name, "force": force,

@@ -14,7 +14,7 @@ from corral.cli.jobs import LuxiCaller
 from corral.errors import NotFoundError
 from corral.qlang.parser import FILTER_DETECTION_CHARS, make_filter, make_simple_filter
 
-__all__ = ["query_named", "selection_filter"]
+__all__ = ["name_or_uuid_filter", "query_named", "query_rows", "selection_filter"]
 
 
 def selection_filter(names: Sequence[str], force_filter: bool = False) -> list[Any] | None:
@@ -27,6 +27,20 @@ def selection_filter(names: Sequence[str], force_filter: bool = False) -> list[A
     return ["|", make_filter(list(names)), make_simple_filter("uuid", list(names))]
 
 
+def name_or_uuid_filter(names: Sequence[str]) -> list[Any]:
+    """The query filter matching each of ``names`` exactly, as a name or as a UUID."""
+    return ["|", *(["|", ["=", "name", n], ["=", "uuid", n]] for n in names)]
+
+
+def query_rows(client: LuxiCaller, resource: str, fields: Sequence[str],
+               qfilter: list[Any] | None) -> list[dict[str, Any]]:
+    """A luxi ``Query``'s rows as field → value maps (None where the value is not
+    available)."""
+    answer = client.call("Query", resource, list(fields), qfilter)
+    return [{f: (value if status == 0 else None)
+             for f, (status, value) in zip(fields, row, strict=True)} for row in answer["data"]]
+
+
 def query_named(client: LuxiCaller, resource: str, noun: str, names: Sequence[str],
                 fields: Sequence[str]) -> list[dict[str, Any]]:
     """Rows (field → value, None when not available) of the named items in the order
@@ -36,11 +50,7 @@ def query_named(client: LuxiCaller, resource: str, noun: str, names: Sequence[st
     what the error calls one of them.
     """
     wanted = ["name", "uuid", *(f for f in fields if f not in ("name", "uuid"))]
-    qfilter = (["|", *(["|", ["=", "name", n], ["=", "uuid", n]] for n in names)]
-               if names else None)
-    answer = client.call("Query", resource, wanted, qfilter)
-    rows = [{f: (value if status == 0 else None)
-             for f, (status, value) in zip(wanted, row, strict=True)} for row in answer["data"]]
+    rows = query_rows(client, resource, wanted, name_or_uuid_filter(names) if names else None)
     known = {row["name"] for row in rows} | {row["uuid"] for row in rows}
     missing = [n for n in names if n not in known]
     if missing:

@@ -40,6 +40,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from corral.cli.jobs import LuxiCaller
+from corral.cli.lookup import name_or_uuid_filter, query_rows
 from corral.errors import OpPrereqError
 
 __all__ = [
@@ -155,19 +156,15 @@ def check_selection(mode: SelectionMode, names: Sequence[str]) -> None:
                         else "No instance names passed")
 
 
-def _by_name_or_uuid(names: Sequence[str]) -> list[Any]:
-    return ["|", *(["|", ["=", "name", n], ["=", "uuid", n]] for n in names)]
-
-
 def selection_query(mode: SelectionMode, names: Sequence[str]
                     ) -> tuple[str, list[str], list[Any] | None]:
     """The luxi ``Query`` (resource, fields, filter) whose rows :func:`pick_instances`
     chooses from. Tags are matched here, not in the filter, as Ganeti does."""
     if mode.by_node:
         fields = ["name", "pinst_list", "sinst_list", "tags"]
-        return "node", fields, (None if mode.by_tags else _by_name_or_uuid(names))
+        return "node", fields, (None if mode.by_tags else name_or_uuid_filter(names))
     if mode is SelectionMode.INSTANCES:
-        return "instance", ["name", "tags"], _by_name_or_uuid(names)
+        return "instance", ["name", "tags"], name_or_uuid_filter(names)
     return "instance", ["name", "tags"], None
 
 
@@ -210,10 +207,7 @@ def expand_instances(client: LuxiCaller, mode: SelectionMode,
     """
     check_selection(mode, names)
     resource, fields, qfilter = selection_query(mode, names)
-    answer = client.call("Query", resource, fields, qfilter)
-    rows = [{f: (value if status == 0 else None)
-             for f, (status, value) in zip(fields, row, strict=True)}
-            for row in answer["data"]]
+    rows = query_rows(client, resource, fields, qfilter)
     chosen = pick_instances(mode, names, rows)
     if not chosen and mode is not SelectionMode.CLUSTER:
         raise OpPrereqError(NO_MATCH_MESSAGE)

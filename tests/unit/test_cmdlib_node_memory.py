@@ -45,10 +45,10 @@ async def test_concurrent_jobs_share_one_question_per_node() -> None:
     answers = await asyncio.gather(*(memory.totals(rpc, nodes, "fake", timeout=5)
                                      for _ in range(20)))
     assert all(answer == {"n1": 4096, "n2": 8192} for answer in answers)
-    assert rpc.calls == [["n1", "n2", "n3"]]
+    assert sorted(rpc.calls) == [["n1"], ["n2"], ["n3"]]
     # Known nodes are not asked again; the silent one is.
     assert await memory.totals(rpc, nodes, "fake", timeout=5) == {"n1": 4096, "n2": 8192}
-    assert rpc.calls[1:] == [["n3"]]
+    assert rpc.calls[3:] == [["n3"]]
 
 
 async def test_an_old_answer_is_asked_again() -> None:

@@ -14,8 +14,6 @@ from corral.utils.process import running_pid
 
 __all__ = ["main"]
 
-#: How long ``start`` waits for a fresh node daemon to write its join token (seconds).
-
 
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name="corral-daemons")

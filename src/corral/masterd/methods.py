@@ -8,9 +8,7 @@ behind the jobs it controls).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -40,6 +38,8 @@ from corral.objects import Cluster, FilterRule
 from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
 from corral.opcodes.checks import REFERENCES
 from corral.opcodes.reason import CLIENT_PREFIX
+from corral.rpc.protocol import RpcResult
+from corral.utils.recent import RecentAnswers
 
 __all__ = ["WFJC_MAX_TIMEOUT", "MasterMethods"]
 
@@ -111,9 +111,9 @@ class MasterMethods:
 
     def __init__(self, state: MasterState) -> None:
         self.state = state
-        #: When a node last said it has an OS (see :data:`OS_SEEN_TTL`).
-        self._os_seen: dict[tuple[str, str, tuple[str, ...]], float] = {}
-        self._os_asking: dict[tuple[str, str, tuple[str, ...]], asyncio.Future[Any]] = {}
+        #: Nodes' answers that they have an OS (see :data:`OS_SEEN_TTL`).
+        self._os_found: RecentAnswers[tuple[str, str, tuple[str, ...]], RpcResult] = \
+            RecentAnswers(OS_SEEN_TTL, keep=lambda answer: answer.error is None)
         self._methods: dict[str, Method] = {
             "QueryClusterInfo": self.query_cluster_info,
             "QueryConfigValues": self.query_config_values,
@@ -263,29 +263,21 @@ class MasterMethods:
         if node is None or node.offline:
             return  # nothing to ask; the logical unit reports what is wrong
         base = os_name.partition("+")[0]
-        search_path = tuple(self.store.cluster.os_search_path)
-        key = (node.name, base, search_path)
-        seen = self._os_seen.get(key)
-        if seen is not None and time.monotonic() - seen < OS_SEEN_TTL:
-            return
-        asking = self._os_asking.get(key)
-        if asking is None:
-            # One question per node and OS at a time, shared by concurrent submissions.
-            asking = asyncio.ensure_future(self.state.context.rpc.call(
-                [node], "os_get", {"name": base, "search_path": list(search_path)},
-                timeout=OS_CHECK_TIMEOUT))
-            self._os_asking[key] = asking
-            asking.add_done_callback(lambda _done: self._os_asking.pop(key, None))
+        search_path = list(self.store.cluster.os_search_path)
+
+        async def ask() -> RpcResult:
+            results = await self.state.context.rpc.call(
+                [node], "os_get", {"name": base, "search_path": search_path},
+                timeout=OS_CHECK_TIMEOUT)
+            return results[node.name]
+
         try:
-            results = await asyncio.shield(asking)
+            answer = await self._os_found.get((node.name, base, tuple(search_path)), ask)
         except CorralError:
             return
-        error = results[node.name].error
-        if error is None:
-            self._os_seen[key] = time.monotonic()
-        elif isinstance(error, OsNotFoundError):
+        if isinstance(answer.error, OsNotFoundError):
             raise ParameterError(f"{prefix}: node {node.name} has no OS {base!r}: "
-                                 f"{error.message}")
+                                 f"{answer.error.message}")
 
     async def wait_for_job_change(self, args: list[Any]) -> Any:
         """``WaitForJobChange(id, fields, prev_info, prev_serial, timeout)``."""

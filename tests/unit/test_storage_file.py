@@ -197,7 +197,7 @@ def test_default_allowed_dirs_are_the_default_storage_dirs(paths: Paths) -> None
 def test_allowed_dirs_come_from_the_node_file(paths: Paths) -> None:
     paths.data_dir.mkdir(parents=True)
     paths.file_storage_paths.write_text(
-        "# file storage of this node\n/data/disks/\n\nrelative/ignored\n/etc/no\n/data/disks\n")
+        "# file storage of this node\n/data/disks/\n\nrelative/ignored\n/etc/no\n/\n/data/disks\n")
     assert allowed_dirs(paths) == ["/data/disks"]
 
 

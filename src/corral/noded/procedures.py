@@ -163,7 +163,7 @@ def _cpu_topology_and_boot_id() -> tuple[int, int, str]:
 
 async def node_leave(paths: Paths, args: NoArgs) -> Any:
     """Forget the cluster; the daemon then goes back to waiting for a join."""
-    join.leave(paths)
+    await asyncio.to_thread(join.leave, paths)
     return None
 
 

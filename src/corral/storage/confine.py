@@ -40,7 +40,8 @@ FORBIDDEN_PREFIXES: Final[frozenset[str]] = _forbidden()
 def allowed_dirs(paths: Paths) -> list[str]:
     """The cluster-wide directories this node accepts disks below, in file order.
 
-    Relative entries and entries below :data:`FORBIDDEN_PREFIXES` are skipped. A
+    Relative entries, ``/`` itself and entries below :data:`FORBIDDEN_PREFIXES` are
+    skipped. A
     missing file means the two default storage directories; an unreadable one is a
     :class:`~corral.errors.BlockDeviceError`.
     """
@@ -58,7 +59,7 @@ def allowed_dirs(paths: Paths) -> list[str]:
         if not entry.startswith("/"):
             continue
         normal = os.path.normpath(entry)
-        if not _is_forbidden(normal) and normal not in result:
+        if normal != "/" and not _is_forbidden(normal) and normal not in result:
             result.append(normal)
     return result
 

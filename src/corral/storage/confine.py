@@ -99,7 +99,8 @@ def confine(paths: Paths, cluster_path: str, label: str) -> Path:
     for directory in allowed:
         if _below(real, Path(os.path.realpath(paths.node_path(directory)))):
             return real
+    listed = (f"listed in {paths.file_storage_paths}" if paths.file_storage_paths.exists()
+              else f"the defaults, as there is no {paths.file_storage_paths}")
     raise BlockDeviceError(
         f"{label} has file path {cluster_path!r} ({real} on this node once links are "
-        f"resolved), outside the storage directories "
-        f"this node allows: {where} (listed in {paths.file_storage_paths})")
+        f"resolved), outside the storage directories this node allows: {where} ({listed})")

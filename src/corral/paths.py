@@ -127,6 +127,13 @@ class Paths:
         return self.data_dir / "user-files"
 
     @property
+    def file_storage_paths(self) -> Path:
+        """The directories this node lets file disks live in: one cluster-wide absolute
+        path per line (``#`` starts a comment). A node-side list that no RPC writes;
+        without the file, the default file and shared-file storage directories."""
+        return self.data_dir / "file-storage-paths"
+
+    @property
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"

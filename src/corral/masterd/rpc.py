@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral import bootstrap, x509
 from corral.cmdlib.base import RpcArgs
 from corral.config import ConfigStore
-from corral.errors import CorralError, JoinError, NodeUnreachableError
+from corral.errors import CorralError, JoinError, NodeUnreachableError, ParameterError
 from corral.objects import Node
 from corral.paths import Paths
+from corral.rpc.args import check_args
 from corral.rpc.client import RpcClient, Target
 from corral.rpc.protocol import RpcResult
 
@@ -73,19 +74,32 @@ class MasterRpc:
         timeout: float = 60.0,  # noqa: ASYNC109 - per node, see RpcClient.call
     ) -> dict[str, RpcResult]:
         """Call ``procedure`` on every online node at once; offline ones are not
-        contacted and get a :class:`NodeUnreachableError` saying so."""
+        contacted and get a :class:`NodeUnreachableError` saying so.
+
+        Arguments are checked against the procedure's Struct in
+        :mod:`corral.rpc.args` first: a node whose arguments its daemon would refuse
+        is not contacted and gets that :class:`~corral.errors.ParameterError`.
+        """
         results: dict[str, RpcResult] = {}
+        sent: dict[str, Mapping[str, Any]] = {}
         online: list[Node] = []
         for node in nodes:
             if node.offline:
                 results[node.name] = RpcResult(
                     node.name, error=NodeUnreachableError(f"node {node.name} is offline"))
-            else:
-                online.append(node)
-        by_name = {node.name: node for node in online}
-        per_node = (lambda name: args(by_name[name])) if callable(args) else args
-        results.update(await self.client.call(
-            [self._target(n) for n in online], procedure, per_node, timeout=timeout))
+                continue
+            node_args = args(node) if callable(args) else args
+            try:
+                check_args(procedure, node_args)
+            except ParameterError as err:
+                results[node.name] = RpcResult(node.name, error=err)
+                continue
+            sent[node.name] = node_args
+            online.append(node)
+        if online:
+            results.update(await self.client.call(
+                [self._target(n) for n in online], procedure, sent.__getitem__,
+                timeout=timeout))
         return {node.name: results[node.name] for node in nodes}
 
     async def join(

@@ -18,19 +18,20 @@ connection that asked for the switch gets its answer over the old one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from corral import daemons, storage, x509
+from corral import daemons, x509
 from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
 from corral.noded import join, procedures
 from corral.paths import Paths
@@ -295,25 +296,21 @@ class NodeServer:
     async def _stream_disk(self, request: web.Request) -> web.StreamResponse:
         cluster_path = request.query.get("path", "")
         try:
-            if not cluster_path:
-                raise ParameterError("the disk stream needs ?path=<cluster-wide disk path>")
-            disk = procedures.stream_disk_spec(cluster_path,
-                                               request.query.get("dev_type", "file"))
-            chunks = storage.read_chunks(self.paths, disk)
+            chunks = await procedures.open_disk_stream(self.paths, request.query)
         except CorralError as err:
+            log.warning("disk stream of %r for %s refused: %s", cluster_path, request.remote,
+                        err)
             return _error(err)
-        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        while (chunk := await asyncio.to_thread(_next_chunk, chunks)) is not None:
-            await response.write(chunk)
-        await response.write_eof()
+        async with contextlib.aclosing(chunks):
+            response = web.StreamResponse(
+                headers={"Content-Type": "application/octet-stream"})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            async for chunk in chunks:
+                await response.write(chunk)
+            await response.write_eof()
         log.info("streamed %s to %s", cluster_path, request.remote)
         return response
-
-
-def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
-    return next(chunks, None)
 
 
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:

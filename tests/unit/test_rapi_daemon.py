@@ -21,8 +21,9 @@ from corral.errors import (
 )
 from corral.luxi import LuxiServer, Request
 from corral.paths import Paths
-from corral.rapi.daemon import DEFAULT_PORT, drop_privileges, read_settings, settings_file
+from corral.rapi.daemon import DEFAULT_PORT, read_settings, settings_file
 from corral.rapi.luxi_pool import LuxiPool
+from corral.utils.process import drop_privileges
 
 
 def test_settings_defaults_file_and_command_line(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_bad_settings_are_refused(tmp_path: Path, content: str, message: str) ->
 @pytest.mark.skipif(os.geteuid() == 0, reason="checks the refusal of a non-root daemon")
 def test_dropping_privileges_needs_root() -> None:
     with pytest.raises(DaemonError, match="need the daemon to start as root"):
-        drop_privileges("nobody", None)
+        drop_privileges("nobody", None, daemon="rapi")
 
 
 class CountingMaster:

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
 import json
 import logging
-import os
-import pwd
 import signal
 import socket
 import sys
@@ -42,7 +39,7 @@ from corral.errors import CorralError, DaemonError, NotClusterError, ParameterEr
 from corral.paths import Paths
 from corral.utils.files import write_public
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.process import PidFile, drop_privileges, notify_ready, refuse_start
 
 __all__ = ["NAME", "SETTING_KEYS", "main", "read_settings", "run", "serve", "settings_file",
            "stats_file"]
@@ -133,30 +130,6 @@ def open_socket(bind: str, port: int) -> socket.socket:
     return sock
 
 
-def drop_privileges(user: str | None, group: str | None) -> None:
-    """Switch to ``user`` and ``group`` (the user's own group when only a user is
-    given); nothing to do when neither is given."""
-    if user is None and group is None:
-        return
-    try:
-        entry = pwd.getpwnam(user) if user is not None else None
-        gid = grp.getgrnam(group).gr_gid if group is not None else (
-            entry.pw_gid if entry is not None else os.getgid())
-    except KeyError as err:
-        raise DaemonError(f"unknown user or group: {err.args[0]}") from None
-    uid = entry.pw_uid if entry is not None else os.getuid()
-    if (uid, gid) == (os.getuid(), os.getgid()):
-        return
-    try:
-        if os.getuid() == 0:
-            os.setgroups([gid])
-        os.setgid(gid)
-        os.setuid(uid)
-    except OSError as err:
-        raise DaemonError(f"cannot switch to user {user} group {group}: {err}") from None
-    log.info("running as uid %d gid %d", uid, gid)
-
-
 def _report(paths: Paths, counters: Counters, source: SnapshotSource) -> None:
     stats = {"time": time.time(), "serial": source.current.serial if source.current else None,
              **counters.as_dict()}
@@ -212,7 +185,7 @@ def run(paths: Paths, *, bind: str | None = None, port: int | None = None,
             # The first load still has the start-up privileges, so confd answers
             # even where its user cannot read the file (reloads then fail, logged).
             asyncio.run(source.check())
-            drop_privileges(settings["user"], settings["group"])
+            drop_privileges(settings["user"], settings["group"], daemon=NAME)
         except CorralError as err:
             return _refuse(err)
         try:
@@ -238,7 +211,7 @@ def _refuse(err: CorralError) -> int:
 @click.option("--user", metavar="USER", default=None,
               help="Run as this user after binding the socket and reading the key.")
 @click.option("--group", metavar="GROUP", default=None,
-              help="Run as this group (default: the user's group).")
+              help="Run as this group instead of the user's own (needs --user).")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None,
               help="Answer from this configuration file (default: the store on the "
                    "master, else the replica).")

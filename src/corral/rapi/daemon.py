@@ -18,12 +18,9 @@ Settings come from the command line, else from ``rapi.json`` in the data directo
 from __future__ import annotations
 
 import asyncio
-import grp
 import ipaddress
 import json
 import logging
-import os
-import pwd
 import signal
 import ssl
 import sys
@@ -41,7 +38,14 @@ from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.process import (
+    PidFile,
+    drop_privileges,
+    lookup_group,
+    lookup_user,
+    notify_ready,
+    refuse_start,
+)
 
 __all__ = [
     "DEFAULT_PORT",
@@ -135,57 +139,10 @@ def luxi_client_group(paths: Paths) -> int | None:
     its socket to that group, so that an unprivileged RAPI can still reach it."""
     settings = read_settings(paths)
     if settings.group is not None:
-        return _lookup_group(settings.group)
+        return lookup_group(settings.group)
     if settings.user is not None:
-        return _lookup_user(settings.user).pw_gid
+        return lookup_user(settings.user).pw_gid
     return None
-
-
-def _lookup_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, OverflowError):
-        raise ParameterError(f"unknown user {name!r} (--user)") from None
-
-
-def _lookup_group(name: str) -> int:
-    try:
-        return grp.getgrgid(int(name)).gr_gid if name.isdigit() else grp.getgrnam(name).gr_gid
-    except (KeyError, OverflowError):
-        raise ParameterError(f"unknown group {name!r} (--group)") from None
-
-
-def drop_privileges(user: str | None, group: str | None) -> None:
-    """Run as ``user`` and ``group`` from now on (their ids or names).
-
-    The group defaults to the user's; supplementary groups become the user's own
-    (``initgroups``), or just the group when only a group is given.
-    :raises DaemonError: when not running as root, or root could be regained.
-    """
-    if user is None and group is None:
-        if os.geteuid() == 0:
-            log.warning("running as root: give --user/--group (or \"user\"/\"group\" in "
-                        "rapi.json) to drop privileges after start")
-        return
-    if os.geteuid() != 0:
-        raise DaemonError(f"--user/--group need the daemon to start as root; it runs as "
-                          f"uid {os.geteuid()}")
-    entry = _lookup_user(user) if user is not None else None
-    gid = _lookup_group(group) if group is not None else entry.pw_gid if entry else 0
-    if entry is not None:
-        os.initgroups(entry.pw_name, gid)
-    else:
-        os.setgroups([gid])
-    os.setgid(gid)
-    if entry is not None:
-        os.setuid(entry.pw_uid)
-        try:
-            os.setuid(0)
-        except PermissionError:
-            pass
-        else:
-            raise DaemonError("dropping privileges failed: root could be regained")
-    log.info("running as uid %d, gid %d", os.getuid(), os.getgid())
 
 
 def _ssl_context(paths: Paths) -> ssl.SSLContext:
@@ -223,7 +180,7 @@ async def serve(paths: Paths, settings: Settings, users: Users,
         except OSError as err:
             raise DaemonError(f"cannot listen on {settings.bind} port {settings.port}: "
                               f"{err.strerror or err}") from None
-        drop_privileges(settings.user, settings.group)
+        drop_privileges(settings.user, settings.group, daemon=NAME)
         scheme = "https" if ssl_context is not None else "http"
         log.info("serving RAPI on %s://%s:%d/ (authentication %s)", scheme, settings.bind,
                  settings.port, "required" if settings.require_authentication
@@ -276,7 +233,8 @@ def _refuse(err: CorralError, *, log_it: bool = True) -> int:
 @click.option("--require-authentication", "require_authentication", is_flag=True,
               default=None, help="Refuse anonymous requests, reads included.")
 @click.option("--user", default=None, help="Run as this user after start (needs root).")
-@click.option("--group", default=None, help="Run as this group after start (needs root).")
+@click.option("--group", default=None,
+              help="Run as this group instead of the user's own (needs --user and root).")
 @click.option("-f", "--foreground", is_flag=True,
               help="Accepted for Ganeti compatibility; the daemon never forks itself.")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")

@@ -84,7 +84,7 @@ def test_each_node_has_its_own_places(store: ConfigStore, tmp_path: Path) -> Non
     rpc = LocalRpc(store, tmp_path)
     node1, node2 = rpc.nodes.paths("node1"), rpc.nodes.paths("node2")
     assert node1.root != node2.root and tmp_path in node1.root.parents
-    disk = {"uuid": "d1", "index": 0, "size": 4, "dev_type": "file",
+    disk: dict[str, Any] = {"uuid": "d1", "index": 0, "size": 4, "dev_type": "file",
             "logical_id": ["loop", "/srv/corral/file-storage/i1/d1.disk0"]}
     created = _call(rpc, "blockdev_create", {"disk": disk})["node1"].get("create")
     assert Path(created["path"]) == node1.node_path(disk["logical_id"][1])

@@ -22,6 +22,7 @@ recorded in :attr:`InProcessNodes.calls` with its arguments as a node receives t
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,8 @@ from corral.rpc.protocol import RpcResult
 __all__ = ["InProcessNodes", "NodeCall", "Override"]
 
 #: Answers one procedure on one node in place of the real one:
-#: ``override(node_name, args) -> result``; raising a CorralError fails the call.
+#: ``override(node_name, args) -> result`` (or an awaitable of it); raising a
+#: CorralError fails the call.
 Override = Callable[[str, Mapping[str, Any]], Any]
 
 _encoder = msgspec.json.Encoder()
@@ -139,7 +141,8 @@ class InProcessNodes:
                             f"with its join token (calling {procedure})")
         override = self.overrides.get(procedure)
         if override is not None:
-            return override(name, args)
+            result = override(name, args)
+            return await result if inspect.isawaitable(result) else result
         paths = self.paths(name)
         result = await procedures.dispatch(paths, procedure, args)
         if procedure == "node_leave":

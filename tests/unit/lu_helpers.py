@@ -3,7 +3,8 @@ in this process (:class:`LocalRpc`: the master's RPC over the real noded procedu
 and a stand-in for the job queue's context.
 
 :class:`FakeRpc` (a scripted RPC that accepts any procedure and any argument) is
-left for the tests not yet moved onto :class:`LocalRpc`."""
+left only for ``test_replication.py``, which wires its handlers to the real
+replication functions; new tests use :class:`LocalRpc`."""
 
 from __future__ import annotations
 

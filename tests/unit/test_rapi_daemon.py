@@ -42,12 +42,12 @@ def test_settings_defaults_file_and_command_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ('{"port": 0}', "is not a TCP port"),
+    ('{"port": 0}', "port 0 is not a port number (1-65535)"),
     ('{"bind": "localhost"}', "is not an IP address"),
     ('{"colour": 1}', "unknown setting(s) colour"),
     ('[1]', "must hold a JSON object"),
     ('{', "cannot read the settings file"),
-    ('{"require_authentication": "yes"}', "must be true or false"),
+    ('{"require_authentication": "yes"}', "require_authentication: Expected `bool`"),
 ])
 def test_bad_settings_are_refused(tmp_path: Path, content: str, message: str) -> None:
     paths = Paths(tmp_path)

@@ -18,8 +18,6 @@ Settings come from the command line, else from ``rapi.json`` in the data directo
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import json
 import logging
 import signal
 import ssl
@@ -29,14 +27,16 @@ from pathlib import Path
 from typing import Any, Final
 
 import click
+import msgspec
 from aiohttp import web
 
 from corral import __version__
-from corral.errors import CorralError, DaemonError, ParameterError
+from corral.errors import CorralError, DaemonError
 from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.utils import settings as daemon_settings
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import (
     PidFile,
@@ -46,6 +46,7 @@ from corral.utils.process import (
     notify_ready,
     refuse_start,
 )
+from corral.utils.settings import check_bind, check_port
 
 __all__ = [
     "DEFAULT_PORT",
@@ -64,7 +65,6 @@ NAME: Final = "rapi"
 #: Ganeti's RAPI port.
 DEFAULT_PORT: Final = 5080
 DEFAULT_BIND: Final = "0.0.0.0"
-_SETTING_KEYS: Final = ("bind", "port", "require_authentication", "user", "group")
 _ACCESS_FORMAT: Final = '%a "%r" %s %b %Tf'
 #: Seconds an idle kept-alive connection stays open.
 KEEPALIVE_TIMEOUT: Final = 75.0
@@ -89,48 +89,27 @@ def settings_file(paths: Paths) -> Path:
     return paths.data_dir / "rapi.json"
 
 
-def _load_file(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as err:
-        raise ParameterError(f"cannot read the settings file {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ParameterError(f"{path} must hold a JSON object with keys "
-                             f"{', '.join(_SETTING_KEYS)}")
-    unknown = sorted(set(data) - set(_SETTING_KEYS))
-    if unknown:
-        raise ParameterError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(_SETTING_KEYS)}")
-    return data
+class _StoredSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What ``rapi.json`` (or the command line) may set."""
+
+    bind: str = DEFAULT_BIND
+    port: int = DEFAULT_PORT
+    require_authentication: bool = False
+    user: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        self.bind = check_bind(self.bind)
+        check_port(self.port)
 
 
 def read_settings(paths: Paths, **given: Any) -> Settings:
     """Command-line values (``given``, None when not given) over ``rapi.json`` over the
     defaults, checked."""
-    source = str(settings_file(paths))
-    data = _load_file(settings_file(paths))
-    merged = {key: given[key] if given.get(key) is not None else data.get(key)
-              for key in _SETTING_KEYS}
-    bind = merged["bind"] if merged["bind"] is not None else DEFAULT_BIND
-    try:
-        bind = str(ipaddress.ip_address(bind))
-    except ValueError:
-        raise ParameterError(f"bind address {bind!r} ({source} or --bind) is not an IP "
-                             "address") from None
-    port = merged["port"] if merged["port"] is not None else DEFAULT_PORT
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ParameterError(f"port {port!r} ({source} or --port) is not a TCP port (1-65535)")
-    require = merged["require_authentication"]
-    if require is not None and not isinstance(require, bool):
-        raise ParameterError(f"{source}: require_authentication must be true or false")
-    for key in ("user", "group"):
-        if merged[key] is not None and not isinstance(merged[key], str):
-            raise ParameterError(f"{source}: {key} must be a name or a number as text")
-    return Settings(bind=bind, port=port, ssl=not given.get("no_ssl"),
-                    require_authentication=bool(require), user=merged["user"],
-                    group=merged["group"])
+    stored = daemon_settings.read_settings(settings_file(paths), _StoredSettings, given)
+    return Settings(bind=stored.bind, port=stored.port, ssl=not given.get("no_ssl"),
+                    require_authentication=stored.require_authentication, user=stored.user,
+                    group=stored.group)
 
 
 def luxi_client_group(paths: Paths) -> int | None:

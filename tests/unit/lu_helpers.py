@@ -163,8 +163,14 @@ class LocalRpc(MasterRpc):
         as ``name`` in the cluster-wide ``search_dir``, declaring ``variants`` and
         ``parameters`` (none: the files are left out)."""
         for node in nodes or [n.name for n in self.store.all("node")]:
-            target = self.nodes.paths(node).node_path(search_dir) / name
+            paths = self.nodes.paths(node)
+            target = paths.node_path(search_dir) / name
             shutil.copytree(DUMPENV_OS, target, dirs_exist_ok=True)
+            # Without a disk, dumpenv writes to $TMPDIR or /tmp, which OS scripts do
+            # not get: keep that output in the node's own directory instead.
+            script = target / "dump.sh"
+            script.write_text(script.read_text().replace(
+                "${TMPDIR:-/tmp}", str(paths.root)))
             for file, lines in (("variants.list", variants),
                                 ("parameters.list", parameters)):
                 if lines:

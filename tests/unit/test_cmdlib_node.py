@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from corral import x509
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -23,6 +24,7 @@ from corral.errors import (
     UnknownParameterError,
 )
 from corral.locking import LockLevel
+from corral.noded import join
 from corral.objects import Instance, Node, NodeGroup
 from corral.qlang import ResultStatus
 from corral.rpc.protocol import RpcResult
@@ -88,6 +90,10 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     assert (node.primary_ip, node.secondary_ip, node.master_candidate) == ("192.0.2.2", "", True)
     assert node.group == store.get("nodegroup", "default").uuid
     assert rpc.joined == [("node2.example", "tok")]
+    # The node daemon checked and kept the bundle the master sent.
+    joined = rpc.nodes.paths("node2.example")
+    assert join.read_membership(joined)["node_name"] == "node2.example"
+    assert x509.verify_signed_by(joined.node_cert.read_text(), joined.ca_cert.read_text())
     # The new candidate gets a copy of the configuration before it counts as one.
     assert rpc.procedures("node2.example") == ["version", "config_replicate"]
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)

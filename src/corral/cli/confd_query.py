@@ -188,7 +188,7 @@ def cli(qtype: str, query: str | None, servers: tuple[str, ...], port: int | Non
         parsed = parse_type(qtype)
         paths = Paths.from_env()
         if port is None:
-            port = int(read_settings(paths)["port"])
+            port = read_settings(paths).port
         targets: list[Server] = [parse_server(s, port) for s in servers] or list(
             default_servers(paths))
         if not targets:

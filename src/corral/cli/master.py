@@ -102,7 +102,7 @@ def _ask_confd(paths: Paths, servers: list[str]) -> str | None:
         return None
     try:
         key = paths.confd_hmac_key.read_bytes()
-        port = int(read_settings(paths)["port"])
+        port = read_settings(paths).port
         result = query_sync(key, servers, QueryType.CLUSTER_MASTER, port=port,
                             timeout=CONFD_TIMEOUT)
     except (OSError, CorralError):

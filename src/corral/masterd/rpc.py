@@ -4,6 +4,10 @@ Logical units speak of :class:`~corral.objects.Node` objects; the client speaks 
 addresses. :class:`MasterRpc` maps one to the other (primary IP, the cluster's
 noded port), keeps offline nodes out of every call, and builds the bundle a new
 node receives when it joins.
+
+How calls reach node daemons is a :class:`NodeTransport`: :class:`RpcClient` over
+HTTPS in the daemon, :class:`~corral.masterd.local_rpc.InProcessNodes` (the real
+noded procedures run in this process) for logical-unit tests.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from corral import bootstrap, x509
 from corral.cmdlib.base import RpcArgs
@@ -20,10 +24,44 @@ from corral.errors import CorralError, JoinError, NodeUnreachableError, Paramete
 from corral.objects import Node
 from corral.paths import Paths
 from corral.rpc.args import check_args
-from corral.rpc.client import RpcClient, Target
+from corral.rpc.client import RpcArgsByName, Target
 from corral.rpc.protocol import RpcResult
 
-__all__ = ["MasterRpc", "join_bundle"]
+__all__ = ["MasterRpc", "NodeTransport", "join_bundle"]
+
+
+class NodeTransport(Protocol):
+    """What carries the master's calls to node daemons, addressed as :data:`Target`.
+
+    :class:`~corral.rpc.client.RpcClient` is the one over the network; the contract
+    is the same for every transport: one :class:`RpcResult` per target name, a node
+    that cannot be reached gets a :class:`NodeUnreachableError`, and arguments and
+    results are what the JSON wire carries.
+    """
+
+    async def call(
+        self,
+        targets: Sequence[Target],
+        procedure: str,
+        args: RpcArgsByName,
+        *,
+        timeout: float = 60.0,  # noqa: ASYNC109 - per node, as RpcClient.call
+    ) -> dict[str, RpcResult]:
+        """Call ``procedure`` on every target at once."""
+        ...
+
+    async def join(
+        self,
+        name: str,
+        ip: str,
+        port: int,
+        token: str,
+        bundle: Mapping[str, Any],
+        *,
+        timeout: float = 30.0,  # noqa: ASYNC109 - as RpcClient.join
+    ) -> RpcResult:
+        """Hand the waiting node daemon the cluster ``bundle``, proved by ``token``."""
+        ...
 
 
 def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
@@ -57,7 +95,7 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
 class MasterRpc:
     """:class:`~corral.cmdlib.base.NodeRpc` for the master daemon."""
 
-    def __init__(self, store: ConfigStore, paths: Paths, client: RpcClient) -> None:
+    def __init__(self, store: ConfigStore, paths: Paths, client: NodeTransport) -> None:
         self.store = store
         self.paths = paths
         self.client = client

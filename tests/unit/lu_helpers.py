@@ -157,6 +157,15 @@ class LocalRpc(MasterRpc):
         """The procedures called so far (on ``node`` only, if given), in order."""
         return [c.procedure for c in self.calls if node is None or c.node == node]
 
+    def allow_storage(self, *dirs: str) -> None:
+        """List the cluster-wide ``dirs`` in every node's ``file-storage-paths``, as
+        an administrator does on each node before using a storage directory that is
+        not one of the defaults."""
+        for node in self.store.all("node"):
+            path = self.nodes.paths(node.name).file_storage_paths
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{d}\n" for d in dirs))
+
     def install_os(self, search_dir: str, name: str, *, variants: Sequence[str] = (),
                    parameters: Sequence[str] = (), nodes: Sequence[str] = ()) -> None:
         """Give ``nodes`` (default: every node of the store) the ``dumpenv`` test OS

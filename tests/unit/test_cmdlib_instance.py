@@ -103,6 +103,7 @@ class Cluster:
             cluster.os_search_path = [OS_SEARCH]
             txn.update(cluster)
         self.rpc = LocalRpc(self.store, tmp_path / "cluster")
+        self.rpc.allow_storage("/srv/corral/file-storage", "/srv/corral/shared")
         self.rpc.install_os(OS_SEARCH, "corral-ext4", variants=["default", "minimal"],
                             parameters=["filesystem file system type",
                                         "fail fail on purpose"])
@@ -452,6 +453,7 @@ class GatedRpc(LocalRpc):
 
     def __init__(self, cl: Cluster, root: Path) -> None:
         super().__init__(cl.store, root)
+        self.allow_storage("/srv/corral/file-storage", "/srv/corral/shared")
         self.install_os(OS_SEARCH, "corral-ext4", variants=["default"])
         self.release = asyncio.Event()
         self.in_flight = 0
@@ -488,10 +490,11 @@ def test_creates_run_in_parallel_on_different_and_same_nodes(cl: Cluster,
     async def main() -> list[Any]:
         tasks = [asyncio.create_task(processor.execute(_create_op(n, node), JobCtx(i + 1)))
                  for i, (n, node) in enumerate(jobs)]
-        for _ in range(200):
+        # Disk creation runs in worker threads: give every job real time to get there.
+        for _ in range(1000):
             if rpc.in_flight == len(jobs):
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         rpc.release.set()
         return await asyncio.gather(*tasks)
 
@@ -506,13 +509,12 @@ def test_concurrent_creates_of_one_name_one_wins(cl: Cluster, tmp_path: Path) ->
 
     async def main() -> tuple[Any, Any]:
         first = asyncio.create_task(processor.execute(_create_op("x", "node1"), JobCtx(1)))
-        for _ in range(100):
+        for _ in range(1000):
             if rpc.in_flight:
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         second = asyncio.create_task(processor.execute(_create_op("x", "node2"), JobCtx(2)))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.2)
         assert rpc.in_flight == 1  # the second waits for the name's lock
         rpc.release.set()
         return await asyncio.gather(first, second, return_exceptions=True)

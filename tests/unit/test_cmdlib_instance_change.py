@@ -83,6 +83,7 @@ class Cluster:
             txn.add(Node(name="node2", primary_ip="192.0.2.2", group=group.uuid))
             txn.add(Node(name="node3", primary_ip="192.0.2.3", group=group.uuid))
         self.rpc = LocalRpc(self.store, tmp_path / "cluster")
+        self.rpc.allow_storage(FILE_DIR, "/srv/shared")
         # The shared file storage is one directory every node sees, as a mount would.
         shared = tmp_path / "shared-storage"
         shared.mkdir()

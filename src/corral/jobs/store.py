@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,8 @@ __all__ = [
     "job_row_args",
     "job_snapshot_args",
 ]
+
+_log = logging.getLogger(__name__)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
@@ -266,44 +269,70 @@ class JobStore:
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
+        batch: _Batch | None = None
         try:
             while self._pending is not None:
                 batch = self._inflight = self._pending
                 self._pending = None
-                rows = self._rows(batch)
                 try:
+                    serial, stored_last_id, rows = self._rows(batch)
                     await loop.run_in_executor(self._thread, self._commit, rows)
                 except asyncio.CancelledError:
-                    batch.future.cancel()
                     raise
                 except Exception as err:  # the writer's error goes to every requester
-                    self._serial -= 1
-                    batch.future.set_exception(err)
+                    self._fail(batch, err)
                 else:
+                    self._serial, self._stored_last_id = serial, stored_last_id
                     batch.future.set_result(None)
-                    for listener in self._listeners:
-                        listener(self._serial, rows)
+                    self._announce(serial, rows)
                 finally:
                     self._inflight = None
+                batch = None
         finally:
+            # Cancelled (the loop is closing): nobody may be left waiting for ever.
             self._flusher = None
+            pending, self._pending = self._pending, None
+            for left in (batch, pending):
+                if left is not None and not left.future.done():
+                    left.future.set_exception(ConfigStoreError(
+                        f"job queue {self.path}: the writer stopped before this write "
+                        "was stored"))
 
-    def _rows(self, batch: _Batch) -> JobRows:
-        self._serial += 1
-        meta = [*batch.meta.items(), ("serial", self._serial)]
-        if self._last_id > self._stored_last_id:
-            meta.append(("last_job_id", self._last_id))
-            self._stored_last_id = self._last_id
+    def _fail(self, batch: _Batch, err: Exception) -> None:
+        """Fail every requester of ``batch``; nothing of it is stored (one transaction),
+        and the serial and the stored last id stay what the file has."""
+        if not isinstance(err, ConfigStoreError):
+            err = ConfigStoreError(f"job queue {self.path}: cannot write the jobs: "
+                                   f"{type(err).__name__}: {err}")
+        batch.future.set_exception(err)
+        batch.future.exception()  # marks it retrieved: requesters that drop it are fine
+
+    def _announce(self, serial: int, rows: JobRows) -> None:
+        for listener in self._listeners:
+            try:
+                listener(serial, rows)
+            except Exception:  # one broken listener must not stop the writer
+                _log.exception("job queue %s: a commit listener failed", self.path)
+
+    def _rows(self, batch: _Batch) -> tuple[int, int, JobRows]:
+        """The batch's rows, the serial they carry and the last id stored with them."""
+        serial = self._serial + 1
+        meta = [*batch.meta.items(), ("serial", serial)]
+        stored_last_id = self._stored_last_id
+        if self._last_id > stored_last_id:
+            stored_last_id = self._last_id
+            meta.append(("last_job_id", stored_last_id))
         archive = []
         for job_id, job in batch.archive.items():
             job.archived = True
             end = job.end_timestamp[0] if job.end_timestamp else None
             archive.append((job_id, end, encode_job(job)))
-        return JobRows(
+        rows = JobRows(
             upserts=[(job_id, encode_job(job)) for job_id, job in batch.jobs.items()],
             archive=archive,
             meta=meta,
         )
+        return serial, stored_last_id, rows
 
     def _commit(self, rows: JobRows) -> None:
         with self._errors("write the jobs"):

@@ -416,13 +416,26 @@ class JobReplica:
             raise ConfigStoreError(f"job queue replica {self.path}: cannot {doing}: "
                                    f"{err}") from None
 
-    def _write(self, rows: JobRows, *, reset: bool) -> None:
+    def _write(self, rows: JobRows | Iterable[JobRows], *, reset: bool) -> None:
+        parts = [rows] if isinstance(rows, JobRows) else rows
         with self._errors("write"):
-            _write_rows(self._conn, rows, reset=reset)
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in ("jobs", "archive", "meta"):
+                        self._conn.execute(f"DELETE FROM {table}")
+                for part in parts:
+                    _put_rows(self._conn, part)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                raise
 
-    def apply(self, base: int, serial: int, rows: JobRows) -> bool:
+    def apply(self, base: int, serial: int, rows: JobRows | Iterable[JobRows]) -> bool:
         """Apply the batches from ``base`` to ``serial`` (their ``meta`` carries the new
-        serial); False, nothing written, when the replica is not at ``base``."""
+        serial) in one transaction, ``rows`` being one :class:`JobRows` or the parts of
+        one; False, nothing written, when the replica is not at ``base``."""
         current = self.serial
         if current == serial and base <= serial:
             return True
@@ -436,8 +449,9 @@ class JobReplica:
         with self._errors("read"):
             return _dump(self._conn)
 
-    def reset(self, rows: JobRows) -> None:
-        """Replace everything with ``rows`` (a snapshot, its serial in ``meta``)."""
+    def reset(self, rows: JobRows | Iterable[JobRows]) -> None:
+        """Replace everything with ``rows`` (a snapshot, its serial in ``meta``; one
+        :class:`JobRows` or the parts of one) in one transaction."""
         self._write(rows, reset=True)
 
     def close(self) -> None:

@@ -9,7 +9,10 @@ the entries since that serial, coalesced (a job updated five times travels once,
 its last state); a candidate further behind than the log, or whose replica refuses
 the delta, gets a *snapshot*; a candidate the master has not heard from yet is first
 asked for its serial, so a master that restarts does not resend everything.
-Candidates are called concurrently and each keeps its own pace: a slow or dead
+An update larger than one request body goes in parts that the candidate applies
+together (:mod:`corral.rpc.chunks`); a candidate that fails in the middle gets the
+whole update again in a later round. Candidates are called concurrently and each
+keeps its own pace: a slow or dead
 candidate never delays the others, a commit or a job; one that was down is retried
 every few seconds and catches up when it answers again. The node side is
 :mod:`corral.noded.replication`.
@@ -29,6 +32,9 @@ from corral.config import ConfigStore, Row
 from corral.config.replica import row_args, snapshot_args
 from corral.jobs.store import JobRows, JobStore, job_row_args, job_snapshot_args
 from corral.objects import Node
+from corral.rpc import chunks
+from corral.rpc.chunks import split_update
+from corral.rpc.protocol import RpcResult
 
 __all__ = [
     "ConfigReplicator",
@@ -50,9 +56,12 @@ class Replicator(Generic[_Entry]):
     WHAT = ""
 
     def __init__(self, store: ConfigStore, rpc: NodeRpc, *, log_size: int = 1000,
-                 retry_interval: float = 5.0, rpc_timeout: float = 30.0) -> None:
+                 retry_interval: float = 5.0, rpc_timeout: float = 30.0,
+                 part_bytes: int | None = None) -> None:
         self.store = store
         self.rpc = rpc
+        #: Rows per call at most; a larger update goes in parts (:mod:`corral.rpc.chunks`).
+        self.part_bytes = chunks.part_bytes() if part_bytes is None else part_bytes
         self.retry_interval = retry_interval
         self.rpc_timeout = rpc_timeout
         self._log: deque[tuple[int, _Entry]] = deque(maxlen=log_size)
@@ -131,17 +140,32 @@ class Replicator(Generic[_Entry]):
             return None
         return self.merge(base, entries[-1][0], [entry for _serial, entry in entries])
 
-    async def _payload(self, node: Node, snapshot: dict[str, Any] | None
-                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    async def _payload(self, node: Node, snapshot: list[dict[str, Any]] | None
+                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+        """The calls that bring ``node`` up to date, and the snapshot's calls (made
+        once a round, shared by every node that needs them)."""
         known = self._known.get(node.uuid)
         if known is None:
-            return {"serial_only": True}, snapshot
+            return [{"serial_only": True}], snapshot
         delta = self._delta(known) if known < self.serial() else None
         if delta is not None:
-            return delta, snapshot
+            return split_update(delta, self.part_bytes), snapshot
         if snapshot is None:
-            snapshot = await self.snapshot()
+            snapshot = split_update(await self.snapshot(), self.part_bytes)
         return snapshot, snapshot
+
+    async def _send(self, node: Node, calls: list[dict[str, Any]]) -> RpcResult:
+        """Make ``calls`` on ``node`` in order; the answer to the last one, or the first
+        error (the parts staged so far are then discarded by the node, and the whole
+        update is sent again in a later round)."""
+        result: RpcResult | None = None
+        for call in calls:
+            result = (await self.rpc.call([node], self.PROCEDURE, call,
+                                          timeout=self.rpc_timeout))[node.name]
+            if result.error is not None:
+                break
+        assert result is not None  # split_update makes at least one call
+        return result
 
     async def push_round(self) -> bool:
         """Bring every candidate that is behind one step forward; True when a
@@ -149,16 +173,14 @@ class Replicator(Generic[_Entry]):
         behind = self._behind()
         if not behind:
             return False
-        payloads: dict[str, dict[str, Any]] = {}
-        snapshot: dict[str, Any] | None = None
+        payloads: dict[str, list[dict[str, Any]]] = {}
+        snapshot: list[dict[str, Any]] | None = None
         for node in behind:
             payloads[node.name], snapshot = await self._payload(node, snapshot)
-        results = await self.rpc.call(behind, self.PROCEDURE,
-                                      lambda node: payloads[node.name],
-                                      timeout=self.rpc_timeout)
+        answers = await asyncio.gather(*(self._send(node, payloads[node.name])
+                                         for node in behind))
         progress = False
-        for node in behind:
-            result = results[node.name]
+        for node, result in zip(behind, answers, strict=True):
             if result.error is not None:
                 log.warning("replicating the %s to %s: %s", self.WHAT, node.name,
                             result.error.message)

@@ -289,7 +289,7 @@ class JobStore:
                     self._inflight = None
                 batch = None
         finally:
-            # Cancelled (the loop is closing): nobody may be left waiting for ever.
+            # After a cancellation (the loop is closing) no requester waits for ever.
             self._flusher = None
             pending, self._pending = self._pending, None
             for left in (batch, pending):

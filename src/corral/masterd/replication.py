@@ -12,10 +12,9 @@ asked for its serial, so a master that restarts does not resend everything.
 An update larger than one request body goes in parts that the candidate applies
 together (:mod:`corral.rpc.chunks`); a candidate that fails in the middle gets the
 whole update again in a later round. Candidates are called concurrently and each
-keeps its own pace: a slow or dead
-candidate never delays the others, a commit or a job; one that was down is retried
-every few seconds and catches up when it answers again. The node side is
-:mod:`corral.noded.replication`.
+keeps its own pace: a slow or dead candidate never delays the others, a commit or a
+job; one that was down is retried every few seconds and catches up when it answers
+again. The node side is :mod:`corral.noded.replication`.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from corral.config.replica import row_args, snapshot_args
 from corral.jobs.store import JobRows, JobStore, job_row_args, job_snapshot_args
 from corral.objects import Node
 from corral.rpc import chunks
-from corral.rpc.chunks import split_update
+from corral.rpc.chunks import send_parts, split_update
 from corral.rpc.protocol import RpcResult
 
 __all__ = [
@@ -156,16 +155,12 @@ class Replicator(Generic[_Entry]):
 
     async def _send(self, node: Node, calls: list[dict[str, Any]]) -> RpcResult:
         """Make ``calls`` on ``node`` in order; the answer to the last one, or the first
-        error (the parts staged so far are then discarded by the node, and the whole
-        update is sent again in a later round)."""
-        result: RpcResult | None = None
-        for call in calls:
-            result = (await self.rpc.call([node], self.PROCEDURE, call,
-                                          timeout=self.rpc_timeout))[node.name]
-            if result.error is not None:
-                break
-        assert result is not None  # split_update makes at least one call
-        return result
+        error (the node then drops the parts it staged, and the whole update is sent
+        again in a later round)."""
+        async def call(args: dict[str, Any]) -> RpcResult:
+            return (await self.rpc.call([node], self.PROCEDURE, args,
+                                        timeout=self.rpc_timeout))[node.name]
+        return await send_parts(call, calls)
 
     async def push_round(self) -> bool:
         """Bring every candidate that is behind one step forward; True when a

@@ -4,8 +4,8 @@ A node daemon refuses a request body larger than :func:`max_body` (64 MiB unless
 ``$CORRAL_RPC_MAX_BODY`` says otherwise), while a snapshot of a job queue grows with
 its archive without limit. :func:`split_update` therefore cuts the arguments of a
 ``config_replicate`` or ``jobs_replicate`` call into parts whose rows add up to at
-most :func:`part_bytes` each (a quarter of the body limit, at most 4 MiB: rows are
-JSON strings inside JSON, so the body can be about twice their length).
+most :func:`part_bytes` each (a quarter of the body limit, at most 4 MiB), counted
+as they will be encoded (rows are JSON strings inside JSON: quotes are escaped).
 
 An update that fits is sent as one call, exactly as before. A larger one becomes a
 *session*: every part carries the update's own fields (``serial``, ``base``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from corral.rpc.protocol import RpcResult
@@ -32,6 +32,7 @@ __all__ = [
     "call_in_parts",
     "max_body",
     "part_bytes",
+    "send_parts",
         "split_update",
 ]
 
@@ -63,8 +64,15 @@ def part_bytes() -> int:
 
 
 def _size(value: Any) -> int:
-    if isinstance(value, str | bytes):
-        return len(value)
+    """About how many bytes ``value`` takes in a JSON request body: a string of JSON
+    has its quotes and backslashes escaped, and non-ASCII text may become ``\\uXXXX``
+    (twelve bytes for a character outside the basic plane)."""
+    if isinstance(value, str):
+        if not value.isascii():
+            return 12 * len(value)
+        return len(value) + value.count('"') + value.count("\\") + 2
+    if isinstance(value, bytes):
+        return 4 * len(value)
     if isinstance(value, list | tuple):
         return _ROW_OVERHEAD + sum(_size(item) for item in value)
     return 16
@@ -94,15 +102,22 @@ def split_update(args: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
              "last": index == len(parts) - 1} for index, part in enumerate(parts)]
 
 
-async def call_in_parts(call: Callable[[dict[str, Any]], Awaitable[RpcResult]],
-                        args: Mapping[str, Any], limit: int | None = None) -> RpcResult:
-    """Send ``args`` to one node with ``call`` in as many calls as :func:`split_update`
-    makes (``limit``: :func:`part_bytes` by default), in order; the answer to the
-    last one, or the first error (the node then drops the parts it staged)."""
+async def send_parts(call: Callable[[dict[str, Any]], Awaitable[RpcResult]],
+                     parts: Sequence[dict[str, Any]]) -> RpcResult:
+    """Make the calls :func:`split_update` made, on one node, in order; the answer to
+    the last one, or the first error (the node then drops the parts it staged)."""
     result: RpcResult | None = None
-    for part in split_update(args, part_bytes() if limit is None else limit):
+    for part in parts:
         result = await call(part)
         if result.error is not None:
             break
-    assert result is not None  # split_update makes at least one call
+    if result is None:
+        raise ValueError("no call to make")
     return result
+
+
+async def call_in_parts(call: Callable[[dict[str, Any]], Awaitable[RpcResult]],
+                        args: Mapping[str, Any], limit: int | None = None) -> RpcResult:
+    """Send ``args`` to one node with ``call`` in as many calls as :func:`split_update`
+    makes (``limit``: :func:`part_bytes` by default); see :func:`send_parts`."""
+    return await send_parts(call, split_update(args, part_bytes() if limit is None else limit))

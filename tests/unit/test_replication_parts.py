@@ -72,9 +72,15 @@ def test_an_update_that_fits_is_one_call_and_a_larger_one_is_a_session() -> None
     assert [row for p in parts for row in p.get("meta", [])] == args["meta"]
 
 
-async def test_a_job_queue_larger_than_one_call_seeds_a_candidate(tmp_path: Path) -> None:
+async def test_a_job_queue_larger_than_one_call_seeds_a_candidate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _cluster(tmp_path, candidates=1)
     jobs = await _queue_with_archive(tmp_path / "jobs.db")
+
+    async def whole_queue_in_memory() -> Any:
+        raise AssertionError("the master read the whole queue at once")
+
+    monkeypatch.setattr(jobs, "snapshot", whole_queue_in_memory)
     rpc = NodeSideRpc(root=tmp_path)
     replicator = JobReplicator(store, jobs, rpc, retry_interval=0.05, part_bytes=8000)
     replicator.start()
@@ -193,3 +199,24 @@ async def test_a_slow_commit_does_not_block_the_node_daemon(
     # The answer came once the replica was committed, not before.
     assert committed and time.monotonic() >= committed[0]
     assert _stored_ids(paths.jobs_replica, "jobs") == [1]
+
+
+async def test_the_master_reads_a_snapshot_part_by_part_at_one_serial(tmp_path: Path) -> None:
+    jobs = await _queue_with_archive(tmp_path / "jobs.db", count=30)
+    serial = jobs.serial
+    parts = jobs.snapshot_parts(10_000)
+    first_serial, first = await anext(parts)
+    # Writes go on while the snapshot is read; it still shows one serial.
+    late = _job(jobs.new_id())
+    await jobs.save(late)
+    await jobs.archive([late])
+    rest = [part async for part in parts]
+    assert {first_serial, *(s for s, _rows in rest)} == {serial}
+    everything = [first, *(rows for _s, rows in rest)]
+    assert len(everything) > 3
+    for rows in everything:
+        assert sum(len(data) for *_, data in [*rows.upserts, *rows.archive]) <= 10_000
+    assert [i for rows in everything for i, _ in rows.upserts] == list(range(16, 31))
+    assert [i for rows in everything for i, *_ in rows.archive] == list(range(1, 16))
+    assert dict(everything[-1].meta)["serial"] == serial
+    await jobs.close()

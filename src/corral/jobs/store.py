@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +132,23 @@ def _dump(conn: sqlite3.Connection) -> tuple[int, JobRows]:
     return _read_serial(conn), rows
 
 
+def _dump_parts(conn: sqlite3.Connection, limit: int) -> Iterator[JobRows]:
+    """Every row of a queue file, in parts of about ``limit`` bytes of job data."""
+    part, size = JobRows(upserts=[], archive=[], meta=[]), 0
+    for table, rows in (
+        ("jobs", conn.execute("SELECT id, data FROM jobs ORDER BY id")),
+        ("archive", conn.execute("SELECT id, end_sec, data FROM archive ORDER BY id")),
+    ):
+        for row in rows:
+            if size and size + len(row[-1]) > limit:
+                yield part
+                part, size = JobRows(upserts=[], archive=[], meta=[]), 0
+            (part.upserts if table == "jobs" else part.archive).append(row)
+            size += len(row[-1])
+    part.meta.extend(conn.execute("SELECT key, value FROM meta"))
+    yield part
+
+
 def _read_serial(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key='serial'").fetchone()
     return int(row[0]) if row else 0
@@ -212,6 +229,41 @@ class JobStore:
     def _dump(self) -> tuple[int, JobRows]:
         with self._errors("read the queue"):
             return _dump(self._conn)
+
+    async def snapshot_parts(self, limit: int) -> AsyncGenerator[tuple[int, JobRows], None]:
+        """Everything stored, like :meth:`snapshot`, in parts of about ``limit`` bytes of
+        job data (the last part has the meta values), each with the serial they are at.
+
+        The parts come from one read transaction on a connection of their own, so
+        they all show the queue at one serial while writes go on, and only one part is
+        in memory at a time. Reading starts after every write requested before.
+        """
+        with contextlib.suppress(ConfigStoreError):  # a failed batch: read what is stored
+            await self.barrier()
+        loop = asyncio.get_running_loop()
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobsnapshot")
+        conn: sqlite3.Connection | None = None
+        try:
+            opened, serial = await loop.run_in_executor(reader, self._open_reader)
+            conn = opened
+            parts = _dump_parts(opened, limit)
+            while True:
+                with self._errors("read the queue"):
+                    part = await loop.run_in_executor(reader, next, parts, None)
+                if part is None:
+                    return
+                yield serial, part
+        finally:
+            if conn is not None:
+                reader.submit(conn.close)
+            reader.shutdown(wait=False)
+
+    def _open_reader(self) -> tuple[sqlite3.Connection, int]:
+        with self._errors("read the queue"):
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN")
+            return conn, _read_serial(conn)  # the first read fixes what the reads see
 
     # -- ids -----------------------------------------------------------------
     @property

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from corral.rpc.protocol import RpcResult
@@ -33,6 +33,8 @@ __all__ = [
     "max_body",
     "part_bytes",
     "send_parts",
+    "session_calls",
+    "split_rows",
         "split_update",
 ]
 
@@ -78,28 +80,56 @@ def _size(value: Any) -> int:
     return 16
 
 
-def split_update(args: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
-    """The calls that carry ``args``: ``[args]`` when its rows fit in ``limit`` bytes,
-    else the parts of one session (see the module doc). A row larger than ``limit``
-    travels alone in its part."""
+def split_rows(args: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
+    """``args`` cut into pieces whose rows take at most ``limit`` bytes each (a row
+    larger than that is a piece alone), each with the update's own fields."""
     header = {key: value for key, value in args.items() if key not in ROW_KEYS}
-    parts: list[dict[str, list[Any]]] = []
+    pieces: list[dict[str, list[Any]]] = []
     current: dict[str, list[Any]] = {}
     size = 0
     for key in ROW_KEYS:
         for row in args.get(key) or ():
             cost = _size(row)
             if current and size + cost > limit:
-                parts.append(current)
+                pieces.append(current)
                 current, size = {}, 0
             current.setdefault(key, []).append(row)
             size += cost
-    parts.append(current)
-    if len(parts) == 1:
+    pieces.append(current)
+    return [{**header, **piece} for piece in pieces]
+
+
+def _numbered(session: str, piece: dict[str, Any], index: int, last: bool) -> dict[str, Any]:
+    return {**piece, "session": session, "part": index, "last": last}
+
+
+def split_update(args: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
+    """The calls that carry ``args``: ``[args]`` when its rows fit in ``limit`` bytes,
+    else the parts of one session (see the module doc)."""
+    pieces = split_rows(args, limit)
+    if len(pieces) == 1:
         return [dict(args)]
     session = secrets.token_hex(8)
-    return [{**header, **part, "session": session, "part": index,
-             "last": index == len(parts) - 1} for index, part in enumerate(parts)]
+    return [_numbered(session, piece, index, index == len(pieces) - 1)
+            for index, piece in enumerate(pieces)]
+
+
+async def session_calls(pieces: AsyncIterable[dict[str, Any]]
+                        ) -> AsyncGenerator[dict[str, Any], None]:
+    """The calls of an update produced piece by piece (see :func:`split_rows`): one
+    call when there is one piece, else the parts of one session, ``last`` on the last
+    (each piece is held back until the next one shows it was not the last)."""
+    session = secrets.token_hex(8)
+    index = 0
+    held: dict[str, Any] | None = None
+    async for piece in pieces:
+        if held is not None:
+            yield _numbered(session, held, index, False)
+            index += 1
+        held = piece
+    if held is None:
+        raise ValueError("an update needs at least one piece")
+    yield held if index == 0 else _numbered(session, held, index, True)
 
 
 async def send_parts(call: Callable[[dict[str, Any]], Awaitable[RpcResult]],

@@ -35,7 +35,9 @@ from corral.errors import OpPrereqError, ParameterError
 from corral.noded.master_role import DEFAULT_HANDOVER_WAIT
 from corral.objects import Node
 from corral.paths import Paths
+from corral.rpc.chunks import call_in_parts
 from corral.rpc.client import RpcClient, Target
+from corral.rpc.protocol import RpcResult
 
 __all__ = ["DEFAULT_HANDOVER_WAIT", "FailoverResult", "master_failover"]
 
@@ -171,8 +173,10 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
                     )[newest].get(f"reading the replicas of {newest}")
             for procedure, payload in (("config_replicate", dump["config"]),
                                        ("jobs_replicate", dump["jobs"])):
-                (await client.call([targets[me]], procedure, payload, timeout=120)
-                 )[me].get("storing the newest state here")
+                async def call(args: dict[str, Any], procedure: str = procedure) -> RpcResult:
+                    return (await client.call([targets[me]], procedure, args, timeout=120)
+                            )[me]
+                (await call_in_parts(call, payload)).get("storing the newest state here")
             result.copied_from = newest
         feedback(f"Starting the master daemon on {me}")
         (await client.call([targets[me]], "master_takeover", {}, timeout=120)

@@ -50,6 +50,7 @@ from corral.locking import ALL_SET, LockLevel
 from corral.objects import Node, NodeGroup
 from corral.objects.params import ND_PARAMS, update_params, validate_params
 from corral.opcodes.node_ops import OpNodeAdd, OpNodeRemove, OpNodeSetParams
+from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RPC_VERSION, RpcResult
 
 if TYPE_CHECKING:
@@ -307,8 +308,10 @@ async def seed_replica(master: MasterContext, node: Node) -> None:
     """Give a node about to become a master candidate a full copy of the configuration,
     so that it holds one before it counts as a candidate (confd on it answers, a
     failover may pick it); the master's replication keeps it current afterwards."""
-    result = (await master.rpc.call([node], "config_replicate",
-                                    snapshot_args(master.store)))[node.name]
+    async def call(args: dict[str, Any]) -> RpcResult:
+        return (await master.rpc.call([node], "config_replicate", args))[node.name]
+
+    result = await call_in_parts(call, snapshot_args(master.store))
     if result.error is not None:
         raise OpExecError(f"cannot give node {node.name} a copy of the configuration before "
                           f"promoting it to master candidate: {result.error.message}")

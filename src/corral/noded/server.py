@@ -35,6 +35,7 @@ from corral import daemons, x509
 from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
 from corral.noded import join, procedures
 from corral.paths import Paths
+from corral.rpc.chunks import max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
 from corral.utils.process import running_pid
 from corral.x509.tls import server_context
@@ -190,7 +191,7 @@ class NodeServer:
 
     # -- applications ------------------------------------------------------------
     def _joined_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=max_body())
         app.router.add_post("/rpc/{version}/{procedure}", self._rpc)
         app.router.add_post(JOIN_PATH, self._join_when_joined)
         app.router.add_get(procedures.STREAM_DISK_PATH, self._stream_disk)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import grp
-import json
 import logging
 import os
 import pwd
@@ -34,7 +33,7 @@ from typing import Any
 
 import click
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.confd.protocol import DEFAULT_PORT
 from corral.confd.server import ConfdProtocol, Counters, serve_socket
 from corral.confd.source import SnapshotSource
@@ -71,7 +70,7 @@ def read_settings(paths: Paths, **given: Any) -> dict[str, Any]:
     the defaults (all addresses, port 1814, no privilege change)."""
     path = settings_file(paths)
     try:
-        stored: Any = json.loads(path.read_text())
+        stored: Any = serializer.loads(path.read_bytes())
     except FileNotFoundError:
         stored = {}
     except (OSError, ValueError) as err:
@@ -162,7 +161,7 @@ def _report(paths: Paths, counters: Counters, source: SnapshotSource) -> None:
              **counters.as_dict()}
     log.info("counters: %s", " ".join(f"{k}={v}" for k, v in stats.items() if k != "time"))
     try:
-        write_public(stats_file(paths), json.dumps(stats) + "\n")
+        write_public(stats_file(paths), serializer.dumps(stats) + b"\n")
     except OSError as err:
         log.warning("cannot write %s: %s", stats_file(paths), err)
 

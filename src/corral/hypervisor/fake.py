@@ -12,7 +12,6 @@ refused, so allocation and capacity logic can be exercised without virtual machi
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor, InstanceState
 from corral.objects.params import BE_PARAMS, parse_size
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
+from corral.serializer import dumps_pretty, loads
 from corral.utils.files import write_public
 
 __all__ = ["FakeHypervisor"]
@@ -64,7 +64,7 @@ class FakeHypervisor(Hypervisor):
         except OSError as err:
             raise HypervisorError(f"cannot read the state of instance {name}: {err}") from err
         try:
-            record = json.loads(data)
+            record = loads(data)
         except ValueError as err:
             raise HypervisorError(
                 f"the state file of instance {name} ({path}) is not valid JSON: {err}"
@@ -94,7 +94,7 @@ class FakeHypervisor(Hypervisor):
         path = self._state_file(spec.name)
         try:
             self._dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            write_public(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+            write_public(path, dumps_pretty(record) + "\n")
         except OSError as err:
             raise HypervisorError(
                 f"cannot record the state of instance {spec.name}: {err}"

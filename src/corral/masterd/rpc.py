@@ -9,7 +9,6 @@ node receives when it joins.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from corral.objects import Node
 from corral.paths import Paths
 from corral.rpc.client import RpcClient, Target
 from corral.rpc.protocol import RpcResult
+from corral.serializer import loads
 
 __all__ = ["MasterRpc", "join_bundle"]
 
@@ -45,7 +45,7 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
         "node_cert": node_cert.decode("ascii"),
         "node_key": node_key.decode("ascii"),
         "confd_key": confd_key,
-        "membership": json.loads(
+        "membership": loads(
             bootstrap.membership_json(store.cluster, node, master)),
     }
     with contextlib.suppress(FileNotFoundError):

@@ -18,7 +18,6 @@ import concurrent.futures
 import ctypes
 import ctypes.util
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -28,7 +27,7 @@ from typing import Any, TextIO
 
 import click
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.errors import CorralError, DaemonError, ParameterError
 from corral.noded import join
 from corral.noded.server import NodeServer
@@ -162,7 +161,7 @@ def read_settings(paths: Paths, bind: str | None = None, port: int | None = None
         raise ParameterError(f"cannot read the settings file {where}: {err}") from None
     else:
         try:
-            data = json.loads(text)
+            data = serializer.loads(text)
         except ValueError as err:
             raise ParameterError(f"{where} is not JSON: {err}") from None
         if not isinstance(data, dict):

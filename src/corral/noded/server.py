@@ -18,7 +18,6 @@ connection that asked for the switch gets its answer over the old one.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import ssl
@@ -35,6 +34,7 @@ from corral.errors import CorralError, InternalError, JoinError, ParameterError,
 from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
+from corral.serializer import loads
 from corral.utils.process import running_pid
 from corral.x509.tls import server_context
 
@@ -318,7 +318,7 @@ def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
 
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(await request.text())
+        data = loads(await request.read())
     except ValueError as err:
         raise ParameterError(f"{what} is not JSON: {err}") from None
     if not isinstance(data, dict):

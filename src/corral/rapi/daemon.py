@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import grp
 import ipaddress
-import json
 import logging
 import os
 import pwd
@@ -40,6 +39,7 @@ from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.serializer import loads
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 
@@ -87,7 +87,7 @@ def settings_file(paths: Paths) -> Path:
 
 def _load_file(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = loads(path.read_bytes())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from corral import serializer
 from corral.errors import ParameterError
+from corral.luxi import AsyncClient, LuxiServer, Request
 from corral.luxi.calls import (
     CALLS,
     CancelJob,
@@ -63,3 +65,18 @@ def test_every_master_method_has_its_argument_type() -> None:
 
     methods = MasterMethods(state=None)  # type: ignore[arg-type]
     assert set(methods._methods) == set(CALLS)
+
+
+async def test_clients_send_a_struct_as_its_method_and_positional_args(tmp_path: Path) -> None:
+    async def echo(request: Request) -> Any:
+        return [request.method, request.args]
+
+    server = LuxiServer(tmp_path / "s.sock", echo)
+    await server.start()
+    client = AsyncClient(tmp_path / "s.sock")
+    try:
+        assert await client.send(CancelJob(4, kill=True)) == ["CancelJob", [4, True]]
+        assert await client.send(QueryJobs(None, ["id"])) == ["QueryJobs", [None, ["id"]]]
+    finally:
+        await client.close()
+        await server.stop()

@@ -171,6 +171,8 @@ def test_every_published_schema_is_enforced_as_a_json_schema_validator_reads_it(
     ({"enum": [1, 2]}, True, "body must be one of 1, 2, got True (bool)"),
     ({"$ref": "#/components/schemas/Error"}, {"code": 1},
      "body: missing 'message', 'explain'"),
+    ({"anyOf": [{"type": "integer"}, {"type": "string"}], "enum": [1, "a"]}, "b",
+     "body must be one of 1, 'a', got 'b' (str)"),
 ])
 def test_keywords_refuse_with_where_what_and_what_is_accepted(
         schema: Schema, value: Any, message: str) -> None:

@@ -230,10 +230,8 @@ class _Check:
             if target is None:
                 raise ValueError(f"schema reference {schema['$ref']!r} at {where} is unknown")
             self.run(target, value, where)
-        if "anyOf" in schema:
-            if not any(self.matches(s, value) for s in schema["anyOf"]):
-                raise self.fail(where, schema, value)
-            return
+        if "anyOf" in schema and not any(self.matches(s, value) for s in schema["anyOf"]):
+            raise self.fail(where, schema, value)
         kind = schema.get("type")
         if kind is not None:
             kinds = [kind] if isinstance(kind, str) else kind

@@ -243,7 +243,10 @@ _GOT = re.compile(r", got `[^`]*`$")
 _TYPE = re.compile(r"`([^`]*)`")
 _TYPE_WORDS = {"array": "a list", "object": "an object", "str": "a string", "int": "an integer",
                "float": "a number", "bool": "true or false", "null": "null"}
-_STEP = re.compile(r"\[(\d+)\]|\.([^.\[]+)")
+#: A step of a msgspec error path: ``[3]`` (list), ``[...]`` (a dict's value), ``.name``.
+_STEP = re.compile(r"\[(\d+|\.\.\.)\]|\.([^.\[]+)")
+#: What :func:`_value_at` answers when the path does not say which value it was.
+_UNKNOWN: Final = object()
 
 
 def _non_null(annotation: Any) -> Any:
@@ -279,14 +282,18 @@ def _titled(annotation: Any, rest: str) -> Meta | None:
 
 def _value_at(value: Any, rest: str) -> Any:
     for index, key in _STEP.findall(rest):
+        if index == "...":
+            return _UNKNOWN
         try:
             value = value[int(index)] if index else value[key]
         except (LookupError, TypeError):
-            return None
+            return _UNKNOWN
     return value
 
 
 def _found(value: Any) -> str:
+    if value is _UNKNOWN:
+        return "something else"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -321,5 +328,5 @@ def _explain(method: str, cls: type[LuxiArgs], args: list[Any], text: str) -> Pa
     detail = _TYPE.sub(lambda m: " or ".join(_TYPE_WORDS.get(word, word)
                                              for word in m[1].split(" | ")),
                        _GOT.sub("", match["detail"]))
-    return ParameterError(f"{where}: {detail[0].lower()}{detail[1:]}, got {_found(value)} "
-                          f"({type(value).__name__})")
+    found = _found(value) if value is _UNKNOWN else f"{_found(value)} ({type(value).__name__})"
+    return ParameterError(f"{where}: {detail[0].lower()}{detail[1:]}, got {found}")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corral import x509
+from corral import serializer, x509
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
 from corral.errors import (
@@ -108,11 +107,11 @@ def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGrou
 
 def membership_json(cluster: Cluster, node: Node, master: Node) -> str:
     """What a node keeps about the cluster it belongs to (``Paths.node_membership``)."""
-    return json.dumps({
+    return serializer.dumps_pretty({
         "cluster_name": cluster.name, "node_name": node.name, "node_uuid": node.uuid,
         "master_name": master.name, "master_ip": master.primary_ip,
         "noded_port": cluster.noded_port,
-    }, indent=2, sort_keys=True) + "\n"
+    }) + "\n"
 
 
 def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:

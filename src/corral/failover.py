@@ -25,11 +25,11 @@ node's certificate):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral import serializer
 from corral.config import ConfigStore
 from corral.errors import OpPrereqError, ParameterError
 from corral.noded.master_role import DEFAULT_HANDOVER_WAIT
@@ -61,7 +61,7 @@ class FailoverResult:
 
 def _my_name(paths: Paths) -> str:
     try:
-        return str(json.loads(paths.node_membership.read_text())["node_name"])
+        return str(serializer.loads(paths.node_membership.read_bytes())["node_name"])
     except (OSError, ValueError, KeyError) as err:
         raise OpPrereqError(f"this node belongs to no cluster ({paths.node_membership}: "
                             f"{err})") from None

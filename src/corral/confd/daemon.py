@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import socket
@@ -32,7 +31,7 @@ from typing import Any
 import click
 import msgspec
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.confd.protocol import DEFAULT_PORT
 from corral.confd.server import ConfdProtocol, Counters, serve_socket
 from corral.confd.source import SnapshotSource
@@ -132,7 +131,7 @@ def _report(paths: Paths, counters: Counters, source: SnapshotSource) -> None:
              **counters.as_dict()}
     log.info("counters: %s", " ".join(f"{k}={v}" for k, v in stats.items() if k != "time"))
     try:
-        write_public(stats_file(paths), json.dumps(stats) + "\n")
+        write_public(stats_file(paths), serializer.dumps(stats) + b"\n")
     except OSError as err:
         log.warning("cannot write %s: %s", stats_file(paths), err)
 

@@ -17,7 +17,6 @@ so two requests at once cannot both start the same instance.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
@@ -31,6 +30,7 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor, InstanceState
 from corral.objects.params import BE_PARAMS, parse_size
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
+from corral.serializer import dumps_pretty, loads
 from corral.utils.files import write_public
 
 __all__ = ["FakeHypervisor"]
@@ -80,7 +80,7 @@ class FakeHypervisor(Hypervisor):
         except OSError as err:
             raise HypervisorError(f"cannot read the state of instance {name}: {err}") from err
         try:
-            record = json.loads(data)
+            record = loads(data)
         except ValueError as err:
             raise HypervisorError(
                 f"the state file of instance {name} ({path}) is not valid JSON: {err}"
@@ -110,7 +110,7 @@ class FakeHypervisor(Hypervisor):
         path = self._state_file(spec.name)
         try:
             self._dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            write_public(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+            write_public(path, dumps_pretty(record) + "\n")
         except OSError as err:
             raise HypervisorError(
                 f"cannot record the state of instance {spec.name}: {err}"

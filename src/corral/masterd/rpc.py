@@ -13,7 +13,6 @@ noded procedures run in this process) for logical-unit tests.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -26,6 +25,7 @@ from corral.paths import Paths
 from corral.rpc.args import check_args
 from corral.rpc.client import RpcArgsByName, Target
 from corral.rpc.protocol import RpcResult
+from corral.serializer import loads
 
 __all__ = ["MasterRpc", "NodeTransport", "join_bundle"]
 
@@ -84,7 +84,7 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
         "node_cert": node_cert.decode("ascii"),
         "node_key": node_key.decode("ascii"),
         "confd_key": confd_key,
-        "membership": json.loads(
+        "membership": loads(
             bootstrap.membership_json(store.cluster, node, master)),
     }
     with contextlib.suppress(FileNotFoundError):

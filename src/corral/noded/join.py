@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import msgspec
 from corral import x509
 from corral.errors import JoinError, OpPrereqError
 from corral.paths import Paths
+from corral.serializer import dumps_pretty, loads
 
 __all__ = [
     "MEMBERSHIP_KEYS",
@@ -64,7 +64,7 @@ def is_joined(paths: Paths) -> bool:
 def read_membership(paths: Paths) -> dict[str, Any]:
     """This node's ``membership.json``; an empty dict if it has none or it is unreadable."""
     try:
-        data = json.loads(paths.node_membership.read_text())
+        data = loads(paths.node_membership.read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -134,7 +134,7 @@ def write_bundle(paths: Paths, bundle: JoinBundle) -> None:
             x509.write_public(path, text)
     # The membership comes last: its presence is what makes the node a member.
     x509.write_public(paths.node_membership,
-                      json.dumps(bundle.membership, indent=2, sort_keys=True) + "\n")
+                      dumps_pretty(bundle.membership) + "\n")
     with contextlib.suppress(FileNotFoundError):
         paths.join_token.unlink()
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import ssl
@@ -37,6 +36,7 @@ from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.chunks import max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
+from corral.serializer import loads
 from corral.utils.process import running_pid
 from corral.x509.tls import server_context
 
@@ -316,7 +316,7 @@ class NodeServer:
 
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(await request.text())
+        data = loads(await request.read())
     except ValueError as err:
         raise ParameterError(f"{what} is not JSON: {err}") from None
     if not isinstance(data, dict):

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 
-from corral import errors
+from corral import errors, serializer
 from corral.errors import CorralError, NodeUnreachableError, ProtocolError
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RpcResult, rpc_path
@@ -86,7 +85,7 @@ async def decode_answer(node: str, response: aiohttp.ClientResponse) -> Any:
     """
     text = await response.text()
     try:
-        body = json.loads(text)
+        body = serializer.loads(text)
     except ValueError:
         raise ProtocolError(
             f"node {node} answered HTTP {response.status} with a body that is not JSON: "

@@ -11,7 +11,6 @@ its errors name where a bad value came from (the file or the command line).
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from corral import serializer
 from corral.errors import ParameterError
 
 __all__ = ["check_bind", "check_port", "read_settings"]
@@ -47,7 +47,7 @@ def check_port(value: int, *, allow_zero: bool = False) -> int:
 
 def _load(path: Path, known: tuple[str, ...]) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = serializer.loads(path.read_bytes())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as err:

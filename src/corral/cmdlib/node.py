@@ -312,6 +312,15 @@ async def seed_replica(master: MasterContext, node: Node) -> None:
     if result.error is not None:
         raise OpExecError(f"cannot give node {node.name} a copy of the configuration before "
                           f"promoting it to master candidate: {result.error.message}")
+    # What a candidate needs to become the master: the master's client certificate
+    # (node daemons take changes only from it) and the RAPI users file.
+    files = [{k: v for k, v in f.items() if k != "candidates_only"}
+             for f in master.ancillary_files() if f.get("candidates_only")]
+    if files:
+        result = (await master.rpc.call([node], "upload_files", {"files": files}))[node.name]
+        if result.error is not None:
+            raise OpExecError(f"cannot give node {node.name} the master candidates' files "
+                              f"before promoting it: {result.error.message}")
 
 
 # -- remove ----------------------------------------------------------------------

@@ -3,7 +3,13 @@
 *Joined* (the node has the cluster CA, its certificate and its membership): mutual
 TLS, so only peers holding a certificate the cluster CA signed get past the
 handshake; ``POST /rpc/1/<procedure>`` runs a procedure and ``GET /stream/1/disk``
-streams a disk to another node.
+streams a disk to another node. Any cluster certificate may call the procedures
+that only read (:data:`OPEN_PROCEDURES`) and stream disks (the target of a copy
+fetches with its node certificate); every other procedure changes the node and is
+refused (HTTP 403) unless the caller presents the master's client certificate,
+which only the master and the master candidates hold (see
+:func:`corral.x509.is_master_client`). A new procedure is therefore closed until it
+is listed as open.
 
 *Unjoined*: a one-time token is made and printed, a throwaway self-signed
 certificate encrypts the connection, and only ``POST /join`` is served. A correct
@@ -31,19 +37,65 @@ from typing import Any
 from aiohttp import web
 
 from corral import daemons, storage, x509
-from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
+from corral.errors import (
+    AccessDeniedError,
+    CorralError,
+    InternalError,
+    JoinError,
+    ParameterError,
+    ProtocolError,
+)
 from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
 from corral.utils.process import running_pid
 from corral.x509.tls import server_context
 
-__all__ = ["NodeServer", "joined_context", "unjoined_context"]
+__all__ = ["OPEN_PROCEDURES", "NodeServer", "check_caller", "joined_context",
+           "unjoined_context"]
 
 log = logging.getLogger("corral.noded")
 
 #: How long stopping a listener waits for requests in progress.
 SHUTDOWN_TIMEOUT = 5.0
+
+#: The procedures that only read the node's state: any cluster certificate may call
+#: them. ``master_info`` is how a candidate running a failover counts the others.
+OPEN_PROCEDURES = frozenset({
+    "version", "node_info", "instance_list", "instance_info", "all_instances_info",
+    "instance_check_host", "os_diagnose", "os_get", "master_info",
+})
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    """The client certificate of the request's connection (DER), if it sent one."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    der: bytes | None = ssl_object.getpeercert(binary_form=True)
+    return der
+
+
+def check_caller(procedure: str, peer_der: bytes | None) -> None:
+    """Refuse (:class:`AccessDeniedError`) a procedure that changes the node unless the
+    caller's certificate (verified against the cluster CA by the handshake) is the
+    master's client certificate."""
+    if procedure in OPEN_PROCEDURES:
+        return
+    if peer_der is not None and x509.is_master_client(peer_der):
+        return
+    caller = "no certificate"
+    if peer_der is not None:
+        caller = f"the certificate of {x509.load_cert_info(_pem(peer_der)).subject_cn!r}"
+    raise AccessDeniedError(
+        f"procedure {procedure} changes this node: only the master may call it (with the "
+        f"master's client certificate), and the caller presented {caller}; other cluster "
+        f"members may call only {', '.join(sorted(OPEN_PROCEDURES))}")
+
+
+def _pem(der: bytes) -> str:
+    return ssl.DER_cert_to_PEM_cert(der)
 
 
 def joined_context(paths: Paths) -> ssl.SSLContext:
@@ -214,6 +266,7 @@ class NodeServer:
                 raise ProtocolError(
                     f"RPC version {request.match_info['version']!r} is not supported: this "
                     f"node speaks version {RPC_VERSION}")
+            check_caller(procedure, _peer_certificate(request))
             args = await _json_object(request, f"the arguments of {procedure}")
             result = await procedures.dispatch(self.paths, procedure, args)
             if procedure == "node_leave":

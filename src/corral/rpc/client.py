@@ -5,11 +5,11 @@ costs the caller ``timeout`` seconds once, not once per node, and never hides th
 answers of the others: each node gets an :class:`~corral.rpc.protocol.RpcResult`
 with either its payload or an error naming it.
 
-The client authenticates with this node's certificate and trusts only the cluster
-CA (mutual TLS). Joining is the one exception: a node that has not joined has no
-certificate the CA signed, so :meth:`RpcClient.join` does not verify the server and
-the one-time token proves to the node who is calling; what is sent is encrypted all
-the same.
+The client authenticates with the master's client certificate where this node has
+it, else with this node's certificate, and trusts only the cluster CA (mutual TLS).
+Joining is the one exception: a node that has not joined has no certificate the CA
+signed, so :meth:`RpcClient.join` does not verify the server and the one-time token
+proves to the node who is calling; what is sent is encrypted all the same.
 """
 
 from __future__ import annotations
@@ -38,12 +38,20 @@ Target = tuple[str, str, int]
 RpcArgsByName = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
 
 
-def node_client_context(paths: Paths) -> ssl.SSLContext:
-    """The mutual-TLS client context of this node: its certificate, the cluster CA.
+def node_client_context(paths: Paths, *, as_master: bool | None = None) -> ssl.SSLContext:
+    """The mutual-TLS client context of this node: a certificate, the cluster CA.
 
-    Node certificates carry the node's addresses, and node daemons are called by
-    address, so the address is checked against the certificate.
+    A node holding the master's client certificate (the master, a master candidate)
+    calls with it, since node daemons run procedures that change a node only for
+    that certificate; other nodes call with their node certificate, which opens the
+    procedures that read. ``as_master`` forces one or the other. Node certificates
+    carry the node's addresses, and node daemons are called by address, so the
+    address is checked against the server's certificate.
     """
+    if as_master is None:
+        as_master = paths.master_client_cert.exists()
+    if as_master:
+        return client_context(paths.ca_cert, paths.master_client_cert, check_hostname=True)
     return client_context(paths.ca_cert, paths.node_cert, paths.node_key, check_hostname=True)
 
 

@@ -1,6 +1,7 @@
 """Certificates, keys and other secrets of a cluster (engines layer).
 
-- :mod:`~corral.x509.certs`: the cluster CA, node certificates, verification, info.
+- :mod:`~corral.x509.certs`: the cluster CA, node certificates, the master's client
+  certificate, the self-signed RAPI certificate, verification, info.
 - :mod:`~corral.x509.credentials`: the confd HMAC key, passwords, the RAPI users file.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
 """
@@ -9,9 +10,16 @@ from __future__ import annotations
 
 from corral.utils.files import write_private, write_public
 from corral.x509.certs import (
+    CERT_DAYS,
+    MASTER_CLIENT_OU,
     CertInfo,
     create_ca,
+    create_self_signed,
+    ensure_self_signed,
+    fingerprint,
+    is_master_client,
     load_cert_info,
+    sign_master_client_cert,
     sign_node_cert,
     verify_signed_by,
 )
@@ -30,6 +38,8 @@ from corral.x509.credentials import (
 from corral.x509.tls import client_context, server_context
 
 __all__ = [
+    "CERT_DAYS",
+    "MASTER_CLIENT_OU",
     "RAPI_ACCESS_READ",
     "RAPI_ACCESS_WRITE",
     "RAPI_REALM",
@@ -38,13 +48,18 @@ __all__ = [
     "check_rapi_password",
     "client_context",
     "create_ca",
+    "create_self_signed",
+    "ensure_self_signed",
+    "fingerprint",
     "generate_hmac_key",
     "generate_rapi_users_file",
+    "is_master_client",
     "load_cert_info",
     "parse_rapi_users_file",
     "random_password",
     "rapi_ha1",
     "server_context",
+    "sign_master_client_cert",
     "sign_node_cert",
     "verify_signed_by",
     "write_private",

@@ -11,10 +11,10 @@ which only the master and the master candidates hold (see
 :func:`corral.x509.is_master_client`). A new procedure is therefore closed until it
 is listed as open.
 
-*Unjoined*: a one-time token is made and printed, a throwaway self-signed
-certificate encrypts the connection, and only ``POST /join`` is served. A correct
-token with a valid bundle makes the node a member; the daemon then listens in
-joined mode on the same address. ``node_leave`` goes the other way.
+*Unjoined*: a throwaway self-signed certificate encrypts the connection, a one-time
+token bound to it is made and printed, and only ``POST /join`` is served. A proof
+of the token for that certificate with a valid bundle makes the node a member; the
+daemon then listens in joined mode on the same address. ``node_leave`` goes the other way.
 
 Switching modes never leaves the port without a listener: the old listening
 socket is closed and the new one bound within one step of the event loop, while the
@@ -104,11 +104,12 @@ def joined_context(paths: Paths) -> ssl.SSLContext:
                           require_client_cert=True)
 
 
-def unjoined_context() -> ssl.SSLContext:
-    """TLS with a throwaway self-signed certificate and no client certificates.
+def unjoined_context() -> tuple[ssl.SSLContext, bytes]:
+    """TLS with a throwaway self-signed certificate and no client certificates; the
+    context and the certificate's SHA-256 fingerprint, which the join token binds.
 
-    It only keeps the join token and bundle off the wire in clear text; the master
-    cannot verify it, and need not, since the token authenticates the exchange.
+    The master checks that fingerprint before it sends anything, so a token seen by
+    someone else cannot lead it to another server.
     """
     ca_cert, ca_key = x509.create_ca("corral node waiting to join", 1)
     cert, key = x509.sign_node_cert(ca_cert, ca_key, socket.gethostname() or "localhost", [], 1)
@@ -120,7 +121,7 @@ def unjoined_context() -> ssl.SSLContext:
         cert_file.write_bytes(cert + ca_cert)
         ctx.load_cert_chain(cert_file, key_file)
     ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    return ctx, x509.fingerprint(cert)
 
 
 def _answer(result: Any) -> web.Response:
@@ -157,6 +158,8 @@ class NodeServer:
         self.port = port
         self.on_token = on_token
         self.token: str | None = None
+        #: The SHA-256 fingerprint of the certificate served while waiting to join.
+        self._fingerprint = b""
         self._listener: _Listener | None = None
         self._switch_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
@@ -235,9 +238,10 @@ class NodeServer:
             task.add_done_callback(self._background.discard)
 
     def _unjoined_mode(self) -> tuple[web.Application, ssl.SSLContext]:
-        self.token = join.create_token(self.paths)
+        ctx, self._fingerprint = unjoined_context()
+        self.token = join.create_token(self.paths, self._fingerprint)
         self.on_token(self.token)
-        return self._unjoined_app(), unjoined_context()
+        return self._unjoined_app(), ctx
 
     # -- applications ------------------------------------------------------------
     def _joined_app(self) -> web.Application:
@@ -310,14 +314,14 @@ class NodeServer:
             async with self._switch_lock:
                 if self.token is None:
                     raise JoinError(self._already_member())
-                join.check_token(self.token, body.get("token"))
+                join.check_token(self.token, self._fingerprint, body.get("proof"))
                 bundle = join.validate_bundle(body.get("bundle"))
                 join.write_bundle(self.paths, bundle)
                 try:
                     ctx = joined_context(self.paths)
                 except (OSError, ssl.SSLError) as err:
                     join.leave(self.paths)
-                    self.token = join.create_token(self.paths)
+                    self.token = join.create_token(self.paths, self._fingerprint)
                     self.on_token(self.token)
                     raise JoinError(
                         f"the join bundle's certificate or key is unusable: {err}") from None

@@ -228,7 +228,7 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         env={ROOT_ENV: master.root, "PATH": f"{Path(sys.executable).parent}:"
              + os.environ.get("PATH", "/usr/bin:/bin")},
         nodes=members, ports=ports,
-        rapi={"url": f"https://{master.ip}:{ports["rapi"]}", "ca": str(paths.rapi_cert),
+        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.rapi_cert),
               "user": bootstrap.RAPI_ADMIN,
               "password": paths.rapi_admin_password.read_text().strip()},
     )

@@ -3,6 +3,7 @@
 - :mod:`~corral.x509.certs`: the cluster CA, node certificates, the master's client
   certificate, the self-signed RAPI certificate, verification, info.
 - :mod:`~corral.x509.credentials`: the confd HMAC key, passwords, the RAPI users file.
+- :mod:`~corral.x509.join_token`: the join token bound to the joining node's certificate.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
 """
 
@@ -35,6 +36,12 @@ from corral.x509.credentials import (
     random_password,
     rapi_ha1,
 )
+from corral.x509.join_token import (
+    check_join_proof,
+    join_proof,
+    make_join_token,
+    split_join_token,
+)
 from corral.x509.tls import client_context, server_context
 
 __all__ = [
@@ -45,6 +52,7 @@ __all__ = [
     "RAPI_REALM",
     "CertInfo",
     "RapiUser",
+    "check_join_proof",
     "check_rapi_password",
     "client_context",
     "create_ca",
@@ -54,13 +62,16 @@ __all__ = [
     "generate_hmac_key",
     "generate_rapi_users_file",
     "is_master_client",
+    "join_proof",
     "load_cert_info",
+    "make_join_token",
     "parse_rapi_users_file",
     "random_password",
     "rapi_ha1",
     "server_context",
     "sign_master_client_cert",
     "sign_node_cert",
+    "split_join_token",
     "verify_signed_by",
     "write_private",
     "write_public",

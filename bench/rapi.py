@@ -182,7 +182,7 @@ def main() -> None:
             if not rapi.get("url"):
                 raise SystemExit("the testbed runs no RAPI (testbed.json has no rapi url)")
             asyncio.run(create_instances(paths.master_socket, args.instances))
-            target = Target(rapi["url"], rapi["user"], rapi["password"], paths.ca_cert)
+            target = Target(rapi["url"], rapi["user"], rapi["password"], Path(rapi["ca"]))
             figures = asyncio.run(measure(target, args.requests, args.clients, args.seconds))
         finally:
             testbed("down", "--dir", str(directory))

@@ -126,6 +126,12 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
     if me not in by_name or not by_name[me].master_candidate:
         raise OpPrereqError(f"node {me} is not a master candidate; promote it first "
                             "(gnt-node modify -C yes) while the master runs")
+    if not paths.master_client_cert.exists():
+        raise OpPrereqError(
+            f"node {me} lacks the master's client certificate ({paths.master_client_cert}): "
+            "node daemons take changes only from it, so this node could not act as the "
+            "master. While the master runs, 'gnt-cluster redistribute-conf' gives it to "
+            "every master candidate")
     candidates = [n for n in nodes if n.master_candidate and not n.offline]
     if by_name.get(old_master) and by_name[old_master] not in candidates:
         candidates.append(by_name[old_master])

@@ -24,6 +24,7 @@ from corral.errors import (
     UnknownParameterError,
 )
 from corral.locking import LockLevel
+from corral.masterd.local_rpc import in_process_token
 from corral.noded import join
 from corral.objects import Instance, Node, NodeGroup
 from corral.qlang import ResultStatus
@@ -31,8 +32,8 @@ from corral.rpc.protocol import RpcResult
 from tests.unit.config_helpers import check_invariants, new_store
 from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor, run_op
 
-#: Nodes the tests add: they wait for a join with token "tok" (node daemons not yet
-#: in the cluster).
+#: Nodes the tests add: they wait for a join with the token made of "tok" (node daemons
+#: not yet in the cluster).
 NEW_NODES = ("node2.example", *(f"node{n}" for n in range(2, 10)))
 
 
@@ -68,7 +69,9 @@ def _run(store: ConfigStore, rpc: LocalRpc, op: dict[str, Any], job: JobCtx | No
     return run_op(processor, op, job)
 
 
-def _add(name: str, ip: str, token: str = "tok", **extra: Any) -> dict[str, Any]:
+def _add(name: str, ip: str, token: str | None = None, **extra: Any) -> dict[str, Any]:
+    if token is None:
+        token = in_process_token(name.lower(), "tok")
     return {"OP_ID": "OP_NODE_ADD", "node_name": name, "primary_ip": ip, "token": token,
             **extra}
 
@@ -89,7 +92,7 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     node = store.get("node", "node2.example")
     assert (node.primary_ip, node.secondary_ip, node.master_candidate) == ("192.0.2.2", "", True)
     assert node.group == store.get("nodegroup", "default").uuid
-    assert rpc.joined == [("node2.example", "tok")]
+    assert rpc.joined == [("node2.example", in_process_token("node2.example", "tok"))]
     # The node daemon checked and kept the bundle the master sent.
     joined = rpc.nodes.paths("node2.example")
     assert join.read_membership(joined)["node_name"] == "node2.example"
@@ -204,12 +207,12 @@ def test_readd_rejoins_and_brings_the_node_back_online(tmp_path: Path) -> None:
         txn.update(node)
     uuid = node.uuid
     rpc = _rpc(store)
-    rpc.nodes.wait_for_join("node3", "new")  # reinstalled: its noded printed a new token
+    new = rpc.nodes.wait_for_join("node3", "new")  # reinstalled: it printed a new token
     _run(store, rpc, {"OP_ID": "OP_NODE_ADD", "node_name": "node3", "readd": True,
-                      "token": "new"})
+                      "token": new})
     node = store.get("node", "node3")
     assert node.uuid == uuid and not node.offline and node.master_candidate
-    assert rpc.joined == [("node3", "new")]
+    assert rpc.joined == [("node3", new)]
 
 
 # -- OP_NODE_REMOVE ------------------------------------------------------------------------

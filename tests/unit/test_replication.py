@@ -218,25 +218,36 @@ async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
     assert JobReplica.open(roots["node2"].jobs_replica).serial == jobs.serial
 
 
-def test_upload_files_writes_known_files_and_listed_paths_only(tmp_path: Path) -> None:
+def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
+        tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.data_dir.mkdir(parents=True)
+    paths.user_file_list.write_text("/etc/motd\n")  # written on the node itself
 
     def entry(data: bytes, **where: Any) -> dict[str, Any]:
         return {**where, "data": base64.b64encode(data).decode(), "mode": 0o600}
 
     written = _run_sync(upload_files(paths, {"files": [
-        entry(b"/etc/motd\n", name="user_file_list"),
         entry(b"hello\n", path="/etc/motd"),
         entry(b"KEY", name="confd_key"),
     ]}))
-    assert sorted(written) == ["/etc/motd", "confd_key", "user_file_list"]
+    assert sorted(written) == ["/etc/motd", "confd_key"]
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.confd_hmac_key.stat().st_mode & 0o777 == 0o400  # the known mode wins
-    with pytest.raises(ParameterError, match="user file list"):
+    with pytest.raises(ParameterError, match="'/etc/shadow': it is not in its own user"):
         _run_sync(upload_files(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
-    with pytest.raises(ParameterError, match="unknown file 'ssh_key'"):
+    # The list is the node's: the master can neither replace it nor extend it.
+    with pytest.raises(ParameterError, match="does not accept the file 'user_file_list'"):
+        _run_sync(upload_files(paths, {"files": [
+            entry(b"/etc/shadow\n", name="user_file_list"),
+            entry(b"x", path="/etc/shadow")]}))
+    with pytest.raises(ParameterError, match="does not accept the file 'ssh_key'"):
         _run_sync(upload_files(paths, {"files": [entry(b"x", name="ssh_key")]}))
     with pytest.raises(ParameterError, match="base64"):
         _run_sync(upload_files(paths, {"files": [{"name": "ca_cert", "data": "%%"}]}))
+    with pytest.raises(ParameterError, match="set-user-ID"):
+        _run_sync(upload_files(paths, {"files": [
+            {**entry(b"#!/bin/sh\n", path="/etc/motd"), "mode": 0o4755}]}))
+    assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
+    assert paths.user_file_list.read_text() == "/etc/motd\n"
     assert not paths.node_path("/etc/shadow").exists()

@@ -428,16 +428,21 @@ class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
             answers = await asyncio.gather(*map(replicate, candidates))
             failed.update({r.node: r.error.message for r in answers if r.error})
 
-        def for_node(node: Node) -> dict[str, Any]:
-            return {"files": [{k: v for k, v in f.items() if k != "candidates_only"}
-                              for f in files
-                              if node.master_candidate or not f.get("candidates_only")]}
+        def for_node(known: bool) -> Callable[[Node], dict[str, Any]]:
+            def args(node: Node) -> dict[str, Any]:
+                return {"files": [{k: v for k, v in f.items() if k != "candidates_only"}
+                                  for f in files if ("name" in f) is known
+                                  and (node.master_candidate or not f.get("candidates_only"))]}
+            return args
 
-        if nodes:
-            results = await self.master.rpc.call(nodes, "upload_files", for_node)
-            for name, result in results.items():
-                if result.error is not None:
-                    failed.setdefault(name, result.error.message)
+        # The cluster's own files first, then the user list's, which a node accepts
+        # only when its own list names them: a refusal there keeps the first.
+        for known in (True, False):
+            if nodes and any(("name" in f) is known for f in files):
+                results = await self.master.rpc.call(nodes, "upload_files", for_node(known))
+                for name, result in results.items():
+                    if result.error is not None:
+                        failed.setdefault(name, result.error.message)
         for name, message in sorted(failed.items()):
             self.feedback(f"Warning: node {name}: {message}")
         done = sorted(n.name for n in nodes if n.name not in failed)

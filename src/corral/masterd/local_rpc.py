@@ -22,6 +22,8 @@ recorded in :attr:`InProcessNodes.calls` with its arguments as a node receives t
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,14 +32,14 @@ from typing import Any
 
 import msgspec
 
-from corral import errors
+from corral import errors, x509
 from corral.errors import CorralError, InternalError, JoinError, NodeUnreachableError
 from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.client import RpcArgsByName, Target
 from corral.rpc.protocol import RpcResult
 
-__all__ = ["InProcessNodes", "NodeCall", "Override"]
+__all__ = ["InProcessNodes", "NodeCall", "Override", "in_process_token"]
 
 #: Answers one procedure on one node in place of the real one:
 #: ``override(node_name, args) -> result`` (or an awaitable of it); raising a
@@ -62,6 +64,20 @@ def _through_wire(value: Any, what: str) -> Any:
         return msgspec.json.decode(_encoder.encode(value))
     except (TypeError, msgspec.EncodeError) as err:
         raise InternalError(f"{what} cannot be sent as JSON: {err}") from None
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def in_process_token(node: str, word: str) -> str:
+    """The join token an in-process ``node`` prints when told to wait with ``word``:
+    the real two-part form (:mod:`corral.x509.join_token`), its secret derived from
+    ``word`` and its certificate fingerprint from the node's name, so that tests can
+    name tokens and a token for one node is worth nothing for another."""
+    secret = hashlib.sha256(f"join secret {word}".encode()).digest()[:24]
+    fingerprint = hashlib.sha256(f"in-process node {node}".encode()).digest()
+    return f"{_b64(secret)}.{_b64(fingerprint)}"
 
 
 class InProcessNodes:
@@ -92,10 +108,12 @@ class InProcessNodes:
         paths.ensure_dirs()
         return paths
 
-    def wait_for_join(self, node: str, token: str) -> None:
+    def wait_for_join(self, node: str, word: str) -> str:
         """Make ``node`` a daemon that has not joined: it serves only a join proved by
-        ``token``."""
+        the token it prints, :func:`in_process_token` of ``word``; answer that token."""
+        token = in_process_token(node, word)
         self._tokens[node] = token
+        return token
 
     # -- NodeTransport -----------------------------------------------------------------
     async def call(
@@ -172,7 +190,14 @@ class InProcessNodes:
             if expected is None:
                 raise JoinError("already a member of a cluster; remove the node from it "
                                 "before joining another")
-            join.check_token(expected, token)
+            # The master's half (corral.rpc.client.RpcClient.join): only the server
+            # with the token's certificate gets a proof; then the node's half.
+            secret, fingerprint = x509.split_join_token(token)
+            own = x509.split_join_token(expected)[1] if expected else b""
+            if fingerprint != own:
+                raise JoinError(f"node {name} ({ip} port {port}) presents a certificate "
+                                "other than the one its join token names")
+            join.check_token(expected, own, x509.join_proof(secret, fingerprint))
             checked = join.validate_bundle(_through_wire(dict(bundle), "the join bundle"))
             join.write_bundle(self.paths(name), checked)
         except CorralError as err:

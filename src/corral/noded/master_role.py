@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corral import daemons, serializer
+from corral import daemons, serializer, x509
 from corral.config import ConfigStore
 from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
@@ -205,6 +205,10 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
                     me = txn.get("node", node.uuid)
                     me.master_candidate = True
                     txn.update(me)
+            # corral-rapi starts here: its certificate must name this node.
+            x509.ensure_self_signed(
+                paths.rapi_cert, paths.rapi_key, cluster.name, [cluster.name, node.name],
+                [ip for ip in (node.primary_ip, node.secondary_ip) if ip], x509.CERT_DAYS)
         finally:
             store.close()
     except BaseException:

@@ -1,7 +1,8 @@
 """``corral-rapi``: the Remote API daemon.
 
-Serves Ganeti's RAPI v2 over HTTPS (port 5080, the node's certificate from the cluster
-CA) and talks luxi to the master daemon. Plain HTTP needs the explicit ``--no-ssl``.
+Serves Ganeti's RAPI v2 over HTTPS (port 5080, with its own self-signed certificate,
+``rapi.pem``, which no node daemon accepts) and talks luxi to the master daemon. Plain
+HTTP needs the explicit ``--no-ssl``.
 
 Privilege separation (design 2.2): started as root, it reads everything it needs (the
 users file, the certificate and its key), binds its port, and then runs as the
@@ -30,8 +31,9 @@ import click
 import msgspec
 from aiohttp import web
 
-from corral import __version__
+from corral import __version__, x509
 from corral.errors import CorralError, DaemonError
+from corral.noded import join
 from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
@@ -125,15 +127,28 @@ def luxi_client_group(paths: Paths) -> int | None:
 
 
 def _ssl_context(paths: Paths) -> ssl.SSLContext:
-    """Serve with the node's certificate; clients authenticate with passwords, not
-    certificates, so none is asked for."""
+    """Serve with RAPI's own self-signed certificate (:attr:`Paths.rapi_cert`), never
+    the node's: the cluster CA did not sign it, so whoever gets it out of this
+    unprivileged daemon cannot call any node daemon with it. Clients authenticate
+    with passwords, not certificates, so none is asked for. A node without one (a
+    cluster made before RAPI had its own) gets one naming it, made here while the
+    daemon is still root."""
+    membership = join.read_membership(paths)
+    node_name = str(membership.get("node_name") or "")
+    if node_name and not paths.rapi_cert.exists():
+        ips = [str(membership["master_ip"])] if membership.get("master_name") == node_name \
+            and membership.get("master_ip") else []
+        cluster = str(membership.get("cluster_name") or node_name)
+        x509.ensure_self_signed(paths.rapi_cert, paths.rapi_key, cluster,
+                                [cluster, node_name], ips, x509.CERT_DAYS)
+        log.info("made a self-signed RAPI certificate %s", paths.rapi_cert)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(paths.node_cert, paths.node_key)
+        ctx.load_cert_chain(paths.rapi_cert, paths.rapi_key)
     except (OSError, ssl.SSLError) as err:
-        raise DaemonError(f"cannot load the certificate {paths.node_cert} and key "
-                          f"{paths.node_key}: {err}; is this node part of a cluster?") from None
+        raise DaemonError(f"cannot load the RAPI certificate {paths.rapi_cert} and key "
+                          f"{paths.rapi_key}: {err}; is this node part of a cluster?") from None
     return ctx
 
 

@@ -15,11 +15,11 @@ master (the one holding the newest configuration store), so after a
 ``gnt-cluster master-failover`` run by hand on a node, ``testbed.json``, ``status``
 and ``failover --to`` point at the new master.
 
-RAPI listens on the master's address with the cluster certificate and requires
-authentication for every request; ``testbed.json`` holds its URL, the CA file that
+RAPI listens on the master's address with its own certificate and requires
+authentication for every request; ``testbed.json`` holds its URL, the certificate that
 verifies it and the credentials of the write user ``admin``::
 
-    "rapi": {"url": "https://127.0.1.1:PORT", "ca": ".../ca.pem",
+    "rapi": {"url": "https://127.0.1.1:PORT", "ca": ".../rapi.pem",
              "user": "admin", "password": "..."}
 
 A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
@@ -158,7 +158,7 @@ def _point_at(testbed: Testbed, master: TestbedNode) -> None:
     testbed.master = master.name
     testbed.env[ROOT_ENV] = master.root
     testbed.rapi["url"] = f"https://{master.ip}:{testbed.ports['rapi']}"
-    testbed.rapi["ca"] = str(Paths(Path(master.root)).ca_cert)
+    testbed.rapi["ca"] = str(Paths(Path(master.root)).rapi_cert)
 
 
 def _free_port(host: str, kind: int) -> int:
@@ -228,7 +228,7 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         env={ROOT_ENV: master.root, "PATH": f"{Path(sys.executable).parent}:"
              + os.environ.get("PATH", "/usr/bin:/bin")},
         nodes=members, ports=ports,
-        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.ca_cert),
+        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.rapi_cert),
               "user": bootstrap.RAPI_ADMIN,
               "password": paths.rapi_admin_password.read_text().strip()},
     )

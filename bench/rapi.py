@@ -281,8 +281,8 @@ def _median_figures(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _ratio_line(args: argparse.Namespace, corral: dict[str, Any],
-                ganeti: dict[str, Any] | None, reason: str | None) -> dict[str, Any]:
+def _ratio_line(corral: dict[str, Any], ganeti: dict[str, Any] | None,
+                reason: str | None) -> dict[str, Any]:
     line: dict[str, Any] = {"bench": "rapi", "figure": "ratio"}
     checks: dict[str, bool | None] = {
         "info_keepalive": corral["info"]["keepalive"]["p50_ms"] <= TARGET_MS["info_keepalive"],
@@ -385,7 +385,7 @@ def main() -> None:
         ganeti_figures = _median_figures(ganeti_rounds)
         print(json.dumps({**common, "side": "ganeti", "ganeti": "3.0", "url": ganeti.url,
                           **ganeti_counts, **ganeti_figures}))
-    print(json.dumps(_ratio_line(args, corral_figures, ganeti_figures, reason)))
+    print(json.dumps(_ratio_line(corral_figures, ganeti_figures, reason)))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,16 @@
 **Which Ganeti lock path.** Ganeti 3.0's Python ``ganeti/locking.py`` keeps only the
 ``SharedLock`` primitive (and its conditions); ``LockSet`` and ``GanetiLockManager`` are
 gone from it. A Ganeti 3.0 job takes its locks from the WConfD daemon instead:
-``mcpu.Processor._AcquireLocks`` sends ``UpdateLocksWaiting`` for one lock at a time (a new
-unix-socket connection per call), polls ``HasPendingRequest`` and frees a level with
-``FreeLocksLevel``. This benchmark compares corral's job path (``LockSet.acquire``, which
-``LockManager`` calls for every level) with Ganeti's in-process ``locking.SharedLock``
-``acquire``/``release``, one lock after the other in sorted name order, as ``mcpu`` asks
-WConfD for them. Ganeti's real job path adds a daemon round trip per lock on top of that,
-so the Ganeti figures here are a lower bound of what its jobs pay.
+``mcpu.Processor._AcquireLocks`` asks for a level's locks with ``UpdateLocksWaiting`` (one
+lock per call in its last, blocking attempt), each call on a new unix-socket connection,
+asks ``HasPendingRequest``, and while a request is pending waits for WConfD's SIGHUP,
+looking every 50 ms; ``FreeLocksLevel`` releases a level. The contended figures compare
+corral's job path (``LockSet.acquire``, which ``LockManager`` calls for every level) with
+Ganeti's in-process ``locking.SharedLock`` ``acquire``/``release``, one lock after the
+other in sorted name order (Ganeti's lock order). Ganeti's real job path goes through
+WConfD's own lock tables instead, behind daemon round trips that cost milliseconds here,
+so those Ganeti figures flatter Ganeti; figure (a') times its real path for one lock
+without contention.
 
 **The same work on both sides.** While holding its locks every owner first runs the
 same function, ``work`` (a loop of a fixed count of interpreter iterations), calibrated in
@@ -50,7 +53,12 @@ Prints one JSON line per figure:
     this run.
 
 The contended lines give acquisitions and locks per second and the acquire latency (from
-asking to holding every requested lock) at p50, p90 and p99 in microseconds. The contended
+asking to holding every requested lock) at p50, p90 and p99 in microseconds. They also
+give acquisitions per second of the process's CPU time and its CPU share (CPU time over
+wall time): on a busy machine the kernel shares the processors among threads and
+preempts the ones that run long, so a thousand short-running threads and one event loop
+that never sleeps get different shares, and the per-second figures then compare those
+shares as much as the locks. The contended
 workloads run in ``--rounds`` alternating rounds, so both sides meet the same machine
 conditions; each figure is the median over rounds, and the line lists every round's rate.
 
@@ -82,7 +90,7 @@ GANETI_PATH = "/usr/share/ganeti/3.0"
 GANETI_PYTHON = "/usr/bin/python3"
 #: What the comparison runs against on the Ganeti side, as printed on every Ganeti line.
 GANETI_LOCK_PATH = ("ganeti 3.0 locking.SharedLock acquire/release, one lock at a time in"
-                    " name order (3.0 jobs lock through WConfD RPCs on top of this)")
+                    " name order (3.0 jobs lock through WConfD RPCs instead: see job_path_ganeti)")
 CORRAL_LOCK_PATH = "corral.locking.LockSet.acquire/release (the job processor's path)"
 #: The earlier issue's target for the ratio line: corral at least this many times the
 #: acquisitions per second of Ganeti.
@@ -193,14 +201,16 @@ class _Tally:
         self.latencies: list[float] = []
 
 
-def _round_result(tallies: list[_Tally], elapsed: float, iterations: int) -> dict[str, Any]:
-    """One round's figures from every owner's tally."""
+def _round_result(tallies: list[_Tally], elapsed: float, cpu: float, iterations: int
+                  ) -> dict[str, Any]:
+    """One round's figures from every owner's tally; ``cpu`` is the process's CPU time."""
     acquisitions = sum(t.acquisitions for t in tallies)
     latencies = sorted(lat for t in tallies for lat in t.latencies)
     result: dict[str, Any] = {
         "acquisitions": acquisitions,
         "locks_taken": sum(t.locks for t in tallies),
         "elapsed": elapsed,
+        "cpu": cpu,
         "work_us_alone": work_us_alone(iterations),
         "hold_us": round(
             sum(t.hold_seconds for t in tallies) / max(1, acquisitions) * 1e6, 1),
@@ -318,17 +328,17 @@ async def contended_corral(
     tasks = [asyncio.create_task(owner(i), name=f"owner{i}") for i in range(owners)]
     await asyncio.sleep(0)  # every task starts and waits for the go
     go.set()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.sleep(seconds)
     stop = True
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     await asyncio.gather(*tasks)
 
     held = [(info.name, info.mode) for info in lockset.info() if info.mode is not None]
     queued = [info.name for info in lockset.info() if info.pending]
     if held or queued:
         _fail(f"corral locks left held or queued after the run: {held or queued}")
-    return _round_result(tallies, elapsed, iterations)
+    return _round_result(tallies, elapsed, cpu, iterations)
 
 
 async def _job_path_corral(seconds: float) -> dict[str, Any]:
@@ -442,17 +452,17 @@ def _ganeti_contended(owners: int, lock_count: int, seconds: float, seed: int,
     for thread in threads:
         thread.start()
     ready.wait()  # every thread is running and about to start
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     time.sleep(seconds)
     stop.set()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     join_deadline = time.monotonic() + 30
     for thread in threads:
         thread.join(max(0.0, join_deadline - time.monotonic()))
     unfinished = sum(thread.is_alive() for thread in threads)
     if unfinished:
         return {"unfinished_threads": unfinished}
-    return {**_round_result(tallies, elapsed, iterations), "unfinished_threads": 0}
+    return {**_round_result(tallies, elapsed, cpu, iterations), "unfinished_threads": 0}
 
 
 def _run_ganeti_side(mode: str, args: argparse.Namespace) -> dict[str, Any] | str:
@@ -534,6 +544,9 @@ def _contended_line(
         "figure": figure,
         **_params(args),
         "acquisitions_per_s": round(median, 1),
+        "acquisitions_per_cpu_s": round(statistics.median(
+            r["acquisitions"] / r["cpu"] for r in rounds if r["cpu"] > 0), 1),
+        "cpu_share": round(statistics.median(r["cpu"] / r["elapsed"] for r in rounds), 2),
         "locks_per_s": round(statistics.median(
             r["locks_taken"] / r["elapsed"] for r in rounds), 1),
     }
@@ -553,6 +566,8 @@ def _ratio_line(args: argparse.Namespace, corral: dict[str, Any],
         return {**ratio, "ganeti": "unavailable", "reason": reason}
     value = corral["acquisitions_per_s"] / ganeti["acquisitions_per_s"]
     ratio.update(acquisitions_per_s_corral_over_ganeti=round(value, 2),
+                 acquisitions_per_cpu_s_corral_over_ganeti=round(
+                     corral["acquisitions_per_cpu_s"] / ganeti["acquisitions_per_cpu_s"], 2),
                  target=TARGET_RATIO, meets_target=value >= TARGET_RATIO)
     for name in PERCENTILES:
         key = f"latency_{name}_us"

@@ -245,26 +245,38 @@ class RpcClient:
             return RpcResult(name, error=NodeUnreachableError(
                 f"node {name} did not answer within {timeout:g} s"))
         except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
-            return RpcResult(name, error=NodeUnreachableError(
+            # A member's daemon may end the pinned handshake before the fingerprint is
+            # compared (it checks the client first): ask it, with nothing secret.
+            member = await self._already_member(name, ip, port, timeout)
+            return RpcResult(name, error=member or NodeUnreachableError(
                 f"node {name} ({ip} port {port}) is unreachable: {_reason(err)} (is its "
                 "noded running? a node of another cluster refuses the connection)"))
         except CorralError as err:
             return RpcResult(name, error=err)
         return RpcResult(name, payload=payload)
 
-    async def _other_certificate(self, name: str, ip: str, port: int,
-                                 timeout: float) -> CorralError:
-        """Why the server at ``ip:port`` does not present the certificate of the token:
-        the node's own answer when it is a member of a cluster already (asked with
-        nothing secret), else a refusal saying the certificates differ."""
+    async def _already_member(self, name: str, ip: str, port: int,
+                              timeout: float) -> JoinError | None:
+        """The node's "already a member" refusal, if the daemon at ``ip:port`` gives
+        one to an empty join request; else ``None``."""
         assert self._join_session is not None
         try:
             await self._post(self._join_session, name, ip, port, JOIN_PATH, {}, timeout)
         except JoinError as err:
             if "already a member" in err.message:
                 return err
-        except CorralError:
+        except (CorralError, aiohttp.ClientError, OSError, ssl.SSLError):
             pass
+        return None
+
+    async def _other_certificate(self, name: str, ip: str, port: int,
+                                 timeout: float) -> CorralError:
+        """Why the server at ``ip:port`` does not present the certificate of the token:
+        the node's own answer when it is a member of a cluster already (asked with
+        nothing secret), else a refusal saying the certificates differ."""
+        member = await self._already_member(name, ip, port, timeout)
+        if member is not None:
+            return member
         return JoinError(
             f"node {name} ({ip} port {port}) presents a certificate other than the one its "
             "join token names: nothing was sent. Give the token that node's daemon printed; "

@@ -28,7 +28,7 @@ from corral import __version__, hypervisor, osapi, storage
 from corral.errors import CorralError, NodeUnreachableError, ParameterError, RpcError
 from corral.hypervisor import Hypervisor
 from corral.hypervisor.base import REBOOT_TYPES
-from corral.noded import files, join, master_role, replication
+from corral.noded import debug, files, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc.client import decode_answer, node_client_context
@@ -521,6 +521,7 @@ PROCEDURES: dict[str, Procedure] = {
     "master_takeover": master_role.master_takeover,
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
+    "test_delay": debug.test_delay,
 }
 
 

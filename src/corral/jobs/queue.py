@@ -26,6 +26,7 @@ from typing import Any, Literal
 import msgspec
 
 from corral.errors import (
+    CorralError,
     JobQueueDrainedError,
     JobRejectedError,
     NotMasterError,
@@ -518,7 +519,12 @@ class JobQueue:
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            if not isinstance(err, ParameterError | OpExecError):
+            if not isinstance(err, CorralError):
+                # A bug: the job result keeps its text, as Ganeti's does; the
+                # traceback is for the master daemon's log.
+                _log.error("job %s opcode %s failed unexpectedly", job.id, index,
+                           exc_info=True)
+            elif not isinstance(err, ParameterError | OpExecError):
                 _log.debug("job %s opcode %s failed", job.id, index, exc_info=True)
             self._fail(entry, index, err)
             self._touch(entry)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from corral.errors import CorralError, InternalError, ProtocolError
+from corral.errors import CorralError, ProtocolError, unexpected
 from corral.luxi.protocol import (
     EOM,
     MAX_MESSAGE_BYTES,
@@ -98,6 +98,5 @@ class LuxiServer:
             return encode_result(await self._dispatch(request))
         except CorralError as err:
             return encode_error(err)
-        except Exception as err:  # a bug: report it, keep serving
-            log.exception("luxi request failed")
-            return encode_error(InternalError(f"{type(err).__name__}: {err}"))
+        except Exception as err:  # a bug: log it, answer without its text, keep serving
+            return encode_error(unexpected(err, log, "luxi request", "corral-masterd"))

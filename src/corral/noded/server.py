@@ -31,7 +31,14 @@ from typing import Any
 from aiohttp import web
 
 from corral import daemons, storage, x509
-from corral.errors import CorralError, InternalError, JoinError, ParameterError, ProtocolError
+from corral.errors import (
+    CorralError,
+    InternalError,
+    JoinError,
+    ParameterError,
+    ProtocolError,
+    unexpected,
+)
 from corral.noded import join, procedures
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
@@ -224,8 +231,7 @@ class NodeServer:
             log.warning("procedure %s failed: %s", procedure, err)
             return _error(err)
         except Exception as err:
-            log.exception("procedure %s failed unexpectedly", procedure)
-            return _error(InternalError(f"procedure {procedure} failed: {err}"))
+            return _error(unexpected(err, log, f"procedure {procedure}", "corral-noded"))
         response = _answer(result)
         if procedure == "node_leave":
             response.force_close()  # no more requests on a connection of the old mode

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
-from corral.rapi.openapi import document
-from corral.rapi.routes import ROUTES
+from corral.rapi.routes import ROUTES, document
 from corral.rapi.server import build_app
 
 __all__ = ["ROUTES", "LuxiPool", "Users", "build_app", "document"]

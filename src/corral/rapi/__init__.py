@@ -4,7 +4,8 @@
   arguments, bodies, responses), dispatched by :mod:`~corral.rapi.server` and
   published by :mod:`~corral.rapi.openapi`;
 - :mod:`~corral.rapi.handlers`: thin handlers, one module per resource family;
-- :mod:`~corral.rapi.auth`: the users file and HTTP Basic authentication;
+- :mod:`~corral.rapi.users`: the RAPI users file (Ganeti's format);
+- :mod:`~corral.rapi.auth`: HTTP Basic authentication against it;
 - :mod:`~corral.rapi.daemon`: the ``corral-rapi`` process.
 """
 

@@ -1,7 +1,7 @@
 """Certificates, keys and other secrets of a cluster (engines layer).
 
 - :mod:`~corral.x509.certs`: the cluster CA, node certificates, verification, info.
-- :mod:`~corral.x509.credentials`: the confd HMAC key, passwords, the RAPI users file.
+- :mod:`~corral.x509.credentials`: the confd HMAC key and random passwords.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
 """
 
@@ -15,35 +15,16 @@ from corral.x509.certs import (
     sign_node_cert,
     verify_signed_by,
 )
-from corral.x509.credentials import (
-    RAPI_ACCESS_READ,
-    RAPI_ACCESS_WRITE,
-    RAPI_REALM,
-    RapiUser,
-    check_rapi_password,
-    generate_hmac_key,
-    generate_rapi_users_file,
-    parse_rapi_users_file,
-    random_password,
-    rapi_ha1,
-)
+from corral.x509.credentials import generate_hmac_key, random_password
 from corral.x509.tls import client_context, server_context
 
 __all__ = [
-    "RAPI_ACCESS_READ",
-    "RAPI_ACCESS_WRITE",
-    "RAPI_REALM",
     "CertInfo",
-    "RapiUser",
-    "check_rapi_password",
     "client_context",
     "create_ca",
     "generate_hmac_key",
-    "generate_rapi_users_file",
     "load_cert_info",
-    "parse_rapi_users_file",
     "random_password",
-    "rapi_ha1",
     "server_context",
     "sign_node_cert",
     "verify_signed_by",

@@ -40,6 +40,7 @@ from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 
@@ -278,7 +279,8 @@ def _refuse(err: CorralError, *, log_it: bool = True) -> int:
 @click.option("--user", default=None, help="Run as this user after start (needs root).")
 @click.option("--group", default=None, help="Run as this group after start (needs root).")
 @click.option("-f", "--foreground", is_flag=True,
-              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+              help="Stay in the foreground (by default the daemon goes into the background "
+                   "once it serves).")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
 @click.option("--console", is_flag=True, help="Also log to standard error.")
 @click.version_option(__version__, prog_name="corral-rapi")
@@ -290,7 +292,10 @@ def main(bind: str | None, port: int | None, no_ssl: bool, require_authenticatio
     All paths derive from CORRAL_ROOT (default /). Runs on the master node, next to
     corral-masterd; 'corral-daemons start' starts it there.
     """
-    sys.exit(run(Paths.from_env(), debug=debug, console=console, bind=bind, port=port,
+    paths = Paths.from_env()
+    background_unless_foreground(foreground, "corral-rapi", "corral.rapi",
+                                 paths.log_file("rapi"))
+    sys.exit(run(paths, debug=debug, console=console, bind=bind, port=port,
                  no_ssl=no_ssl, require_authentication=require_authentication or None,
                  user=user, group=group))
 

@@ -295,13 +295,6 @@ def test_jobs_submitted_only_print_id_and_name(capsys: pytest.CaptureFixture[str
     assert err == "Failure for b: refused b\n"
 
 
-def test_print_jobid_prints_the_bare_ids_first(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_jobs(JobMaster(refuse=("b",)), _jobs("a", "b", "c"), wait=False,
-                    print_jobid=True) is False
-    out, _ = capsys.readouterr()
-    assert out == "10\n11\n10: a\n11: c\n"
-
-
 def test_a_refused_submission_is_reported_and_the_rest_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -76,7 +76,7 @@ def backend_overrides(values: KeyValDict | None) -> dict[str, Any] | None:
 def run_many(verb: str, op_id: str, names: Sequence[str], selection: SelectionMode,
              build: Callable[[str], dict[str, Any]], *, force_multiple: bool,
              submit_only: bool, priority: int | None, reason: str | None,
-             dry_run: bool, print_jobid: bool = False) -> None:
+             dry_run: bool) -> None:
     """Select the instances, confirm if needed, run one ``op_id`` job per instance.
 
     ``build(name)`` gives the opcode's fields for one instance; the exit code is 1
@@ -95,8 +95,7 @@ def run_many(verb: str, op_id: str, names: Sequence[str], selection: SelectionMo
         trail = reason_trail(TOOL, verb, reason)
         jobs = [(name, [make_op(op_id, build(name), trail=trail, priority=priority,
                                 dry_run=dry_run)]) for name in chosen]
-        ok = run_jobs(client, jobs, wait=not submit_only, verbose=several,
-                      print_jobid=print_jobid)
+        ok = run_jobs(client, jobs, wait=not submit_only, verbose=several)
     exit_with(0 if ok else 1)
 
 
@@ -132,7 +131,7 @@ def startup(names: tuple[str, ...], selection: SelectionMode, force: bool,
         return body
     run_many("startup", "OP_INSTANCE_STARTUP", names, selection, build,
              force_multiple=force_multiple, submit_only=submit_only, priority=priority,
-             reason=reason, dry_run=dry_run, print_jobid=print_jobid)
+             reason=reason, dry_run=dry_run)
 
 
 @click.command()
@@ -156,7 +155,7 @@ def shutdown(names: tuple[str, ...], selection: SelectionMode, force: bool,
                 "ignore_offline_nodes": ignore_offline, "no_remember": no_remember}
     run_many("shutdown", "OP_INSTANCE_SHUTDOWN", names, selection, build,
              force_multiple=force_multiple, submit_only=submit_only, priority=priority,
-             reason=reason, dry_run=dry_run, print_jobid=print_jobid)
+             reason=reason, dry_run=dry_run)
 
 
 @click.command()
@@ -182,4 +181,4 @@ def reboot(names: tuple[str, ...], selection: SelectionMode, force_multiple: boo
                 "shutdown_timeout": shutdown_timeout}
     run_many("reboot", "OP_INSTANCE_REBOOT", names, selection, build,
              force_multiple=force_multiple, submit_only=submit_only, priority=priority,
-             reason=reason, dry_run=dry_run, print_jobid=print_jobid)
+             reason=reason, dry_run=dry_run)

@@ -33,18 +33,13 @@ def _for(name: str) -> str:
 
 
 def run_jobs(client: LuxiCaller, jobs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
-             *, wait: bool = True, verbose: bool = True, print_jobid: bool = False,
+             *, wait: bool = True, verbose: bool = True,
              reporter: StdioReporter | None = None) -> bool:
     """Submit ``jobs`` (a name and the opcodes of each) and wait for them, or with
-    ``wait=False`` only print their ids; True if all were submitted (and succeeded).
-    ``print_jobid`` first prints each submitted job's bare id on stdout, for scripts."""
+    ``wait=False`` only print their ids; True if all were submitted (and succeeded)."""
     answer = client.call("SubmitManyJobs", [[dict(op) for op in ops] for _, ops in jobs])
     submitted = [(name, bool(ok), data)
                  for (name, _), (ok, data) in zip(jobs, answer, strict=True)]
-    if print_jobid:
-        for _, ok, data in submitted:
-            if ok:
-                click.echo(str(data))
     if not wait:
         for name, ok, data in submitted:
             if ok:

@@ -46,7 +46,7 @@ def _socket_path(tb: TestbedHandle, job_id: int, timeout: float = 30.0) -> str:
     raise AssertionError(f"job {job_id} logged no interrupt socket:\n{info}")
 
 
-def test_interruptible_delay_ends_when_its_socket_is_written(testbed: TestbedHandle) -> None:
+def test_interruptible_delay_ends_by_its_socket_or_a_cancel(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-debug", "delay", "--interruptible", "--submit", "--print-jobid",
                        "--repeat", "3", "600")
     job_id = int(proc.stdout.split()[0])
@@ -61,3 +61,12 @@ def test_interruptible_delay_ends_when_its_socket_is_written(testbed: TestbedHan
     assert "  Status: success" in info
     assert "Interrupted, time spent waiting" in info
     assert "Test delay iteration 1/2" not in info  # the repetitions ended with it
+
+    # gnt-job cancel stops a running interruptible delay too; the job ends canceled.
+    proc = testbed.run("gnt-debug", "delay", "-i", "--submit", "--print-jobid", "600")
+    job_id = int(proc.stdout.split()[0])
+    _socket_path(testbed, job_id)  # it runs
+    cancel = testbed.run("gnt-job", "cancel", str(job_id))
+    assert f"Job {job_id} will be canceled" in cancel.stdout
+    testbed.run("gnt-job", "wait", str(job_id))
+    assert "  Status: canceled" in testbed.run("gnt-job", "info", str(job_id)).stdout

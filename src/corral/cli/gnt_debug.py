@@ -46,7 +46,7 @@ def cli() -> None:
               help="Number of times to repeat the sleep.")
 @click.option("-i", "--interruptible", is_flag=True,
               help="Sleep in the master daemon only, interruptible by writing to the Unix "
-                   "socket named in the job log (delay-test entry).")
+                   "socket named in the job log (delay-test entry) or by gnt-job cancel.")
 @click.option("-l", "--no-locks", is_flag=True,
               help="Do not take locks while sleeping.")
 @dry_run_option

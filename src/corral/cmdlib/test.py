@@ -12,7 +12,9 @@ The delay runs where Ganeti runs it:
   path to the job log as a ``"delay-test"`` entry ``[path]`` and ends the delay early
   when anyone connects and sends a byte (Ganeti's contract, which its QA scripts use,
   e.g. ``echo x | socat -u stdin UNIX-CLIENT:PATH``). An interrupted delay ends the
-  opcode successfully and skips the remaining repetitions.
+  opcode successfully and skips the remaining repetitions. The job queue also lets
+  ``CancelJob`` stop such an opcode while it runs (the job ends canceled): it has
+  nothing to undo.
 """
 
 from __future__ import annotations

@@ -68,5 +68,6 @@ def test_interruptible_delay_ends_by_its_socket_or_a_cancel(testbed: TestbedHand
     _socket_path(testbed, job_id)  # it runs
     cancel = testbed.run("gnt-job", "cancel", str(job_id))
     assert f"Job {job_id} will be canceled" in cancel.stdout
-    testbed.run("gnt-job", "wait", str(job_id))
+    waited = testbed.run("gnt-job", "wait", str(job_id), check=False)
+    assert waited.returncode == 1 and "was canceled" in waited.stderr
     assert "  Status: canceled" in testbed.run("gnt-job", "info", str(job_id)).stdout

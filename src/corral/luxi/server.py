@@ -93,10 +93,12 @@ class LuxiServer:
             writer.close()
 
     async def _answer(self, frame: bytes) -> bytes:
+        what = "luxi request"
         try:
             request = decode_request(frame)
+            what = f"luxi method {request.method}"
             return encode_result(await self._dispatch(request))
         except CorralError as err:
             return encode_error(err)
         except Exception as err:  # a bug: log it, answer without its text, keep serving
-            return encode_error(unexpected(err, log, "luxi request", "corral-masterd"))
+            return encode_error(unexpected(err, log, what, "corral-masterd"))

@@ -40,6 +40,7 @@ from corral.confd.server import ConfdProtocol, Counters, serve_socket
 from corral.confd.source import SnapshotSource
 from corral.errors import CorralError, DaemonError, NotClusterError, ParameterError
 from corral.paths import Paths
+from corral.utils import loopcheck
 from corral.utils.files import write_public
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
@@ -211,12 +212,12 @@ def run(paths: Paths, *, bind: str | None = None, port: int | None = None,
             sock = open_socket(settings["bind"], settings["port"])
             # The first load still has the start-up privileges, so confd answers
             # even where its user cannot read the file (reloads then fail, logged).
-            asyncio.run(source.check())
+            loopcheck.run(source.check())
             drop_privileges(settings["user"], settings["group"])
         except CorralError as err:
             return _refuse(err)
         try:
-            asyncio.run(serve(paths, key, sock, source))
+            loopcheck.run(serve(paths, key, sock, source))
         finally:
             sock.close()
         log.info("stopped")

@@ -33,6 +33,7 @@ from corral.errors import CorralError, DaemonError, ParameterError
 from corral.noded import join
 from corral.noded.server import NodeServer
 from corral.paths import Paths
+from corral.utils import loopcheck
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 
@@ -238,7 +239,7 @@ def run(
             lock_memory()
         try:
             settings = read_settings(paths, bind, port)
-            asyncio.run(serve(paths, settings))
+            loopcheck.run(serve(paths, settings))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")

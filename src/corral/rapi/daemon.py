@@ -40,6 +40,7 @@ from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.utils import loopcheck
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 
@@ -251,7 +252,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False, **given: An
             users = Users(paths.rapi_users)
             users.load()
             context = _ssl_context(paths) if settings.ssl else None
-            asyncio.run(serve(paths, settings, users, context))
+            loopcheck.run(serve(paths, settings, users, context))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")

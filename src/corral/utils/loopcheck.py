@@ -13,7 +13,10 @@ The daemon then runs its loop in asyncio's debug mode with that slow-callback
 threshold (:func:`run` replaces :func:`asyncio.run`), and each slow callback gives
 one log line in the daemon's log file starting with :data:`MARKER`, naming the
 callback (a task's coroutine and where it was created) and how long it held the
-loop. The integration tests set the variable for every daemon they start and fail
+loop. While a callback holds the loop past the threshold, a watchdog thread also logs
+where the loop thread is at that moment (the innermost frames of its stack), which
+names the blocking call itself rather than the task it happened in. The
+integration tests set the variable for every daemon they start and fail
 a test whose daemons logged such a line (:func:`reports`). Debug mode also
 makes asyncio complain about coroutines never awaited and calls from other threads.
 """
@@ -23,7 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine, Iterable
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,14 +89,85 @@ class _Reporter(logging.Filter):
         return True
 
 
+class _Watchdog:
+    """Notes which callback the loop thread runs since when; a thread looks every
+    half threshold and logs the loop thread's stack when one overstays."""
+
+    #: Innermost frames of the loop thread's stack shown in a report.
+    FRAMES = 6
+
+    def __init__(self, thread_id: int, limit: float) -> None:
+        self.thread_id = thread_id
+        self.limit = limit
+        self.running: tuple[float, asyncio.Handle] | None = None
+        self.reported: asyncio.Handle | None = None
+        self.log = logging.getLogger("corral.loopcheck")
+        threading.Thread(target=self._watch, name="loopcheck", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.limit / 2)
+            running = self.running
+            if running is None or running[1] is self.reported:
+                continue
+            started, handle = running
+            held = time.monotonic() - started
+            if held <= self.limit:
+                continue
+            frame = sys._current_frames().get(self.thread_id)
+            if frame is None or self.running is not running:
+                continue
+            self.reported = handle
+            stack = _inside_callback(traceback.extract_stack(frame))[-self.FRAMES:]
+            where = " <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(stack))
+            self.log.error("%s: the event loop is held for over %.3f s by %s; its thread is "
+                           "at %s", MARKER, held, _describe(handle), where)
+
+
+def _inside_callback(stack: traceback.StackSummary) -> list[traceback.FrameSummary]:
+    """The frames of ``stack`` inside the callback (below asyncio's ``Handle._run``)."""
+    frames = list(stack)
+    for index in range(len(frames) - 1, -1, -1):
+        if frames[index].name == _timed_run.__name__ and frames[index].filename == __file__:
+            return frames[index + 2:]
+    return frames
+
+
+def _describe(handle: asyncio.Handle) -> str:
+    try:
+        return repr(handle)
+    except Exception:  # the loop thread is changing it right now
+        return type(handle).__name__
+
+
+_watchdog: _Watchdog | None = None
+_handle_run: Callable[[asyncio.Handle], None] = asyncio.Handle._run
+
+
+def _timed_run(handle: asyncio.Handle) -> None:
+    watchdog = _watchdog
+    if watchdog is None or threading.get_ident() != watchdog.thread_id:
+        _handle_run(handle)
+        return
+    watchdog.running = (time.monotonic(), handle)
+    try:
+        _handle_run(handle)
+    finally:
+        watchdog.running = None
+
+
 def enable(loop: asyncio.AbstractEventLoop, limit: float) -> None:
-    """Put ``loop`` in debug mode with a slow-callback threshold of ``limit`` seconds and
-    make its reports carry :data:`MARKER`."""
+    """Put ``loop`` (run by this thread) in debug mode with a slow-callback threshold of
+    ``limit`` seconds, make its reports carry :data:`MARKER` and watch it."""
+    global _watchdog
     loop.set_debug(True)
     loop.slow_callback_duration = limit
     logger = logging.getLogger("asyncio")
     if not any(isinstance(f, _Reporter) for f in logger.filters):
         logger.addFilter(_Reporter(limit))
+    if _watchdog is None:
+        _watchdog = _Watchdog(threading.get_ident(), limit)
+        setattr(asyncio.Handle, "_run", _timed_run)  # noqa: B010
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

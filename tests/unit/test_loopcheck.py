@@ -108,3 +108,38 @@ def test_the_integration_suite_fails_a_test_whose_daemon_blocked(tmp_path: Path)
     assert "a daemon blocked its event loop" in out
     assert "corral-noded (node2/log/noded.log)" in out
     assert "hog_the_loop" in out
+
+
+@pytest.mark.parametrize("check", ["100", None])
+def test_a_unit_test_that_blocks_its_own_loop_fails(tmp_path: Path, check: str | None
+                                                    ) -> None:
+    """With CORRAL_LOOP_CHECK set, the tests' own pytest-asyncio loops run with the
+    check too (tests/conftest.py); without it they run plain."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    (suite / "test_inner.py").write_text(textwrap.dedent(f"""
+        import asyncio, time
+
+        async def test_blocking():
+            await asyncio.sleep(0)
+            time.sleep(0.4)
+
+        async def test_debug_mode():
+            assert asyncio.get_running_loop().get_debug() is {check is not None}
+    """))
+    (suite / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    env = {k: v for k, v in os.environ.items() if k != loopcheck.LOOP_CHECK_ENV}
+    if check is not None:
+        env[loopcheck.LOOP_CHECK_ENV] = check
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    if check is None:
+        assert "2 passed in" in out, out
+        return
+    assert "2 passed, 1 error" in out, out
+    assert "ERROR at teardown of test_blocking" in out, out
+    assert "the test's event loop was blocked" in out
+    assert "test_inner.py:6 test_blocking" in out  # the watchdog names the line

@@ -91,7 +91,7 @@ class _Reporter(logging.Filter):
 
 class _Watchdog:
     """Notes which callback the loop thread runs since when; a thread looks every
-    half threshold and logs the loop thread's stack when one overstays."""
+    quarter threshold and logs the loop thread's stack when one overstays."""
 
     #: Innermost frames of the loop thread's stack shown in a report.
     FRAMES = 6
@@ -106,7 +106,7 @@ class _Watchdog:
 
     def _watch(self) -> None:
         while True:
-            time.sleep(self.limit / 2)
+            time.sleep(self.limit / 4)
             running = self.running
             if running is None or running[1] is self.reported:
                 continue

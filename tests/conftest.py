@@ -37,14 +37,11 @@ def _checked_loop() -> asyncio.AbstractEventLoop:
 
 def pytest_configure(config: pytest.Config) -> None:
     """With ``CORRAL_LOOP_CHECK`` set when pytest starts, the tests' own event loops
-    run with the loop check as well (asyncio debug mode, the threshold, the watchdog),
-    and a test whose loop was blocked fails. It is off by default: debug mode costs
-    about a fifth more CPU, and test code that sets up files from a coroutine trips it
-    on a busy machine. (The integration suite's daemons are always checked, see
+    run with the loop check as well, and a test whose loop was blocked fails. It is
+    off by default: test code that sets up files from a coroutine trips it on a busy
+    machine. (The integration suite's daemons are always checked, see
     tests/integration/conftest.py.)"""
     _TEST_LOOPS["limit"] = loopcheck.threshold()
-    if _TEST_LOOPS["limit"] is not None:
-        config.option.asyncio_debug = True  # pytest-asyncio sets its loops' debug flag
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
@@ -69,7 +66,7 @@ class _Reports(logging.Handler):
 def _test_loop_not_blocked() -> Iterator[None]:
     """Fail a test whose own event loop ran a callback past the threshold."""
     reports = _Reports()
-    loggers = [logging.getLogger(name) for name in ("asyncio", "corral.loopcheck")]
+    loggers = [logging.getLogger("corral.loopcheck")]
     for logger in loggers:
         logger.addHandler(reports)
     try:

@@ -7,18 +7,21 @@ To catch one, set ``CORRAL_LOOP_CHECK`` in a daemon's environment:
 * ``CORRAL_LOOP_CHECK=1`` (or ``on``, ``yes``, ``true``): check with the default
   threshold, :data:`DEFAULT_THRESHOLD_MS` milliseconds;
 * ``CORRAL_LOOP_CHECK=250``: a callback that runs longer than 250 ms is reported;
-* unset, empty, ``0`` or ``off``: no check (the default; asyncio's debug mode costs).
+* unset, empty, ``0`` or ``off``: no check (the default).
 
-The daemon then runs its loop in asyncio's debug mode with that slow-callback
-threshold (:func:`run` replaces :func:`asyncio.run`), and each slow callback gives
-one log line in the daemon's log file starting with :data:`MARKER`, naming the
-callback (a task's coroutine and where it was created) and how long it held the
-loop. While a callback holds the loop past the threshold, a watchdog thread also logs
-where the loop thread is at that moment (the innermost frames of its stack), which
-names the blocking call itself rather than the task it happened in. The
-integration tests set the variable for every daemon they start and fail
-a test whose daemons logged such a line (:func:`reports`). Debug mode also
-makes asyncio complain about coroutines never awaited and calls from other threads.
+The daemon's loop (:func:`run` replaces :func:`asyncio.run`) then times every
+callback it runs, as asyncio's debug mode does with its ``slow_callback_duration``,
+and each one over the threshold gives a log line in the daemon's log file with
+:data:`MARKER`, naming the callback (the task it steps: its coroutine) and how long it
+held the loop. While a callback holds the loop past the threshold, a watchdog thread
+also logs where the loop thread is at that moment (the innermost frames of its
+stack): that names the blocking call itself, not just the task it happened in. The
+integration tests set the variable for every daemon they start and fail a test whose
+daemons logged such a line (:func:`reports`).
+
+asyncio's debug mode itself is not used: it records a traceback for every callback
+scheduled, which costs more than the check, and on a busy two-core machine that
+recording (``linecache.checkcache``) was itself what held noded's loop past 100 ms.
 """
 
 from __future__ import annotations
@@ -54,8 +57,6 @@ MARKER = "corral-loop-blocked"
 
 T = TypeVar("T")
 
-#: asyncio's own message for a slow callback (``Executing <handle> took N seconds``).
-_SLOW_CALLBACK = "Executing %s took %.3f seconds"
 
 
 def threshold(environ: dict[str, str] | None = None) -> float | None:
@@ -73,31 +74,17 @@ def threshold(environ: dict[str, str] | None = None) -> float | None:
     return milliseconds / 1000 if milliseconds > 0 else None
 
 
-class _Reporter(logging.Filter):
-    """Turns asyncio's slow-callback warning into the distinctive report line."""
-
-    def __init__(self, limit: float) -> None:
-        super().__init__()
-        self.limit_ms = round(limit * 1000)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg == _SLOW_CALLBACK and isinstance(record.args, tuple):
-            callback, seconds = record.args
-            record.msg = f"{MARKER}: %s held the event loop for %.3f s (threshold %d ms)"
-            record.args = (callback, seconds, self.limit_ms)
-            record.levelno, record.levelname = logging.ERROR, "ERROR"
-        return True
-
-
 class _Watchdog:
-    """Notes which callback the loop thread runs since when; a thread looks every
-    quarter threshold and logs the loop thread's stack when one overstays."""
+    """Times every callback the loop thread runs (see :func:`_timed_run`); a thread
+    looks every quarter threshold and, when a callback overstays, logs the loop
+    thread's stack at that moment."""
 
     #: Innermost frames of the loop thread's stack shown in a report.
     FRAMES = 6
 
-    def __init__(self, thread_id: int, limit: float) -> None:
-        self.thread_id = thread_id
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: float) -> None:
+        self.loop = loop
+        self.thread_id = threading.get_ident()
         self.limit = limit
         self.running: tuple[float, asyncio.Handle] | None = None
         self.reported: asyncio.Handle | None = None
@@ -120,8 +107,14 @@ class _Watchdog:
             self.reported = handle
             stack = _inside_callback(traceback.extract_stack(frame))[-self.FRAMES:]
             where = " <- ".join(f"{f.filename}:{f.lineno} {f.name}" for f in reversed(stack))
-            self.log.error("%s: the event loop is held for over %.3f s by %s; its thread is "
-                           "at %s", MARKER, held, _describe(handle), where)
+            self.log.error("%s: %s has held the event loop for over %.3f s; the loop's "
+                           "thread is at %s", MARKER, _describe(handle), held, where)
+
+    def finished(self, handle: asyncio.Handle, held: float) -> None:
+        """After each callback: report it when it held the loop past the threshold."""
+        if held > self.limit:
+            self.log.error("%s: %s held the event loop for %.3f s (threshold %d ms)", MARKER,
+                           _describe(handle), held, round(self.limit * 1000))
 
 
 def _inside_callback(stack: traceback.StackSummary) -> list[traceback.FrameSummary]:
@@ -134,8 +127,12 @@ def _inside_callback(stack: traceback.StackSummary) -> list[traceback.FrameSumma
 
 
 def _describe(handle: asyncio.Handle) -> str:
+    """The task a callback steps or wakes (its coroutine and where it waits), else the
+    callback itself."""
+    callback = getattr(handle, "_callback", None)
+    owner = getattr(callback, "__self__", None)
     try:
-        return repr(handle)
+        return repr(owner if isinstance(owner, asyncio.Task) else handle)
     except Exception:  # the loop thread is changing it right now
         return type(handle).__name__
 
@@ -145,28 +142,26 @@ _handle_run: Callable[[asyncio.Handle], None] = asyncio.Handle._run
 
 
 def _timed_run(handle: asyncio.Handle) -> None:
+    """``Handle._run`` with the loop check's timing, on the watched loop's thread."""
     watchdog = _watchdog
     if watchdog is None or threading.get_ident() != watchdog.thread_id:
         _handle_run(handle)
         return
-    watchdog.running = (time.monotonic(), handle)
+    started = time.monotonic()
+    watchdog.running = (started, handle)
     try:
         _handle_run(handle)
     finally:
         watchdog.running = None
+        watchdog.finished(handle, time.monotonic() - started)
 
 
 def enable(loop: asyncio.AbstractEventLoop, limit: float) -> None:
-    """Put ``loop`` (run by this thread) in debug mode with a slow-callback threshold of
-    ``limit`` seconds, make its reports carry :data:`MARKER` and watch it."""
+    """Report every callback that holds ``loop`` (run by this thread) longer than
+    ``limit`` seconds; only the first loop a process enables it for is watched."""
     global _watchdog
-    loop.set_debug(True)
-    loop.slow_callback_duration = limit
-    logger = logging.getLogger("asyncio")
-    if not any(isinstance(f, _Reporter) for f in logger.filters):
-        logger.addFilter(_Reporter(limit))
     if _watchdog is None:
-        _watchdog = _Watchdog(threading.get_ident(), limit)
+        _watchdog = _Watchdog(loop, limit)
         setattr(asyncio.Handle, "_run", _timed_run)  # noqa: B010
 
 
@@ -176,7 +171,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     limit = threshold()
     if limit is None:
         return asyncio.run(main)
-    with asyncio.Runner(debug=True) as runner:
+    with asyncio.Runner() as runner:
         enable(runner.get_loop(), limit)
         return runner.run(main)
 

@@ -28,13 +28,13 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corral.errors import ConfigStoreError
 from corral.jobs.model import Job, decode_job, encode_job
+from corral.utils.groupcommit import GroupWriter
 
 __all__ = [
     "JobCommitListener",
@@ -65,7 +65,6 @@ class StoredQueue:
 
 @dataclass(slots=True)
 class _Batch:
-    future: asyncio.Future[None]
     jobs: dict[int, Job] = field(default_factory=dict)
     archive: dict[int, Job] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
@@ -140,10 +139,11 @@ class JobStore:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
-        self._pending: _Batch | None = None
-        self._inflight: _Batch | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._writer: GroupWriter[_Batch, JobRows] = GroupWriter(
+            "jobstore", new_payload=_Batch, prepare=lambda batch: self._rows(batch),
+            write=lambda rows: self._commit(rows), durable=self._durable, failed=self._failed,
+        )
+        self._thread = self._writer.executor
         self._last_id = 0
         self._stored_last_id = 0
         self._closed = False
@@ -222,14 +222,10 @@ class JobStore:
         return self._last_id
 
     # -- write requests (group commit) ---------------------------------------
-    def _batch(self) -> _Batch:
+    def _batch(self) -> tuple[_Batch, asyncio.Future[None]]:
         if self._closed:
             raise ConfigStoreError(f"job queue {self.path}: the store is closed")
-        if self._pending is None:
-            self._pending = _Batch(asyncio.get_running_loop().create_future())
-            if self._flusher is None:
-                self._flusher = asyncio.get_running_loop().create_task(self._flush())
-        return self._pending
+        return self._writer.request()
 
     def save(self, job: Job) -> asyncio.Future[None]:
         """Request that ``job`` be written; the future resolves once it is durable.
@@ -237,56 +233,35 @@ class JobStore:
         The job is encoded when the batch is flushed, so the stored state is the
         newest one at that moment (it includes every change requested before).
         """
-        batch = self._batch()
+        batch, future = self._batch()
         batch.jobs[job.id] = job
-        return batch.future
+        return future
 
     def set_drained(self, flag: bool) -> asyncio.Future[None]:
         """Request that the drain flag be stored."""
-        batch = self._batch()
+        batch, future = self._batch()
         batch.meta["drained"] = int(flag)
-        return batch.future
+        return future
 
     def archive(self, jobs: Iterable[Job]) -> asyncio.Future[None]:
         """Request that ``jobs`` move from the live table to the archive."""
-        batch = self._batch()
+        batch, future = self._batch()
         for job in jobs:
             batch.jobs.pop(job.id, None)
             batch.archive[job.id] = job
-        return batch.future
+        return future
 
     def barrier(self) -> asyncio.Future[None]:
         """A future resolving once every write requested so far is durable."""
-        batch = self._pending or self._inflight
-        if batch is None:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        return batch.future
+        return self._writer.barrier()
 
-    async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._pending is not None:
-                batch = self._inflight = self._pending
-                self._pending = None
-                rows = self._rows(batch)
-                try:
-                    await loop.run_in_executor(self._thread, self._commit, rows)
-                except asyncio.CancelledError:
-                    batch.future.cancel()
-                    raise
-                except Exception as err:  # the writer's error goes to every requester
-                    self._serial -= 1
-                    batch.future.set_exception(err)
-                else:
-                    batch.future.set_result(None)
-                    for listener in self._listeners:
-                        listener(self._serial, rows)
-                finally:
-                    self._inflight = None
-        finally:
-            self._flusher = None
+    def _durable(self, _batch: _Batch, rows: JobRows) -> None:
+        for listener in self._listeners:
+            listener(self._serial, rows)
+
+    def _failed(self, _batch: _Batch, err: BaseException) -> BaseException:
+        self._serial -= 1
+        return err
 
     def _rows(self, batch: _Batch) -> JobRows:
         self._serial += 1
@@ -344,17 +319,16 @@ class JobStore:
     # -- closing -------------------------------------------------------------
     async def close(self) -> None:
         """Wait for outstanding writes, then close the database."""
-        while self._flusher is not None:
-            await asyncio.wait({self._flusher})
+        await self._writer.drain()
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
-        self._thread.shutdown(wait=True)
+        await self._writer.run(self._conn.close)
+        self._writer.shutdown()
 
     def close_sync(self) -> None:
         """Close without an event loop (nothing may be pending)."""
         self._closed = True
         self._conn.close()
-        self._thread.shutdown(wait=True)
+        self._writer.shutdown()
 
 
 class JobReplica:

@@ -174,3 +174,19 @@ async def test_a_failed_update_restores_the_object_it_replaced(
         node.name = "renamed"
         txn.update(node)
     assert store.get("node", "renamed").serial_no == 2
+
+
+async def test_a_cancelled_committer_does_not_cancel_the_others_of_its_group(
+        store: ConfigStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    _Disk(monkeypatch)
+    nodes = [_node(store, index) for index in (2, 3, 4)]
+    tasks = [asyncio.create_task(_add(store, node)) for node in nodes]
+    await asyncio.sleep(SLOW / 3)  # all three are in the group being written
+    tasks[0].cancel()
+    done = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(done[0], asyncio.CancelledError)
+    assert done[1:] == [4, 4]
+    await store.drain()
+    assert store.serial == 4  # the cancelled caller's commit was written all the same
+    with ConfigStore.open(store.path) as reopened:
+        assert snapshot(reopened) == snapshot(store)

@@ -13,6 +13,7 @@ Only the objects a transaction touches are copied, encoded and checked.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -270,7 +271,8 @@ class Transaction:
 
         The changes are checked and installed in the model at once. If the write
         fails, they are taken out of the model again, the transaction is discarded
-        and :class:`ConfigStoreError` says so.
+        and :class:`ConfigStoreError` says so. A caller cancelled while it waits
+        leaves the write to finish (or fail and be undone) on its own.
         """
         prepared = self._prepare()
         if prepared is None:
@@ -279,7 +281,7 @@ class Transaction:
         serial, durable = self._store._stage(changes, rows)
         self._state = "committed"
         try:
-            await durable
+            await asyncio.shield(durable)  # shared with the other commits of its group
         except BaseException:
             self._state = "discarded"
             raise

@@ -7,7 +7,9 @@ of a batch starts a flush task, which runs on a later turn of the event loop, so
 every request made meanwhile joins the same batch; while one batch is being written
 on the writer thread, new requests form the next one. Many changes thus share one
 transaction and one fsync, batches are written one after the other in request
-order, and a batch's future resolves only once its write has returned.
+order, and a batch's future resolves only once its write has returned. The future
+is shared by the batch's requesters: await it through :func:`asyncio.shield`, or a
+requester that is cancelled cancels it for all of them.
 
 A write that fails fails the future of its batch, so every waiter sees the error
 (nobody hangs). A store whose batches build on each other (each change was checked
@@ -130,7 +132,8 @@ class GroupWriter(Generic[P, W]):
                             self._durable(batch.payload, work)
                     except Exception:  # the write is durable: its waiters must hear so
                         log.exception("announcing a durable write failed")
-                    batch.future.set_result(None)
+                    if not batch.future.done():  # a waiter may have cancelled it
+                        batch.future.set_result(None)
                 finally:
                     self._inflight = None
         finally:
@@ -143,4 +146,5 @@ class GroupWriter(Generic[P, W]):
                 error = self._failed(batch.payload, err)
         except Exception:  # the waiters still get the write's own error
             log.exception("undoing a failed write failed")
-        batch.future.set_exception(error)
+        if not batch.future.done():  # a waiter may have cancelled it
+            batch.future.set_exception(error)

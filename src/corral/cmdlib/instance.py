@@ -282,7 +282,8 @@ class LUInstanceReinstall(InstanceLU[Any]):
         spec.osparams = filled
         self.feedback(f"Reinstalling OS {os_name} on {node.name}")
         await self.call_one(node, "instance_os_add",
-                    {"instance": wire(spec), "reinstall": True, "debug": op.debug_level},
+                    {"instance": wire(spec), "reinstall": True, "debug": op.debug_level,
+                     "force_variant": op.force_variant},
                     f"reinstalling OS {os_name} for instance {inst.name}", rpc_timeout=RPC_INSTALL)
         await self.set_state(os=os_name)
         return None

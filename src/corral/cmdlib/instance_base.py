@@ -254,7 +254,8 @@ async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,
     if filled or known:
         # An OS without parameters has nothing to verify: spare the script run.
         await call_node(lu.master, node, "os_validate",
-                        {"name": os_name, "osparams": filled, "search_path": search_path},
+                        {"name": os_name, "osparams": filled, "search_path": search_path,
+                         "force_variant": force_variant},
                         f"validating the parameters of OS {os_name}")
     return filled
 

@@ -430,7 +430,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,
-                             "debug": op.debug_level},
+                             "debug": op.debug_level, "force_variant": op.force_variant},
                             f"installing OS {op.os_type} for instance {name}",
                             timeout=RPC_INSTALL)
             async with self.master.store.transaction() as txn:

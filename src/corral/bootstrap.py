@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corral import x509
+from corral import serializer, x509
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
 from corral.errors import (
@@ -32,7 +31,7 @@ from corral.rapi.users import generate_rapi_users_file
 
 __all__ = [
     "DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster",
-    "membership_json",
+    "membership_json", "rapi_certificate",
 ]
 
 #: Name of the node group every cluster starts with (Ganeti's name).
@@ -40,7 +39,7 @@ DEFAULT_GROUP = "default"
 #: The RAPI user with write access that ``init_cluster`` creates.
 RAPI_ADMIN = "admin"
 #: Validity of the cluster CA and node certificates (Ganeti uses five years too).
-CERT_DAYS = 5 * 365
+CERT_DAYS = x509.CERT_DAYS
 
 _HOSTNAME_RE = re.compile(
     r"^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$",
@@ -107,13 +106,22 @@ def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGrou
     return cluster, group, node
 
 
+def rapi_certificate(cluster_name: str, node: Node) -> tuple[bytes, bytes]:
+    """A self-signed certificate and key for corral-rapi on ``node`` (the master):
+    it names the cluster and the node with its addresses. The cluster CA does not
+    sign it, so no node daemon accepts it (design 2.2, privilege separation)."""
+    return x509.create_self_signed(
+        cluster_name, [cluster_name, node.name],
+        [ip for ip in (node.primary_ip, node.secondary_ip) if ip], CERT_DAYS)
+
+
 def membership_json(cluster: Cluster, node: Node, master: Node) -> str:
     """What a node keeps about the cluster it belongs to (``Paths.node_membership``)."""
-    return json.dumps({
+    return serializer.dumps_pretty({
         "cluster_name": cluster.name, "node_name": node.name, "node_uuid": node.uuid,
         "master_name": master.name, "master_ip": master.primary_ip,
         "noded_port": cluster.noded_port,
-    }, indent=2, sort_keys=True) + "\n"
+    }) + "\n"
 
 
 def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
@@ -136,12 +144,18 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             ca_cert, ca_key, node.name,
             [ip for ip in (node.primary_ip, node.secondary_ip) if ip], CERT_DAYS,
         )
+        master_cert, master_key = x509.sign_master_client_cert(
+            ca_cert, ca_key, cluster.name, CERT_DAYS)
+        rapi_cert, rapi_key = rapi_certificate(cluster.name, node)
         password = x509.random_password()
         files: list[tuple[Path, bytes | str, bool]] = [
             (paths.ca_key, ca_key, True),
             (paths.ca_cert, ca_cert, False),
             (paths.node_key, node_key, True),
             (paths.node_cert, node_cert, False),
+            (paths.master_client_cert, master_key + master_cert, True),
+            (paths.rapi_key, rapi_key, True),
+            (paths.rapi_cert, rapi_cert, False),
             (paths.confd_hmac_key, x509.generate_hmac_key(), True),
             (paths.rapi_users, generate_rapi_users_file(RAPI_ADMIN, password), True),
             (paths.rapi_admin_password, password + "\n", True),
@@ -194,7 +208,8 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
     db = paths.config_db
     for path in (
         db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
-        paths.node_cert, paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
+        paths.node_cert, paths.master_client_cert, paths.rapi_cert, paths.rapi_key,
+        paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
         paths.node_membership,
     ):
         try:

@@ -34,6 +34,7 @@ is only what its daemons exit with).
     │   ├── OsNotFoundError          "os-not-found"            exit 1   HTTP 404
     │   └── OsScriptError            "os-script-failed"        exit 1   HTTP 500
     ├── JoinError                    "join-error"              exit 1   HTTP 403
+    ├── AccessDeniedError            "access-denied"           exit 1   HTTP 403
     └── InternalError                "internal-error"          exit 1   HTTP 500
 
 Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
@@ -58,6 +59,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 __all__ = [
+    "AccessDeniedError",
     "AlreadyExistsError",
     "BlockDeviceError",
     "ClusterExistsError",
@@ -325,6 +327,14 @@ class JoinError(CorralError):
     """A node could not join the cluster (wrong token, already joined, bad bundle)."""
 
     code = "join-error"
+    http_status = 403
+
+
+class AccessDeniedError(CorralError):
+    """The caller's identity may not do this (a node daemon procedure that changes the
+    node, called without the master's client certificate)."""
+
+    code = "access-denied"
     http_status = 403
 
 

@@ -25,17 +25,19 @@ node's certificate):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral import serializer
 from corral.config import ConfigStore
 from corral.errors import OpPrereqError, ParameterError
 from corral.noded.master_role import DEFAULT_HANDOVER_WAIT
 from corral.objects import Node
 from corral.paths import Paths
+from corral.rpc.chunks import call_in_parts
 from corral.rpc.client import RpcClient, Target
+from corral.rpc.protocol import RpcResult
 
 __all__ = ["DEFAULT_HANDOVER_WAIT", "FailoverResult", "master_failover"]
 
@@ -59,7 +61,7 @@ class FailoverResult:
 
 def _my_name(paths: Paths) -> str:
     try:
-        return str(json.loads(paths.node_membership.read_text())["node_name"])
+        return str(serializer.loads(paths.node_membership.read_bytes())["node_name"])
     except (OSError, ValueError, KeyError) as err:
         raise OpPrereqError(f"this node belongs to no cluster ({paths.node_membership}: "
                             f"{err})") from None
@@ -124,6 +126,12 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
     if me not in by_name or not by_name[me].master_candidate:
         raise OpPrereqError(f"node {me} is not a master candidate; promote it first "
                             "(gnt-node modify -C yes) while the master runs")
+    if not paths.master_client_cert.exists():
+        raise OpPrereqError(
+            f"node {me} lacks the master's client certificate ({paths.master_client_cert}): "
+            "node daemons take changes only from it, so this node could not act as the "
+            "master. While the master runs, 'gnt-cluster redistribute-conf' gives it to "
+            "every master candidate")
     candidates = [n for n in nodes if n.master_candidate and not n.offline]
     if by_name.get(old_master) and by_name[old_master] not in candidates:
         candidates.append(by_name[old_master])
@@ -171,8 +179,10 @@ async def master_failover(paths: Paths, *, no_voting: bool = False,
                     )[newest].get(f"reading the replicas of {newest}")
             for procedure, payload in (("config_replicate", dump["config"]),
                                        ("jobs_replicate", dump["jobs"])):
-                (await client.call([targets[me]], procedure, payload, timeout=120)
-                 )[me].get("storing the newest state here")
+                async def call(args: dict[str, Any], procedure: str = procedure) -> RpcResult:
+                    return (await client.call([targets[me]], procedure, args, timeout=120)
+                            )[me]
+                (await call_in_parts(call, payload)).get("storing the newest state here")
             result.copied_from = newest
         feedback(f"Starting the master daemon on {me}")
         (await client.call([targets[me]], "master_takeover", {}, timeout=120)

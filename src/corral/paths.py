@@ -90,13 +90,32 @@ class Paths:
 
     @property
     def node_cert(self) -> Path:
-        """This node's certificate signed by the cluster CA (PEM)."""
+        """This node's certificate signed by the cluster CA (PEM): noded's server
+        certificate and the client certificate of calls to other nodes."""
         return self.data_dir / "server.pem"
 
     @property
     def node_key(self) -> Path:
         """This node's private key (PEM, mode 0400)."""
         return self.data_dir / "server-key.pem"
+
+    @property
+    def master_client_cert(self) -> Path:
+        """The master's client certificate and its key in one PEM file (mode 0400), on
+        the master and the master candidates: node daemons run a procedure that
+        changes the node only for a caller presenting it."""
+        return self.data_dir / "master-client.pem"
+
+    @property
+    def rapi_cert(self) -> Path:
+        """corral-rapi's self-signed certificate (PEM); RAPI clients that verify the
+        server trust it. The cluster CA did not sign it, so no node daemon accepts it."""
+        return self.data_dir / "rapi.pem"
+
+    @property
+    def rapi_key(self) -> Path:
+        """The key of :attr:`rapi_cert` (PEM, mode 0400)."""
+        return self.data_dir / "rapi-key.pem"
 
     @property
     def config_replica(self) -> Path:
@@ -123,8 +142,16 @@ class Paths:
     @property
     def user_file_list(self) -> Path:
         """Files the administrator wants on every node: one absolute path per line
-        (``#`` starts a comment); ``gnt-cluster redistribute-conf`` copies them."""
+        (``#`` starts a comment); ``gnt-cluster redistribute-conf`` copies them from the
+        master, and a node writes only the ones its own copy of this list names."""
         return self.data_dir / "user-files"
+
+    @property
+    def file_storage_paths(self) -> Path:
+        """The directories this node lets file disks live in: one cluster-wide absolute
+        path per line (``#`` starts a comment). A node-side list that no RPC writes;
+        without the file, the default file and shared-file storage directories."""
+        return self.data_dir / "file-storage-paths"
 
     @property
     def master_socket(self) -> Path:

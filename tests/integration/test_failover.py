@@ -13,6 +13,7 @@ from pathlib import Path
 from corral import daemons
 from corral.paths import Paths
 from corral.utils.process import running_pid
+from corral.x509 import load_cert_info
 from tests.conftest import TestbedHandle, run_testbed, run_tool
 
 
@@ -87,8 +88,18 @@ def test_failover_needs_a_majority_or_no_voting(testbed: TestbedHandle) -> None:
     refused = run_tool(["gnt-cluster", "master-failover"], new, check=False)
     assert refused.returncode == 1 and "majority" in refused.stderr
     assert not _paths(testbed, 2).config_db.exists()
+    # Without the master's client certificate no node would take changes from it.
+    certificate = _paths(testbed, 2).master_client_cert
+    certificate.rename(certificate.with_suffix(".away"))
+    lacking = run_tool(["gnt-cluster", "master-failover", "--no-voting", "--yes-do-it"], new,
+                       check=False)
+    assert lacking.returncode == 1 and "lacks the master's client certificate" in lacking.stderr
+    certificate.with_suffix(".away").rename(certificate)
     forced = run_tool(["gnt-cluster", "master-failover", "--no-voting", "--yes-do-it"], new)
     assert "node2.testbed is the master now" in forced.stdout
+    # RAPI starts there with a certificate that names its new node.
+    rapi = load_cert_info(_paths(testbed, 2).rapi_cert.read_bytes())
+    assert "node2.testbed" in rapi.dns_names and "127.0.1.2" in rapi.ip_addresses
     assert run_tool(["gnt-cluster", "master-ping"], new, check=False).returncode == 0
     # A node that is no candidate, or the master itself, is told why it cannot.
     again = run_tool(["gnt-cluster", "master-failover"], new, check=False)

@@ -56,7 +56,7 @@ def test_readme_demo_lines_run_as_written(testbed: TestbedHandle, tmp_path: Path
     assert "node1.testbed\n" in proc.stdout  # getmaster on node2
     info = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert info["name"] == "cluster.testbed"
-    assert testbed.state["rapi"]["ca"].endswith("node1/var/lib/corral/ca.pem")
+    assert testbed.state["rapi"]["ca"].endswith("node1/var/lib/corral/rapi.pem")
 
 
 def test_readme_has_no_links_outside_the_tree() -> None:

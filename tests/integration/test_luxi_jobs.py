@@ -111,3 +111,41 @@ def test_reject_filter_and_max_running_jobs_from_the_cluster(testbed: TestbedHan
         assert statuses.count("running") == 1 and statuses.count("queued") == 2, statuses
         for job_id in ids:
             assert _wait(client, job_id)[0] == "success"
+
+
+@pytest.mark.parametrize(("method", "args", "message"), [
+    ("QueryJobs", [["seven"], ["id"]],
+     "QueryJobs: argument 'job_ids'[0]: invalid job id 'seven': expected a non-negative "
+     "integer"),
+    ("QueryJobs", [None, ["id", 3]],
+     "QueryJobs: argument 'fields'[1]: expected a string, got 3 (int)"),
+    ("WaitForJobChange", [1, ["status"], "x", None, 1],
+     "WaitForJobChange: argument 'prev_job_info': expected a list or null, got 'x' (str)"),
+    ("CancelJob", [1, "yes"],
+     "CancelJob: argument 'kill': expected true or false, got 'yes' (str)"),
+    ("CancelJob", [1, False, 3], "CancelJob takes (job_id[, kill]), got 3 argument(s)"),
+    ("SubmitManyJobs", [["not a job"]],
+     "SubmitManyJobs: argument 'jobs'[0]: expected a list, got 'not a job' (str)"),
+    ("SubmitJob", [[]],
+     "SubmitJob: argument 'ops': invalid job []: expected a non-empty list of opcodes"),
+    ("QueryTags", [3, "node1.testbed"],
+     "QueryTags: argument 'kind': expected a string, got 3 (int)"),
+    ("QueryConfigValues", [[3]],
+     "QueryConfigValues: argument 'fields'[0]: expected a string, got 3 (int)"),
+    ("ReplaceFilter", [None, True, [], "ACCEPT", []],
+     "ReplaceFilter: argument 'priority': invalid filter priority True: expected a "
+     "non-negative integer"),
+    ("DeleteFilter", [5], "DeleteFilter: argument 'uuid': expected a string, got 5 (int)"),
+    ("ChangeJobPriority", [1, 40],
+     "ChangeJobPriority: argument 'priority': invalid priority 40: expected an integer from "
+     "-20 (highest) to 19 (lowest)"),
+])
+def test_malformed_arguments_are_refused_naming_the_method_and_argument(
+        testbed: TestbedHandle, method: str, args: list[Any], message: str) -> None:
+    with Client(testbed.paths.master_socket) as client:
+        before = client.call("QueryJobs", None, ["id"])
+        with pytest.raises(ParameterError) as caught:
+            client.call(method, *args)
+        assert type(caught.value) is ParameterError
+        assert caught.value.message == message
+        assert client.call("QueryJobs", None, ["id"]) == before

@@ -278,7 +278,7 @@ def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None
               "c.test", "--no-start"], env)
     data = tmp_path / "var/lib/corral"
     password = (data / "rapi/admin-password").read_text().strip()
-    assert (data / "server-key.pem").stat().st_mode & 0o077 == 0
+    assert (data / "rapi-key.pem").stat().st_mode & 0o077 == 0
     pid_file = tmp_path / "run/corral/rapi.pid"
     port = free_port("127.0.9.1")
     try:
@@ -291,12 +291,12 @@ def test_daemon_drops_privileges_after_reading_its_files(tmp_path: Path) -> None
         gids = next(line for line in status.splitlines() if line.startswith("Gid:")).split()[1:]
         assert set(uids) == {"65534"} and set(gids) == {"65534"}, status
         # The key (root's, mode 0400) and the users file were read before the switch.
-        api = Rapi(f"https://127.0.9.1:{port}", str(data / "ca.pem"), "admin", password)
+        api = Rapi(f"https://127.0.9.1:{port}", str(data / "rapi.pem"), "admin", password)
         assert "instance-create-reqv1" in api.ok("GET", "/2/features")
         assert api.request("PUT", "/2/tags?tag=x", headers={})[0] == 502
         status_code, body, _ = api.request("GET", "/2/info")
         assert status_code == 502 and "cannot reach the master daemon" in body["message"]
-        anonymous = Rapi(f"https://127.0.9.1:{port}", str(data / "ca.pem"))
+        anonymous = Rapi(f"https://127.0.9.1:{port}", str(data / "rapi.pem"))
         assert anonymous.request("PUT", "/2/tags?tag=x")[0] == 401
     finally:
         stop_daemon(pid_file)

@@ -76,7 +76,7 @@ def rapi_of(testbed: TestbedHandle) -> Rapi:
     conf = testbed.state.get("rapi") or {}
     assert conf.get("url"), f"testbed.json records no RAPI URL: {conf!r}"
     return Rapi(url=str(conf["url"]).rstrip("/"), user=str(conf["user"]),
-                password=str(conf["password"]), cafile=testbed.paths.ca_cert)
+                password=str(conf["password"]), cafile=testbed.paths.rapi_cert)
 
 
 def error_shape_problem(response: requests.Response) -> str | None:

@@ -105,10 +105,18 @@ def test_redistribute_conf_pushes_the_ancillary_files(testbed: TestbedHandle) ->
     extra.parent.mkdir(parents=True)
     extra.write_text("sshd: 192.0.2.0/24\n")
     extra.chmod(0o640)
-    master.user_file_list.write_text(
-        "# synced by redistribute-conf\n/etc/corral-demo/hosts.allow\n")
+    listing = "# synced by redistribute-conf\n/etc/corral-demo/hosts.allow\n"
+    master.user_file_list.write_text(listing)
+    # A node receives a file of the list only when its own list names it.
+    _node_paths(testbed, 2).user_file_list.write_text(listing)
     users = master.rapi_users.read_text() + "ops {cleartext}s3cret read\n"
     master.rapi_users.write_text(users)
+    refused = testbed.run("gnt-cluster", "redistribute-conf", check=False)
+    assert refused.returncode == 1 and "distributed to 1 node(s)" in refused.stdout
+    assert ("node node3.testbed: procedure upload_files: this node does not accept the file "
+            "'/etc/corral-demo/hosts.allow'") in refused.stdout
+    assert not _node_paths(testbed, 3).node_path("/etc/corral-demo/hosts.allow").exists()
+    _node_paths(testbed, 3).user_file_list.write_text(listing)
     out = testbed.run("gnt-cluster", "redistribute-conf").stdout
     assert "distributed to 2 node(s)" in out
     for index in (2, 3):

@@ -1,17 +1,20 @@
 """Instance life cycle logical units and the instance query resource, against a real
-configuration store and lock manager and a scripted node RPC."""
+configuration store and lock manager and node daemons in this process (the real noded
+procedures over the fake hypervisor, file storage and the dumpenv test OS)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import msgspec
 import pytest
 
 from corral.cmdlib import Processor
 from corral.cmdlib.base import MasterContext, RpcArgs
+from corral.cmdlib.common import instance_spec
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -26,76 +29,66 @@ from corral.errors import (
     ParameterError,
 )
 from corral.locking import LockLevel
+from corral.noded import procedures
 from corral.objects import Node
 from corral.opcodes import op_from_dict
 from corral.rpc.protocol import RpcResult
 from tests.unit.config_helpers import check_invariants, new_store, snapshot
-from tests.unit.lu_helpers import FakeRpc, JobCtx, make_processor, run_op
+from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor, run_op
 
-OS_INFO = {
-    "name": "corral-ext4", "path": "/os/corral-ext4", "valid": True, "message": "",
-    "api_versions": [20], "variants": ["default", "minimal"],
-    "parameters": [["filesystem", "file system type"], ["fail", "fail on purpose"]],
-    "os_version": "1", "trusted": True,
-}
-OS_PLAIN = {**OS_INFO, "name": "plainos", "variants": [], "parameters": []}
 REASON = [["gnt:client:gnt-instance", "add", 1], ["user", "testing", 2]]
+OS_SEARCH = "/srv/ganeti/os"
 
 
 class Nodes:
-    """What the fake nodes know: which instances run where."""
+    """What the in-process nodes run, read (and changed behind the master's back)
+    through the real procedures without being recorded as the master's calls."""
 
-    def __init__(self) -> None:
-        self.running: dict[str, dict[str, dict[str, Any]]] = {}
-        #: Free MiB each node reports for its storage directories (default 1 TiB).
-        self.storage_free: dict[str, int] = {}
+    def __init__(self, rpc: LocalRpc) -> None:
+        self.rpc = rpc
 
-    def handlers(self) -> dict[str, Any]:
-        def os_get(node: Node, args: Mapping[str, Any]) -> Any:
-            base = args["name"].partition("+")[0]
-            if base == "corral-ext4":
-                return OS_INFO
-            if base == "plainos":
-                return OS_PLAIN
-            raise OsError(f"no OS {args['name']!r}; available: corral-ext4, plainos")
+    def _run(self, node: str, procedure: str, args: Mapping[str, Any]) -> Any:
+        return asyncio.run(procedures.dispatch(self.rpc.nodes.paths(node), procedure, args))
 
-        def start(node: Node, args: Mapping[str, Any]) -> None:
-            spec = args["instance"]
-            here = self.running.setdefault(node.name, {})
-            if spec["name"] in here:
-                raise HypervisorError(f"instance {spec['name']} is already running")
-            here[spec["name"]] = {"name": spec["name"], "state": "running",
-                                  "memory": spec["beparams"]["maxmem"],
-                                  "vcpus": spec["beparams"]["vcpus"], "time": 1}
+    @property
+    def running(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per node, the info of every instance its fake hypervisor runs."""
+        return {node.name: self._run(node.name, "all_instances_info", {})
+                for node in self.rpc.store.all("node")}
 
-        def stop(node: Node, args: Mapping[str, Any]) -> None:
-            self.running.get(node.name, {}).pop(args["instance"]["name"], None)
+    def _spec(self, name: str, **beparams: Any) -> dict[str, Any]:
+        store = self.rpc.store
+        spec = msgspec.to_builtins(instance_spec(store, store.get("instance", name)))
+        spec["beparams"].update(beparams)
+        return cast(dict[str, Any], spec)
 
-        def info(node: Node, args: Mapping[str, Any]) -> Any:
-            return self.running.get(node.name, {}).get(args["instance"])
+    def stop(self, node: str, name: str) -> None:
+        """The instance stops on its own."""
+        self._run(node, "instance_shutdown", {"instance": self._spec(name)})
 
-        def all_info(node: Node, args: Mapping[str, Any]) -> Any:
-            return dict(self.running.get(node.name, {}))
+    def start(self, node: str, name: str, **beparams: Any) -> None:
+        """The instance is started on ``node`` by someone else than the master."""
+        self._run(node, "instance_start", {"instance": self._spec(name, **beparams)})
 
-        def node_info(node: Node, args: Mapping[str, Any]) -> Any:
-            free = self.storage_free.get(node.name, 1 << 20)
-            return {"memory_total": 4096, "memory_free": 2048,
-                    "storage": {d: {"size": 1 << 21, "free": free}
-                                for d in args["storage_dirs"]}}
+    def limit_storage(self, node: str, free: int) -> None:
+        """``node`` reports only ``free`` MiB free in its storage directories.
 
-        return {
-            "os_get": os_get,
-            "node_info": node_info,
-            "blockdev_create": lambda node, args: {"path": "/x" + args["disk"]["logical_id"][1]},
-            "instance_start": start,
-            "instance_shutdown": stop,
-            "instance_info": info,
-            "all_instances_info": all_info,
-        }
+        Scripted: the real free space is the test file system's, far more than a test
+        can fill."""
+        paths = self.rpc.nodes.paths
+
+        async def node_info(name: str, args: Mapping[str, Any]) -> Any:
+            info = await procedures.dispatch(paths(name), "node_info", args)
+            if name == node:
+                for space in info["storage"].values():
+                    space["free"] = free
+            return info
+
+        self.rpc.nodes.overrides["node_info"] = node_info
 
 
 class Cluster:
-    """A store with nodes node1..node4, a scripted RPC and a processor."""
+    """A store with nodes node1..node4, in-process node daemons and a processor."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.store: ConfigStore = new_store(tmp_path / "config.db")
@@ -107,10 +100,15 @@ class Cluster:
             cluster = txn.cluster()
             cluster.file_storage_dir = "/srv/corral/file-storage"
             cluster.shared_file_storage_dir = "/srv/corral/shared"
-            cluster.os_search_path = ["/srv/ganeti/os"]
+            cluster.os_search_path = [OS_SEARCH]
             txn.update(cluster)
-        self.nodes = Nodes()
-        self.rpc = FakeRpc(handlers=self.nodes.handlers())
+        self.rpc = LocalRpc(self.store, tmp_path / "cluster")
+        self.rpc.allow_storage("/srv/corral/file-storage", "/srv/corral/shared")
+        self.rpc.install_os(OS_SEARCH, "corral-ext4", variants=["default", "minimal"],
+                            parameters=["filesystem file system type",
+                                        "fail fail on purpose"])
+        self.rpc.install_os(OS_SEARCH, "plainos")
+        self.nodes = Nodes(self.rpc)
         self.processor, self.ctx = make_processor(self.store, self.rpc)
 
     def run(self, op_id: str, job: JobCtx | None = None, **params: Any) -> Any:
@@ -218,12 +216,12 @@ def test_dry_run_checks_but_changes_nothing(cl: Cluster) -> None:
     assert snapshot(cl.store) == before
     assert cl.rpc.procedures() == ["node_info", "os_get", "os_validate"]
     assert "web1" not in cl.instance_locks()
-    with pytest.raises(OsError, match="available: corral-ext4"):
+    with pytest.raises(OsError, match="available OSes: corral-ext4"):
         cl.create(dry_run=True, os_type="nope")
 
 
 def test_file_disks_larger_than_the_free_storage_are_refused(cl: Cluster) -> None:
-    cl.nodes.storage_free["node1"] = 1000
+    cl.nodes.limit_storage("node1", 1000)
     before = snapshot(cl.store)
     with pytest.raises(OpPrereqError) as err:
         cl.create(disks=[{"size": 600}, {"size": 600}], dry_run=True)
@@ -251,7 +249,7 @@ def test_file_disks_larger_than_the_free_storage_are_refused(cl: Cluster) -> Non
 
 
 def test_ignore_ipolicy_creates_file_disks_larger_than_the_free_storage(cl: Cluster) -> None:
-    cl.nodes.storage_free["node1"] = 1000
+    cl.nodes.limit_storage("node1", 1000)
     job = JobCtx()
     cl.create(disks=[{"size": 2000}], ignore_ipolicy=True, job=job)
     assert cl.store.get("disk", cl.store.get("instance", "web1").disks[0]).size == 2000
@@ -261,6 +259,7 @@ def test_ignore_ipolicy_creates_file_disks_larger_than_the_free_storage(cl: Clus
 
 
 def test_free_storage_unknown_is_reported_and_accepted(cl: Cluster) -> None:
+    # Scripted: a node that does not report its storage (the real procedure always does).
     cl.rpc.handlers["node_info"] = lambda node, args: {"memory_total": 4096}
     job = JobCtx()
     cl.create(disks=[{"size": 2000}], job=job)
@@ -269,11 +268,11 @@ def test_free_storage_unknown_is_reported_and_accepted(cl: Cluster) -> None:
 
 
 def test_failed_install_removes_disks_and_leaves_config(cl: Cluster) -> None:
-    cl.rpc.handlers["instance_os_add"] = fail(
-        "create script failed: last lines: mkfs: no space", OsScriptError)
     before = snapshot(cl.store)
-    with pytest.raises(OsScriptError, match="failed on node node1: create script failed"):
-        cl.create(disks=[{"size": 10}, {"size": 20}])
+    # The dumpenv OS's create script fails on request.
+    with pytest.raises(OsScriptError, match="installing OS .* failed on node node1: .*create"
+                                            r"(.|\n)*dumpenv: failure line 15"):
+        cl.create(disks=[{"size": 10}, {"size": 20}], osparams={"fail": "create"})
     assert snapshot(cl.store) == before
     assert cl.rpc.procedures() == ["node_info", "os_get", "os_validate", "blockdev_create",
                                    "blockdev_create", "instance_os_add", "blockdev_remove",
@@ -290,7 +289,7 @@ def test_failed_disk_creation_removes_earlier_disks(cl: Cluster) -> None:
         created.append(args["disk"]["index"])
         return {"path": "/p"}
 
-    cl.rpc.handlers["blockdev_create"] = create
+    cl.rpc.handlers["blockdev_create"] = create  # the second disk fails on purpose
     with pytest.raises(CorralError, match="creating disk 1 of instance web1 failed on node node1"):
         cl.create(disks=[{"size": 10}, {"size": 20}])
     removed = [c.args["disk"]["index"] for c in cl.rpc.calls if c.procedure == "blockdev_remove"]
@@ -306,6 +305,7 @@ def test_unreachable_node_fails_naming_it(cl: Cluster) -> None:
 
 
 def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
+    # On purpose: the master's memory check passed, the hypervisor still refuses.
     cl.rpc.handlers["instance_start"] = fail("not enough memory: 128 MiB needed, 64 free",
                                              HypervisorError)
     with pytest.raises(OpExecError, match=r"created but could not be started.*not enough memory"):
@@ -344,9 +344,9 @@ def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
         ({"hvparams": {"migration_mode": "live"}}, ParameterError, "global"),
         ({"hvparams": {"acpi": True}}, ParameterError, "unknown hypervisor parameter"),
         ({"beparams": {"minmem": 512, "maxmem": 256}}, ParameterError, "must not exceed"),
-        ({"os_type": "corral-ext4+big"}, OsError, "no variant 'big'.*default, minimal"),
+        ({"os_type": "corral-ext4+big"}, OsError, r"no variant 'big'.*\+default, .*\+minimal"),
         ({"os_type": "plainos+x"}, OsError, "has no variants"),
-        ({"os_type": "nope"}, OsError, "available: corral-ext4"),
+        ({"os_type": "nope"}, OsError, "available OSes: corral-ext4"),
         ({"osparams": {"colour": "red"}}, OsError, "does not have the parameter"),
         ({"file_storage_dir": "/abs"}, ParameterError, "relative path"),
         ({"tags": ["bad tag"]}, ParameterError, "invalid characters"),
@@ -384,13 +384,13 @@ def test_cluster_os_parameters_are_validated_filled(cl: Cluster) -> None:
     with cl.store.transaction() as txn:
         cluster = txn.cluster()
         cluster.osparams = {"corral-ext4": {"filesystem": "ext2"},
-                            "corral-ext4+default": {"fail": "no"}}
+                            "corral-ext4+default": {"fail": "verify"}}
         txn.update(cluster)
-    cl.rpc.handlers["os_validate"] = fail("verify: filesystem xfs not supported", OsScriptError)
+    # The variant's cluster parameters make the dumpenv OS's verify script fail.
     with pytest.raises(OsScriptError, match=r"validating the parameters.*failed on node node1"):
         cl.create(osparams={"filesystem": "xfs"})
     validate = next(c for c in cl.rpc.calls if c.procedure == "os_validate")
-    assert validate.args["osparams"] == {"filesystem": "xfs", "fail": "no"}
+    assert validate.args["osparams"] == {"filesystem": "xfs", "fail": "verify"}
 
 
 def test_blacklisted_os_is_refused_for_new_installs(cl: Cluster) -> None:
@@ -448,16 +448,18 @@ def test_identify_defaults_drops_default_values(cl: Cluster) -> None:
     assert cl.store.get("instance", "web1").beparams == {"maxmem": 1024}
 
 
-class GatedRpc(FakeRpc):
+class GatedRpc(LocalRpc):
     """Holds every OS installation until ``release`` is set, counting those in flight."""
 
-    def __init__(self, handlers: dict[str, Any]) -> None:
-        super().__init__(handlers=handlers)
+    def __init__(self, cl: Cluster, root: Path) -> None:
+        super().__init__(cl.store, root)
+        self.allow_storage("/srv/corral/file-storage", "/srv/corral/shared")
+        self.install_os(OS_SEARCH, "corral-ext4", variants=["default"])
         self.release = asyncio.Event()
         self.in_flight = 0
         self.most = 0
 
-    async def call(self, nodes: Any, procedure: str, args: RpcArgs, *,
+    async def call(self, nodes: Sequence[Node], procedure: str, args: RpcArgs, *,
                    timeout: float = 60.0) -> dict[str, RpcResult]:  # noqa: ASYNC109
         if procedure == "instance_os_add":
             self.in_flight += 1
@@ -467,8 +469,8 @@ class GatedRpc(FakeRpc):
         return await super().call(nodes, procedure, args, timeout=timeout)
 
 
-def _gated(cl: Cluster) -> tuple[Processor, MasterContext, GatedRpc]:
-    rpc = GatedRpc(cl.nodes.handlers())
+def _gated(cl: Cluster, tmp_path: Path) -> tuple[Processor, MasterContext, GatedRpc]:
+    rpc = GatedRpc(cl, tmp_path / "gated")
     processor, ctx = make_processor(cl.store, rpc)
     return processor, ctx, rpc
 
@@ -480,17 +482,19 @@ def _create_op(name: str, node: str) -> Any:
     })
 
 
-def test_creates_run_in_parallel_on_different_and_same_nodes(cl: Cluster) -> None:
-    processor, _ctx, rpc = _gated(cl)
+def test_creates_run_in_parallel_on_different_and_same_nodes(cl: Cluster,
+                                                             tmp_path: Path) -> None:
+    processor, _ctx, rpc = _gated(cl, tmp_path)
     jobs = [("a", "node1"), ("b", "node2"), ("c", "node3"), ("d", "node4"), ("e", "node1")]
 
     async def main() -> list[Any]:
         tasks = [asyncio.create_task(processor.execute(_create_op(n, node), JobCtx(i + 1)))
                  for i, (n, node) in enumerate(jobs)]
-        for _ in range(200):
+        # Disk creation runs in worker threads: give every job real time to get there.
+        for _ in range(1000):
             if rpc.in_flight == len(jobs):
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         rpc.release.set()
         return await asyncio.gather(*tasks)
 
@@ -500,18 +504,17 @@ def test_creates_run_in_parallel_on_different_and_same_nodes(cl: Cluster) -> Non
     assert sorted(i.name for i in cl.store.all("instance")) == ["a", "b", "c", "d", "e"]
 
 
-def test_concurrent_creates_of_one_name_one_wins(cl: Cluster) -> None:
-    processor, ctx, rpc = _gated(cl)
+def test_concurrent_creates_of_one_name_one_wins(cl: Cluster, tmp_path: Path) -> None:
+    processor, ctx, rpc = _gated(cl, tmp_path)
 
     async def main() -> tuple[Any, Any]:
         first = asyncio.create_task(processor.execute(_create_op("x", "node1"), JobCtx(1)))
-        for _ in range(100):
+        for _ in range(1000):
             if rpc.in_flight:
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         second = asyncio.create_task(processor.execute(_create_op("x", "node2"), JobCtx(2)))
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.2)
         assert rpc.in_flight == 1  # the second waits for the name's lock
         rpc.release.set()
         return await asyncio.gather(first, second, return_exceptions=True)
@@ -664,8 +667,11 @@ def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
 
 def test_reinstall_failure_keeps_old_os(cl: Cluster) -> None:
     cl.create(start=False)
-    cl.rpc.handlers["instance_os_add"] = fail("create failed: boom", OsScriptError)
-    with pytest.raises(OsScriptError, match="boom"):
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.osparams = {"corral-ext4+minimal": {"fail": "create"}}
+        txn.update(cluster)
+    with pytest.raises(OsScriptError, match="dumpenv: failure line"):
         cl.run("OP_INSTANCE_REINSTALL", instance_name="web1", os_type="corral-ext4+minimal")
     assert cl.store.get("instance", "web1").os == "corral-ext4+default"
 
@@ -683,12 +689,11 @@ def test_rename(cl: Cluster) -> None:
 
 
 def test_rename_script_failure_is_a_warning(cl: Cluster) -> None:
-    cl.create(start=False)
-    cl.rpc.handlers["instance_run_rename"] = fail("rename: debugfs failed", OsScriptError)
+    cl.create(start=False, osparams={"fail": "rename"})  # dumpenv's rename then fails
     job = JobCtx()
     cl.run("OP_INSTANCE_RENAME", job, instance_name="web1", new_name="web2")
     assert cl.store.find("instance", "web2") is not None
-    assert any("debugfs failed" in str(line) for line in job.log)
+    assert any("dumpenv: failure line" in str(line) for line in job.log)
 
 
 def test_rename_refusals(cl: Cluster) -> None:
@@ -777,9 +782,8 @@ def test_query_live_fields_and_status(cl: Cluster) -> None:
     cl.create("down1", start=False, pnode="node2")
     cl.create("err1", pnode="node3")
     cl.create("off1", pnode="node4", start=False)
-    cl.nodes.running["node3"].clear()                     # should run, does not
-    cl.nodes.running.setdefault("node2", {})["down1"] = {  # runs, should not
-        "name": "down1", "state": "running", "memory": 64, "vcpus": 1}
+    cl.nodes.stop("node3", "err1")                 # should run, does not
+    cl.nodes.start("node2", "down1", maxmem=64)    # runs, should not
     cl.set_node("node4", offline=True)
     cl.rpc.calls.clear()
     rows = _query(cl, ["name", "status", "oper_state", "oper_ram", "oper_vcpus"])
@@ -841,7 +845,7 @@ def test_sharedfile_and_storage_dirs(cl: Cluster) -> None:
 
 def test_failed_start_keeps_the_wanted_state(cl: Cluster) -> None:
     cl.create(start=False)
-    cl.rpc.handlers["instance_start"] = fail("disk 0 is missing", HypervisorError)
+    cl.rpc.handlers["instance_start"] = fail("disk 0 is missing", HypervisorError)  # on purpose
     with pytest.raises(HypervisorError, match="starting instance web1 failed on node node1"):
         cl.run("OP_INSTANCE_STARTUP", instance_name="web1")
     assert cl.store.get("instance", "web1").admin_state == "up"

@@ -1,19 +1,23 @@
 """Instance changes besides the life cycle: modify, disks, console, migrate, failover, move.
 
-The node daemons are a scripted RPC (``FakeRpc``) over a small in-test picture of
-which instance runs where, so each test checks both what the nodes were asked and
-what the configuration says afterwards.
+The node daemons run in this process (the real noded procedures over the fake
+hypervisor and file storage, each node in its own directory), so each test checks
+what the nodes were asked, what they then run and what the configuration says.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import msgspec
 import pytest
 
 from corral.cmdlib import Processor
+from corral.cmdlib.common import instance_spec
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -28,75 +32,120 @@ from corral.errors import (
     ParameterError,
     UnknownParameterError,
 )
+from corral.noded import procedures
 from corral.objects import NIC, Disk, Instance, Node
 from corral.opcodes import op_from_dict
+from corral.paths import Paths
 
 from .config_helpers import new_store, snapshot
-from .lu_helpers import FakeRpc, make_processor, run_op
+from .lu_helpers import LocalRpc, make_processor, run_op
 
 REASON = [["gnt:client:gnt-instance", "modify", 1700000000000000000]]
 FILE_DIR = "/srv/corral/file-storage"
 
 
+OS_SEARCH = "/srv/ganeti/os"
+
+
+def _sparse_copy(src: Path, dst: Path) -> int:
+    """Copy only the data of sparse file ``src`` into ``dst``; its size in bytes."""
+    size = src.stat().st_size
+    with src.open("rb") as fin, dst.open("r+b" if dst.exists() else "wb") as fout:
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(fin.fileno(), offset, os.SEEK_DATA)
+            except OSError:  # no data after offset
+                break
+            end = os.lseek(fin.fileno(), start, os.SEEK_HOLE)
+            fin.seek(start)
+            fout.seek(start)
+            fout.write(fin.read(end - start))
+            offset = end
+        fout.truncate(size)
+    return size
+
+
 class Cluster:
-    """A store with three nodes, the scripted RPC and which instances run where."""
+    """A store with three nodes running in this process (the real noded procedures),
+    with faults injected on request."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.store: ConfigStore = new_store(tmp_path / "config.db")
-        self.running: dict[str, set[str]] = {"node1": set(), "node2": set(), "node3": set()}
-        self.rpc = FakeRpc()
-        self.fail: dict[str, Exception] = {}
         group = self.store.all("nodegroup")[0]
         with self.store.transaction() as txn:
             cluster = txn.cluster()
             cluster.file_storage_dir = FILE_DIR
             cluster.shared_file_storage_dir = "/srv/shared"
             cluster.blacklisted_os = ["oldos"]
+            cluster.os_search_path = [OS_SEARCH]
             txn.update(cluster)
             txn.add(Node(name="node2", primary_ip="192.0.2.2", group=group.uuid))
             txn.add(Node(name="node3", primary_ip="192.0.2.3", group=group.uuid))
-        for proc in ("instance_info", "instance_shutdown", "instance_start",
-                     "migration_accept", "migration_send", "migration_finish",
-                     "blockdev_create", "blockdev_remove", "blockdev_copy_from",
-                     "blockdev_assemble", "blockdev_shutdown", "blockdev_grow",
-                     "instance_console", "node_info", "os_get", "os_validate",
-                     "instance_check_host"):
-            self.rpc.handlers[proc] = self._handler(proc)
-        self._processor: Processor | None = None
-        #: What a node says it lacks when asked about an instance (instance_check_host).
+        self.rpc = LocalRpc(self.store, tmp_path / "cluster")
+        self.rpc.allow_storage(FILE_DIR, "/srv/shared")
+        # The shared file storage is one directory every node sees, as a mount would.
+        shared = tmp_path / "shared-storage"
+        shared.mkdir()
+        for node in ("node1", "node2", "node3"):
+            mount = self.rpc.nodes.paths(node).node_path("/srv/shared")
+            mount.parent.mkdir(parents=True, exist_ok=True)
+            mount.symlink_to(shared)
+        self.rpc.install_os(OS_SEARCH, "debian", parameters=["flavour a flavour",
+                                                             "fail fail on purpose"])
+        #: A procedure that fails on every node with this error (fault injection).
+        self.fail: dict[str, Exception] = {}
+        #: What a node says it lacks when asked about an instance (instance_check_host):
+        #: scripted, as a missing bridge cannot be made in a test.
         self.lacking: dict[str, list[str]] = {}
+        for proc in procedures.PROCEDURES:
+            self.rpc.nodes.overrides[proc] = self._handler(proc)
+        self._processor: Processor | None = None
+
+    def _paths(self, node: str) -> Paths:
+        return self.rpc.nodes.paths(node)
 
     def _handler(self, proc: str) -> Any:
-        def handle(node: Node, args: Mapping[str, Any]) -> Any:
+        async def handle(node: str, args: Mapping[str, Any]) -> Any:
             if proc in self.fail:
                 raise self.fail[proc]
-            running = self.running[node.name]
-            if proc == "instance_info":
-                name = args["instance"]
-                return {"name": name, "state": "running"} if name in running else None
-            if proc == "instance_shutdown":
-                running.discard(args["instance"]["name"])
-            elif proc == "instance_start":
-                running.add(args["instance"]["name"])
-            elif proc == "migration_send":
-                running.discard(args["instance"]["name"])
-            elif proc == "migration_finish" and args["success"]:
-                running.add(args["instance"]["name"])
-            elif proc == "blockdev_create":
-                return {"path": "/local" + args["disk"]["logical_id"][1]}
-            elif proc == "blockdev_assemble":
-                return ["/local" + d["logical_id"][1] for d in args["disks"]]
-            elif proc == "blockdev_copy_from":
-                return {"bytes": args["source_disk"]["size"] * 1048576}
-            elif proc == "instance_console":
-                return {"instance": args["instance"]["name"], "kind": "msg",
-                        "message": "fake console"}
-            elif proc == "node_info":
-                return {"memory_total": 4096, "memory_free": 2048, "cpu_count": 2}
-            elif proc == "instance_check_host":
-                return {"missing": list(self.lacking.get(node.name, []))}
-            return None
+            if proc == "instance_check_host" and self.lacking.get(node):
+                return {"missing": list(self.lacking[node])}
+            if proc == "blockdev_copy_from":
+                return self._copy(node, args)
+            return await procedures.dispatch(self._paths(node), proc, args)
         return handle
+
+    def _copy(self, node: str, args: Mapping[str, Any]) -> Any:
+        """blockdev_copy_from reads the source node daemon's HTTPS disk stream, which
+        in-process nodes do not serve: copy the source node's file instead."""
+        source = next(n.name for n in self.store.all("node")
+                      if n.primary_ip == args["source_ip"])
+        src = self._paths(source).node_path(args["source_disk"]["logical_id"][1])
+        dst = self._paths(node).node_path(args["disk"]["logical_id"][1])
+        return {"bytes": _sparse_copy(src, dst)}
+
+    def _on_node(self, node: str, proc: str, args: Mapping[str, Any]) -> Any:
+        """Run a real procedure on ``node`` behind the master's back (not recorded)."""
+        return asyncio.run(procedures.dispatch(self._paths(node), proc, args))
+
+    def _spec(self, name: str) -> dict[str, Any]:
+        spec = msgspec.to_builtins(instance_spec(self.store, self.instance(name)))
+        return cast(dict[str, Any], spec)
+
+    @property
+    def running(self) -> dict[str, set[str]]:
+        """Which instances each node's fake hypervisor runs."""
+        return {node: set(self._on_node(node, "all_instances_info", {}))
+                for node in ("node1", "node2", "node3")}
+
+    def start_on(self, node: str, name: str) -> None:
+        """Someone starts the instance on ``node`` without the master."""
+        self._on_node(node, "instance_start", {"instance": self._spec(name)})
+
+    def stop_on(self, node: str, name: str) -> None:
+        """The instance stops on ``node`` on its own."""
+        self._on_node(node, "instance_shutdown", {"instance": self._spec(name)})
 
     def add_instance(self, name: str, *, template: str = "file", disks: int = 1,
                      node: str = "node1", up: bool = False, nics: list[NIC] | None = None,
@@ -116,8 +165,11 @@ class Cluster:
             for disk in objs:
                 txn.add(disk)
             txn.add(inst)
+        spec = self._spec(name)
+        for disk_spec in spec["disks"]:
+            self._on_node(node, "blockdev_create", {"disk": disk_spec})
         if up:
-            self.running[node].add(name)
+            self.start_on(node, name)
         return self.store.get("instance", name)
 
     def run(self, op_id: str, **params: Any) -> Any:
@@ -191,7 +243,7 @@ def test_modify_parameters_reports_ganeti_changes_and_records_reason(cl: Cluster
         ({"hvparams": {"migration_mode": "live"}}, ParameterError, "global"),
         ({"beparams": {"mem": 1}}, UnknownParameterError, "valid ones"),
         ({"beparams": {"vcpus": 0}}, ParameterError, "accepted: 1 or more"),
-        ({"beparams": {"memory": 8192}}, ParameterError, "more memory than any node"),
+        ({"beparams": {"memory": 1 << 24}}, ParameterError, "more memory than any node"),
         ({"beparams": {"minmem": 4096}}, ParameterError, "must not exceed maxmem"),
         ({"disk_template": "sharedfile"}, OpPrereqError, "not supported"),
         ({"runtime_mem": 256}, ParameterError, "not supported by corral: runtime_mem"),
@@ -226,11 +278,10 @@ def test_modify_unknown_instance_lists_known_ones(cl: Cluster) -> None:
 
 def test_modify_os_name_checks_the_os_on_the_node(cl: Cluster) -> None:
     cl.add_instance("web1")
-    cl.fail["os_get"] = OsError("OS 'ubuntu' not found; available: debian")
-    with pytest.raises(OsError, match="available: debian"):
+    with pytest.raises(OsError, match="available OSes: debian"):
         cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", os_name="ubuntu")
     assert cl.instance("web1").os == "debian"
-    del cl.fail["os_get"]
+    cl.rpc.install_os(OS_SEARCH, "ubuntu", variants=["focal"], parameters=["flavour f"])
     assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
                   os_name="ubuntu+focal") == [["os_name", "ubuntu+focal"]]
     assert cl.instance("web1").os == "ubuntu+focal"
@@ -238,9 +289,8 @@ def test_modify_os_name_checks_the_os_on_the_node(cl: Cluster) -> None:
 
 def test_modify_osparams_failing_verify_changes_nothing(cl: Cluster) -> None:
     cl.add_instance("web1")
-    cl.fail["os_validate"] = OsScriptError("verify failed: unknown flavour 'x'")
-    with pytest.raises(OsScriptError, match="unknown flavour"):
-        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", osparams={"flavour": "x"})
+    with pytest.raises(OsScriptError, match="dumpenv: failure line"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", osparams={"fail": "verify"})
     assert cl.instance("web1").osparams == {}
 
 
@@ -306,7 +356,7 @@ def test_added_disks_larger_than_the_free_storage_need_force(cl: Cluster) -> Non
         return {"memory_total": 4096,
                 "storage": {d: {"size": 8000, "free": 1000} for d in args["storage_dirs"]}}
 
-    cl.rpc.handlers["node_info"] = node_info
+    cl.rpc.handlers["node_info"] = node_info  # scripted: a nearly full storage directory
     before = snapshot(cl.store)
     with pytest.raises(OpPrereqError) as err:
         cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
@@ -362,7 +412,7 @@ def test_remove_disk_needs_a_stopped_instance(cl: Cluster) -> None:
     with pytest.raises(OpPrereqError, match="is running on node node1"):
         cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", disks=[["remove", 0, {}]])
     assert cl.instance("web1").disks == inst.disks
-    cl.running["node1"].clear()
+    cl.stop_on("node1", "web1")
     result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
                     disks=[["remove", 0, {}]])
     assert result == [["disk/0", "remove"]]
@@ -448,7 +498,8 @@ def test_activate_and_deactivate_disks(cl: Cluster) -> None:
     result = cl.run("OP_INSTANCE_ACTIVATE_DISKS", instance_name="web1")
     disk0 = cl.store.get("disk", inst.disks[0])
     assert len(result) == 2
-    assert result[0] == ["node3", "disk/0", "/local" + disk0.logical_id[1]]
+    assert result[0] == ["node3", "disk/0",
+                         str(cl.rpc.nodes.paths("node3").node_path(disk0.logical_id[1]))]
     cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1")
     [(node, args)] = cl.calls("blockdev_shutdown")
     assert node == "node3" and len(args["disks"]) == 2
@@ -457,7 +508,7 @@ def test_activate_and_deactivate_disks(cl: Cluster) -> None:
 
 def test_deactivate_disks_of_a_running_instance_needs_force(cl: Cluster) -> None:
     cl.add_instance("web1")
-    cl.running["node1"].add("web1")
+    cl.start_on("node1", "web1")
     with pytest.raises(OpPrereqError, match="is running on node node1"):
         cl.run("OP_INSTANCE_DEACTIVATE_DISKS", instance_name="web1")
     assert not cl.calls("blockdev_shutdown")
@@ -486,7 +537,7 @@ def test_grow_disk_refusals(cl: Cluster) -> None:
     cl.add_instance("nodisk", template="diskless")
     with pytest.raises(OpPrereqError, match="no disks"):
         cl.run("OP_INSTANCE_GROW_DISK", instance_name="nodisk", disk=0, amount=1)
-    cl.fail["blockdev_grow"] = BlockDeviceError("not enough space: needs 9999 MiB")
+    cl.fail["blockdev_grow"] = BlockDeviceError("not enough space: needs 9999 MiB")  # scripted
     with pytest.raises(BlockDeviceError, match="not enough space"):
         cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=9999)
     assert cl.store.get("disk", inst.disks[0]).size == 1024
@@ -498,8 +549,9 @@ def test_grow_disk_refusals(cl: Cluster) -> None:
 def test_console_of_running_instance(cl: Cluster) -> None:
     cl.add_instance("web1", up=True)
     assert cl.run("OP_INSTANCE_CONSOLE", instance_name="web1") == {
-        "instance": "web1", "kind": "msg", "message": "fake console"}
-    cl.running["node1"].clear()
+        "instance": "web1", "kind": "msg",
+        "message": "instance web1 runs on the fake hypervisor, which has no console"}
+    cl.stop_on("node1", "web1")
     with pytest.raises(OpPrereqError, match=r"web1 is not running \(state ERROR_down\)"):
         cl.run("OP_INSTANCE_CONSOLE", instance_name="web1")
 
@@ -585,6 +637,7 @@ def test_failover_from_an_unreachable_node(cl: Cluster) -> None:
 
 def test_failover_checks_memory_on_the_target(cl: Cluster) -> None:
     cl.add_instance("shared", template="sharedfile", up=True)
+    # Scripted: the fake hypervisor reports the host's memory, far more than 128 MiB.
     cl.rpc.handlers["node_info"] = lambda node, args: {"memory_free": 64}
     with pytest.raises(OpPrereqError, match="needs 128 MiB, 64 MiB free"):
         cl.run("OP_INSTANCE_FAILOVER", instance_name="shared", target_node="node2")
@@ -596,6 +649,9 @@ def test_failover_checks_memory_on_the_target(cl: Cluster) -> None:
 def test_move_copies_file_disks(cl: Cluster) -> None:
     inst = cl.add_instance("web1", disks=2, up=True)
     old = [cl.store.get("disk", u) for u in inst.disks]
+    with cl.rpc.nodes.paths("node1").node_path(old[1].logical_id[1]).open("r+b") as disk1:
+        disk1.seek(5 << 20)
+        disk1.write(b"the data of disk 1")
     cl.run("OP_INSTANCE_MOVE", instance_name="web1", target_node="node2")
     node2 = cl.store.get("node", "node2")
     inst = cl.instance("web1")
@@ -613,6 +669,12 @@ def test_move_copies_file_disks(cl: Cluster) -> None:
     assert order.index("instance_shutdown") < order.index("blockdev_create")
     assert order.index("blockdev_remove") < order.index("instance_start")
     assert cl.running == {"node1": set(), "node2": {"web1"}, "node3": set()}
+    moved = cl.rpc.nodes.paths("node2").node_path(
+        cl.store.get("disk", inst.disks[1]).logical_id[1])
+    with moved.open("rb") as disk1:
+        disk1.seek(5 << 20)
+        assert disk1.read(18) == b"the data of disk 1"
+    assert not cl.rpc.nodes.paths("node1").node_path(old[1].logical_id[1]).exists()
 
 
 def test_failed_move_restarts_on_source_and_changes_nothing(cl: Cluster) -> None:
@@ -675,11 +737,11 @@ def test_deactivate_disks_of_an_instance_marked_up_needs_force(cl: Cluster) -> N
 
 def test_migrate_cleanup_records_where_the_instance_runs(cl: Cluster) -> None:
     cl.add_instance("shared", template="sharedfile", up=True)
-    cl.running["node1"].clear()
-    cl.running["node2"].add("shared")
+    cl.stop_on("node1", "shared")
+    cl.start_on("node2", "shared")
     cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2", cleanup=True)
     assert cl.node_name(cl.instance("shared")) == "node2"
-    cl.running["node1"].add("shared")
+    cl.start_on("node1", "shared")
     cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node3", cleanup=True)
     assert cl.node_name(cl.instance("shared")) == "node2"
     assert cl.calls("migration_finish")[-1] == ("node3", cl.calls("migration_finish")[-1][1])

@@ -1,14 +1,17 @@
 """Nodes, node groups and tags: the logical units and the node/group query resources,
-against a real store, real locks and scripted node daemons."""
+against a real store, real locks and node daemons in this process (the real noded procedures)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from corral import x509
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -21,19 +24,29 @@ from corral.errors import (
     UnknownParameterError,
 )
 from corral.locking import LockLevel
+from corral.masterd.local_rpc import in_process_token
+from corral.noded import join
 from corral.objects import Instance, Node, NodeGroup
 from corral.qlang import ResultStatus
 from corral.rpc.protocol import RpcResult
 from tests.unit.config_helpers import check_invariants, new_store
-from tests.unit.lu_helpers import FakeRpc, JobCtx, make_processor, run_op
+from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor, run_op
+
+#: Nodes the tests add: they wait for a join with the token made of "tok" (node daemons
+#: not yet in the cluster).
+NEW_NODES = ("node2.example", *(f"node{n}" for n in range(2, 10)))
 
 
-def _version(node: Node, args: Mapping[str, Any]) -> dict[str, Any]:
-    return {"rpc_version": 1, "version": "test"}
-
-
-def _rpc(**handlers: Any) -> FakeRpc:
-    return FakeRpc(handlers={"version": _version, **handlers})
+def _rpc(store: ConfigStore, **handlers: Any) -> LocalRpc:
+    """The real node procedures, one directory per node, with ``handlers`` overriding
+    some of them."""
+    rpc = LocalRpc(store, Path(tempfile.mkdtemp(dir=store.path.parent)))
+    for name in NEW_NODES:
+        if store.find("node", name) is None:
+            rpc.nodes.wait_for_join(name, "tok")
+    for procedure, handler in handlers.items():
+        rpc.handlers[procedure] = handler
+    return rpc
 
 
 def _store(tmp_path: Path, nodes: int = 3, pool: int | None = None) -> ConfigStore:
@@ -50,13 +63,15 @@ def _store(tmp_path: Path, nodes: int = 3, pool: int | None = None) -> ConfigSto
     return store
 
 
-def _run(store: ConfigStore, rpc: FakeRpc, op: dict[str, Any], job: JobCtx | None = None
+def _run(store: ConfigStore, rpc: LocalRpc, op: dict[str, Any], job: JobCtx | None = None
          ) -> Any:
     processor, _ctx = make_processor(store, rpc)
     return run_op(processor, op, job)
 
 
-def _add(name: str, ip: str, token: str = "tok", **extra: Any) -> dict[str, Any]:
+def _add(name: str, ip: str, token: str | None = None, **extra: Any) -> dict[str, Any]:
+    if token is None:
+        token = in_process_token(name.lower(), "tok")
     return {"OP_ID": "OP_NODE_ADD", "node_name": name, "primary_ip": ip, "token": token,
             **extra}
 
@@ -70,14 +85,18 @@ def _roles(store: ConfigStore) -> dict[str, tuple[bool, bool, bool]]:
 
 def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
-    rpc = _rpc()
+    rpc = _rpc(store)
     processor, ctx = make_processor(store, rpc)
     job = JobCtx()
     assert run_op(processor, _add("Node2.Example", "192.0.2.2"), job) is None
     node = store.get("node", "node2.example")
     assert (node.primary_ip, node.secondary_ip, node.master_candidate) == ("192.0.2.2", "", True)
     assert node.group == store.get("nodegroup", "default").uuid
-    assert rpc.joined == [("node2.example", "tok")]
+    assert rpc.joined == [("node2.example", in_process_token("node2.example", "tok"))]
+    # The node daemon checked and kept the bundle the master sent.
+    joined = rpc.nodes.paths("node2.example")
+    assert join.read_membership(joined)["node_name"] == "node2.example"
+    assert x509.verify_signed_by(joined.node_cert.read_text(), joined.ca_cert.read_text())
     # The new candidate gets a copy of the configuration before it counts as one.
     assert rpc.procedures("node2.example") == ["version", "config_replicate"]
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)
@@ -90,14 +109,14 @@ def test_add_with_a_wrong_token_leaves_the_config_alone(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
     serial = store.serial
     with pytest.raises(JoinError) as err:
-        _run(store, _rpc(), _add("node2", "192.0.2.2", token="bad"))
+        _run(store, _rpc(store), _add("node2", "192.0.2.2", token="bad"))
     assert "node2" in err.value.message and "token is wrong" in err.value.message
     assert store.find("node", "node2") is None and store.serial == serial
 
 
 def test_add_of_an_unreachable_node_says_so(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
-    rpc = _rpc()
+    rpc = _rpc(store)
 
     async def refused(node: Node, token: str, *,
                       timeout: float = 30.0) -> RpcResult:  # noqa: ASYNC109 - NodeRpc's
@@ -116,13 +135,13 @@ def test_add_failing_version_check_makes_the_node_leave(tmp_path: Path) -> None:
     def old(node: Node, args: Mapping[str, Any]) -> dict[str, Any]:
         return {"rpc_version": 0, "version": "ancient"}
 
-    rpc = _rpc(version=old)
+    rpc = _rpc(store, version=old)
     with pytest.raises(OpExecError, match="RPC version 0"):
         _run(store, rpc, _add("node2", "192.0.2.2"))
     assert rpc.procedures("node2") == ["version", "node_leave"]
     assert store.find("node", "node2") is None
 
-    rpc = _rpc()
+    rpc = _rpc(store)
     rpc.down.add("node2")
     with pytest.raises(NodeUnreachableError, match="node2"):
         _run(store, rpc, _add("node2", "192.0.2.2"))
@@ -150,7 +169,7 @@ def test_add_failing_version_check_makes_the_node_leave(tmp_path: Path) -> None:
 def test_add_refuses_bad_requests(tmp_path: Path, op: dict[str, Any],
                                   error: type[Exception], text: str) -> None:
     store = _store(tmp_path)
-    rpc = _rpc()
+    rpc = _rpc(store)
     with pytest.raises(error, match=text):
         _run(store, rpc, op)
     assert rpc.joined == []
@@ -161,13 +180,13 @@ def test_add_respects_pool_size_group_and_capabilities(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=2, pool=2)
     with store.transaction() as txn:
         txn.add(NodeGroup(name="rack2"))
-    _run(store, _rpc(), _add("node3", "192.0.2.3", group="rack2",
+    _run(store, _rpc(store), _add("node3", "192.0.2.3", group="rack2",
                              ndparams={"ssh_port": "2222"}))
     node3 = store.get("node", "node3")
     assert not node3.master_candidate
     assert node3.group == store.get("nodegroup", "rack2").uuid
     assert node3.ndparams == {"ssh_port": 2222}
-    _run(store, _rpc(), _add("node4", "192.0.2.4", master_capable=False, vm_capable=False))
+    _run(store, _rpc(store), _add("node4", "192.0.2.4", master_capable=False, vm_capable=False))
     node4 = store.get("node", "node4")
     assert (node4.master_capable, node4.vm_capable, node4.master_candidate) == (
         False, False, False)
@@ -175,7 +194,7 @@ def test_add_respects_pool_size_group_and_capabilities(tmp_path: Path) -> None:
 
 def test_add_dry_run_changes_nothing(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
-    rpc = _rpc()
+    rpc = _rpc(store)
     assert _run(store, rpc, {**_add("node2", "192.0.2.2"), "dry_run": True}) is None
     assert rpc.joined == [] and store.find("node", "node2") is None
 
@@ -187,12 +206,13 @@ def test_readd_rejoins_and_brings_the_node_back_online(tmp_path: Path) -> None:
         node.offline, node.master_candidate = True, False
         txn.update(node)
     uuid = node.uuid
-    rpc = _rpc()
+    rpc = _rpc(store)
+    new = rpc.nodes.wait_for_join("node3", "new")  # reinstalled: it printed a new token
     _run(store, rpc, {"OP_ID": "OP_NODE_ADD", "node_name": "node3", "readd": True,
-                      "token": "new"})
+                      "token": new})
     node = store.get("node", "node3")
     assert node.uuid == uuid and not node.offline and node.master_candidate
-    assert rpc.joined == [("node3", "new")]
+    assert rpc.joined == [("node3", new)]
 
 
 # -- OP_NODE_REMOVE ------------------------------------------------------------------------
@@ -204,7 +224,7 @@ def test_remove_forgets_the_node_drops_locks_and_refills_the_pool(tmp_path: Path
         node4 = txn.get("node", "node4")
         node4.master_candidate = False
         txn.update(node4)
-    rpc = _rpc()
+    rpc = _rpc(store)
     processor, ctx = make_processor(store, rpc)
     job = JobCtx()
     run_op(processor, {"OP_ID": "OP_NODE_REMOVE", "node_name": "node3"}, job)
@@ -219,7 +239,7 @@ def test_remove_forgets_the_node_drops_locks_and_refills_the_pool(tmp_path: Path
 
 def test_remove_of_an_unreachable_node_warns_and_goes_on(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    rpc = _rpc()
+    rpc = _rpc(store)
     rpc.down.add("node2")
     job = JobCtx()
     _run(store, rpc, {"OP_ID": "OP_NODE_REMOVE", "node_name": "node2"}, job)
@@ -232,18 +252,18 @@ def test_remove_refuses_master_and_nodes_with_instances(tmp_path: Path) -> None:
     with store.transaction() as txn:
         txn.add(Instance(name="web1", primary_node=store.get("node", "node2").uuid))
     with pytest.raises(OpPrereqError, match="master-failover"):
-        _run(store, _rpc(), {"OP_ID": "OP_NODE_REMOVE", "node_name": "node1"})
+        _run(store, _rpc(store), {"OP_ID": "OP_NODE_REMOVE", "node_name": "node1"})
     with pytest.raises(OpPrereqError, match="node node2 still has instances: web1"):
-        _run(store, _rpc(), {"OP_ID": "OP_NODE_REMOVE", "node_name": "node2"})
+        _run(store, _rpc(store), {"OP_ID": "OP_NODE_REMOVE", "node_name": "node2"})
     with pytest.raises(NotFoundError, match="nodeX"):
-        _run(store, _rpc(), {"OP_ID": "OP_NODE_REMOVE", "node_name": "nodeX"})
+        _run(store, _rpc(store), {"OP_ID": "OP_NODE_REMOVE", "node_name": "nodeX"})
     assert store.count("node") == 3
 
 
 def test_remove_accepts_a_uuid_and_dry_run(tmp_path: Path) -> None:
     store = _store(tmp_path)
     uuid = store.get("node", "node3").uuid
-    rpc = _rpc()
+    rpc = _rpc(store)
     _run(store, rpc, {"OP_ID": "OP_NODE_REMOVE", "node_name": uuid, "dry_run": True})
     assert store.find("node", "node3") is not None and rpc.calls == []
     _run(store, rpc, {"OP_ID": "OP_NODE_REMOVE", "node_name": uuid})
@@ -259,10 +279,10 @@ def _modify(name: str, **params: Any) -> dict[str, Any]:
 
 def test_offline_and_drained_demote_and_report_ganeti_changes(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    result = _run(store, _rpc(), _modify("node3", offline=True))
+    result = _run(store, _rpc(store), _modify("node3", offline=True))
     assert result == [["master_candidate", "False"], ["offline", "True"]]
     assert _roles(store)["node3"] == (False, False, True)
-    result = _run(store, _rpc(), _modify("node2", drained=True, ndparams={"ssh_port": 2200}))
+    result = _run(store, _rpc(store), _modify("node2", drained=True, ndparams={"ssh_port": 2200}))
     assert result == [["ndparams", "{'ssh_port': 2200}"], ["master_candidate", "False"],
                       ["drained", "True"]]
     assert _roles(store)["node2"] == (False, True, False)
@@ -275,14 +295,14 @@ def test_demotion_below_the_pool_needs_auto_promote_or_force(tmp_path: Path) -> 
         node3.master_candidate = False
         txn.update(node3)
     with pytest.raises(OpPrereqError, match="--auto-promote"):
-        _run(store, _rpc(), _modify("node2", master_candidate=False))
+        _run(store, _rpc(store), _modify("node2", master_candidate=False))
     assert _roles(store)["node2"] == (True, False, False)
     job = JobCtx()
-    _run(store, _rpc(), _modify("node2", master_candidate=False, auto_promote=True), job)
+    _run(store, _rpc(store), _modify("node2", master_candidate=False, auto_promote=True), job)
     assert _roles(store)["node2"] == (False, False, False)
     assert _roles(store)["node3"] == (True, False, False)
     assert any("Promoted to master candidate: node3" in str(m) for m in job.log)
-    _run(store, _rpc(), _modify("node3", drained=True, force=True))
+    _run(store, _rpc(store), _modify("node3", drained=True, force=True))
     assert _roles(store)["node3"] == (False, True, False)
     assert _roles(store)["node2"] == (False, False, False)  # force: the pool stays short
 
@@ -292,19 +312,19 @@ def test_master_flags_cannot_change(tmp_path: Path) -> None:
     for params in ({"offline": True}, {"drained": True}, {"master_candidate": False},
                    {"master_capable": False}):
         with pytest.raises(OpPrereqError, match="master"):
-            _run(store, _rpc(), _modify("node1", **params))
+            _run(store, _rpc(store), _modify("node1", **params))
     assert _roles(store)["node1"] == (True, False, False)
 
 
 def test_bringing_a_node_online_asks_it_first(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    _run(store, _rpc(), _modify("node3", offline=True))
-    rpc = _rpc()
+    _run(store, _rpc(store), _modify("node3", offline=True))
+    rpc = _rpc(store)
     rpc.down.add("node3")
     with pytest.raises(OpPrereqError, match="node node3 cannot be set online"):
         _run(store, rpc, _modify("node3", offline=False))
     assert _roles(store)["node3"] == (False, False, True)
-    rpc = _rpc()
+    rpc = _rpc(store)
     job = JobCtx()
     result = _run(store, rpc, _modify("node3", offline=False), job)
     assert rpc.procedures("node3") == ["version", "config_replicate"]
@@ -328,22 +348,22 @@ def test_set_params_refuses_bad_requests(tmp_path: Path, params: dict[str, Any],
         txn.add(Instance(name="web1", primary_node=store.get("node", "node2").uuid))
     serial = store.serial
     with pytest.raises(error, match=text):
-        _run(store, _rpc(), _modify("node2", **params))
+        _run(store, _rpc(store), _modify("node2", **params))
     assert store.serial == serial
 
 
 def test_not_master_capable_cannot_be_candidate_and_capability_changes(tmp_path: Path) -> None:
     store = _store(tmp_path)
     job = JobCtx()
-    result = _run(store, _rpc(), _modify("node3", master_capable=False), job)
+    result = _run(store, _rpc(store), _modify("node3", master_capable=False), job)
     assert result == [["master_capable", "False"], ["master_candidate", "False"]]
     assert "Demoting from master candidate" in job.log
     with pytest.raises(OpPrereqError, match="not master capable"):
-        _run(store, _rpc(), _modify("node3", master_candidate=True))
-    result = _run(store, _rpc(), _modify("node3", master_capable=True))
+        _run(store, _rpc(store), _modify("node3", master_candidate=True))
+    result = _run(store, _rpc(store), _modify("node3", master_capable=True))
     assert result == [["master_capable", "True"], ["master_candidate", "True"]]
     job = JobCtx()
-    _run(store, _rpc(), _modify("node3", offline=False), job)
+    _run(store, _rpc(store), _modify("node3", offline=False), job)
     assert "Ignoring request to unset flag offline, already unset" in job.log
 
 
@@ -351,13 +371,15 @@ def test_not_master_capable_cannot_be_candidate_and_capability_changes(tmp_path:
 
 
 def _info(node: Node, args: Mapping[str, Any]) -> dict[str, Any]:
+    # Scripted on purpose: the fake hypervisor reports the host's /proc/meminfo, and
+    # these tests need a memory picture that differs per node.
     n = int(node.name[-1])
     return {"memory_total": 1000 * n, "memory_free": 500 * n, "memory_dom0": 100,
             "cpu_count": 4, "bootid": f"boot-{n}",
             "storage": {d: {"size": 2048 * n, "free": 1024 * n} for d in args["storage_dirs"]}}
 
 
-def _query(store: ConfigStore, rpc: FakeRpc, fields: list[str], qfilter: Any = None
+def _query(store: ConfigStore, rpc: LocalRpc, fields: list[str], qfilter: Any = None
            ) -> list[list[Any]]:
     processor, _ctx = make_processor(store, rpc)
     answer = run_op(processor, {"OP_ID": "OP_QUERY", "what": "node", "fields": fields,
@@ -372,7 +394,7 @@ def test_node_config_fields_ask_no_node(tmp_path: Path) -> None:
         node3 = txn.get("node", "node3")
         node3.master_candidate, node3.drained, node3.tags = False, True, ["b", "a"]
         txn.update(node3)
-    rpc = _rpc(node_info=_info)
+    rpc = _rpc(store, node_info=_info)
     rows = _query(store, rpc, ["name", "pip", "sip", "role", "master", "pinst_cnt",
                                "pinst_list", "sinst_cnt", "group", "tags", "ndp/ssh_port",
                                "custom_ndparams", "nosuch"])
@@ -396,7 +418,7 @@ def test_live_fields_ask_online_nodes_once(tmp_path: Path) -> None:
         node3 = txn.get("node", "node3")
         node3.offline, node3.master_candidate = True, False
         txn.update(node3)
-    rpc = _rpc(node_info=_info)
+    rpc = _rpc(store, node_info=_info)
     rpc.down.add("node2")
     rows = _query(store, rpc, ["name", "mtotal", "mfree", "mnode", "ctotal", "dtotal",
                                "dfree", "bootid"])
@@ -415,9 +437,24 @@ def test_live_fields_ask_online_nodes_once(tmp_path: Path) -> None:
         "node1", 100, [int(ResultStatus.UNAVAIL), None]]
 
 
+def test_live_fields_from_the_real_node_info(tmp_path: Path) -> None:
+    store = _store(tmp_path, nodes=1)
+    with store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.file_storage_dir = "/srv/corral/file-storage"
+        txn.update(cluster)
+    rpc = _rpc(store)
+    ((name, mtotal, mfree, ctotal, dtotal, dfree, bootid),) = _query(
+        store, rpc, ["name", "mtotal", "mfree", "ctotal", "dtotal", "dfree", "bootid"])
+    assert name == "node1" and ctotal == os.cpu_count()
+    assert isinstance(mtotal, int) and 0 < mfree <= mtotal
+    assert isinstance(dtotal, int) and 0 < dfree <= dtotal
+    assert bootid == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
 def test_a_filter_on_a_live_field_fetches_live_data(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    rpc = _rpc(node_info=_info)
+    rpc = _rpc(store, node_info=_info)
     rows = _query(store, rpc, ["name"], [">", "mtotal", 1500])
     assert rows == [["node2"], ["node3"]]
     assert len(rpc.calls) == 3
@@ -425,7 +462,7 @@ def test_a_filter_on_a_live_field_fetches_live_data(tmp_path: Path) -> None:
 
 def test_node_fields_have_ganeti_titles(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    processor, _ctx = make_processor(store, _rpc())
+    processor, _ctx = make_processor(store, _rpc(store))
     answer = run_op(processor, {"OP_ID": "OP_QUERY_FIELDS", "what": "node",
                                 "fields": ["name", "dtotal", "mfree", "pinst_cnt", "role"]})
     assert [(f["title"], f["kind"]) for f in answer["fields"]] == [
@@ -438,7 +475,7 @@ def test_node_fields_have_ganeti_titles(tmp_path: Path) -> None:
 
 def test_group_add_rename_assign_modify_remove(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    processor, ctx = make_processor(store, _rpc())
+    processor, ctx = make_processor(store, _rpc(store))
     run_op(processor, {"OP_ID": "OP_GROUP_ADD", "group_name": "rack2",
                        "alloc_policy": "last_resort", "ndparams": {"ssh_port": 2222},
                        "diskparams": {"plain": {"stripes": 2}}, "ipolicy": {}})
@@ -494,7 +531,7 @@ def test_group_ops_refuse_bad_requests(tmp_path: Path, op: dict[str, Any],
         txn.add(NodeGroup(name="other"))
     serial = store.serial
     with pytest.raises(error, match=text):
-        _run(store, _rpc(), op)
+        _run(store, _rpc(store), op)
     assert store.serial == serial
 
 
@@ -502,12 +539,12 @@ def test_the_last_group_cannot_be_removed(tmp_path: Path) -> None:
     store = _store(tmp_path)
     with store.transaction() as txn:
         txn.add(NodeGroup(name="empty"))
-    _run(store, _rpc(), {"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": "empty",
+    _run(store, _rpc(store), {"OP_ID": "OP_GROUP_ASSIGN_NODES", "group_name": "empty",
                          "nodes": ["node1", "node2", "node3"]})
-    _run(store, _rpc(), {"OP_ID": "OP_GROUP_REMOVE", "group_name": "default"})
+    _run(store, _rpc(store), {"OP_ID": "OP_GROUP_REMOVE", "group_name": "default"})
     assert [g.name for g in store.all("nodegroup")] == ["empty"]
     with pytest.raises(OpPrereqError, match="last group"):
-        _run(store, _rpc(), {"OP_ID": "OP_GROUP_REMOVE", "group_name": "empty"})
+        _run(store, _rpc(store), {"OP_ID": "OP_GROUP_REMOVE", "group_name": "empty"})
 
 
 def test_group_query(tmp_path: Path) -> None:
@@ -515,7 +552,7 @@ def test_group_query(tmp_path: Path) -> None:
     with store.transaction() as txn:
         txn.add(NodeGroup(name="rack2", ndparams={"ssh_port": 2222}))
         txn.add(Instance(name="web1", primary_node=store.get("node", "node2").uuid))
-    processor, _ctx = make_processor(store, _rpc())
+    processor, _ctx = make_processor(store, _rpc(store))
     answer = run_op(processor, {"OP_ID": "OP_QUERY", "what": "group", "fields": [
         "name", "node_cnt", "node_list", "pinst_cnt", "pinst_list", "alloc_policy",
         "ndp/ssh_port", "custom_ndparams"]})
@@ -532,7 +569,7 @@ def test_tags_of_nodes_groups_and_instances(tmp_path: Path) -> None:
     store = _store(tmp_path)
     with store.transaction() as txn:
         txn.add(Instance(name="web1", primary_node=store.get("node", "node2").uuid))
-    processor, _ctx = make_processor(store, _rpc())
+    processor, _ctx = make_processor(store, _rpc(store))
     for kind, name in (("node", "node2"), ("nodegroup", "default"), ("instance", "web1"),
                        ("cluster", None)):
         run_op(processor, {"OP_ID": "OP_TAGS_SET", "kind": kind, "name": name,

@@ -1,10 +1,12 @@
 """OP_OS_DIAGNOSE, the "os" query resource and the OS settings of OP_CLUSTER_SET_PARAMS,
-against a real store and scripted node daemons."""
+against a real store and node daemons in this process with real OS definitions."""
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +14,25 @@ import pytest
 
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
-from corral.errors import NotFoundError, OsError, OsNotFoundError, OsScriptError, ParameterError
+from corral.errors import NotFoundError, OsError, OsScriptError, ParameterError
 from corral.objects import Cluster, Node
 from tests.unit.config_helpers import new_store
-from tests.unit.lu_helpers import FakeRpc, JobCtx, make_processor, run_op
+from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor, run_op
+
+#: Where the nodes keep their OS definitions (cluster-wide).
+SEARCH = "/srv/ganeti/os"
 
 
-def _os(name: str, *, valid: bool = True, message: str = "", variants: tuple[str, ...] = (),
-        params: tuple[tuple[str, str], ...] = (), apis: tuple[int, ...] = (20,),
-        version: str | None = "1.0") -> dict[str, Any]:
-    return {"name": name, "path": f"/srv/os/{name}", "valid": valid, "message": message,
-            "api_versions": list(apis), "variants": list(variants),
-            "parameters": [list(p) for p in params], "os_version": version, "trusted": True}
+@dataclass(frozen=True)
+class Os:
+    """An OS definition to install on a node (the dumpenv test OS, adjusted)."""
+
+    name: str
+    valid: bool = True
+    variants: tuple[str, ...] = ()
+    params: tuple[tuple[str, str], ...] = ()
+    apis: tuple[int, ...] = (20,)
+    version: str | None = "1.0"
 
 
 def _store(tmp_path: Path, nodes: int = 3) -> ConfigStore:
@@ -32,20 +41,45 @@ def _store(tmp_path: Path, nodes: int = 3) -> ConfigStore:
     with store.transaction() as txn:
         for n in range(2, nodes + 1):
             txn.add(Node(name=f"node{n}", primary_ip=f"192.0.2.{n}", group=group.uuid))
+        cluster = txn.cluster()
+        cluster.os_search_path = [SEARCH]
+        txn.update(cluster)
     return store
 
 
-def _rpc(per_node: Mapping[str, list[dict[str, Any]]]) -> FakeRpc:
-    def diagnose(node: Node, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return per_node[node.name]
-    return FakeRpc(handlers={"os_diagnose": diagnose})
+def _rpc(store: ConfigStore, per_node: Mapping[str, list[Os]]) -> LocalRpc:
+    """Nodes in this process, each with the OS definitions ``per_node`` names."""
+    rpc = LocalRpc(store, Path(tempfile.mkdtemp(dir=store.path.parent)))
+    for node, systems in per_node.items():
+        for system in systems:
+            rpc.install_os(SEARCH, system.name, variants=system.variants,
+                           parameters=[f"{name} {doc}" for name, doc in system.params],
+                           nodes=[node])
+            where = _path(rpc, node, system.name)
+            (where / "ganeti_api_version").write_text(
+                "".join(f"{api}\n" for api in system.apis))
+            if system.version is None:
+                (where / "os_version").unlink()
+            else:
+                (where / "os_version").write_text(system.version + "\n")
+            if not system.valid:
+                (where / "create").unlink()
+    return rpc
+
+
+def _path(rpc: LocalRpc, node: str, name: str) -> Path:
+    """Where ``node`` keeps OS ``name`` (node daemons answer their own paths)."""
+    return rpc.nodes.paths(node).node_path(SEARCH) / name
+
+
+MISSING_CREATE = "required script(s) missing: create"
 
 
 ALL = ["name", "valid", "hidden", "blacklisted", "variants", "parameters", "api_versions",
        "node_status", "os_hvp", "osparams", "trusted", "os_version", "message"]
 
 
-def _diagnose(store: ConfigStore, rpc: FakeRpc, fields: list[str],
+def _diagnose(store: ConfigStore, rpc: LocalRpc, fields: list[str],
               names: list[str] | None = None) -> Any:
     processor, _ctx = make_processor(store, rpc)
     return run_op(processor, {"OP_ID": "OP_OS_DIAGNOSE", "output_fields": fields,
@@ -54,12 +88,12 @@ def _diagnose(store: ConfigStore, rpc: FakeRpc, fields: list[str],
 
 def test_merges_per_os_over_nodes_in_one_call(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    debian = _os("debian", variants=("buster", "bullseye"), params=(("dhcp", "use dhcp"),))
-    rpc = _rpc({
-        "node1": [debian, _os("ext4", apis=(15, 20))],
-        "node2": [_os("debian", variants=("buster",), params=(("dhcp", "use dhcp"),)),
-                  _os("ext4", apis=(20,))],
-        "node3": [debian, _os("ext4", apis=(20,))],
+    debian = Os("debian", variants=("buster", "bullseye"), params=(("dhcp", "use dhcp"),))
+    rpc = _rpc(store, {
+        "node1": [debian, Os("ext4", apis=(15, 20))],
+        "node2": [Os("debian", variants=("buster",), params=(("dhcp", "use dhcp"),)),
+                  Os("ext4", apis=(20,))],
+        "node3": [debian, Os("ext4", apis=(20,))],
     })
     rows = _diagnose(store, rpc, ALL)
     assert rpc.procedures() == ["os_diagnose"] * 3
@@ -72,21 +106,21 @@ def test_merges_per_os_over_nodes_in_one_call(tmp_path: Path) -> None:
     assert deb["parameters"] == [["dhcp", "use dhcp"]] and deb["api_versions"] == [20]
     assert deb["os_version"] == "1.0" and deb["message"] == ""
     assert deb["node_status"]["node2"] == [
-        ["/srv/os/debian", True, "", ["buster"], [["dhcp", "use dhcp"]], [20], True]]
+        [str(_path(rpc, "node2", "debian")), True, "", ["buster"], [["dhcp", "use dhcp"]],
+         [20], True]]
     assert by_name["ext4"]["api_versions"] == [20]
 
 
 def test_invalid_missing_and_version_mismatch(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    rpc = _rpc({
-        "node1": [_os("a"), _os("b"), _os("c", version="1.0")],
-        "node2": [_os("a", valid=False, message="missing create script"), _os("c",
-                                                                            version="2.0")],
-        "node3": [_os("a"), _os("b"), _os("c", version="2.0")],
+    rpc = _rpc(store, {
+        "node1": [Os("a"), Os("b"), Os("c", version="1.0")],
+        "node2": [Os("a", valid=False), Os("c", version="2.0")],
+        "node3": [Os("a"), Os("b"), Os("c", version="2.0")],
     })
     rows = {r[0]: r for r in _diagnose(store, rpc, ["name", "valid", "message", "node_status",
                                                      "os_version"])}
-    assert rows["a"][1] is False and "invalid on node node2: missing create script" in rows["a"][2]
+    assert rows["a"][1] is False and f"invalid on node node2: {MISSING_CREATE}" in rows["a"][2]
     assert rows["b"][1] is False and "not found on node(s) node2" in rows["b"][2]
     assert rows["b"][3]["node2"] == []
     assert rows["c"][1] is False
@@ -103,8 +137,8 @@ def test_hidden_blacklisted_and_invalid_are_left_out_unless_asked(tmp_path: Path
         cluster.osparams = {"ok": {"a": "1"}, "ok+v1": {"b": "2"}, "other": {"c": "3"}}
         cluster.os_hvp = {"ok": {"fake": {}}}
         txn.update(cluster)
-    rpc = _rpc({"node1": [_os("ok", variants=("v1",)), _os("hid"), _os("black"),
-                          _os("bad", valid=False, message="no")]})
+    rpc = _rpc(store, {"node1": [Os("ok", variants=("v1",)), Os("hid"), Os("black"),
+                                 Os("bad", valid=False)]})
     assert _diagnose(store, rpc, ["name", "variants"]) == [["ok", ["v1"]]]
     assert _diagnose(store, rpc, ["name", "hidden"]) == [["hid", True], ["ok", False]]
     assert [r[0] for r in _diagnose(store, rpc, ["name", "valid", "hidden", "blacklisted"])] == [
@@ -116,7 +150,7 @@ def test_hidden_blacklisted_and_invalid_are_left_out_unless_asked(tmp_path: Path
 def test_unknown_name_lists_known_ones(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
     with pytest.raises(NotFoundError, match=r"unknown OS nope.*found on the nodes: ok"):
-        _diagnose(store, _rpc({"node1": [_os("ok")]}), ["name"], names=["nope"])
+        _diagnose(store, _rpc(store, {"node1": [Os("ok")]}), ["name"], names=["nope"])
 
 
 def test_unreachable_and_offline_nodes_do_not_invalidate(tmp_path: Path) -> None:
@@ -125,16 +159,18 @@ def test_unreachable_and_offline_nodes_do_not_invalidate(tmp_path: Path) -> None
         node3 = txn.get("node", "node3")
         node3.offline = True
         txn.update(node3)
-    rpc = _rpc({"node1": [_os("ok")], "node2": [_os("ok")]})
+    rpc = _rpc(store, {"node1": [Os("ok")], "node2": [Os("ok")]})
     rpc.down.add("node2")
     rows = _diagnose(store, rpc, ["name", "valid", "node_status"])
-    assert rows == [["ok", True, {"node1": [["/srv/os/ok", True, "", [], [], [20], True]]}]]
+    assert rows == [["ok", True, {"node1": [[str(_path(rpc, "node1", "ok")), True, "", [], [],
+                                             [20], True]]}]]
     assert {c.node for c in rpc.calls} == {"node1", "node2"}
 
 
 def test_query_resource_answers_fields(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
-    _processor, ctx = make_processor(store, _rpc({"node1": [_os("ok"), _os("x", valid=False)]}))
+    _processor, ctx = make_processor(
+        store, _rpc(store, {"node1": [Os("ok"), Os("x", valid=False)]}))
 
     async def ask() -> dict[str, Any]:
         return await ctx.queries["os"].query(["name", "valid"], ["?", "valid"])
@@ -176,7 +212,7 @@ def test_os_hvp_set_and_remove() -> None:
         apply_cluster_params(cluster, ClusterSetParams(os_hvp={"deb": {"xen": {}}}))
 
 
-def _set_params(store: ConfigStore, rpc: FakeRpc, **body: Any) -> tuple[Any, JobCtx]:
+def _set_params(store: ConfigStore, rpc: LocalRpc, **body: Any) -> tuple[Any, JobCtx]:
     processor, _ctx = make_processor(store, rpc)
     job = JobCtx()
     return run_op(processor, {"OP_ID": "OP_CLUSTER_SET_PARAMS", **body}, job), job
@@ -184,27 +220,20 @@ def _set_params(store: ConfigStore, rpc: FakeRpc, **body: Any) -> tuple[Any, Job
 
 def test_cluster_osparams_are_verified_on_the_master(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=2)
-    seen: list[Mapping[str, Any]] = []
-
-    def validate(node: Node, args: Mapping[str, Any]) -> None:
-        seen.append(args)
-        if args["osparams"].get("bad"):
-            raise OsScriptError("verify failed: bad is bad")
-        if args["name"].startswith("missing"):
-            raise OsNotFoundError("OS missing not found")
-        if "unknown" in args["osparams"]:
-            raise OsError("OS 'deb' has no parameter(s) unknown; its parameters: a, b")
-
-    rpc = FakeRpc(handlers={"os_validate": validate})
+    rpc = _rpc(store, {"node1": [Os("deb", variants=("v",),
+                                    params=(("a", "A"), ("b", "B"), ("fail", "F")))],
+                       "node2": [Os("deb", variants=("v",), params=(("a", "A"),))]})
     _set_params(store, rpc, osparams={"deb": {"a": "1"}, "deb+v": {"b": "2"}})
     assert [c.node for c in rpc.calls] == ["node1", "node1"]
-    assert seen[1]["name"] == "deb+v" and seen[1]["osparams"] == {"a": "1", "b": "2"}
+    assert [c.args["name"] for c in rpc.calls] == ["deb", "deb+v"]
+    assert rpc.calls[1].args["osparams"] == {"a": "1", "b": "2"}
     assert store.cluster.osparams == {"deb": {"a": "1"}, "deb+v": {"b": "2"}}
-    with pytest.raises(OsScriptError, match="bad is bad"):
-        _set_params(store, rpc, osparams={"deb": {"bad": "1"}})
+    # The OS's verify script refuses (dumpenv fails on request).
+    with pytest.raises(OsScriptError, match="dumpenv: failure line"):
+        _set_params(store, rpc, osparams={"deb": {"fail": "verify"}})
     assert store.cluster.osparams == {"deb": {"a": "1"}, "deb+v": {"b": "2"}}
     # Only an OS the master lacks is let through; an undeclared parameter is refused.
-    with pytest.raises(OsError, match="no parameter"):
+    with pytest.raises(OsError, match="has no parameter"):
         _set_params(store, rpc, osparams={"deb": {"unknown": "1"}})
     assert "unknown" not in store.cluster.osparams["deb"]
     _result, job = _set_params(store, rpc, osparams={"missing": {"x": "1"}})
@@ -214,7 +243,8 @@ def test_cluster_osparams_are_verified_on_the_master(tmp_path: Path) -> None:
 
 def test_hidden_and_blacklisted_pairs(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
-    _set_params(store, FakeRpc(), hidden_os=[["add", "deb"]], blacklisted_os=[["add", "old"]])
+    rpc = _rpc(store, {})
+    _set_params(store, rpc, hidden_os=[["add", "deb"]], blacklisted_os=[["add", "old"]])
     assert store.cluster.hidden_os == ["deb"] and store.cluster.blacklisted_os == ["old"]
-    _set_params(store, FakeRpc(), hidden_os=[["remove", "deb"]])
+    _set_params(store, rpc, hidden_os=[["remove", "deb"]])
     assert store.cluster.hidden_os == []

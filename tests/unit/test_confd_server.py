@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import corral.confd
 from corral.confd.answers import Snapshot, build_snapshot
-from corral.confd.daemon import read_settings, settings_file
+from corral.confd.daemon import Settings, read_settings, settings_file
 from corral.confd.protocol import (
     ErrorCode,
     QueryType,
@@ -206,16 +206,17 @@ async def test_background_watch_picks_up_a_commit(tmp_path: Path) -> None:
 def test_daemon_settings_come_from_the_command_line_then_confd_json(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.ensure_dirs()
-    assert read_settings(paths) == {"bind": "0.0.0.0", "port": 1814, "user": None,
-                                    "group": None}
+    assert read_settings(paths) == Settings(bind="0.0.0.0", port=1814, user=None, group=None)
     settings_file(paths).write_text(json.dumps({"bind": "127.0.1.2", "port": 5000}))
-    assert read_settings(paths)["bind"] == "127.0.1.2"
-    assert read_settings(paths, port=6000, bind=None)["port"] == 6000
+    assert read_settings(paths).bind == "127.0.1.2"
+    assert read_settings(paths, port=6000, bind=None).port == 6000
     settings_file(paths).write_text(json.dumps({"port": "x"}))
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match=r"confd\.json: port: Expected `int`, got `str`"):
         read_settings(paths)
+    with pytest.raises(ParameterError, match="--port: port: Expected `int`"):
+        read_settings(paths, port="y")
     settings_file(paths).write_text(json.dumps({"listen": "x"}))
-    with pytest.raises(ParameterError):
+    with pytest.raises(ParameterError, match=r"unknown setting.*listen; known: bind, port"):
         read_settings(paths)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +81,8 @@ def test_get_hypervisor_refuses_unknown_name_listing_known(paths: Paths) -> None
         get_hypervisor("xen-pvm", paths)
 
 
-def test_default_node_info_reads_the_real_node(paths: Paths) -> None:
-    info = get_hypervisor("fake", paths).node_info()
+async def test_default_node_info_reads_the_real_node(paths: Paths) -> None:
+    info = await get_hypervisor("fake", paths).node_info()
     assert info["memory_total"] > 0
     assert 0 <= info["memory_free"] <= info["memory_total"]
     assert info["memory_hv"] == 0
@@ -90,10 +93,10 @@ def test_default_node_info_reads_the_real_node(paths: Paths) -> None:
 
 
 async def test_start_records_state_and_lists_instance(hv: FakeHypervisor, paths: Paths) -> None:
-    assert hv.list_instances() == []
+    assert await hv.list_instances() == []
     await hv.start(spec(), ["/srv/disk0", "/srv/disk1"])
-    assert hv.list_instances() == ["web1.example.com"]
-    info = hv.instance_info("web1.example.com")
+    assert await hv.list_instances() == ["web1.example.com"]
+    info = await hv.instance_info("web1.example.com")
     assert info is not None
     assert info["name"] == "web1.example.com"
     assert info["state"] == "running"
@@ -111,13 +114,13 @@ async def test_state_survives_a_new_hypervisor_object(
     await hv.start(spec("a"), [])
     await hv.start(spec("b"), [], paused=True)
     restarted = FakeHypervisor(paths, meminfo=meminfo)
-    assert restarted.list_instances() == ["a", "b"]
-    infos = restarted.all_instances_info()
+    assert await restarted.list_instances() == ["a", "b"]
+    infos = await restarted.all_instances_info()
     assert set(infos) == {"a", "b"}
     assert infos["a"]["state"] == "running"
     assert infos["b"]["state"] == "paused"
     await restarted.stop("a")
-    assert FakeHypervisor(paths, meminfo=meminfo).list_instances() == ["b"]
+    assert (await FakeHypervisor(paths, meminfo=meminfo).list_instances()) == ["b"]
 
 
 async def test_start_of_running_instance_is_refused(hv: FakeHypervisor) -> None:
@@ -129,16 +132,16 @@ async def test_start_of_running_instance_is_refused(hv: FakeHypervisor) -> None:
 async def test_stop_removes_instance_and_stopping_again_is_fine(hv: FakeHypervisor) -> None:
     await hv.start(spec(), [])
     await hv.stop("web1.example.com", timeout=5)
-    assert hv.list_instances() == []
-    assert hv.instance_info("web1.example.com") is None
+    assert await hv.list_instances() == []
+    assert await hv.instance_info("web1.example.com") is None
     await hv.stop("web1.example.com", force=True)
     await hv.stop("never-started")
 
 
-def test_queries_on_a_fresh_node_create_nothing(hv: FakeHypervisor, paths: Paths) -> None:
-    assert hv.list_instances() == []
-    assert hv.all_instances_info() == {}
-    assert hv.instance_info("x") is None
+async def test_queries_on_a_fresh_node_create_nothing(hv: FakeHypervisor, paths: Paths) -> None:
+    assert await hv.list_instances() == []
+    assert await hv.all_instances_info() == {}
+    assert await hv.instance_info("x") is None
     assert not state_dir(paths).exists()
 
 
@@ -151,21 +154,21 @@ async def test_invalid_instance_names_are_refused(hv: FakeHypervisor) -> None:
 async def test_temporary_files_are_not_listed(hv: FakeHypervisor, paths: Paths) -> None:
     await hv.start(spec("a"), [])
     (state_dir(paths) / ".a.json.xyz.tmp").write_text("{")
-    assert hv.list_instances() == ["a"]
+    assert await hv.list_instances() == ["a"]
 
 
 async def test_corrupt_state_file_is_reported(hv: FakeHypervisor, paths: Paths) -> None:
     await hv.start(spec("a"), [])
     (state_dir(paths) / "a.json").write_text("{not json")
     with pytest.raises(HypervisorError, match=r"state file of instance a .* not valid JSON"):
-        hv.instance_info("a")
+        await hv.instance_info("a")
 
 
 # -- memory ------------------------------------------------------------------------
 
 
-def test_node_info_from_meminfo(hv: FakeHypervisor) -> None:
-    info = hv.node_info()
+async def test_node_info_from_meminfo(hv: FakeHypervisor) -> None:
+    info = await hv.node_info()
     assert info["memory_total"] == 8192
     assert info["memory_free"] == 4096
     assert info["memory_hv"] == 0
@@ -175,12 +178,12 @@ def test_node_info_from_meminfo(hv: FakeHypervisor) -> None:
 async def test_instances_use_their_maxmem(hv: FakeHypervisor) -> None:
     await hv.start(spec("a", maxmem=1024), [])
     await hv.start(spec("b", maxmem="2G"), [], paused=True)
-    info = hv.node_info()
+    info = await hv.node_info()
     assert info["memory_hv"] == 3072
     assert info["memory_free"] == 1024
     assert info["memory_total"] == 8192
     await hv.stop("a")
-    assert hv.node_info()["memory_free"] == 2048
+    assert (await hv.node_info())["memory_free"] == 2048
 
 
 async def test_start_refused_when_memory_does_not_fit(hv: FakeHypervisor) -> None:
@@ -189,21 +192,21 @@ async def test_start_refused_when_memory_does_not_fit(hv: FakeHypervisor) -> Non
         await hv.start(spec("b", maxmem=2048), [])
     assert "needs 2048 MiB" in str(excinfo.value)
     assert "only 1024 MiB free" in str(excinfo.value)
-    assert hv.list_instances() == ["a"]
+    assert await hv.list_instances() == ["a"]
 
 
-def test_meminfo_without_memavailable_uses_free_buffers_cached(
+async def test_meminfo_without_memavailable_uses_free_buffers_cached(
     paths: Paths, tmp_path: Path
 ) -> None:
     old = tmp_path / "old-meminfo"
     old.write_text("MemTotal: 2097152 kB\nMemFree: 524288 kB\nBuffers: 0 kB\nCached: 524288 kB\n")
-    assert FakeHypervisor(paths, meminfo=old).node_info()["memory_free"] == 1024
+    assert (await FakeHypervisor(paths, meminfo=old).node_info())["memory_free"] == 1024
 
 
-def test_unreadable_meminfo_is_a_hypervisor_error(paths: Paths, tmp_path: Path) -> None:
+async def test_unreadable_meminfo_is_a_hypervisor_error(paths: Paths, tmp_path: Path) -> None:
     hv = FakeHypervisor(paths, meminfo=tmp_path / "missing")
     with pytest.raises(HypervisorError, match="cannot read the node's memory"):
-        hv.node_info()
+        await hv.node_info()
 
 
 async def test_invalid_maxmem_is_reported(hv: FakeHypervisor) -> None:
@@ -235,12 +238,12 @@ async def test_soft_reboot_keeps_state_hard_reboot_restarts(
     record["started"] -= 1000  # it has been up for a while
     record_file.write_text(json.dumps(record))
     await hv.reboot(spec(), ["/old"], "soft")
-    info = hv.instance_info("web1.example.com")
+    info = await hv.instance_info("web1.example.com")
     assert info is not None
     assert info["state"] == "paused"
     assert info["time"] >= 1000
     await hv.reboot(spec(maxmem=1024), ["/new"], "hard")
-    info = hv.instance_info("web1.example.com")
+    info = await hv.instance_info("web1.example.com")
     assert info is not None
     assert info["state"] == "running"
     assert info["time"] < 1000
@@ -253,7 +256,7 @@ async def test_hard_reboot_counts_the_instances_own_memory_as_free(hv: FakeHyper
     await hv.reboot(spec("a", maxmem=4096), [], "full")
     with pytest.raises(HypervisorError, match="needs 4097 MiB"):
         await hv.reboot(spec("a", maxmem=4097), [], "hard")
-    assert hv.list_instances() == ["a"]
+    assert await hv.list_instances() == ["a"]
 
 
 # -- migration ---------------------------------------------------------------------
@@ -265,16 +268,16 @@ async def test_migration_between_two_nodes(tmp_path: Path, meminfo: Path) -> Non
     await source.start(spec(maxmem=1024), ["/disk0"])
 
     await target.accept_migration(spec(maxmem=1024))
-    info = target.instance_info("web1.example.com")
+    info = await target.instance_info("web1.example.com")
     assert info is not None
     assert info["state"] == "migrating"
-    assert target.node_info()["memory_free"] == 3072  # reserved on the target
+    assert (await target.node_info())["memory_free"] == 3072  # reserved on the target
 
     await source.migrate(spec(maxmem=1024), "192.0.2.2", live=True)
-    assert source.list_instances() == []
+    assert await source.list_instances() == []
 
     await target.finish_migration(spec(maxmem=1024), success=True)
-    info = target.instance_info("web1.example.com")
+    info = await target.instance_info("web1.example.com")
     assert info is not None
     assert info["state"] == "running"
 
@@ -282,7 +285,7 @@ async def test_migration_between_two_nodes(tmp_path: Path, meminfo: Path) -> Non
 async def test_failed_migration_drops_the_target_copy(hv: FakeHypervisor) -> None:
     await hv.accept_migration(spec())
     await hv.finish_migration(spec(), success=False)
-    assert hv.list_instances() == []
+    assert await hv.list_instances() == []
 
 
 async def test_accept_refuses_instance_already_here(hv: FakeHypervisor) -> None:
@@ -312,9 +315,73 @@ async def test_migrating_instance_cannot_be_rebooted(hv: FakeHypervisor) -> None
 # -- console -----------------------------------------------------------------------
 
 
-def test_console_is_a_message(hv: FakeHypervisor) -> None:
-    console = hv.console(spec())
+async def test_console_is_a_message(hv: FakeHypervisor) -> None:
+    console = await hv.console(spec())
     assert set(console) == {"instance", "kind", "message"}
     assert console["instance"] == "web1.example.com"
     assert console["kind"] == "msg"
     assert "web1.example.com" in console["message"]
+
+
+# -- asynchronous interface --------------------------------------------------------
+
+
+def test_every_hypervisor_operation_is_a_coroutine() -> None:
+    abstract = sorted(Hypervisor.__abstractmethods__)
+    assert {"list_instances", "instance_info", "all_instances_info", "node_info",
+            "console"} <= set(abstract)
+    for name in abstract:
+        assert inspect.iscoroutinefunction(getattr(Hypervisor, name)), name
+        assert inspect.iscoroutinefunction(getattr(FakeHypervisor, name)), name
+
+
+async def _ticks_while(operation: Any, seconds: float = 0.3) -> int:
+    """How often a 10 ms ticker ran while ``operation`` (a coroutine) was awaited."""
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        await operation
+    finally:
+        stop.set()
+        await task
+    return ticks
+
+
+async def test_slow_state_files_do_not_block_the_event_loop(
+    hv: FakeHypervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import corral.hypervisor.fake as fake
+
+    real_write = fake.write_public
+    real_listdir = os.listdir
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.3)
+        real_write(*args, **kwargs)
+
+    def slow_listdir(path: Any) -> list[str]:
+        time.sleep(0.3)
+        return real_listdir(path)
+
+    monkeypatch.setattr(fake, "write_public", slow_write)
+    assert await _ticks_while(hv.start(spec(), [])) >= 10
+    monkeypatch.setattr(fake.os, "listdir", slow_listdir)
+    assert await _ticks_while(hv.list_instances()) >= 10
+    assert await _ticks_while(hv.node_info()) >= 10
+
+
+async def test_concurrent_starts_of_one_instance_start_it_once(hv: FakeHypervisor) -> None:
+    results = await asyncio.gather(*(hv.start(spec(), []) for _ in range(8)),
+                                   return_exceptions=True)
+    assert sum(r is None for r in results) == 1
+    assert all(isinstance(r, HypervisorError) for r in results if r is not None)
+    assert await hv.list_instances() == ["web1.example.com"]

@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from corral.noded import procedures
+from corral.noded import server as server_module
 from corral.noded.server import NodeServer
 from corral.paths import Paths
 
@@ -25,6 +26,9 @@ async def test_unexpected_failure_answers_an_incident_id(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setitem(procedures.PROCEDURES, "broken", _broken)
+    # A read-only procedure, so that the caller's (absent) certificate may call it.
+    monkeypatch.setattr(server_module, "OPEN_PROCEDURES",
+                        server_module.OPEN_PROCEDURES | {"broken"})
     server = NodeServer(Paths(tmp_path), "127.0.0.1", 0)
     app = web.Application()
     app.router.add_post("/rpc/{version}/{procedure}", server._rpc)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import grp
+import json
 import os
+import pwd
 import sys
 import textwrap
 from pathlib import Path
@@ -10,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from corral.errors import DaemonError
-from corral.utils.process import PidFile, running_pid, start_daemon, stop_daemon
+from corral.utils.process import (
+    PidFile,
+    drop_privileges,
+    running_pid,
+    start_daemon,
+    stop_daemon,
+)
 
 
 def test_pid_file_is_exclusive_and_stale_files_do_not_count(tmp_path: Path) -> None:
@@ -68,3 +77,71 @@ def test_start_reports_a_silent_exit(tmp_path: Path) -> None:
     with pytest.raises(DaemonError, match="exited with status 3"):
         start_daemon("test", argv, log_file=tmp_path / "d.log", timeout=20)
     assert "oops" in (tmp_path / "d.log").read_text()
+
+
+def _ids_after_drop(user: str | None, group: str | None) -> dict[str, object]:
+    """Call drop_privileges in a forked child; what the child then runs as (or the
+    error it refused with)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave without running pytest's exit hooks
+        try:
+            os.close(read_fd)
+            try:
+                drop_privileges(user, group, daemon="test")
+                result: dict[str, object] = {}
+            except DaemonError as err:
+                result = {"error": err.message}
+            result.update(uid=os.getresuid(), gid=os.getresgid(),
+                          groups=sorted(os.getgroups()))
+            os.write(write_fd, json.dumps(result).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    answer: dict[str, object] = json.loads(data)
+    return answer
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+
+
+@needs_root
+def test_group_alone_is_refused_rather_than_staying_root() -> None:
+    nogroup = grp.getgrnam("nogroup").gr_gid
+    ids = _ids_after_drop(None, "nogroup")
+    assert "without --user would leave corral-test running as root" in str(ids["error"])
+    # Nothing was half-done: still root in every id.
+    assert ids["uid"] == [0, 0, 0] and ids["gid"] == [0, 0, 0]
+    assert nogroup not in ids["groups"]  # type: ignore[operator]
+
+
+@needs_root
+def test_user_alone_takes_the_users_group_and_cannot_regain_root() -> None:
+    nobody = pwd.getpwnam("nobody")
+    ids = _ids_after_drop("nobody", None)
+    assert "error" not in ids
+    assert ids["uid"] == [nobody.pw_uid] * 3
+    assert ids["gid"] == [nobody.pw_gid] * 3
+    assert ids["groups"] == sorted({nobody.pw_gid, *(
+        g.gr_gid for g in grp.getgrall() if "nobody" in g.gr_mem)})
+
+
+@needs_root
+def test_user_and_group_by_number() -> None:
+    nobody = pwd.getpwnam("nobody")
+    daemon_gid = grp.getgrnam("daemon").gr_gid
+    ids = _ids_after_drop(str(nobody.pw_uid), str(daemon_gid))
+    assert "error" not in ids
+    assert ids["uid"] == [nobody.pw_uid] * 3
+    assert ids["gid"] == [daemon_gid] * 3
+    assert daemon_gid in ids["groups"] and 0 not in ids["groups"]  # type: ignore[operator]
+
+
+def test_unknown_user_or_group_is_refused() -> None:
+    with pytest.raises(DaemonError, match="unknown user 'no-such-user-x'"):
+        drop_privileges("no-such-user-x", None, daemon="test")
+    with pytest.raises(DaemonError, match="unknown group 'no-such-group-x'"):
+        drop_privileges("nobody", "no-such-group-x", daemon="test")

@@ -21,8 +21,9 @@ from corral.errors import (
 )
 from corral.luxi import LuxiServer, Request
 from corral.paths import Paths
-from corral.rapi.daemon import DEFAULT_PORT, drop_privileges, read_settings, settings_file
+from corral.rapi.daemon import DEFAULT_PORT, read_settings, settings_file
 from corral.rapi.luxi_pool import LuxiPool
+from corral.utils.process import drop_privileges
 
 
 def test_settings_defaults_file_and_command_line(tmp_path: Path) -> None:
@@ -41,12 +42,12 @@ def test_settings_defaults_file_and_command_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ('{"port": 0}', "is not a TCP port"),
+    ('{"port": 0}', "port 0 is not a port number (1-65535)"),
     ('{"bind": "localhost"}', "is not an IP address"),
     ('{"colour": 1}', "unknown setting(s) colour"),
     ('[1]', "must hold a JSON object"),
     ('{', "cannot read the settings file"),
-    ('{"require_authentication": "yes"}', "must be true or false"),
+    ('{"require_authentication": "yes"}', "require_authentication: Expected `bool`"),
 ])
 def test_bad_settings_are_refused(tmp_path: Path, content: str, message: str) -> None:
     paths = Paths(tmp_path)
@@ -60,7 +61,7 @@ def test_bad_settings_are_refused(tmp_path: Path, content: str, message: str) ->
 @pytest.mark.skipif(os.geteuid() == 0, reason="checks the refusal of a non-root daemon")
 def test_dropping_privileges_needs_root() -> None:
     with pytest.raises(DaemonError, match="need the daemon to start as root"):
-        drop_privileges("nobody", None)
+        drop_privileges("nobody", None, daemon="rapi")
 
 
 class CountingMaster:

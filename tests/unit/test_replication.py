@@ -4,14 +4,16 @@ the master's replicator (deltas, coalescing, snapshots, catching up)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from corral.cmdlib.base import RpcArgs
 from corral.config import ConfigStore, Replica, Row
-from corral.errors import ParameterError
+from corral.errors import CorralError, NodeUnreachableError, ParameterError
 from corral.jobs import JobStore
 from corral.jobs.store import JobReplica
 from corral.masterd.replication import ConfigReplicator, JobReplicator
@@ -19,8 +21,9 @@ from corral.noded import replication as node_side
 from corral.noded.files import upload_files
 from corral.objects import Node
 from corral.paths import Paths
+from corral.rpc.protocol import RpcResult
 from tests.unit.config_helpers import new_store, snapshot
-from tests.unit.lu_helpers import FakeRpc
+from tests.unit.lu_helpers import FakeRpc, RpcCall
 from tests.unit.test_jobs_store import make_job
 
 
@@ -55,21 +58,56 @@ def _cluster(tmp_path: Path, candidates: int = 2) -> ConfigStore:
     return store
 
 
-def _wired_rpc(tmp_path: Path) -> tuple[FakeRpc, dict[str, Paths]]:
+@dataclass
+class NodeSideRpc(FakeRpc):
+    """A fake RPC whose nodes run the real (asynchronous) node procedures, each on its
+    own files under ``root``; ``fail_after`` makes a node stop answering after that
+    many more calls."""
+
+    root: Path = Path()
+    roots: dict[str, Paths] = field(default_factory=dict)
+    fail_after: dict[str, int] = field(default_factory=dict)
+
+    async def call(self, nodes: Sequence[Node], procedure: str, args: RpcArgs, *,
+                   timeout: float = 60.0) -> dict[str, RpcResult]:  # noqa: ASYNC109
+        results: dict[str, RpcResult] = {}
+        for node in nodes:
+            node_args = args(node) if callable(args) else args
+            self.calls.append(RpcCall(node.name, procedure, node_args))
+            left = self.fail_after.get(node.name)
+            if left is not None:
+                self.fail_after[node.name] = left - 1
+            if node.name in self.down or (left is not None and left <= 0):
+                results[node.name] = RpcResult(
+                    node.name, error=NodeUnreachableError(f"node {node.name} is down"))
+                continue
+            paths = self.roots.setdefault(node.name, Paths(self.root / node.name))
+            paths.data_dir.mkdir(parents=True, exist_ok=True)
+            procedure_function = {"config_replicate": node_side.config_replicate,
+                                  "jobs_replicate": node_side.jobs_replicate}[procedure]
+            try:
+                payload = await procedure_function(paths, node_args)
+            except CorralError as err:
+                results[node.name] = RpcResult(node.name, error=err)
+            else:
+                results[node.name] = RpcResult(node.name, payload=payload)
+        return results
+
+
+@pytest.fixture(autouse=True)
+def _close_replicas() -> Iterator[None]:
+    yield
+    node_side.close_replicas()
+
+
+def _wired_rpc(tmp_path: Path) -> tuple[NodeSideRpc, dict[str, Paths]]:
     """A fake RPC whose nodes run the real ``config_replicate`` on their own files."""
-    roots: dict[str, Paths] = {}
-
-    def replicate(node: Node, args: Mapping[str, Any]) -> Any:
-        paths = roots.setdefault(node.name, Paths(tmp_path / node.name))
-        paths.data_dir.mkdir(parents=True, exist_ok=True)
-        return _run_sync(node_side.config_replicate(paths, args))
-
-    return FakeRpc(handlers={"config_replicate": replicate}), roots
+    rpc = NodeSideRpc(root=tmp_path)
+    return rpc, rpc.roots
 
 
 def _run_sync(coro: Any) -> Any:
-    """Run a coroutine that never awaits anything real (the procedure is synchronous
-    underneath) from inside the fake RPC's synchronous handler."""
+    """Run a coroutine that never awaits anything real from inside a synchronous test."""
     try:
         coro.send(None)
     except StopIteration as done:
@@ -150,14 +188,7 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
 async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
     store = _cluster(tmp_path, candidates=1)
     jobs = JobStore.open(tmp_path / "jobs.db")
-    roots: dict[str, Paths] = {}
-
-    def replicate(node: Node, args: Mapping[str, Any]) -> Any:
-        paths = roots.setdefault(node.name, Paths(tmp_path / node.name))
-        paths.data_dir.mkdir(parents=True, exist_ok=True)
-        return _run_sync(node_side.jobs_replicate(paths, args))
-
-    rpc = FakeRpc(handlers={"jobs_replicate": replicate})
+    rpc, roots = _wired_rpc(tmp_path)
     replicator = JobReplicator(store, jobs, rpc, retry_interval=0.05)
     replicator.start()
     try:
@@ -187,25 +218,36 @@ async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
     assert JobReplica.open(roots["node2"].jobs_replica).serial == jobs.serial
 
 
-def test_upload_files_writes_known_files_and_listed_paths_only(tmp_path: Path) -> None:
+def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
+        tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.data_dir.mkdir(parents=True)
+    paths.user_file_list.write_text("/etc/motd\n")  # written on the node itself
 
     def entry(data: bytes, **where: Any) -> dict[str, Any]:
         return {**where, "data": base64.b64encode(data).decode(), "mode": 0o600}
 
     written = _run_sync(upload_files(paths, {"files": [
-        entry(b"/etc/motd\n", name="user_file_list"),
         entry(b"hello\n", path="/etc/motd"),
         entry(b"KEY", name="confd_key"),
     ]}))
-    assert sorted(written) == ["/etc/motd", "confd_key", "user_file_list"]
+    assert sorted(written) == ["/etc/motd", "confd_key"]
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.confd_hmac_key.stat().st_mode & 0o777 == 0o400  # the known mode wins
-    with pytest.raises(ParameterError, match="user file list"):
+    with pytest.raises(ParameterError, match="'/etc/shadow': it is not in its own user"):
         _run_sync(upload_files(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
-    with pytest.raises(ParameterError, match="unknown file 'ssh_key'"):
+    # The list is the node's: the master can neither replace it nor extend it.
+    with pytest.raises(ParameterError, match="does not accept the file 'user_file_list'"):
+        _run_sync(upload_files(paths, {"files": [
+            entry(b"/etc/shadow\n", name="user_file_list"),
+            entry(b"x", path="/etc/shadow")]}))
+    with pytest.raises(ParameterError, match="does not accept the file 'ssh_key'"):
         _run_sync(upload_files(paths, {"files": [entry(b"x", name="ssh_key")]}))
     with pytest.raises(ParameterError, match="base64"):
         _run_sync(upload_files(paths, {"files": [{"name": "ca_cert", "data": "%%"}]}))
+    with pytest.raises(ParameterError, match="set-user-ID"):
+        _run_sync(upload_files(paths, {"files": [
+            {**entry(b"#!/bin/sh\n", path="/etc/motd"), "mode": 0o4755}]}))
+    assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
+    assert paths.user_file_list.read_text() == "/etc/motd\n"
     assert not paths.node_path("/etc/shadow").exists()

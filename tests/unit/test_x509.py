@@ -405,3 +405,73 @@ def test_rapi_users_file_access_options() -> None:
     assert generate_rapi_users_file("ro", "pw", ("read",)).endswith(" read\n")
     with pytest.raises(ParameterError, match="'admin'"):
         generate_rapi_users_file("x", "pw", ("admin",))
+
+
+# -- the master's client certificate, RAPI's certificate, the join token ---------------
+def test_only_the_master_client_certificate_is_marked_as_the_master() -> None:
+    from corral.x509 import is_master_client, sign_master_client_cert
+
+    ca_cert, ca_key = create_ca("corral CA c", 2)
+    master_pem, _key = sign_master_client_cert(ca_cert, ca_key, "c.example", 2)
+    node_pem, _key = sign_node_cert(ca_cert, ca_key, "node1.example", ["192.0.2.1"], 2)
+    der = cx509.load_pem_x509_certificate(master_pem).public_bytes(serialization.Encoding.DER)
+    node_der = cx509.load_pem_x509_certificate(node_pem).public_bytes(
+        serialization.Encoding.DER)
+    assert is_master_client(der) and verify_signed_by(master_pem, ca_cert)
+    assert not is_master_client(node_der)
+    assert not is_master_client(b"not a certificate")
+    usage = cx509.load_pem_x509_certificate(master_pem).extensions.get_extension_for_class(
+        cx509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def test_self_signed_rapi_certificate_is_outside_the_cluster_ca(tmp_path: Path) -> None:
+    from corral.x509 import ensure_self_signed
+
+    ca_cert, _ca_key = create_ca("corral CA c", 2)
+    cert_file, key_file = tmp_path / "rapi.pem", tmp_path / "rapi-key.pem"
+    assert ensure_self_signed(cert_file, key_file, "c.example", ["c.example", "n1"],
+                              ["192.0.2.1"], 2)
+    info = load_cert_info(cert_file.read_bytes())
+    assert info.dns_names == ["c.example", "n1"] and info.ip_addresses == ["192.0.2.1"]
+    assert not info.is_ca and not verify_signed_by(cert_file.read_bytes(), ca_cert)
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o400
+    # Kept while it names what is asked, replaced when a name is missing.
+    assert not ensure_self_signed(cert_file, key_file, "c.example", ["n1"], [], 2)
+    assert ensure_self_signed(cert_file, key_file, "c.example", ["c.example", "n2"],
+                              ["192.0.2.2"], 2)
+    assert load_cert_info(cert_file.read_bytes()).dns_names == ["c.example", "n2"]
+    # A client that pins the certificate verifies the server by its address.
+    assert ensure_self_signed(cert_file, key_file, "c.example", ["c.example"],
+                              ["127.0.0.1"], 2)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert_file, key_file)
+    outcome = _handshake(server, ssl.create_default_context(cafile=str(cert_file)))
+    assert outcome.client_error is None and outcome.client_got == b"hello"
+
+
+def test_join_token_binds_the_certificate_fingerprint() -> None:
+    from corral.errors import JoinError
+    from corral.x509 import (
+        check_join_proof,
+        fingerprint,
+        join_proof,
+        make_join_token,
+        split_join_token,
+    )
+
+    ca_cert, ca_key = create_ca("waiting", 1)
+    mine, _key = sign_node_cert(ca_cert, ca_key, "n", [], 1)
+    other, _key = sign_node_cert(ca_cert, ca_key, "n", [], 1)
+    token = make_join_token(fingerprint(mine))
+    secret, bound = split_join_token(token)
+    assert bound == fingerprint(mine) and len(secret) == 24
+    assert secret.hex() not in token  # encoded, URL-safe, one line
+    check_join_proof(token, fingerprint(mine), join_proof(secret, fingerprint(mine)))
+    with pytest.raises(JoinError, match="replayed with another certificate"):
+        check_join_proof(token, fingerprint(mine), join_proof(secret, fingerprint(other)))
+    with pytest.raises(JoinError, match="no proof"):
+        check_join_proof(token, fingerprint(mine), None)
+    for bad in ("", token[::-1], token.split(".")[0], token + "x"):
+        with pytest.raises(JoinError, match="invalid join token"):
+            split_join_token(bad)

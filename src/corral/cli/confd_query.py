@@ -8,12 +8,12 @@ answer, 1 for an error answer or no answer (``Failure: ...`` on standard error).
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
+from corral import serializer
 from corral.cli.common import CONTEXT_SETTINGS
 from corral.confd.client import QueryResult, Server, query_sync
 from corral.confd.daemon import read_settings
@@ -129,20 +129,20 @@ def _describe(qtype: QueryType, status: int, value: Any) -> str:
         return NodeRole(value).name.lower()
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return "\n".join(value)
-    return value if isinstance(value, str) else json.dumps(value)
+    return value if isinstance(value, str) else serializer.dumps(value).decode()
 
 
 def _report(qtype: QueryType, result: QueryResult, as_json: bool, timeout: float) -> int:
     best = result.best
     if as_json:
-        click.echo(json.dumps({
+        click.echo(serializer.dumps({
             "type": int(qtype),
             "status": None if best is None else best.status,
             "answer": None if best is None else best.answer,
             "serial": None if best is None else best.serial,
             "server": None if best is None else f"{best.server[0]}:{best.server[1]}",
             "answers": len(result.answers), "asked": result.asked,
-        }))
+        }).decode())
     if best is None:
         click.echo(f"Failure: no answer from {result.asked} confd server(s) within "
                    f"{timeout:g}s", err=True)
@@ -188,7 +188,7 @@ def cli(qtype: str, query: str | None, servers: tuple[str, ...], port: int | Non
         parsed = parse_type(qtype)
         paths = Paths.from_env()
         if port is None:
-            port = int(read_settings(paths)["port"])
+            port = read_settings(paths).port
         targets: list[Server] = [parse_server(s, port) for s in servers] or list(
             default_servers(paths))
         if not targets:

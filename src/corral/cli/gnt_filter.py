@@ -6,14 +6,13 @@ filter can stop a queue that is full of work).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, generic_list, list_fields_command
 from corral.cli.options import (
@@ -53,7 +52,7 @@ def _predicates(ctx: click.Context, param: click.Parameter, value: str | None) -
     if value is None:
         return []
     try:
-        return json.loads(value)
+        return serializer.loads(value)
     except ValueError as err:
         raise click.BadParameter(
             f"not valid JSON ({err}); give a JSON list of predicates such as "

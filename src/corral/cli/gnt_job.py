@@ -11,8 +11,6 @@ from corral import __version__
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import (
     EXIT_CONFIRMATION,
-    JOB_STATUS_FINAL,
-    JOB_STATUS_PENDING,
     Formatter,
     LuxiCaller,
     StdioReporter,
@@ -36,6 +34,7 @@ from corral.cli.options import (
 )
 from corral.cli.output import format_info
 from corral.errors import CorralError, NotFoundError, ParameterError
+from corral.jobs.model import FINAL_STATUSES, PENDING_STATUSES
 from corral.qlang import make_simple_filter
 
 __all__ = ["DEFAULT_FIELDS", "main"]
@@ -88,12 +87,12 @@ def _status_choice(*flags: str) -> Callable[[Any], Any]:
 
 #: The status-selecting flags: statuses selected and help text (Ganeti's sets).
 _STATUS_SELECTIONS: dict[str, tuple[frozenset[str], str]] = {
-    "pending": (JOB_STATUS_PENDING, "Select jobs pending execution or being canceled."),
+    "pending": (PENDING_STATUSES, "Select jobs pending execution or being canceled."),
     "queued": (frozenset({"queued"}), "Select queued jobs only."),
     "waiting": (frozenset({"waiting"}), "Select waiting jobs only."),
     "running": (frozenset({"running"}), "Show jobs currently running only."),
     "error": (frozenset({"error"}), "Show failed jobs only."),
-    "finished": (JOB_STATUS_FINAL, "Show finished jobs only."),
+    "finished": (FINAL_STATUSES, "Show finished jobs only."),
 }
 
 _verbose_option = click.option("-v", "--verbose", is_flag=True,

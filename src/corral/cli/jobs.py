@@ -30,12 +30,12 @@ from corral.cli.output import effective_units, format_bool, format_table, format
 from corral.errors import (
     CorralError,
     MasterUnreachableError,
-    NotFoundError,
     NotMasterError,
     ParameterError,
     ProtocolError,
     did_you_mean,
 )
+from corral.jobs.follow import JOB_RESULT_FIELDS, JobFollower, job_results
 from corral.jobs.model import job_error
 from corral.qlang import make_filter
 from corral.qlang.fields import LIST_FIELDS_COMMANDS
@@ -44,8 +44,6 @@ __all__ = [
     "EXIT_CONFIRMATION",
     "EXIT_UNKNOWN_FIELD",
     "FIELD_KIND_NAMES",
-    "JOB_STATUS_FINAL",
-    "JOB_STATUS_PENDING",
     "WFJC_TIMEOUT",
     "Formatter",
     "LuxiCaller",
@@ -74,11 +72,6 @@ EXIT_CONFIRMATION = 13
 
 #: Seconds one ``WaitForJobChange`` call may wait; below the luxi client's timeout.
 WFJC_TIMEOUT = 20.0
-
-#: Job states after which nothing changes any more.
-JOB_STATUS_FINAL = frozenset({"canceled", "success", "error"})
-#: Job states ``--pending`` selects (Ganeti's JOBS_PENDING).
-JOB_STATUS_PENDING = frozenset({"queued", "waiting", "canceling"})
 
 #: The "Type" column of ``list-fields`` (Ganeti's words for each field kind).
 FIELD_KIND_NAMES: dict[str, str] = {
@@ -203,36 +196,19 @@ class StdioReporter:
 def poll_job(client: LuxiCaller, job_id: int, reporter: StdioReporter | None = None) -> list[Any]:
     """Follow ``job_id`` until it ends; return its opcode results or raise its error.
 
-    Each ``WaitForJobChange`` asks only for the status and the log entries newer
-    than the last one printed, so every message is printed exactly once.
+    Every log message is printed exactly once (see :class:`JobFollower`).
     """
     report = reporter or StdioReporter()
-    prev_info: list[Any] | None = None
-    prev_serial: int | None = None
-    status: str | None = None
-    while True:
-        answer = _follow(client, job_id, "WaitForJobChange", job_id, ["status"], prev_info,
-                         prev_serial, WFJC_TIMEOUT)
-        if answer is None:
-            raise NotFoundError(f"job {job_id} not found (lost while waiting for it)")
-        if answer == "nochange":
-            report.not_changed(job_id, status)
+    follower = JobFollower(job_id)
+    while not follower.finished:
+        entries = follower.update(
+            _follow(client, job_id, "WaitForJobChange", *follower.request(WFJC_TIMEOUT)))
+        if entries is None:
+            report.not_changed(job_id, follower.status)
             continue
-        job_info, log_entries = answer
-        (status,) = job_info
-        for serial, timestamp, log_type, message in log_entries or ():
+        for serial, timestamp, log_type, message in entries:
             report.log_message(job_id, serial, timestamp, log_type, message)
-            prev_serial = serial if prev_serial is None else max(prev_serial, serial)
-        if status in JOB_STATUS_FINAL:
-            break
-        prev_info = job_info
-    rows = client.call("QueryJobs", [job_id], ["status", "opstatus", "opresult"])
-    if not rows or rows[0] is None:
-        raise NotFoundError(f"job {job_id} not found (lost while waiting for it)")
-    final_status, opstatus, opresult = rows[0]
-    if final_status == "success":
-        return list(opresult)
-    raise job_error(job_id, final_status, opstatus, opresult)
+    return job_results(job_id, client.call("QueryJobs", [job_id], list(JOB_RESULT_FIELDS)))
 
 
 #: How long a command following a job waits for the master daemon to come back, or

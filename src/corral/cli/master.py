@@ -18,10 +18,10 @@ calls :func:`explain_unreachable` only when connecting to the master daemon fail
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from corral import serializer
 from corral.errors import CorralError, NotMasterError, OpPrereqError
 from corral.paths import Paths
 
@@ -64,7 +64,7 @@ class MasterLocation:
 
 def _membership(paths: Paths) -> dict[str, Any]:
     try:
-        data = json.loads(paths.node_membership.read_text())
+        data = serializer.loads(paths.node_membership.read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -102,7 +102,7 @@ def _ask_confd(paths: Paths, servers: list[str]) -> str | None:
         return None
     try:
         key = paths.confd_hmac_key.read_bytes()
-        port = int(read_settings(paths)["port"])
+        port = read_settings(paths).port
         result = query_sync(key, servers, QueryType.CLUSTER_MASTER, port=port,
                             timeout=CONFD_TIMEOUT)
     except (OSError, CorralError):

@@ -8,6 +8,7 @@ that RAPI ``/2/modify`` bodies map onto it one to one.
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import re
 from collections.abc import Callable, Iterable
@@ -20,6 +21,8 @@ from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, Unknow
 from corral.objects import Cluster, Instance, Node, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
+from corral.rpc.chunks import call_in_parts
+from corral.rpc.protocol import RpcResult
 
 __all__ = [
     "OS_API_VERSION",
@@ -414,20 +417,32 @@ class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
         files = self.master.ancillary_files()
         failed: dict[str, str] = {}
         if candidates:
-            results = await self.master.rpc.call(candidates, "config_replicate",
-                                                 snapshot_args(store))
-            failed.update({name: r.error.message for name, r in results.items() if r.error})
+            snapshot = snapshot_args(store)
 
-        def for_node(node: Node) -> dict[str, Any]:
-            return {"files": [{k: v for k, v in f.items() if k != "candidates_only"}
-                              for f in files
-                              if node.master_candidate or not f.get("candidates_only")]}
+            async def replicate(node: Node) -> RpcResult:
+                async def call(args: dict[str, Any]) -> RpcResult:
+                    return (await self.master.rpc.call([node], "config_replicate", args)
+                            )[node.name]
+                return await call_in_parts(call, snapshot)
 
-        if nodes:
-            results = await self.master.rpc.call(nodes, "upload_files", for_node)
-            for name, result in results.items():
-                if result.error is not None:
-                    failed.setdefault(name, result.error.message)
+            answers = await asyncio.gather(*map(replicate, candidates))
+            failed.update({r.node: r.error.message for r in answers if r.error})
+
+        def for_node(known: bool) -> Callable[[Node], dict[str, Any]]:
+            def args(node: Node) -> dict[str, Any]:
+                return {"files": [{k: v for k, v in f.items() if k != "candidates_only"}
+                                  for f in files if ("name" in f) is known
+                                  and (node.master_candidate or not f.get("candidates_only"))]}
+            return args
+
+        # The cluster's own files first, then the user list's, which a node accepts
+        # only when its own list names them: a refusal there keeps the first.
+        for known in (True, False):
+            if nodes and any(("name" in f) is known for f in files):
+                results = await self.master.rpc.call(nodes, "upload_files", for_node(known))
+                for name, result in results.items():
+                    if result.error is not None:
+                        failed.setdefault(name, result.error.message)
         for name, message in sorted(failed.items()):
             self.feedback(f"Warning: node {name}: {message}")
         done = sorted(n.name for n in nodes if n.name not in failed)
@@ -452,7 +467,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         store = self.master.store
         if self.op.osparams:
             await self._validate_osparams()
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,6 +51,7 @@ from corral.locking import ALL_SET, LockLevel
 from corral.objects import Node, NodeGroup
 from corral.objects.params import ND_PARAMS, update_params, validate_params
 from corral.opcodes.node_ops import OpNodeAdd, OpNodeRemove, OpNodeSetParams
+from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RPC_VERSION, RpcResult
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ __all__ = [
     "candidate_stats",
     "check_unsupported_state",
     "default_group",
+    "give_candidate_files",
     "nd_param_fields",
     "node_role",
     "promote_candidates",
@@ -258,16 +261,16 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         except CorralError:
             await self._leave(node)
             raise
-        self._commit(node)
+        await self._commit(node)
         if not self.op.readd:
             for level in (LockLevel.NODE, LockLevel.NODE_RES):
                 await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
         return None
 
-    def _commit(self, node: Node) -> None:
+    async def _commit(self, node: Node) -> None:
         store = self.master.store
         op = self.op
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             if op.readd:
                 record = txn.get("node", node.uuid)
                 record.offline = record.drained = False
@@ -307,11 +310,39 @@ async def seed_replica(master: MasterContext, node: Node) -> None:
     """Give a node about to become a master candidate a full copy of the configuration,
     so that it holds one before it counts as a candidate (confd on it answers, a
     failover may pick it); the master's replication keeps it current afterwards."""
-    result = (await master.rpc.call([node], "config_replicate",
-                                    snapshot_args(master.store)))[node.name]
+    async def call(args: dict[str, Any]) -> RpcResult:
+        return (await master.rpc.call([node], "config_replicate", args))[node.name]
+
+    result = await call_in_parts(call, snapshot_args(master.store))
     if result.error is not None:
         raise OpExecError(f"cannot give node {node.name} a copy of the configuration before "
                           f"promoting it to master candidate: {result.error.message}")
+    failed = await give_candidate_files(master, [node])
+    if failed:
+        raise OpExecError(f"cannot give node {node.name} the master candidates' files "
+                          f"before promoting it: {failed[node.name]}")
+
+
+async def give_candidate_files(master: MasterContext, nodes: list[Node]) -> dict[str, str]:
+    """Send new master candidates what they need to become the master: the master's
+    client certificate (node daemons take changes only from it) and the RAPI users
+    file. The nodes that failed, with the reason."""
+    files = [{k: v for k, v in f.items() if k != "candidates_only"}
+             for f in master.ancillary_files() if f.get("candidates_only")]
+    if not files or not nodes:
+        return {}
+    results = await master.rpc.call(nodes, "upload_files", {"files": files})
+    return {name: r.error.message for name, r in results.items() if r.error is not None}
+
+
+async def _equip_promoted(master: MasterContext, names: list[str],
+                          feedback: Callable[[str], None]) -> None:
+    """Give nodes promoted to master candidate their files; a failure is a warning
+    (``gnt-cluster redistribute-conf`` sends them again)."""
+    nodes = [n for n in master.store.all("node") if n.name in names and not n.offline]
+    for name, message in sorted((await give_candidate_files(master, nodes)).items()):
+        feedback(f"Warning: node {name} did not get the master candidates' files "
+                 f"({message}); run 'gnt-cluster redistribute-conf' before a failover to it")
 
 
 # -- remove ----------------------------------------------------------------------
@@ -357,7 +388,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
             return None
         store = self.master.store
         node = self._node
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             txn.remove("node", node.uuid)
             promoted = promote_candidates(
                 txn, _nodes_after(store, removed={node.uuid}), store.cluster.candidate_pool_size)
@@ -366,6 +397,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
         self.feedback(f"Removed node {node.name} from the cluster")
         if promoted:
             self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
+            await _equip_promoted(self.master, promoted, self.feedback)
         result = (await self.master.rpc.call([node], "node_leave", {}))[node.name]
         if result.failed:
             assert result.error is not None
@@ -515,7 +547,7 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             await seed_replica(self.master, msgspec.structs.replace(
                 node, offline=self._new_flags[2]))
         result: list[list[str]] = []
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             record = txn.get("node", node.uuid)
             if self._ndparams is not None:
                 record.ndparams = update_params(record.ndparams, self._ndparams)
@@ -541,6 +573,7 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
                                               exclude={record.uuid})
         if promoted:
             self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
+            await _equip_promoted(self.master, promoted, self.feedback)
         return result
 
 

@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
-import json
 import logging
-import os
-import pwd
 import signal
 import socket
 import sys
@@ -33,20 +29,24 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.confd.protocol import DEFAULT_PORT
 from corral.confd.server import ConfdProtocol, Counters, serve_socket
 from corral.confd.source import SnapshotSource
-from corral.errors import CorralError, DaemonError, NotClusterError, ParameterError
+from corral.errors import CorralError, DaemonError, NotClusterError
 from corral.paths import Paths
+from corral.utils import loopcheck
+from corral.utils import settings as daemon_settings
 from corral.utils.background import background_unless_foreground
 from corral.utils.files import write_public
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.process import PidFile, drop_privileges, notify_ready, refuse_start
+from corral.utils.settings import check_bind, check_port
 
-__all__ = ["NAME", "SETTING_KEYS", "main", "read_settings", "run", "serve", "settings_file",
-           "stats_file"]
+__all__ = ["NAME", "SETTING_KEYS", "Settings", "main", "read_settings", "run", "serve",
+           "settings_file", "stats_file"]
 
 #: The daemon's name, used for its pid, log and stats files.
 NAME = "confd"
@@ -57,8 +57,21 @@ _RCVBUF = 4 << 20
 log = logging.getLogger("corral.confd")
 
 
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Where confd listens and whom it runs as (``confd.json`` holds these keys)."""
+
+    bind: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    user: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        self.bind = check_bind(self.bind)
+        check_port(self.port, allow_zero=True)
+
+
 #: Keys of ``confd.json``.
-SETTING_KEYS = ("bind", "port", "user", "group")
+SETTING_KEYS = Settings.__struct_fields__
 
 
 def settings_file(paths: Paths) -> Path:
@@ -67,29 +80,10 @@ def settings_file(paths: Paths) -> Path:
     return paths.data_dir / f"{NAME}.json"
 
 
-def read_settings(paths: Paths, **given: Any) -> dict[str, Any]:
+def read_settings(paths: Paths, **given: Any) -> Settings:
     """Command-line values (``given``; None when not given) over ``confd.json`` over
     the defaults (all addresses, port 1814, no privilege change)."""
-    path = settings_file(paths)
-    try:
-        stored: Any = json.loads(path.read_text())
-    except FileNotFoundError:
-        stored = {}
-    except (OSError, ValueError) as err:
-        raise ParameterError(f"cannot read the settings file {path}: {err}") from None
-    if not isinstance(stored, dict) or set(stored) - set(SETTING_KEYS):
-        raise ParameterError(f"{path} must hold a JSON object with keys among "
-                             f"{', '.join(SETTING_KEYS)}")
-    settings: dict[str, Any] = {"bind": "0.0.0.0", "port": DEFAULT_PORT, "user": None,
-                                "group": None}
-    settings.update(stored)
-    settings.update({k: v for k, v in given.items() if v is not None})
-    port = settings["port"]
-    if type(port) is not int or not 0 <= port <= 65535:
-        raise ParameterError(f"confd port {port!r} is not a port number")
-    if not isinstance(settings["bind"], str):
-        raise ParameterError(f"confd bind address {settings['bind']!r} is not an address")
-    return settings
+    return daemon_settings.read_settings(settings_file(paths), Settings, given)
 
 
 def stats_file(paths: Paths) -> Path:
@@ -134,36 +128,12 @@ def open_socket(bind: str, port: int) -> socket.socket:
     return sock
 
 
-def drop_privileges(user: str | None, group: str | None) -> None:
-    """Switch to ``user`` and ``group`` (the user's own group when only a user is
-    given); nothing to do when neither is given."""
-    if user is None and group is None:
-        return
-    try:
-        entry = pwd.getpwnam(user) if user is not None else None
-        gid = grp.getgrnam(group).gr_gid if group is not None else (
-            entry.pw_gid if entry is not None else os.getgid())
-    except KeyError as err:
-        raise DaemonError(f"unknown user or group: {err.args[0]}") from None
-    uid = entry.pw_uid if entry is not None else os.getuid()
-    if (uid, gid) == (os.getuid(), os.getgid()):
-        return
-    try:
-        if os.getuid() == 0:
-            os.setgroups([gid])
-        os.setgid(gid)
-        os.setuid(uid)
-    except OSError as err:
-        raise DaemonError(f"cannot switch to user {user} group {group}: {err}") from None
-    log.info("running as uid %d gid %d", uid, gid)
-
-
 def _report(paths: Paths, counters: Counters, source: SnapshotSource) -> None:
     stats = {"time": time.time(), "serial": source.current.serial if source.current else None,
              **counters.as_dict()}
     log.info("counters: %s", " ".join(f"{k}={v}" for k, v in stats.items() if k != "time"))
     try:
-        write_public(stats_file(paths), json.dumps(stats) + "\n")
+        write_public(stats_file(paths), serializer.dumps(stats) + b"\n")
     except OSError as err:
         log.warning("cannot write %s: %s", stats_file(paths), err)
 
@@ -207,17 +177,17 @@ def run(paths: Paths, *, bind: str | None = None, port: int | None = None,
         log.info("corral-confd %s starting (root %s)", __version__, paths.root)
         source = SnapshotSource(paths, config)
         try:
-            settings = read_settings(paths, bind=bind, port=port, user=user, group=group)
+            options = read_settings(paths, bind=bind, port=port, user=user, group=group)
             key = read_key(paths)
-            sock = open_socket(settings["bind"], settings["port"])
+            sock = open_socket(options.bind, options.port)
             # The first load still has the start-up privileges, so confd answers
             # even where its user cannot read the file (reloads then fail, logged).
-            asyncio.run(source.check())
-            drop_privileges(settings["user"], settings["group"])
+            loopcheck.run(source.check())
+            drop_privileges(options.user, options.group, daemon=NAME)
         except CorralError as err:
             return _refuse(err)
         try:
-            asyncio.run(serve(paths, key, sock, source))
+            loopcheck.run(serve(paths, key, sock, source))
         finally:
             sock.close()
         log.info("stopped")
@@ -239,7 +209,7 @@ def _refuse(err: CorralError) -> int:
 @click.option("--user", metavar="USER", default=None,
               help="Run as this user after binding the socket and reading the key.")
 @click.option("--group", metavar="GROUP", default=None,
-              help="Run as this group (default: the user's group).")
+              help="Run as this group instead of the user's own (needs --user).")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None,
               help="Answer from this configuration file (default: the store on the "
                    "master, else the replica).")

@@ -1,7 +1,9 @@
 """Hypervisors on a node: the interface and the implementations (node-side layer).
 
 :func:`get_hypervisor` gives the implementation for a name the configuration uses;
-noded keeps one per hypervisor and dispatches the instance procedures to it.
+noded asks for one per procedure call, so an implementation keeps what must be shared
+between calls per node (the fake hypervisor: its state files and a lock per state
+directory). Every operation is a coroutine (see :mod:`corral.hypervisor.base`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ the node-local disk paths to the hypervisor. The hypervisor therefore never look
 anything up: what it needs to start, stop, reboot or migrate an instance is in its
 arguments or in its own runtime state on this node.
 
-Operations that change an instance are coroutines, because a real hypervisor waits
-for a process or a monitor socket; queries are plain functions, because they only
-read local state and noded answers them from many requests at once.
+Every method is a coroutine, queries included: a real hypervisor asks a monitor
+socket (QMP) or a process, and noded answers many requests from one event loop, so
+an implementation never blocks that loop; file or process work it cannot await
+runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -80,23 +81,35 @@ class Hypervisor(ABC):
         """
 
     @abstractmethod
-    async def reboot(self, spec: InstanceSpec, disk_paths: list[str], reboot_type: str) -> None:
-        """Reboot a running instance (``reboot_type`` is one of :data:`REBOOT_TYPES`)."""
+    async def reboot(
+        self,
+        spec: InstanceSpec,
+        disk_paths: list[str],
+        reboot_type: str,
+        *,
+        # The guest's grace period in a full reboot's stop, not a limit on the call.
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """Reboot a running instance (``reboot_type`` is one of :data:`REBOOT_TYPES`).
+
+        ``timeout`` is how long the guest may take to stop cleanly when the reboot
+        stops it.
+        """
 
     @abstractmethod
-    def list_instances(self) -> list[str]:
+    async def list_instances(self) -> list[str]:
         """Names of the instances this hypervisor holds on this node, sorted."""
 
     @abstractmethod
-    def instance_info(self, name: str) -> dict[str, Any] | None:
+    async def instance_info(self, name: str) -> dict[str, Any] | None:
         """The info dict of instance ``name``, or ``None`` when it is not here."""
 
     @abstractmethod
-    def all_instances_info(self) -> dict[str, dict[str, Any]]:
+    async def all_instances_info(self) -> dict[str, dict[str, Any]]:
         """Info dicts of every instance held here, by name."""
 
     @abstractmethod
-    def node_info(self) -> dict[str, Any]:
+    async def node_info(self) -> dict[str, Any]:
         """The node's resources: ``memory_total``, ``memory_free`` (MiB, what an
         instance start may still use), ``memory_hv`` (MiB held by instances) and
         ``cpu_count``."""
@@ -114,6 +127,6 @@ class Hypervisor(ABC):
         """On the target: make a received instance run (``success``) or drop it."""
 
     @abstractmethod
-    def console(self, spec: InstanceSpec) -> dict[str, Any]:
+    async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """How to reach the instance's console: Ganeti's console dict
         (``{"instance", "kind", ...}`` with the keys of its kind)."""

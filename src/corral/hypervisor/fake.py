@@ -8,12 +8,17 @@ state (``running``, ``paused`` or ``migrating``), when it started and its disk
 paths. Memory is accounted as a real hypervisor would: every instance held here
 uses its ``maxmem``, and a start that does not fit in the node's free memory is
 refused, so allocation and capacity logic can be exercised without virtual machines.
+
+Its file work runs in worker threads, never on noded's event loop; a change (a
+check of the current state and memory, then a write) holds a per-directory lock,
+so two requests at once cannot both start the same instance.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,12 +30,22 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor, InstanceState
 from corral.objects.params import BE_PARAMS, parse_size
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
+from corral.serializer import dumps_pretty, loads
 from corral.utils.files import write_public
 
 __all__ = ["FakeHypervisor"]
 
 _MIB = 1024 * 1024
 _STATE_SUFFIX = ".json"
+
+# One lock per state directory, shared by every FakeHypervisor working in it.
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _dir_lock(directory: Path) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(directory, threading.Lock())
 
 
 class FakeHypervisor(Hypervisor):
@@ -45,6 +60,7 @@ class FakeHypervisor(Hypervisor):
     def __init__(self, paths: Paths, *, meminfo: Path = Path("/proc/meminfo")) -> None:
         self._dir = paths.hypervisor_state_dir / "fake"
         self._meminfo = meminfo
+        self._lock = _dir_lock(self._dir)
 
     # -- state files ---------------------------------------------------------------
     def _state_file(self, name: str) -> Path:
@@ -64,7 +80,7 @@ class FakeHypervisor(Hypervisor):
         except OSError as err:
             raise HypervisorError(f"cannot read the state of instance {name}: {err}") from err
         try:
-            record = json.loads(data)
+            record = loads(data)
         except ValueError as err:
             raise HypervisorError(
                 f"the state file of instance {name} ({path}) is not valid JSON: {err}"
@@ -94,7 +110,7 @@ class FakeHypervisor(Hypervisor):
         path = self._state_file(spec.name)
         try:
             self._dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            write_public(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+            write_public(path, dumps_pretty(record) + "\n")
         except OSError as err:
             raise HypervisorError(
                 f"cannot record the state of instance {spec.name}: {err}"
@@ -108,7 +124,7 @@ class FakeHypervisor(Hypervisor):
 
     def _records(self) -> dict[str, dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
-        for name in self.list_instances():
+        for name in self._list():
             record = self._read(name)
             if record is not None:  # removed while we were listing
                 records[name] = record
@@ -117,57 +133,42 @@ class FakeHypervisor(Hypervisor):
     # -- memory ----------------------------------------------------------------------
     def _check_memory(self, spec: InstanceSpec, what: str, *, releasing: int = 0) -> None:
         needed = _memory(spec)
-        free = self.node_info()["memory_free"] + releasing
+        free = self._node_info()["memory_free"] + releasing
         if needed > free:
             raise HypervisorError(
                 f"not enough memory to {what} instance {spec.name}: it needs {needed} MiB"
                 f" (maxmem) but the node has only {free} MiB free"
             )
 
-    # -- operations ------------------------------------------------------------------
-    async def start(
-        self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
-    ) -> None:
-        """Record ``spec`` as running (or paused); refuses one already here."""
-        current = self._read(spec.name)
-        if current is not None:
-            raise HypervisorError(
-                f"cannot start instance {spec.name}: it is already {current.get('state')}"
-                " on this node"
-            )
-        self._check_memory(spec, "start")
-        self._write(spec, "paused" if paused else "running", disk_paths)
+    # -- operations (blocking; run in a worker thread) --------------------------------
+    def _start(self, spec: InstanceSpec, disk_paths: list[str], paused: bool) -> None:
+        with self._lock:
+            current = self._read(spec.name)
+            if current is not None:
+                raise HypervisorError(
+                    f"cannot start instance {spec.name}: it is already {current.get('state')}"
+                    " on this node"
+                )
+            self._check_memory(spec, "start")
+            self._write(spec, "paused" if paused else "running", disk_paths)
 
-    async def stop(
-        self,
-        name: str,
-        *,
-        force: bool = False,
-        # The guest's grace period before it is killed, not a limit on the call.
-        timeout: float = 120.0,  # noqa: ASYNC109
-    ) -> None:
-        """Forget instance ``name``; stopping one that is not here is fine."""
-        self._remove(name)
+    def _reboot(self, spec: InstanceSpec, disk_paths: list[str], reboot_type: str) -> None:
+        with self._lock:
+            current = self._read(spec.name)
+            if current is None or current.get("state") == "migrating":
+                raise HypervisorError(
+                    f"cannot reboot instance {spec.name}: it is not running on this node"
+                )
+            if reboot_type == "soft":
+                return
+            self._check_memory(spec, "restart", releasing=int(current.get("memory", 0)))
+            self._write(spec, "running", disk_paths)
 
-    async def reboot(self, spec: InstanceSpec, disk_paths: list[str], reboot_type: str) -> None:
-        """``soft`` changes nothing; ``hard`` and ``full`` restart the instance with
-        ``spec`` and ``disk_paths`` (its run time starts again). The instance must run."""
-        if reboot_type not in REBOOT_TYPES:
-            raise ParameterError(
-                f"invalid reboot type {reboot_type!r}: expected one of {', '.join(REBOOT_TYPES)}"
-            )
-        current = self._read(spec.name)
-        if current is None or current.get("state") == "migrating":
-            raise HypervisorError(
-                f"cannot reboot instance {spec.name}: it is not running on this node"
-            )
-        if reboot_type == "soft":
-            return
-        self._check_memory(spec, "restart", releasing=int(current.get("memory", 0)))
-        self._write(spec, "running", disk_paths)
+    def _stop(self, name: str) -> None:
+        with self._lock:
+            self._remove(name)
 
-    def list_instances(self) -> list[str]:
-        """Names of the instances that have a state file here, sorted."""
+    def _list(self) -> list[str]:
         try:
             entries = os.listdir(self._dir)
         except FileNotFoundError:
@@ -180,18 +181,7 @@ class FakeHypervisor(Hypervisor):
             if entry.endswith(_STATE_SUFFIX) and not entry.startswith(".")
         )
 
-    def instance_info(self, name: str) -> dict[str, Any] | None:
-        """The info dict of ``name``, or ``None`` when it has no state file here."""
-        record = self._read(name)
-        return None if record is None else _info(name, record)
-
-    def all_instances_info(self) -> dict[str, dict[str, Any]]:
-        """Info dicts of every instance with a state file here."""
-        return {name: _info(name, record) for name, record in self._records().items()}
-
-    def node_info(self) -> dict[str, Any]:
-        """Memory from ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``) less what
-        the instances held here use; CPUs from :func:`os.cpu_count`."""
+    def _node_info(self) -> dict[str, Any]:
         total, available = _read_meminfo(self._meminfo)
         held = sum(int(record.get("memory", 0)) for record in self._records().values())
         return {
@@ -201,40 +191,105 @@ class FakeHypervisor(Hypervisor):
             "cpu_count": os.cpu_count() or 1,
         }
 
+    def _accept(self, spec: InstanceSpec) -> None:
+        with self._lock:
+            current = self._read(spec.name)
+            if current is not None:
+                raise HypervisorError(
+                    f"cannot accept instance {spec.name} by migration: it is already"
+                    f" {current.get('state')} on this node"
+                )
+            self._check_memory(spec, "receive")
+            self._write(spec, "migrating", [])
+
+    def _migrate(self, spec: InstanceSpec, target_ip: str) -> None:
+        with self._lock:
+            current = self._read(spec.name)
+            if current is None or current.get("state") == "migrating":
+                raise HypervisorError(
+                    f"cannot migrate instance {spec.name} to {target_ip}: it is not running"
+                    " on this node"
+                )
+            self._remove(spec.name)
+
+    def _finish(self, spec: InstanceSpec, success: bool) -> None:
+        with self._lock:
+            if not success:
+                self._remove(spec.name)
+                return
+            current = self._read(spec.name)
+            disk_paths = list(current.get("disk_paths", [])) if current else []
+            self._write(spec, "running", disk_paths)
+
+    # -- the interface -----------------------------------------------------------------
+    async def start(
+        self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
+    ) -> None:
+        """Record ``spec`` as running (or paused); refuses one already here."""
+        await asyncio.to_thread(self._start, spec, disk_paths, paused)
+
+    async def stop(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        # The guest's grace period before it is killed, not a limit on the call.
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """Forget instance ``name``; stopping one that is not here is fine."""
+        await asyncio.to_thread(self._stop, name)
+
+    async def reboot(
+        self,
+        spec: InstanceSpec,
+        disk_paths: list[str],
+        reboot_type: str,
+        *,
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """``soft`` changes nothing; ``hard`` and ``full`` restart the instance with
+        ``spec`` and ``disk_paths`` (its run time starts again). The instance must run."""
+        if reboot_type not in REBOOT_TYPES:
+            raise ParameterError(
+                f"invalid reboot type {reboot_type!r}: expected one of {', '.join(REBOOT_TYPES)}"
+            )
+        await asyncio.to_thread(self._reboot, spec, disk_paths, reboot_type)
+
+    async def list_instances(self) -> list[str]:
+        """Names of the instances that have a state file here, sorted."""
+        return await asyncio.to_thread(self._list)
+
+    async def instance_info(self, name: str) -> dict[str, Any] | None:
+        """The info dict of ``name``, or ``None`` when it has no state file here."""
+        record = await asyncio.to_thread(self._read, name)
+        return None if record is None else _info(name, record)
+
+    async def all_instances_info(self) -> dict[str, dict[str, Any]]:
+        """Info dicts of every instance with a state file here."""
+        records = await asyncio.to_thread(self._records)
+        return {name: _info(name, record) for name, record in records.items()}
+
+    async def node_info(self) -> dict[str, Any]:
+        """Memory from ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``) less what
+        the instances held here use; CPUs from :func:`os.cpu_count`."""
+        return await asyncio.to_thread(self._node_info)
+
     async def accept_migration(self, spec: InstanceSpec) -> None:
         """Reserve the instance here in state ``migrating``.
 
         The disk paths are not known on the target; the state file records none.
         """
-        current = self._read(spec.name)
-        if current is not None:
-            raise HypervisorError(
-                f"cannot accept instance {spec.name} by migration: it is already"
-                f" {current.get('state')} on this node"
-            )
-        self._check_memory(spec, "receive")
-        self._write(spec, "migrating", [])
+        await asyncio.to_thread(self._accept, spec)
 
     async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
         """The fake migration always succeeds: the instance leaves this node."""
-        current = self._read(spec.name)
-        if current is None or current.get("state") == "migrating":
-            raise HypervisorError(
-                f"cannot migrate instance {spec.name} to {target_ip}: it is not running"
-                " on this node"
-            )
-        self._remove(spec.name)
+        await asyncio.to_thread(self._migrate, spec, target_ip)
 
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
         """Mark the received instance running, or drop it when the migration failed."""
-        if not success:
-            self._remove(spec.name)
-            return
-        current = self._read(spec.name)
-        disk_paths = list(current.get("disk_paths", [])) if current else []
-        self._write(spec, "running", disk_paths)
+        await asyncio.to_thread(self._finish, spec, success)
 
-    def console(self, spec: InstanceSpec) -> dict[str, Any]:
+    async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """A ``message`` console: fake instances have nothing to connect to."""
         return {
             "instance": spec.name,

@@ -23,6 +23,7 @@ from corral.errors import (
     from_wire,
     to_ganeti,
 )
+from corral.opcodes.base import FINAL_JOB_STATUSES
 
 __all__ = [
     "CANCELED",
@@ -30,6 +31,7 @@ __all__ = [
     "ERROR",
     "FINAL_STATUSES",
     "JOB_FIELDS",
+    "PENDING_STATUSES",
     "QUEUED",
     "RUNNING",
     "STATUSES",
@@ -61,8 +63,10 @@ ERROR: Final = "error"
 
 #: Every status, in Ganeti's order.
 STATUSES: Final = (QUEUED, WAITING, CANCELING, RUNNING, CANCELED, SUCCESS, ERROR)
-#: Statuses a job or opcode never leaves.
-FINAL_STATUSES: Final = frozenset({CANCELED, SUCCESS, ERROR})
+#: Statuses a job or opcode never leaves (the set job dependencies may name).
+FINAL_STATUSES: Final = frozenset(FINAL_JOB_STATUSES)
+#: Statuses of a job that has not started running (or is being canceled).
+PENDING_STATUSES: Final = frozenset({QUEUED, WAITING, CANCELING})
 
 #: ``(seconds, microseconds)``; JSON encodes it as ``[sec, usec]``.
 Timestamp = tuple[int, int]

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import msgspec
 
 from corral.errors import (
+    ConfigStoreError,
     CorralError,
     JobQueueDrainedError,
     JobRejectedError,
@@ -262,7 +263,14 @@ class JobQueue:
             created.append(entry)
             results.append((True, entry.job.id))
         if created:
-            await asyncio.shield(self._store.barrier())
+            try:
+                await asyncio.shield(self._store.barrier())
+            except CorralError:
+                # Not stored: these jobs do not exist (the submitter gets the error).
+                for entry in created:
+                    self._jobs.pop(entry.job.id, None)
+                    wake(entry)
+                raise
             for entry in created:
                 entry.saved = True
                 self._make_ready(entry)
@@ -612,7 +620,12 @@ class JobQueue:
         err = future.exception()
         if err is not None:
             _log.error("job %s: cannot save: %s", entry.job.id, err)
+            entry.save_error = (err if isinstance(err, CorralError) else ConfigStoreError(
+                f"job {entry.job.id}: its change could not be stored: {err}"))
+            wake(entry)  # its watchers get the error instead of waiting for ever
             return
+        if version >= entry.version:
+            entry.save_error = None
         if version > entry.durable:
             entry.durable = version
         if entry.durable == entry.version:

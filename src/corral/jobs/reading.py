@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from corral.errors import NotFoundError, UnknownFieldError, did_you_mean
+from corral.errors import CorralError, NotFoundError, UnknownFieldError, did_you_mean
 from corral.jobs.model import (
     FINAL_STATUSES,
     JOB_FIELDS,
@@ -37,6 +37,8 @@ class LiveJob:
     version: int = 0
     durable: int = 0
     saved: bool = True
+    #: Why the job's newest change could not be stored (None once one is stored).
+    save_error: CorralError | None = None
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     gen: int = 0
@@ -145,6 +147,8 @@ class JobReader:
                 job = found[job_id]
                 return (job_info(job, fields), _log_builtins(job.log_after(prev_serial)))
             job = entry.job
+            if entry.save_error is not None:
+                raise entry.save_error
             if entry.durable == entry.version and entry.saved:
                 info = job_info(job, fields)
                 log = job.log_after(prev_serial)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,8 @@ __all__ = [
     "job_row_args",
     "job_snapshot_args",
 ]
+
+_log = logging.getLogger(__name__)
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
@@ -129,6 +132,23 @@ def _dump(conn: sqlite3.Connection) -> tuple[int, JobRows]:
     return _read_serial(conn), rows
 
 
+def _dump_parts(conn: sqlite3.Connection, limit: int) -> Iterator[JobRows]:
+    """Every row of a queue file, in parts of about ``limit`` bytes of job data."""
+    part, size = JobRows(upserts=[], archive=[], meta=[]), 0
+    for table, rows in (
+        ("jobs", conn.execute("SELECT id, data FROM jobs ORDER BY id")),
+        ("archive", conn.execute("SELECT id, end_sec, data FROM archive ORDER BY id")),
+    ):
+        for row in rows:
+            if size and size + len(row[-1]) > limit:
+                yield part
+                part, size = JobRows(upserts=[], archive=[], meta=[]), 0
+            (part.upserts if table == "jobs" else part.archive).append(row)
+            size += len(row[-1])
+    part.meta.extend(conn.execute("SELECT key, value FROM meta"))
+    yield part
+
+
 def _read_serial(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key='serial'").fetchone()
     return int(row[0]) if row else 0
@@ -210,6 +230,41 @@ class JobStore:
         with self._errors("read the queue"):
             return _dump(self._conn)
 
+    async def snapshot_parts(self, limit: int) -> AsyncGenerator[tuple[int, JobRows], None]:
+        """Everything stored, like :meth:`snapshot`, in parts of about ``limit`` bytes of
+        job data (the last part has the meta values), each with the serial they are at.
+
+        The parts come from one read transaction on a connection of their own, so
+        they all show the queue at one serial while writes go on, and only one part is
+        in memory at a time. Reading starts after every write requested before.
+        """
+        with contextlib.suppress(ConfigStoreError):  # a failed batch: read what is stored
+            await self.barrier()
+        loop = asyncio.get_running_loop()
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobsnapshot")
+        conn: sqlite3.Connection | None = None
+        try:
+            opened, serial = await loop.run_in_executor(reader, self._open_reader)
+            conn = opened
+            parts = _dump_parts(opened, limit)
+            while True:
+                with self._errors("read the queue"):
+                    part = await loop.run_in_executor(reader, next, parts, None)
+                if part is None:
+                    return
+                yield serial, part
+        finally:
+            if conn is not None:
+                reader.submit(conn.close)
+            reader.shutdown(wait=False)
+
+    def _open_reader(self) -> tuple[sqlite3.Connection, int]:
+        with self._errors("read the queue"):
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN")
+            return conn, _read_serial(conn)  # the first read fixes what the reads see
+
     # -- ids -----------------------------------------------------------------
     @property
     def last_id(self) -> int:
@@ -266,44 +321,70 @@ class JobStore:
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
+        batch: _Batch | None = None
         try:
             while self._pending is not None:
                 batch = self._inflight = self._pending
                 self._pending = None
-                rows = self._rows(batch)
                 try:
+                    serial, stored_last_id, rows = self._rows(batch)
                     await loop.run_in_executor(self._thread, self._commit, rows)
                 except asyncio.CancelledError:
-                    batch.future.cancel()
                     raise
                 except Exception as err:  # the writer's error goes to every requester
-                    self._serial -= 1
-                    batch.future.set_exception(err)
+                    self._fail(batch, err)
                 else:
+                    self._serial, self._stored_last_id = serial, stored_last_id
                     batch.future.set_result(None)
-                    for listener in self._listeners:
-                        listener(self._serial, rows)
+                    self._announce(serial, rows)
                 finally:
                     self._inflight = None
+                batch = None
         finally:
+            # After a cancellation (the loop is closing) no requester waits for ever.
             self._flusher = None
+            pending, self._pending = self._pending, None
+            for left in (batch, pending):
+                if left is not None and not left.future.done():
+                    left.future.set_exception(ConfigStoreError(
+                        f"job queue {self.path}: the writer stopped before this write "
+                        "was stored"))
 
-    def _rows(self, batch: _Batch) -> JobRows:
-        self._serial += 1
-        meta = [*batch.meta.items(), ("serial", self._serial)]
-        if self._last_id > self._stored_last_id:
-            meta.append(("last_job_id", self._last_id))
-            self._stored_last_id = self._last_id
+    def _fail(self, batch: _Batch, err: Exception) -> None:
+        """Fail every requester of ``batch``; nothing of it is stored (one transaction),
+        and the serial and the stored last id stay what the file has."""
+        if not isinstance(err, ConfigStoreError):
+            err = ConfigStoreError(f"job queue {self.path}: cannot write the jobs: "
+                                   f"{type(err).__name__}: {err}")
+        batch.future.set_exception(err)
+        batch.future.exception()  # marks it retrieved: requesters that drop it are fine
+
+    def _announce(self, serial: int, rows: JobRows) -> None:
+        for listener in self._listeners:
+            try:
+                listener(serial, rows)
+            except Exception:  # one broken listener must not stop the writer
+                _log.exception("job queue %s: a commit listener failed", self.path)
+
+    def _rows(self, batch: _Batch) -> tuple[int, int, JobRows]:
+        """The batch's rows, the serial they carry and the last id stored with them."""
+        serial = self._serial + 1
+        meta = [*batch.meta.items(), ("serial", serial)]
+        stored_last_id = self._stored_last_id
+        if self._last_id > stored_last_id:
+            stored_last_id = self._last_id
+            meta.append(("last_job_id", stored_last_id))
         archive = []
         for job_id, job in batch.archive.items():
             job.archived = True
             end = job.end_timestamp[0] if job.end_timestamp else None
             archive.append((job_id, end, encode_job(job)))
-        return JobRows(
+        rows = JobRows(
             upserts=[(job_id, encode_job(job)) for job_id, job in batch.jobs.items()],
             archive=archive,
             meta=meta,
         )
+        return serial, stored_last_id, rows
 
     def _commit(self, rows: JobRows) -> None:
         with self._errors("write the jobs"):
@@ -387,13 +468,26 @@ class JobReplica:
             raise ConfigStoreError(f"job queue replica {self.path}: cannot {doing}: "
                                    f"{err}") from None
 
-    def _write(self, rows: JobRows, *, reset: bool) -> None:
+    def _write(self, rows: JobRows | Iterable[JobRows], *, reset: bool) -> None:
+        parts = [rows] if isinstance(rows, JobRows) else rows
         with self._errors("write"):
-            _write_rows(self._conn, rows, reset=reset)
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if reset:
+                    for table in ("jobs", "archive", "meta"):
+                        self._conn.execute(f"DELETE FROM {table}")
+                for part in parts:
+                    _put_rows(self._conn, part)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+                raise
 
-    def apply(self, base: int, serial: int, rows: JobRows) -> bool:
+    def apply(self, base: int, serial: int, rows: JobRows | Iterable[JobRows]) -> bool:
         """Apply the batches from ``base`` to ``serial`` (their ``meta`` carries the new
-        serial); False, nothing written, when the replica is not at ``base``."""
+        serial) in one transaction, ``rows`` being one :class:`JobRows` or the parts of
+        one; False, nothing written, when the replica is not at ``base``."""
         current = self.serial
         if current == serial and base <= serial:
             return True
@@ -407,8 +501,9 @@ class JobReplica:
         with self._errors("read"):
             return _dump(self._conn)
 
-    def reset(self, rows: JobRows) -> None:
-        """Replace everything with ``rows`` (a snapshot, its serial in ``meta``)."""
+    def reset(self, rows: JobRows | Iterable[JobRows]) -> None:
+        """Replace everything with ``rows`` (a snapshot, its serial in ``meta``; one
+        :class:`JobRows` or the parts of one) in one transaction."""
         self._write(rows, reset=True)
 
     def close(self) -> None:

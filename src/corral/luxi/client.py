@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from corral.errors import CorralError, MasterUnreachableError, ProtocolError
+from corral.luxi.calls import LuxiArgs, encode_args
 from corral.luxi.protocol import EOM, MAX_MESSAGE_BYTES, decode_response, encode_request
 
 __all__ = ["AsyncClient", "Client"]
@@ -90,6 +91,11 @@ class Client:
         frame, _, self._buffer = self._buffer.partition(EOM)
         return decode_response(frame)
 
+    def send(self, args: LuxiArgs) -> Any:
+        """Call the method ``args`` is the arguments of (its class names it), e.g.
+        ``send(calls.QueryJobs(None, ["id"]))``."""
+        return self.call(type(args).__name__, *encode_args(args))
+
     def close(self) -> None:
         """Close the connection; the next call reconnects."""
         if self._sock is not None:
@@ -135,6 +141,10 @@ class AsyncClient:
                 await self._close_locked()
                 raise ProtocolError(f"the master daemon closed the connection: {err}") from None
             return decode_response(frame[:-1])
+
+    async def send(self, args: LuxiArgs) -> Any:
+        """Call the method ``args`` is the arguments of (its class names it)."""
+        return await self.call(type(args).__name__, *encode_args(args))
 
     async def _close_locked(self) -> None:
         if self._writer is not None:

@@ -28,6 +28,7 @@ from corral.noded.files import read_ancillary_files
 from corral.paths import Paths
 from corral.rapi.daemon import luxi_client_group
 from corral.rpc.client import RpcClient
+from corral.utils import loopcheck
 from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_failed, notify_ready, refuse_start
@@ -96,7 +97,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
             return _refuse(err)
         log.info("corral-masterd %s starting with %s", __version__, paths.config_db)
         try:
-            asyncio.run(serve(paths, store))
+            loopcheck.run(serve(paths, store))
         except CorralError as err:  # e.g. an unreadable job queue at start
             return _refuse(err)
         finally:

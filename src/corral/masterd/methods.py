@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -31,7 +31,7 @@ from corral.errors import (
 from corral.jobs import JobQueue
 from corral.jobs.fields import JOB_QUERY_FIELDS
 from corral.jobs.filters import validate_rule
-from corral.luxi import Request
+from corral.luxi import Request, calls
 from corral.luxi.protocol import HANDOVER_METHOD
 from corral.masterd.state import MasterState
 from corral.objects import Cluster, FilterRule
@@ -45,7 +45,8 @@ __all__ = ["WFJC_MAX_TIMEOUT", "MasterMethods"]
 
 log = logging.getLogger(__name__)
 
-Method = Callable[[list[Any]], Awaitable[Any]]
+#: A method: takes its decoded arguments (a :mod:`corral.luxi.calls` Struct).
+Method = Callable[[Any], Awaitable[Any]]
 
 #: Config values with a name of their own; every Cluster field is available too.
 _DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hypervisor",
@@ -66,29 +67,10 @@ _CREATES = {"OP_NODE_ADD": ("node", "node_name"), "OP_GROUP_ADD": ("nodegroup", 
 WFJC_MAX_TIMEOUT = 30.0
 
 
-def _arity(method: str, args: list[Any], names: Sequence[str], optional: int = 0) -> None:
-    if not len(names) - optional <= len(args) <= len(names):
-        raise ParameterError(f"{method} takes ({', '.join(names)}), got {len(args)} argument(s)")
-
-
-def _job_id(value: Any) -> int:
-    """Job ids arrive as ints or as decimal strings (RAPI paths, old clients)."""
-    if isinstance(value, bool):
-        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer")
-    try:
-        job_id = int(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer") \
-            from None
-    if job_id < 0:
-        raise ParameterError(f"invalid job id {value!r}: expected a non-negative integer")
-    return job_id
-
-
-def _str_list(method: str, what: str, value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ParameterError(f"{method}: {what} must be a list of strings, got {value!r}")
-    return value
+def _job_id(value: int | str) -> int:
+    """Job ids arrive as ints or as decimal strings (RAPI paths, old clients); the
+    argument types (:data:`corral.luxi.calls.JobId`) admit nothing else."""
+    return int(value)
 
 
 def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
@@ -134,6 +116,7 @@ class MasterMethods:
             "SetDrainFlag": self.set_drain_flag,
             HANDOVER_METHOD: self.prepare_handover,
         }
+        assert self._methods.keys() == calls.CALLS.keys(), "every luxi method has its types"
 
     @property
     def store(self) -> ConfigStore:
@@ -152,21 +135,20 @@ class MasterMethods:
             raise ProtocolError(
                 f"unknown luxi method '{request.method}'; known: {', '.join(sorted(self._methods))}"
             )
-        return await method(request.args)
+        args = calls.decode_args(request.method, calls.CALLS[request.method], request.args)
+        return await method(args)
 
     # -- cluster --------------------------------------------------------------------
 
-    async def query_cluster_info(self, args: list[Any]) -> dict[str, Any]:
+    async def query_cluster_info(self, args: calls.QueryClusterInfo) -> dict[str, Any]:
         """``QueryClusterInfo()``: the cluster's settings with Ganeti's keys."""
         return cluster_info(self.store.cluster, self.store.master_name, self.store.serial)
 
-    async def query_config_values(self, args: list[Any]) -> list[Any]:
+    async def query_config_values(self, args: calls.QueryConfigValues) -> list[Any]:
         """``QueryConfigValues(fields)``: selected values, in the order asked."""
-        if len(args) != 1 or not isinstance(args[0], list):
-            raise ParameterError("QueryConfigValues takes one argument: a list of field names")
         cluster = self.store.cluster
         values: list[Any] = []
-        for field in args[0]:
+        for field in args.fields:
             if field == "cluster_name":
                 values.append(cluster.name)
             elif field == "master_node":
@@ -177,39 +159,35 @@ class MasterMethods:
                 values.append(cluster.default_hypervisor)
             elif field == "drain_flag":
                 values.append(self.queue.drained)
-            elif isinstance(field, str) and field in Cluster.__struct_fields__:
+            elif field in Cluster.__struct_fields__:
                 values.append(msgspec.to_builtins(getattr(cluster, field)))
             else:
                 hint = did_you_mean(
-                    str(field), sorted({*_DERIVED_VALUES, *Cluster.__struct_fields__}))
+                    field, sorted({*_DERIVED_VALUES, *Cluster.__struct_fields__}))
                 raise UnknownFieldError(f"unknown configuration value {field!r}; {hint}")
         return values
 
-    async def query_tags(self, args: list[Any]) -> list[str]:
+    async def query_tags(self, args: calls.QueryTags) -> list[str]:
         """``QueryTags(kind, name)``: tags of the cluster, a node, a node group or an
         instance (the name may be a UUID)."""
-        _arity("QueryTags", args, ("kind", "name"))
-        return object_tags(self.store, str(args[0]), args[1])
+        return object_tags(self.store, args.kind, args.name)
 
     # -- jobs -------------------------------------------------------------------------
 
-    async def submit_job(self, args: list[Any]) -> int:
+    async def submit_job(self, args: calls.SubmitJob) -> int:
         """``SubmitJob(ops)``: queue one job; its id once it is durable."""
-        _arity("SubmitJob", args, ("ops",))
-        ops = parse_ops(args[0])
+        ops = parse_ops(args.ops)
         await self.check_references(ops)
         return await self.queue.submit(ops)
 
-    async def submit_many_jobs(self, args: list[Any]) -> list[tuple[bool, int | str]]:
+    async def submit_many_jobs(self, args: calls.SubmitManyJobs
+                               ) -> list[tuple[bool, int | str]]:
         """``SubmitManyJobs(jobs)``: queue several jobs; ``[success, id or message]`` each.
 
         Opcodes are checked for every job before any is queued, so a malformed job
         refuses the whole call (negative dependencies count positions in it).
         """
-        _arity("SubmitManyJobs", args, ("jobs",))
-        if not isinstance(args[0], list):
-            raise ParameterError(f"SubmitManyJobs: expected a list of jobs, got {args[0]!r}")
-        jobs = [parse_ops(ops, f"job {index}") for index, ops in enumerate(args[0])]
+        jobs = [parse_ops(ops, f"job {index}") for index, ops in enumerate(args.jobs)]
         for index, ops in enumerate(jobs):
             await self.check_references(ops, f"job {index}")
         return await self.queue.submit_many(jobs)
@@ -279,73 +257,43 @@ class MasterMethods:
             raise ParameterError(f"{prefix}: node {node.name} has no OS {base!r}: "
                                  f"{answer.error.message}")
 
-    async def wait_for_job_change(self, args: list[Any]) -> Any:
+    async def wait_for_job_change(self, args: calls.WaitForJobChange) -> Any:
         """``WaitForJobChange(id, fields, prev_info, prev_serial, timeout)``."""
-        _arity("WaitForJobChange", args,
-               ("job_id", "fields", "prev_job_info", "prev_log_serial", "timeout"))
-        fields = _str_list("WaitForJobChange", "fields", args[1])
-        timeout = args[4]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise ParameterError(f"WaitForJobChange: timeout must be seconds >= 0, got {timeout!r}")
-        serial = args[3]
-        if serial is not None and (isinstance(serial, bool) or not isinstance(serial, int)):
-            raise ParameterError(f"WaitForJobChange: prev_log_serial must be an integer or null, "
-                                 f"got {serial!r}")
-        result = await self.queue.wait_for_change(
-            _job_id(args[0]), fields, args[2], serial, min(float(timeout), WFJC_MAX_TIMEOUT))
-        return result
+        return await self.queue.wait_for_change(
+            _job_id(args.job_id), args.fields, args.prev_job_info, args.prev_log_serial,
+            min(args.timeout, WFJC_MAX_TIMEOUT))
 
-    async def cancel_job(self, args: list[Any]) -> tuple[bool, str]:
+    async def cancel_job(self, args: calls.CancelJob) -> tuple[bool, str]:
         """``CancelJob(id[, kill])``: cancel a queued or waiting job."""
-        _arity("CancelJob", args, ("job_id", "kill"), optional=1)
-        if len(args) > 1 and args[1]:
+        if args.kill:
             raise ParameterError(
                 "CancelJob: killing a running job is not supported; only queued and waiting "
                 "jobs can be canceled"
             )
-        return await self.queue.cancel(_job_id(args[0]))
+        return await self.queue.cancel(_job_id(args.job_id))
 
-    async def archive_job(self, args: list[Any]) -> bool:
+    async def archive_job(self, args: calls.ArchiveJob) -> bool:
         """``ArchiveJob(id)``: move a finished job to the archive."""
-        _arity("ArchiveJob", args, ("job_id",))
-        return await self.queue.archive(_job_id(args[0]))
+        return await self.queue.archive(_job_id(args.job_id))
 
-    async def auto_archive_jobs(self, args: list[Any]) -> tuple[int, int]:
+    async def auto_archive_jobs(self, args: calls.AutoArchiveJobs) -> tuple[int, int]:
         """``AutoArchiveJobs(age, timeout)``: archive jobs finished ``age`` seconds ago."""
-        _arity("AutoArchiveJobs", args, ("age", "timeout"))
-        age, timeout = args
-        for name, value in (("age", age), ("timeout", timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ParameterError(f"AutoArchiveJobs: {name} must be a number, got {value!r}")
-        return await self.queue.auto_archive(float(age), float(timeout))
+        return await self.queue.auto_archive(args.age, args.timeout)
 
-    async def change_job_priority(self, args: list[Any]) -> tuple[bool, str]:
+    async def change_job_priority(self, args: calls.ChangeJobPriority) -> tuple[bool, str]:
         """``ChangeJobPriority(id, priority)``."""
-        _arity("ChangeJobPriority", args, ("job_id", "priority"))
-        priority = args[1]
-        if isinstance(priority, bool) or not isinstance(priority, int) \
-                or not -20 <= priority <= 19:
-            raise ParameterError(
-                f"ChangeJobPriority: priority must be an integer from -20 (highest) to 19 "
-                f"(lowest), got {priority!r}"
-            )
-        return await self.queue.change_priority(_job_id(args[0]), priority)
+        return await self.queue.change_priority(_job_id(args.job_id), args.priority)
 
-    async def query_jobs(self, args: list[Any]) -> list[list[Any] | None]:
+    async def query_jobs(self, args: calls.QueryJobs) -> list[list[Any] | None]:
         """``QueryJobs(ids or None, fields)``: plain rows, None for unknown ids."""
-        _arity("QueryJobs", args, ("job_ids", "fields"))
-        ids = None if args[0] is None else [_job_id(i) for i in args[0]]
-        if ids == []:
-            ids = None
-        return await self.queue.query(ids, _str_list("QueryJobs", "fields", args[1]))
+        ids = [_job_id(i) for i in args.job_ids] if args.job_ids else None
+        return await self.queue.query(ids, args.fields)
 
     # -- generic queries ---------------------------------------------------------------
 
-    async def query(self, args: list[Any]) -> dict[str, Any]:
+    async def query(self, args: calls.Query) -> dict[str, Any]:
         """``Query(what, fields, qfilter)``: Ganeti's QueryResponse."""
-        _arity("Query", args, ("what", "fields", "qfilter"))
-        what, fields, qfilter = args
-        fields = _str_list("Query", "fields", fields)
+        what, fields, qfilter = args.what, args.fields, args.qfilter
         if what == "job":
             # Like Ganeti, asking for the "archived" field includes archived jobs.
             jobs = await self.queue.jobs(archived="archived" in fields)
@@ -353,12 +301,9 @@ class MasterMethods:
         return await find_resource(what, self.state.context.queries, also=("job",)).query(
             fields, qfilter)
 
-    async def query_fields(self, args: list[Any]) -> dict[str, Any]:
+    async def query_fields(self, args: calls.QueryFields) -> dict[str, Any]:
         """``QueryFields(what, fields or None)``: Ganeti's QueryFieldsResponse."""
-        _arity("QueryFields", args, ("what", "fields"))
-        what, fields = args
-        if fields is not None:
-            fields = _str_list("QueryFields", "fields", fields)
+        what, fields = args.what, args.fields
         if what == "job":
             return JOB_QUERY_FIELDS.query_fields(fields)
         return find_resource(what, self.state.context.queries, also=("job",)).query_fields(
@@ -366,13 +311,12 @@ class MasterMethods:
 
     # -- job filters (bypass the queue) -----------------------------------------------
 
-    async def query_filters(self, args: list[Any]) -> list[list[Any]]:
+    async def query_filters(self, args: calls.QueryFilters) -> list[list[Any]]:
         """``QueryFilters(uuids or None, fields)``: rows of plain values."""
-        _arity("QueryFilters", args, ("uuids", "fields"))
-        fields = _str_list("QueryFilters", "fields", args[1])
+        fields = args.fields
         rules = self.store.all("filter")
-        if args[0]:
-            wanted = _str_list("QueryFilters", "uuids", args[0])
+        if args.uuids:
+            wanted = args.uuids
             by_uuid = {rule.uuid: rule for rule in rules}
             missing = [u for u in wanted if u not in by_uuid]
             if missing:
@@ -380,26 +324,25 @@ class MasterMethods:
             rules = [by_uuid[u] for u in wanted]
         return FILTER_FIELDS.values(rules, fields, None, None)
 
-    async def replace_filter(self, args: list[Any]) -> str:
+    async def replace_filter(self, args: calls.ReplaceFilter) -> str:
         """``ReplaceFilter(uuid, priority, predicates, action, reason)``: add or replace.
 
         The rule's watermark becomes the highest job id now; the rules are compiled
         and every queued, paused and running job is re-evaluated before answering.
         """
-        _arity("ReplaceFilter", args, ("uuid", "priority", "predicates", "action", "reason"))
-        uuid, priority, predicates, action, reason = args
+        uuid, priority, reason = args.uuid, args.priority, args.reason
         if uuid is not None:
             try:
-                uuid = str(_uuid.UUID(str(uuid)))
+                uuid = str(_uuid.UUID(uuid))
             except ValueError:
                 raise ParameterError(f"invalid filter uuid {uuid!r}: expected a UUID such as "
                                      f"{_uuid.uuid4()}") from None
-        predicates, action = validate_rule(priority, predicates, action)
+        predicates, action = validate_rule(priority, args.predicates, args.action)
         trail = [list(e) for e in check_submitted_trail(reason or [],
                                                         allowed_internal=(CLIENT_PREFIX,))]
         existing = self.store.find("filter", uuid) if uuid is not None else None
         watermark = self.state.job_store.last_id
-        with self.store.transaction() as txn:
+        async with self.store.transaction() as txn:
             if existing is not None:
                 rule = txn.get("filter", existing.uuid)
                 rule.priority, rule.predicates, rule.action = priority, predicates, action
@@ -416,29 +359,25 @@ class MasterMethods:
                  "replaced" if existing else "added", priority, predicates, action)
         return rule.uuid
 
-    async def delete_filter(self, args: list[Any]) -> None:
+    async def delete_filter(self, args: calls.DeleteFilter) -> None:
         """``DeleteFilter(uuid)``."""
-        _arity("DeleteFilter", args, ("uuid",))
-        uuid = args[0]
-        if not isinstance(uuid, str) or self.store.find("filter", uuid) is None:
+        uuid = args.uuid
+        if self.store.find("filter", uuid) is None:
             raise NotFoundError(f"filter {uuid!r} not found (gnt-filter list shows the filters)")
-        with self.store.transaction() as txn:
+        async with self.store.transaction() as txn:
             txn.remove("filter", uuid)
         await self.state.filters_changed()
         log.info("filter %s deleted", uuid)
 
-    async def set_drain_flag(self, args: list[Any]) -> None:
+    async def set_drain_flag(self, args: calls.SetDrainFlag) -> None:
         """``SetDrainFlag(flag)``: while set, no new jobs are accepted."""
-        _arity("SetDrainFlag", args, ("drain_flag",))
-        if not isinstance(args[0], bool):
-            raise ParameterError(f"SetDrainFlag: expected true or false, got {args[0]!r}")
-        await self.queue.set_drain(args[0])
-        log.info("queue drain flag %s", "set" if args[0] else "cleared")
+        await self.queue.set_drain(args.drain_flag)
+        log.info("queue drain flag %s", "set" if args.drain_flag else "cleared")
 
 
     # -- master failover ----------------------------------------------------------------
 
-    async def prepare_handover(self, args: list[Any]) -> dict[str, Any]:
+    async def prepare_handover(self, args: calls.PrepareMasterHandover) -> dict[str, Any]:
         """``PrepareMasterHandover(new_master, wait)``: stop taking jobs, let running
         opcodes finish for at most ``wait`` seconds and leave the rest queued for the
         new master, its final state replicated (:meth:`MasterState.hand_over`).
@@ -446,16 +385,10 @@ class MasterMethods:
         Sent by this node's daemon as ``gnt-cluster master-failover`` demotes it; the
         master daemon is stopped right after.
         """
-        _arity(HANDOVER_METHOD, args, ("new_master", "wait"))
-        new_master, wait = args
-        if not isinstance(new_master, str) or not new_master:
-            raise ParameterError(f"{HANDOVER_METHOD}: new_master must be a node name, got "
-                                 f"{new_master!r}")
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
-            raise ParameterError(f"{HANDOVER_METHOD}: wait must be seconds >= 0, got {wait!r}")
+        new_master, wait = args.new_master, args.wait
         log.info("master failover to %s: handing the job queue over (waiting up to %g s "
                  "for running opcodes)", new_master, wait)
-        handover, replicated = await self.state.hand_over(new_master, float(wait))
+        handover, replicated = await self.state.hand_over(new_master, wait)
         log.info("handed over %d unfinished job(s), interrupted %s, replicated: %s",
                  len(handover.unfinished), handover.interrupted or "none", replicated)
         return {"unfinished": handover.unfinished, "interrupted": handover.interrupted,

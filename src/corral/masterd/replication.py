@@ -9,10 +9,12 @@ the entries since that serial, coalesced (a job updated five times travels once,
 its last state); a candidate further behind than the log, or whose replica refuses
 the delta, gets a *snapshot*; a candidate the master has not heard from yet is first
 asked for its serial, so a master that restarts does not resend everything.
-Candidates are called concurrently and each keeps its own pace: a slow or dead
-candidate never delays the others, a commit or a job; one that was down is retried
-every few seconds and catches up when it answers again. The node side is
-:mod:`corral.noded.replication`.
+An update larger than one request body goes in parts that the candidate applies
+together (:mod:`corral.rpc.chunks`); a candidate that fails in the middle gets the
+whole update again in a later round. Candidates are called concurrently and each
+keeps its own pace: a slow or dead candidate never delays the others, a commit or a
+job; one that was down is retried every few seconds and catches up when it answers
+again. The node side is :mod:`corral.noded.replication`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Generic, TypeVar
 
 from corral.cmdlib.base import NodeRpc
@@ -29,6 +31,9 @@ from corral.config import ConfigStore, Row
 from corral.config.replica import row_args, snapshot_args
 from corral.jobs.store import JobRows, JobStore, job_row_args, job_snapshot_args
 from corral.objects import Node
+from corral.rpc import chunks
+from corral.rpc.chunks import send_parts, session_calls, split_rows, split_update
+from corral.rpc.protocol import RpcResult
 
 __all__ = [
     "ConfigReplicator",
@@ -50,9 +55,12 @@ class Replicator(Generic[_Entry]):
     WHAT = ""
 
     def __init__(self, store: ConfigStore, rpc: NodeRpc, *, log_size: int = 1000,
-                 retry_interval: float = 5.0, rpc_timeout: float = 30.0) -> None:
+                 retry_interval: float = 5.0, rpc_timeout: float = 30.0,
+                 part_bytes: int | None = None) -> None:
         self.store = store
         self.rpc = rpc
+        #: Rows per call at most; a larger update goes in parts (:mod:`corral.rpc.chunks`).
+        self.part_bytes = chunks.part_bytes() if part_bytes is None else part_bytes
         self.retry_interval = retry_interval
         self.rpc_timeout = rpc_timeout
         self._log: deque[tuple[int, _Entry]] = deque(maxlen=log_size)
@@ -74,6 +82,11 @@ class Replicator(Generic[_Entry]):
     async def snapshot(self) -> dict[str, Any]:
         """The arguments of a snapshot of the whole stream."""
         raise NotImplementedError
+
+    async def snapshot_calls(self) -> AsyncGenerator[dict[str, Any], None]:
+        """The calls that carry a snapshot (by default :meth:`snapshot`, in parts)."""
+        for call in split_update(await self.snapshot(), self.part_bytes):
+            yield call
 
     # -- life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -131,17 +144,33 @@ class Replicator(Generic[_Entry]):
             return None
         return self.merge(base, entries[-1][0], [entry for _serial, entry in entries])
 
-    async def _payload(self, node: Node, snapshot: dict[str, Any] | None
-                       ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _calls(self, node: Node) -> list[dict[str, Any]] | None:
+        """The calls that bring ``node`` up to date; None when it needs a snapshot."""
         known = self._known.get(node.uuid)
         if known is None:
-            return {"serial_only": True}, snapshot
+            return [{"serial_only": True}]
         delta = self._delta(known) if known < self.serial() else None
         if delta is not None:
-            return delta, snapshot
-        if snapshot is None:
-            snapshot = await self.snapshot()
-        return snapshot, snapshot
+            return split_update(delta, self.part_bytes)
+        return None
+
+    async def _send(self, node: Node, calls: list[dict[str, Any]] | None) -> RpcResult:
+        """Make ``calls`` (None: a snapshot's) on ``node`` in order; the answer to the
+        last one, or the first error (the node then drops the parts it staged, and the
+        whole update is sent again in a later round)."""
+        async def call(args: dict[str, Any]) -> RpcResult:
+            return (await self.rpc.call([node], self.PROCEDURE, args,
+                                        timeout=self.rpc_timeout))[node.name]
+        if calls is not None:
+            return await send_parts(call, calls)
+        result: RpcResult | None = None
+        async with contextlib.aclosing(self.snapshot_calls()) as snapshot:
+            async for args in snapshot:
+                result = await call(args)
+                if result.error is not None:
+                    break
+        assert result is not None  # a snapshot is at least one call
+        return result
 
     async def push_round(self) -> bool:
         """Bring every candidate that is behind one step forward; True when a
@@ -149,16 +178,10 @@ class Replicator(Generic[_Entry]):
         behind = self._behind()
         if not behind:
             return False
-        payloads: dict[str, dict[str, Any]] = {}
-        snapshot: dict[str, Any] | None = None
-        for node in behind:
-            payloads[node.name], snapshot = await self._payload(node, snapshot)
-        results = await self.rpc.call(behind, self.PROCEDURE,
-                                      lambda node: payloads[node.name],
-                                      timeout=self.rpc_timeout)
+        answers = await asyncio.gather(*(self._send(node, self._calls(node))
+                                         for node in behind))
         progress = False
-        for node in behind:
-            result = results[node.name]
+        for node, result in zip(behind, answers, strict=True):
             if result.error is not None:
                 log.warning("replicating the %s to %s: %s", self.WHAT, node.name,
                             result.error.message)
@@ -262,3 +285,17 @@ class JobReplicator(Replicator[JobRows]):
     async def snapshot(self) -> dict[str, Any]:
         """The whole queue, read after every earlier batch."""
         return job_snapshot_args(*await self.jobs.snapshot())
+
+    async def snapshot_calls(self) -> AsyncGenerator[dict[str, Any], None]:
+        """The whole queue, read part by part as it is sent (the archive can be far
+        larger than what the master should hold in memory at once)."""
+        async with contextlib.aclosing(self._snapshot_pieces()) as pieces, \
+                contextlib.aclosing(session_calls(pieces)) as calls:
+            async for call in calls:
+                yield call
+
+    async def _snapshot_pieces(self) -> AsyncGenerator[dict[str, Any], None]:
+        async with contextlib.aclosing(self.jobs.snapshot_parts(self.part_bytes)) as parts:
+            async for serial, rows in parts:
+                for piece in split_rows(job_snapshot_args(serial, rows), self.part_bytes):
+                    yield piece

@@ -4,25 +4,64 @@ Logical units speak of :class:`~corral.objects.Node` objects; the client speaks 
 addresses. :class:`MasterRpc` maps one to the other (primary IP, the cluster's
 noded port), keeps offline nodes out of every call, and builds the bundle a new
 node receives when it joins.
+
+How calls reach node daemons is a :class:`NodeTransport`: :class:`RpcClient` over
+HTTPS in the daemon, :class:`~corral.masterd.local_rpc.InProcessNodes` (the real
+noded procedures run in this process) for logical-unit tests.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from corral import bootstrap, x509
 from corral.cmdlib.base import RpcArgs
 from corral.config import ConfigStore
-from corral.errors import CorralError, JoinError, NodeUnreachableError
+from corral.errors import CorralError, JoinError, NodeUnreachableError, ParameterError
 from corral.objects import Node
 from corral.paths import Paths
-from corral.rpc.client import RpcClient, Target
+from corral.rpc.args import check_args
+from corral.rpc.client import RpcArgsByName, Target
 from corral.rpc.protocol import RpcResult
+from corral.serializer import loads
 
-__all__ = ["MasterRpc", "join_bundle"]
+__all__ = ["MasterRpc", "NodeTransport", "join_bundle"]
+
+
+class NodeTransport(Protocol):
+    """What carries the master's calls to node daemons, addressed as :data:`Target`.
+
+    :class:`~corral.rpc.client.RpcClient` is the one over the network; the contract
+    is the same for every transport: one :class:`RpcResult` per target name, a node
+    that cannot be reached gets a :class:`NodeUnreachableError`, and arguments and
+    results are what the JSON wire carries.
+    """
+
+    async def call(
+        self,
+        targets: Sequence[Target],
+        procedure: str,
+        args: RpcArgsByName,
+        *,
+        timeout: float = 60.0,  # noqa: ASYNC109 - per node, as RpcClient.call
+    ) -> dict[str, RpcResult]:
+        """Call ``procedure`` on every target at once."""
+        ...
+
+    async def join(
+        self,
+        name: str,
+        ip: str,
+        port: int,
+        token: str,
+        bundle: Mapping[str, Any],
+        *,
+        timeout: float = 30.0,  # noqa: ASYNC109 - as RpcClient.join
+    ) -> RpcResult:
+        """Hand the waiting node daemon the cluster ``bundle``, proved by ``token``."""
+        ...
 
 
 def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
@@ -45,7 +84,7 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
         "node_cert": node_cert.decode("ascii"),
         "node_key": node_key.decode("ascii"),
         "confd_key": confd_key,
-        "membership": json.loads(
+        "membership": loads(
             bootstrap.membership_json(store.cluster, node, master)),
     }
     with contextlib.suppress(FileNotFoundError):
@@ -56,7 +95,7 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
 class MasterRpc:
     """:class:`~corral.cmdlib.base.NodeRpc` for the master daemon."""
 
-    def __init__(self, store: ConfigStore, paths: Paths, client: RpcClient) -> None:
+    def __init__(self, store: ConfigStore, paths: Paths, client: NodeTransport) -> None:
         self.store = store
         self.paths = paths
         self.client = client
@@ -73,19 +112,32 @@ class MasterRpc:
         timeout: float = 60.0,  # noqa: ASYNC109 - per node, see RpcClient.call
     ) -> dict[str, RpcResult]:
         """Call ``procedure`` on every online node at once; offline ones are not
-        contacted and get a :class:`NodeUnreachableError` saying so."""
+        contacted and get a :class:`NodeUnreachableError` saying so.
+
+        Arguments are checked against the procedure's Struct in
+        :mod:`corral.rpc.args` first: a node whose arguments its daemon would refuse
+        is not contacted and gets that :class:`~corral.errors.ParameterError`.
+        """
         results: dict[str, RpcResult] = {}
+        sent: dict[str, Mapping[str, Any]] = {}
         online: list[Node] = []
         for node in nodes:
             if node.offline:
                 results[node.name] = RpcResult(
                     node.name, error=NodeUnreachableError(f"node {node.name} is offline"))
-            else:
-                online.append(node)
-        by_name = {node.name: node for node in online}
-        per_node = (lambda name: args(by_name[name])) if callable(args) else args
-        results.update(await self.client.call(
-            [self._target(n) for n in online], procedure, per_node, timeout=timeout))
+                continue
+            node_args = args(node) if callable(args) else args
+            try:
+                check_args(procedure, node_args)
+            except ParameterError as err:
+                results[node.name] = RpcResult(node.name, error=err)
+                continue
+            sent[node.name] = node_args
+            online.append(node)
+        if online:
+            results.update(await self.client.call(
+                [self._target(n) for n in online], procedure, sent.__getitem__,
+                timeout=timeout))
         return {node.name: results[node.name] for node in nodes}
 
     async def join(

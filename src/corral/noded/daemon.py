@@ -17,25 +17,27 @@ import asyncio
 import concurrent.futures
 import ctypes
 import ctypes.util
-import ipaddress
-import json
 import logging
 import os
 import signal
 import sys
 import threading
-from typing import Any, TextIO
+from typing import TextIO
 
 import click
+import msgspec
 
 from corral import __version__
-from corral.errors import CorralError, DaemonError, ParameterError
+from corral.errors import CorralError, DaemonError
 from corral.noded import join
 from corral.noded.server import NodeServer
 from corral.paths import Paths
+from corral.utils import loopcheck
+from corral.utils import settings as daemon_settings
 from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.settings import check_bind, check_port
 
 __all__ = [
     "DEFAULT_BIND",
@@ -127,58 +129,27 @@ def lock_memory() -> bool:
     return True
 
 
-class Settings:
-    """Where the daemon listens."""
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Where the daemon listens: ``noded.json`` holds ``{"bind": ip, "port": n}``."""
 
-    def __init__(self, bind: str, port: int) -> None:
-        self.bind = bind
-        self.port = port
+    bind: str = DEFAULT_BIND
+    port: int = DEFAULT_PORT
 
-
-def _check_bind(value: Any, where: str) -> str:
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        raise ParameterError(f"{where}: bind address {value!r} is not an IP address") from None
-
-
-def _check_port(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-        raise ParameterError(f"{where}: port {value!r} is not a TCP port (1-65535)")
-    return value
+    def __post_init__(self) -> None:
+        self.bind = check_bind(self.bind)
+        check_port(self.port)
 
 
 def read_settings(paths: Paths, bind: str | None = None, port: int | None = None) -> Settings:
-    """The listening address: command line over ``noded.json`` over the defaults.
+    """The listening address: command line over ``noded.json`` over the defaults (the
+    cluster's noded port once this node has joined).
 
     :raises ParameterError: for an unreadable or invalid settings file.
     """
-    data: dict[str, Any] = {}
-    where = str(paths.noded_settings)
-    try:
-        text = paths.noded_settings.read_text()
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        raise ParameterError(f"cannot read the settings file {where}: {err}") from None
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError as err:
-            raise ParameterError(f"{where} is not JSON: {err}") from None
-        if not isinstance(data, dict):
-            raise ParameterError(f'{where} must hold an object like {{"bind": ip, "port": n}}')
-        unknown = sorted(set(data) - {"bind", "port"})
-        if unknown:
-            raise ParameterError(
-                f"{where}: unknown setting(s) {', '.join(unknown)}; known: bind, port")
     default_port = join.read_membership(paths).get("noded_port", DEFAULT_PORT)
-    return Settings(
-        _check_bind(bind if bind is not None else data.get("bind", DEFAULT_BIND),
-                    "--bind" if bind is not None else where),
-        _check_port(port if port is not None else data.get("port", default_port),
-                    "--port" if port is not None else where),
-    )
+    return daemon_settings.read_settings(paths.noded_settings, Settings,
+                                  {"bind": bind, "port": port},
+                                  defaults={"port": default_port})
 
 
 def _announce_token(token: str) -> None:
@@ -239,7 +210,7 @@ def run(
             lock_memory()
         try:
             settings = read_settings(paths, bind, port)
-            asyncio.run(serve(paths, settings))
+            loopcheck.run(serve(paths, settings))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")

@@ -11,30 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
 
-from corral.errors import ParameterError
 from corral.paths import Paths
+from corral.rpc.args import MAX_DELAY, TestDelayArgs
 
 __all__ = ["MAX_DELAY", "test_delay"]
-
-#: The longest delay a node accepts, in seconds (a week), so that a typo does not
-#: park a request on a node for years.
-MAX_DELAY = 7 * 24 * 3600.0
 
 log = logging.getLogger(__name__)
 
 
-async def test_delay(paths: Paths, args: Mapping[str, Any]) -> dict[str, float]:
-    """Sleep ``args["duration"]`` seconds on this node; answer how long it slept."""
+async def test_delay(paths: Paths, args: TestDelayArgs) -> dict[str, float]:
+    """Sleep ``args.duration`` seconds on this node; answer how long it slept."""
     del paths  # the delay touches nothing on the node
-    duration = args.get("duration")
-    if (isinstance(duration, bool) or not isinstance(duration, int | float)
-            or not 0 <= duration <= MAX_DELAY):
-        raise ParameterError(
-            f"procedure test_delay: argument 'duration' is {duration!r}, expected a number "
-            f"of seconds from 0 to {MAX_DELAY:g}")
+    duration = args.duration
     log.info("test delay: sleeping %g s for the master", duration)
     start = time.monotonic()
     await asyncio.sleep(duration)

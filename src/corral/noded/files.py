@@ -4,12 +4,17 @@ redistribute-conf``, design 2.1 "Redistribute Config").
 
 Besides the configuration, every node keeps copies of a few files the master owns:
 the cluster CA certificate and the confd HMAC key on every node, the RAPI users file
-on the master candidates (any of them may become the master), the administrator's
-list of further files to keep in sync (:attr:`Paths.user_file_list`) and the files
-it names. A file travels as ``{"name": known name}`` or, for the files of the user
-list, ``{"path": absolute path}``, with its ``data`` (base64) and ``mode``. A node
-writes only the known files and the paths the user list names: the list is written
-first, so a path must be in the list that comes with it (or the one already there).
+and the master's client certificate on the master candidates (any of them may become
+the master). A file travels as ``{"name": known name}`` with its ``data`` (base64).
+
+What a node lets the master write is decided on the node, never by the request:
+the known files are a fixed table of this node's own :class:`Paths`, each with the
+mode given here (a ``mode`` in the request is ignored for them). The files of the
+administrator's list (:attr:`Paths.user_file_list`) travel as ``{"path": absolute
+path}`` with their ``mode``; a node writes one only when its *own* copy of the list
+names it, which the master cannot change (the list itself is never uploaded: put it
+on each node that should receive the files), and never with a set-user-ID,
+set-group-ID or sticky bit.
 """
 
 from __future__ import annotations
@@ -26,13 +31,17 @@ from corral.utils.files import write_private, write_public
 
 __all__ = ["KNOWN_FILES", "read_ancillary_files", "read_user_list", "upload_files"]
 
-#: Known files by name: (``Paths`` attribute, mode, master candidates only).
+#: Known files by name: (``Paths`` attribute, mode, master candidates only). The only
+#: files of the node's own places that ``upload_files`` writes.
 KNOWN_FILES: dict[str, tuple[str, int, bool]] = {
     "ca_cert": ("ca_cert", 0o644, False),
     "confd_key": ("confd_hmac_key", 0o400, False),
     "rapi_users": ("rapi_users", 0o400, True),
-    "user_file_list": ("user_file_list", 0o644, False),
+    "master_client_cert": ("master_client_cert", 0o400, True),
 }
+
+#: Mode bits a file of the user list may not carry: set-user-ID, set-group-ID, sticky.
+SPECIAL_MODE_BITS = 0o7000
 
 
 def read_user_list(text: str) -> list[str]:
@@ -67,7 +76,7 @@ def read_ancillary_files(paths: Paths) -> list[dict[str, Any]]:
         for entry in read_user_list(paths.user_file_list.read_text()):
             source = paths.node_path(entry)
             if source.is_file():
-                files.append(_entry(source.read_bytes(), source.stat().st_mode & 0o7777,
+                files.append(_entry(source.read_bytes(), source.stat().st_mode & 0o777,
                                     path=entry, candidates_only=False))
     return files
 
@@ -81,43 +90,50 @@ def _write(target: Path, data: bytes, mode: int) -> None:
 
 
 async def upload_files(paths: Paths, args: Mapping[str, Any]) -> list[str]:
-    """Write the files the master sends (see the module doc); the names/paths written."""
+    """Write the files the master sends (see the module doc); the names/paths written.
+
+    Everything is checked before anything is written: one file this node does not
+    accept refuses the whole call, naming the file.
+    """
     files = args.get("files")
     if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
         raise ParameterError("procedure upload_files: argument 'files' must be a list of "
                              "objects")
-    decoded: list[tuple[dict[str, Any], bytes, int]] = []
+    allowed: set[str] = set()
+    if paths.user_file_list.exists():
+        allowed.update(read_user_list(paths.user_file_list.read_text()))
+    plan: list[tuple[str, Path, bytes, int]] = []
     for index, entry in enumerate(files):
         try:
             data = base64.b64decode(str(entry.get("data", "")), validate=True)
         except (binascii.Error, ValueError):
             raise ParameterError(f"procedure upload_files: file {index}: 'data' is not "
                                  "base64") from None
-        mode = entry.get("mode", 0o644)
-        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
-            raise ParameterError(f"procedure upload_files: file {index}: bad mode {mode!r}")
-        decoded.append((entry, data, mode))
-    allowed: set[str] = set()
-    if paths.user_file_list.exists():
-        allowed.update(read_user_list(paths.user_file_list.read_text()))
-    written: list[str] = []
-    # Known files first: a new user list decides which paths may follow.
-    for entry, data, mode in sorted(decoded, key=lambda item: "name" not in item[0]):
         name = entry.get("name")
         if name is not None:
             if name not in KNOWN_FILES:
-                raise ParameterError(f"procedure upload_files: unknown file {name!r}; known: "
-                                     f"{', '.join(sorted(KNOWN_FILES))}")
+                raise ParameterError(
+                    f"procedure upload_files: this node does not accept the file {name!r}; "
+                    f"it accepts {', '.join(sorted(KNOWN_FILES))} and the paths its own "
+                    f"user file list ({paths.user_file_list}) names")
             attribute, known_mode, _candidates = KNOWN_FILES[name]
-            _write(getattr(paths, attribute), data, known_mode)
-            if name == "user_file_list":
-                allowed.update(read_user_list(data.decode()))
-            written.append(str(name))
+            plan.append((str(name), getattr(paths, attribute), data, known_mode))
             continue
         path = entry.get("path")
         if not isinstance(path, str) or path not in allowed:
-            raise ParameterError(f"procedure upload_files: {path!r} is neither a known file "
-                                 "nor in the cluster's user file list")
-        _write(paths.node_path(path), data, mode)
-        written.append(path)
-    return written
+            raise ParameterError(
+                f"procedure upload_files: this node does not accept the file {path!r}: it "
+                f"is not in its own user file list ({paths.user_file_list}); add it there "
+                "on this node to receive it")
+        mode = entry.get("mode", 0o644)
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            raise ParameterError(f"procedure upload_files: {path}: bad mode {mode!r}")
+        if mode & SPECIAL_MODE_BITS:
+            raise ParameterError(
+                f"procedure upload_files: {path}: mode {mode:04o} has a set-user-ID, "
+                "set-group-ID or sticky bit, which a node never writes; use permission "
+                "bits only (at most 0777)")
+        plan.append((path, paths.node_path(path), data, mode))
+    for _label, target, data, mode in plan:
+        _write(target, data, mode)
+    return [label for label, *_rest in plan]

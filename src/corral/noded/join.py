@@ -4,17 +4,17 @@ A node daemon without a cluster makes a random token, keeps it in
 ``Paths.join_token`` (mode 0400) and prints it. The administrator gives it to
 ``gnt-node add --token``; the master then posts a bundle (the cluster CA, a
 certificate and key signed for this node, the confd key, the membership) together
-with the token. The token is the only proof of who calls, since the node has no CA
-to check the master against yet, so it is compared in constant time and deleted
-once used.
+with a proof of the token. The token is the only proof of who calls, since the node
+has no CA to check the master against yet. It is bound to the certificate the
+waiting daemon serves with (:mod:`corral.x509.join_token`): the master talks only to
+the server with that certificate and proves the token for it, so a token seen in
+flight is useless with any other certificate. The proof is compared in constant time
+and the token deleted once used.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
-import json
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import msgspec
 from corral import x509
 from corral.errors import JoinError, OpPrereqError
 from corral.paths import Paths
+from corral.serializer import dumps_pretty, loads
 
 __all__ = [
     "MEMBERSHIP_KEYS",
@@ -64,15 +65,17 @@ def is_joined(paths: Paths) -> bool:
 def read_membership(paths: Paths) -> dict[str, Any]:
     """This node's ``membership.json``; an empty dict if it has none or it is unreadable."""
     try:
-        data = json.loads(paths.node_membership.read_text())
+        data = loads(paths.node_membership.read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def create_token(paths: Paths) -> str:
-    """Make a new one-time join token and keep it in ``Paths.join_token`` (mode 0400)."""
-    token = secrets.token_urlsafe(24)
+def create_token(paths: Paths, fingerprint: bytes) -> str:
+    """Make a new one-time join token bound to the certificate with this SHA-256
+    ``fingerprint`` (the one the daemon serves with while it waits) and keep it in
+    ``Paths.join_token`` (mode 0400)."""
+    token = x509.make_join_token(fingerprint)
     paths.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     with contextlib.suppress(FileNotFoundError):
         paths.join_token.unlink()  # write_private replaces; a 0400 file stays replaceable
@@ -80,15 +83,10 @@ def create_token(paths: Paths) -> str:
     return token
 
 
-def check_token(expected: str, given: Any) -> None:
-    """Refuse (:class:`JoinError`) a token other than ``expected``, in constant time."""
-    if not isinstance(given, str) or not given:
-        raise JoinError("the join request has no token; give the token the node printed")
-    if not hmac.compare_digest(expected.encode(), given.encode()):
-        raise JoinError(
-            "invalid join token: use the token this node printed at start (also in its "
-            "join-token file)"
-        )
+def check_token(expected: str, own_fingerprint: bytes, proof: Any) -> None:
+    """Refuse (:class:`JoinError`) a join request whose proof was not made from
+    ``expected`` for this node's certificate (see :mod:`corral.x509.join_token`)."""
+    x509.check_join_proof(expected, own_fingerprint, proof)
 
 
 def validate_bundle(data: Any) -> JoinBundle:
@@ -134,7 +132,7 @@ def write_bundle(paths: Paths, bundle: JoinBundle) -> None:
             x509.write_public(path, text)
     # The membership comes last: its presence is what makes the node a member.
     x509.write_public(paths.node_membership,
-                      json.dumps(bundle.membership, indent=2, sort_keys=True) + "\n")
+                      dumps_pretty(bundle.membership) + "\n")
     with contextlib.suppress(FileNotFoundError):
         paths.join_token.unlink()
 
@@ -150,6 +148,6 @@ def leave(paths: Paths) -> None:
             "leave the cluster, destroy the cluster instead"
         )
     for path in (paths.node_membership, *_membership_files(paths)[:3],
-                 paths.confd_hmac_key, paths.rapi_users):
+                 paths.master_client_cert, paths.confd_hmac_key, paths.rapi_users):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

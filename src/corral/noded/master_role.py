@@ -24,14 +24,13 @@ daemon has them open:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corral import daemons
+from corral import daemons, serializer, x509
 from corral.config import ConfigStore
 from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
@@ -183,7 +182,7 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
         raise OpPrereqError("this node has no configuration replica: only a master "
                             "candidate can become the master")
     try:
-        membership = json.loads(paths.node_membership.read_text())
+        membership = serializer.loads(paths.node_membership.read_bytes())
         node_name = str(membership["node_name"])
     except (OSError, ValueError, KeyError) as err:
         raise OpPrereqError(f"cannot tell which node this is from "
@@ -196,7 +195,7 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
         store = ConfigStore.open(paths.config_db)
         try:
             node = store.get("node", node_name)
-            with store.transaction() as txn:
+            async with store.transaction() as txn:
                 cluster = txn.cluster()
                 old_master = cluster.master_node
                 cluster.master_node = node.uuid
@@ -206,6 +205,10 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
                     me = txn.get("node", node.uuid)
                     me.master_candidate = True
                     txn.update(me)
+            # corral-rapi starts here: its certificate must name this node.
+            x509.ensure_self_signed(
+                paths.rapi_cert, paths.rapi_key, cluster.name, [cluster.name, node.name],
+                [ip for ip in (node.primary_ip, node.secondary_ip) if ip], x509.CERT_DAYS)
         finally:
             store.close()
     except BaseException:
@@ -214,5 +217,5 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
         raise
     pids = await asyncio.to_thread(daemons.start, paths)
     membership["master_name"] = node_name
-    paths.node_membership.write_text(json.dumps(membership, indent=2, sort_keys=True) + "\n")
+    paths.node_membership.write_text(serializer.dumps_pretty(membership) + "\n")
     return {"started": sorted(name for name in pids if name != "noded")}

@@ -15,13 +15,27 @@ Configuration rows are ``upserts: [[kind, uuid, serial, json]]`` plus ``deletes:
 [uuid]``; job queue rows are ``jobs: [[id, json]]``, ``archive: [[id, end_sec,
 json]]`` and ``meta: [[key, value]]``. The answer is ``{"serial": n, "applied":
 bool}``: ``applied`` false means the delta did not fit and a snapshot is wanted.
+
+An update too large for one request comes in parts (``session``, ``part``, ``last``;
+see :mod:`corral.rpc.chunks`): the parts are staged in a directory beside the
+replica (``<replica>.incoming``) and applied together, in one transaction, when the
+last one arrives; the answer to an earlier part is ``{"serial": n, "received":
+part}``. A part that does not follow the one received before discards the staged
+ones, so an interrupted update never touches the replica and is sent again whole.
+
+SQLite and the staging files are never touched on the event loop: each replica
+file has one writer thread that runs its updates in the order they came, and the
+answer goes back only once the update is committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import asyncio
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -36,47 +50,128 @@ _RowTuple = tuple[str, str, int, str]
 T = TypeVar("T")
 
 
-class _Update(msgspec.Struct, forbid_unknown_fields=True):
-    serial: int = 0
-    base: int | None = None
-    snapshot: bool = False
-    serial_only: bool = False
+class _ConfigRows(msgspec.Struct):
     upserts: list[_RowTuple] = msgspec.field(default_factory=list)
     deletes: list[str] = msgspec.field(default_factory=list)
 
 
-class _JobUpdate(msgspec.Struct, forbid_unknown_fields=True):
-    serial: int = 0
-    base: int | None = None
-    snapshot: bool = False
-    serial_only: bool = False
+class _JobRowsPart(msgspec.Struct):
     jobs: list[tuple[int, str]] = msgspec.field(default_factory=list)
     archive: list[tuple[int, int | None, str]] = msgspec.field(default_factory=list)
     meta: list[tuple[str, Any]] = msgspec.field(default_factory=list)
 
 
-#: Open replicas of this process, by file (a node daemon serves one node).
-_OPEN: dict[str, Replica] = {}
-_OPEN_JOBS: dict[str, JobReplica] = {}
+class _Update(_ConfigRows, forbid_unknown_fields=True):
+    serial: int = 0
+    base: int | None = None
+    snapshot: bool = False
+    serial_only: bool = False
+    session: str | None = None
+    part: int = 0
+    last: bool = True
+
+
+class _JobUpdate(_JobRowsPart, forbid_unknown_fields=True):
+    serial: int = 0
+    base: int | None = None
+    snapshot: bool = False
+    serial_only: bool = False
+    session: str | None = None
+    part: int = 0
+    last: bool = True
+
 
 R = TypeVar("R", Replica, JobReplica)
+#: What identifies one update, whichever part carries it.
+_Header = tuple[str, bool, int | None, int]
 
 
-def _opened(cache: dict[str, R], path: Path, opener: Callable[[Path], R]) -> R:
-    replica = cache.get(str(path))
-    if replica is None:
-        replica = cache[str(path)] = opener(path)
-    return replica
+class _Writer(Generic[R]):
+    """One replica file: its writer thread, and the parts of an update staged so far.
+
+    Everything but :meth:`run` itself happens on the writer thread.
+    """
+
+    def __init__(self, path: Path, opener: Callable[[Path], R]) -> None:
+        self.path = path
+        self.staging = path.with_name(path.name + ".incoming")
+        self._opener: Callable[[Path], R] = opener
+        self._thread = ThreadPoolExecutor(max_workers=1,
+                                          thread_name_prefix=f"replica-{path.name}")
+        self._replica: R | None = None
+        self._header: _Header | None = None
+        self._next_part = 0
+
+    async def run(self, work: Callable[[R], T]) -> T:
+        """``work(replica)`` on the writer thread, after every update asked for before."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._do, work)
+
+    def _do(self, work: Callable[[R], T]) -> T:
+        if self._replica is None:
+            self._replica = self._opener(self.path)
+            self.discard()  # left by a daemon that stopped in the middle of an update
+        return work(self._replica)
+
+    def stage(self, header: _Header, part: int, data: bytes) -> None:
+        """Keep one part of an update; part 0 starts a new update."""
+        if part == 0:
+            self.discard()
+            self.staging.mkdir(parents=True)
+        elif header != self._header or part != self._next_part:
+            self.discard()
+            raise ParameterError(
+                f"replication update {header[0]}: part {part} does not follow what this "
+                f"node received; the update is dropped and must be sent again from part 0")
+        (self.staging / f"{part:09d}").write_bytes(data)
+        self._header, self._next_part = header, part + 1
+
+    @property
+    def receiving(self) -> bool:
+        """Whether parts of an update are staged."""
+        return self._header is not None
+
+    def staged(self) -> Iterator[bytes]:
+        """The staged parts, in order."""
+        for part in range(self._next_part):
+            yield (self.staging / f"{part:09d}").read_bytes()
+
+    def discard(self) -> None:
+        """Forget the staged parts."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self._header, self._next_part = None, 0
+
+    def close(self) -> None:
+        """Wait for the updates under way, then close the file and the thread."""
+        def close() -> None:
+            self.discard()
+            if self._replica is not None:
+                self._replica.close()
+                self._replica = None
+        self._thread.submit(close).result()
+        self._thread.shutdown(wait=True)
+
+
+#: The writers of this process, by replica file (a node daemon serves one node).
+_WRITERS: dict[str, _Writer[Replica]] = {}
+_JOB_WRITERS: dict[str, _Writer[JobReplica]] = {}
+
+
+def _writer(cache: dict[str, _Writer[R]], path: Path, opener: Callable[[Path], R]
+            ) -> _Writer[R]:
+    writer = cache.get(str(path))
+    if writer is None:
+        writer = cache[str(path)] = _Writer(path, opener)
+    return writer
 
 
 def close_replicas() -> None:
-    """Close every open replica (before a node turns master and opens them itself)."""
-    for replica in _OPEN.values():
-        replica.close()
-    for job_replica in _OPEN_JOBS.values():
-        job_replica.close()
-    _OPEN.clear()
-    _OPEN_JOBS.clear()
+    """Close every open replica (before a node turns master and opens them itself);
+    an update under way is finished first."""
+    writers: list[_Writer[Any]] = [*_WRITERS.values(), *_JOB_WRITERS.values()]
+    _WRITERS.clear()
+    _JOB_WRITERS.clear()
+    for writer in writers:
+        writer.close()
 
 
 def _convert(procedure: str, args: Mapping[str, Any], kind: type[T]) -> T:
@@ -86,22 +181,96 @@ def _convert(procedure: str, args: Mapping[str, Any], kind: type[T]) -> T:
         raise ParameterError(f"procedure {procedure}: invalid arguments: {err}") from None
 
 
+def _check(procedure: str, update: _Update | _JobUpdate) -> None:
+    if not update.serial_only and not update.snapshot and update.base is None:
+        raise ParameterError(f"procedure {procedure}: a delta needs 'base' (the serial "
+                             "it applies to); or send a snapshot")
+    if update.session is not None and update.part < 0:
+        raise ParameterError(f"procedure {procedure}: 'part' must be 0 or more")
+
+
+def _header(update: _Update | _JobUpdate) -> _Header:
+    return (update.session or "", update.snapshot, update.base, update.serial)
+
+
+P = TypeVar("P", _ConfigRows, _JobRowsPart)
+
+
+def _parts(writer: _Writer[Any], update: _Update | _JobUpdate, rows: P) -> Iterator[P] | None:
+    """The rows of the whole update ``rows`` belong to, part by part, once it is
+    complete (None until then); just ``rows`` when the update came in one call."""
+    if update.session is None:
+        if writer.receiving:
+            writer.discard()  # the sender gave up that update
+        return iter((rows,))
+    writer.stage(_header(update), update.part, msgspec.msgpack.encode(rows))
+    if not update.last:
+        return None
+    return (msgspec.msgpack.decode(data, type=type(rows)) for data in writer.staged())
+
+
+def _apply_config(writer: _Writer[Replica], update: _Update, replica: Replica
+                  ) -> dict[str, Any]:
+    parts = _parts(writer, update, _ConfigRows(upserts=update.upserts, deletes=update.deletes))
+    if parts is None:
+        return {"serial": replica.serial, "received": update.part}
+    try:
+        upserts: list[Row] = []
+        deletes: list[str] = []
+        for part in parts:
+            upserts.extend(Row(kind, uuid, serial, data.encode())
+                           for kind, uuid, serial, data in part.upserts)
+            deletes.extend(part.deletes)
+        if update.snapshot:
+            replica.reset(update.serial, upserts)
+            applied = True
+        else:
+            assert update.base is not None  # _check
+            applied = replica.apply(update.base, update.serial, upserts, deletes)
+    finally:
+        if update.session is not None:
+            writer.discard()
+    return {"serial": replica.serial, "applied": applied}
+
+
 async def config_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
     """Apply a snapshot or a delta of the master's configuration to this node's
     replica (see the module doc); the replica's serial afterwards."""
     update = _convert("config_replicate", args, _Update)
-    replica = _opened(_OPEN, paths.config_replica, Replica.open)
+    _check("config_replicate", update)
+    writer = _writer(_WRITERS, paths.config_replica, Replica.open)
     if update.serial_only:
-        return {"serial": replica.serial, "applied": True}
-    rows = [Row(kind, uuid, serial, data.encode()) for kind, uuid, serial, data in update.upserts]
-    if update.snapshot:
-        replica.reset(update.serial, rows)
-        applied = True
-    elif update.base is None:
-        raise ParameterError("procedure config_replicate: a delta needs 'base' (the serial "
-                             "it applies to); or send a snapshot")
-    else:
-        applied = replica.apply(update.base, update.serial, rows, update.deletes)
+        return {"serial": await writer.run(lambda replica: replica.serial), "applied": True}
+    return await writer.run(lambda replica: _apply_config(writer, update, replica))
+
+
+def _job_rows(parts: Iterator[_JobRowsPart], serial: int) -> Iterator[JobRows]:
+    for part in parts:
+        yield JobRows(
+            upserts=[(job_id, data.encode()) for job_id, data in part.jobs],
+            archive=[(job_id, end, data.encode()) for job_id, end, data in part.archive],
+            meta=[(key, value) for key, value in part.meta if key != "serial"],
+        )
+    yield JobRows(upserts=[], archive=[], meta=[("serial", serial)])
+
+
+def _apply_jobs(writer: _Writer[JobReplica], update: _JobUpdate, replica: JobReplica
+                ) -> dict[str, Any]:
+    parts = _parts(writer, update, _JobRowsPart(jobs=update.jobs, archive=update.archive,
+                                                meta=update.meta))
+    if parts is None:
+        return {"serial": replica.serial, "received": update.part}
+    try:
+        rows = _job_rows(parts, update.serial)
+        if update.snapshot:
+            replica.reset(rows)
+            applied = True
+        else:
+            assert update.base is not None  # _check
+            applied = replica.apply(update.base, update.serial, rows)
+    finally:
+        if update.session is not None:
+            writer.discard()
     return {"serial": replica.serial, "applied": applied}
 
 
@@ -109,21 +278,8 @@ async def jobs_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any
     """Apply a snapshot or a delta of the master's job queue to this node's replica
     (see the module doc); the replica's serial afterwards."""
     update = _convert("jobs_replicate", args, _JobUpdate)
-    replica = _opened(_OPEN_JOBS, paths.jobs_replica, JobReplica.open)
+    _check("jobs_replicate", update)
+    writer = _writer(_JOB_WRITERS, paths.jobs_replica, JobReplica.open)
     if update.serial_only:
-        return {"serial": replica.serial, "applied": True}
-    rows = JobRows(
-        upserts=[(job_id, data.encode()) for job_id, data in update.jobs],
-        archive=[(job_id, end, data.encode()) for job_id, end, data in update.archive],
-        meta=[*((key, value) for key, value in update.meta if key != "serial"),
-              ("serial", update.serial)],
-    )
-    if update.snapshot:
-        replica.reset(rows)
-        applied = True
-    elif update.base is None:
-        raise ParameterError("procedure jobs_replicate: a delta needs 'base' (the serial "
-                             "it applies to); or send a snapshot")
-    else:
-        applied = replica.apply(update.base, update.serial, rows)
-    return {"serial": replica.serial, "applied": applied}
+        return {"serial": await writer.run(lambda replica: replica.serial), "applied": True}
+    return await writer.run(lambda replica: _apply_jobs(writer, update, replica))

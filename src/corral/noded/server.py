@@ -3,12 +3,18 @@
 *Joined* (the node has the cluster CA, its certificate and its membership): mutual
 TLS, so only peers holding a certificate the cluster CA signed get past the
 handshake; ``POST /rpc/1/<procedure>`` runs a procedure and ``GET /stream/1/disk``
-streams a disk to another node.
+streams a disk to another node. Any cluster certificate may call the procedures
+that only read (:data:`OPEN_PROCEDURES`) and stream disks (the target of a copy
+fetches with its node certificate); every other procedure changes the node and is
+refused (HTTP 403) unless the caller presents the master's client certificate,
+which only the master and the master candidates hold (see
+:func:`corral.x509.is_master_client`). A new procedure is therefore closed until it
+is listed as open.
 
-*Unjoined*: a one-time token is made and printed, a throwaway self-signed
-certificate encrypts the connection, and only ``POST /join`` is served. A correct
-token with a valid bundle makes the node a member; the daemon then listens in
-joined mode on the same address. ``node_leave`` goes the other way.
+*Unjoined*: a throwaway self-signed certificate encrypts the connection, a one-time
+token bound to it is made and printed, and only ``POST /join`` is served. A proof
+of the token for that certificate with a valid bundle makes the node a member; the
+daemon then listens in joined mode on the same address. ``node_leave`` goes the other way.
 
 Switching modes never leaves the port without a listener: the old listening
 socket is closed and the new one bound within one step of the event loop, while the
@@ -18,20 +24,21 @@ connection that asked for the switch gets its answer over the old one.
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 import socket
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from corral import daemons, storage, x509
+from corral import daemons, x509
 from corral.errors import (
+    AccessDeniedError,
     CorralError,
     InternalError,
     JoinError,
@@ -41,16 +48,57 @@ from corral.errors import (
 )
 from corral.noded import join, procedures
 from corral.paths import Paths
+from corral.rpc.chunks import max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
+from corral.serializer import loads
 from corral.utils.process import running_pid
 from corral.x509.tls import server_context
 
-__all__ = ["NodeServer", "joined_context", "unjoined_context"]
+__all__ = ["OPEN_PROCEDURES", "NodeServer", "check_caller", "joined_context",
+           "unjoined_context"]
 
 log = logging.getLogger("corral.noded")
 
 #: How long stopping a listener waits for requests in progress.
 SHUTDOWN_TIMEOUT = 5.0
+
+#: The procedures that only read the node's state: any cluster certificate may call
+#: them. ``master_info`` is how a candidate running a failover counts the others.
+OPEN_PROCEDURES = frozenset({
+    "version", "node_info", "instance_list", "instance_info", "all_instances_info",
+    "instance_check_host", "os_diagnose", "os_get", "master_info",
+})
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    """The client certificate of the request's connection (DER), if it sent one."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    der: bytes | None = ssl_object.getpeercert(binary_form=True)
+    return der
+
+
+def check_caller(procedure: str, peer_der: bytes | None) -> None:
+    """Refuse (:class:`AccessDeniedError`) a procedure that changes the node unless the
+    caller's certificate (verified against the cluster CA by the handshake) is the
+    master's client certificate."""
+    if procedure in OPEN_PROCEDURES:
+        return
+    if peer_der is not None and x509.is_master_client(peer_der):
+        return
+    caller = "no certificate"
+    if peer_der is not None:
+        caller = f"the certificate of {x509.load_cert_info(_pem(peer_der)).subject_cn!r}"
+    raise AccessDeniedError(
+        f"procedure {procedure} changes this node: only the master may call it (with the "
+        f"master's client certificate), and the caller presented {caller}; other cluster "
+        f"members may call only {', '.join(sorted(OPEN_PROCEDURES))}")
+
+
+def _pem(der: bytes) -> str:
+    return ssl.DER_cert_to_PEM_cert(der)
 
 
 def joined_context(paths: Paths) -> ssl.SSLContext:
@@ -59,11 +107,12 @@ def joined_context(paths: Paths) -> ssl.SSLContext:
                           require_client_cert=True)
 
 
-def unjoined_context() -> ssl.SSLContext:
-    """TLS with a throwaway self-signed certificate and no client certificates.
+def unjoined_context() -> tuple[ssl.SSLContext, bytes]:
+    """TLS with a throwaway self-signed certificate and no client certificates; the
+    context and the certificate's SHA-256 fingerprint, which the join token binds.
 
-    It only keeps the join token and bundle off the wire in clear text; the master
-    cannot verify it, and need not, since the token authenticates the exchange.
+    The master checks that fingerprint before it sends anything, so a token seen by
+    someone else cannot lead it to another server.
     """
     ca_cert, ca_key = x509.create_ca("corral node waiting to join", 1)
     cert, key = x509.sign_node_cert(ca_cert, ca_key, socket.gethostname() or "localhost", [], 1)
@@ -75,7 +124,7 @@ def unjoined_context() -> ssl.SSLContext:
         cert_file.write_bytes(cert + ca_cert)
         ctx.load_cert_chain(cert_file, key_file)
     ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    return ctx, x509.fingerprint(cert)
 
 
 def _answer(result: Any) -> web.Response:
@@ -112,6 +161,8 @@ class NodeServer:
         self.port = port
         self.on_token = on_token
         self.token: str | None = None
+        #: The SHA-256 fingerprint of the certificate served while waiting to join.
+        self._fingerprint = b""
         self._listener: _Listener | None = None
         self._switch_lock = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
@@ -190,13 +241,14 @@ class NodeServer:
             task.add_done_callback(self._background.discard)
 
     def _unjoined_mode(self) -> tuple[web.Application, ssl.SSLContext]:
-        self.token = join.create_token(self.paths)
+        ctx, self._fingerprint = unjoined_context()
+        self.token = join.create_token(self.paths, self._fingerprint)
         self.on_token(self.token)
-        return self._unjoined_app(), unjoined_context()
+        return self._unjoined_app(), ctx
 
     # -- applications ------------------------------------------------------------
     def _joined_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 << 20)
+        app = web.Application(client_max_size=max_body())
         app.router.add_post("/rpc/{version}/{procedure}", self._rpc)
         app.router.add_post(JOIN_PATH, self._join_when_joined)
         app.router.add_get(procedures.STREAM_DISK_PATH, self._stream_disk)
@@ -221,6 +273,7 @@ class NodeServer:
                 raise ProtocolError(
                     f"RPC version {request.match_info['version']!r} is not supported: this "
                     f"node speaks version {RPC_VERSION}")
+            check_caller(procedure, _peer_certificate(request))
             args = await _json_object(request, f"the arguments of {procedure}")
             result = await procedures.dispatch(self.paths, procedure, args)
             if procedure == "node_leave":
@@ -263,14 +316,14 @@ class NodeServer:
             async with self._switch_lock:
                 if self.token is None:
                     raise JoinError(self._already_member())
-                join.check_token(self.token, body.get("token"))
+                join.check_token(self.token, self._fingerprint, body.get("proof"))
                 bundle = join.validate_bundle(body.get("bundle"))
                 join.write_bundle(self.paths, bundle)
                 try:
                     ctx = joined_context(self.paths)
                 except (OSError, ssl.SSLError) as err:
                     join.leave(self.paths)
-                    self.token = join.create_token(self.paths)
+                    self.token = join.create_token(self.paths, self._fingerprint)
                     self.on_token(self.token)
                     raise JoinError(
                         f"the join bundle's certificate or key is unusable: {err}") from None
@@ -301,30 +354,26 @@ class NodeServer:
     async def _stream_disk(self, request: web.Request) -> web.StreamResponse:
         cluster_path = request.query.get("path", "")
         try:
-            if not cluster_path:
-                raise ParameterError("the disk stream needs ?path=<cluster-wide disk path>")
-            disk = procedures.stream_disk_spec(cluster_path,
-                                               request.query.get("dev_type", "file"))
-            chunks = storage.read_chunks(self.paths, disk)
+            chunks = await procedures.open_disk_stream(self.paths, request.query)
         except CorralError as err:
+            log.warning("disk stream of %r for %s refused: %s", cluster_path, request.remote,
+                        err)
             return _error(err)
-        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        while (chunk := await asyncio.to_thread(_next_chunk, chunks)) is not None:
-            await response.write(chunk)
-        await response.write_eof()
+        async with contextlib.aclosing(chunks):
+            response = web.StreamResponse(
+                headers={"Content-Type": "application/octet-stream"})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            async for chunk in chunks:
+                await response.write(chunk)
+            await response.write_eof()
         log.info("streamed %s to %s", cluster_path, request.remote)
         return response
 
 
-def _next_chunk(chunks: Iterator[bytes]) -> bytes | None:
-    return next(chunks, None)
-
-
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:
     try:
-        data = json.loads(await request.text())
+        data = loads(await request.read())
     except ValueError as err:
         raise ParameterError(f"{what} is not JSON: {err}") from None
     if not isinstance(data, dict):

@@ -43,10 +43,11 @@ __all__ = [
 #: Opcode/job priority: -20 is the highest, 19 the lowest, 0 the default (Ganeti's).
 Priority = Annotated[int, msgspec.Meta(ge=-20, le=19)]
 
-#: Statuses a job dependency may name: the final ones.
-FINAL_JOB_STATUSES = ("canceled", "success", "error")
-
 _FinalStatus = Literal["canceled", "success", "error"]
+
+#: The statuses a job never leaves, which a job dependency may name: the one
+#: definition (:data:`corral.jobs.FINAL_STATUSES` is this set).
+FINAL_JOB_STATUSES: tuple[str, ...] = get_args(_FinalStatus)
 
 
 class OpCode(

@@ -1,7 +1,8 @@
 """``corral-rapi``: the Remote API daemon.
 
-Serves Ganeti's RAPI v2 over HTTPS (port 5080, the node's certificate from the cluster
-CA) and talks luxi to the master daemon. Plain HTTP needs the explicit ``--no-ssl``.
+Serves Ganeti's RAPI v2 over HTTPS (port 5080, with its own self-signed certificate,
+``rapi.pem``, which no node daemon accepts) and talks luxi to the master daemon. Plain
+HTTP needs the explicit ``--no-ssl``.
 
 Privilege separation (design 2.2): started as root, it reads everything it needs (the
 users file, the certificate and its key), binds its port, and then runs as the
@@ -18,12 +19,7 @@ Settings come from the command line, else from ``rapi.json`` in the data directo
 from __future__ import annotations
 
 import asyncio
-import grp
-import ipaddress
-import json
 import logging
-import os
-import pwd
 import signal
 import ssl
 import sys
@@ -32,17 +28,29 @@ from pathlib import Path
 from typing import Any, Final
 
 import click
+import msgspec
 from aiohttp import web
 
-from corral import __version__
-from corral.errors import CorralError, DaemonError, ParameterError
+from corral import __version__, x509
+from corral.errors import CorralError, DaemonError
+from corral.noded import join
 from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.utils import loopcheck
+from corral.utils import settings as daemon_settings
 from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.process import (
+    PidFile,
+    drop_privileges,
+    lookup_group,
+    lookup_user,
+    notify_ready,
+    refuse_start,
+)
+from corral.utils.settings import check_bind, check_port
 
 __all__ = [
     "DEFAULT_PORT",
@@ -61,7 +69,6 @@ NAME: Final = "rapi"
 #: Ganeti's RAPI port.
 DEFAULT_PORT: Final = 5080
 DEFAULT_BIND: Final = "0.0.0.0"
-_SETTING_KEYS: Final = ("bind", "port", "require_authentication", "user", "group")
 _ACCESS_FORMAT: Final = '%a "%r" %s %b %Tf'
 #: Seconds an idle kept-alive connection stays open.
 KEEPALIVE_TIMEOUT: Final = 75.0
@@ -86,48 +93,27 @@ def settings_file(paths: Paths) -> Path:
     return paths.data_dir / "rapi.json"
 
 
-def _load_file(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as err:
-        raise ParameterError(f"cannot read the settings file {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ParameterError(f"{path} must hold a JSON object with keys "
-                             f"{', '.join(_SETTING_KEYS)}")
-    unknown = sorted(set(data) - set(_SETTING_KEYS))
-    if unknown:
-        raise ParameterError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
-                             f"{', '.join(_SETTING_KEYS)}")
-    return data
+class _StoredSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What ``rapi.json`` (or the command line) may set."""
+
+    bind: str = DEFAULT_BIND
+    port: int = DEFAULT_PORT
+    require_authentication: bool = False
+    user: str | None = None
+    group: str | None = None
+
+    def __post_init__(self) -> None:
+        self.bind = check_bind(self.bind)
+        check_port(self.port)
 
 
 def read_settings(paths: Paths, **given: Any) -> Settings:
     """Command-line values (``given``, None when not given) over ``rapi.json`` over the
     defaults, checked."""
-    source = str(settings_file(paths))
-    data = _load_file(settings_file(paths))
-    merged = {key: given[key] if given.get(key) is not None else data.get(key)
-              for key in _SETTING_KEYS}
-    bind = merged["bind"] if merged["bind"] is not None else DEFAULT_BIND
-    try:
-        bind = str(ipaddress.ip_address(bind))
-    except ValueError:
-        raise ParameterError(f"bind address {bind!r} ({source} or --bind) is not an IP "
-                             "address") from None
-    port = merged["port"] if merged["port"] is not None else DEFAULT_PORT
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ParameterError(f"port {port!r} ({source} or --port) is not a TCP port (1-65535)")
-    require = merged["require_authentication"]
-    if require is not None and not isinstance(require, bool):
-        raise ParameterError(f"{source}: require_authentication must be true or false")
-    for key in ("user", "group"):
-        if merged[key] is not None and not isinstance(merged[key], str):
-            raise ParameterError(f"{source}: {key} must be a name or a number as text")
-    return Settings(bind=bind, port=port, ssl=not given.get("no_ssl"),
-                    require_authentication=bool(require), user=merged["user"],
-                    group=merged["group"])
+    stored = daemon_settings.read_settings(settings_file(paths), _StoredSettings, given)
+    return Settings(bind=stored.bind, port=stored.port, ssl=not given.get("no_ssl"),
+                    require_authentication=stored.require_authentication, user=stored.user,
+                    group=stored.group)
 
 
 def luxi_client_group(paths: Paths) -> int | None:
@@ -136,69 +122,35 @@ def luxi_client_group(paths: Paths) -> int | None:
     its socket to that group, so that an unprivileged RAPI can still reach it."""
     settings = read_settings(paths)
     if settings.group is not None:
-        return _lookup_group(settings.group)
+        return lookup_group(settings.group)
     if settings.user is not None:
-        return _lookup_user(settings.user).pw_gid
+        return lookup_user(settings.user).pw_gid
     return None
 
 
-def _lookup_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, OverflowError):
-        raise ParameterError(f"unknown user {name!r} (--user)") from None
-
-
-def _lookup_group(name: str) -> int:
-    try:
-        return grp.getgrgid(int(name)).gr_gid if name.isdigit() else grp.getgrnam(name).gr_gid
-    except (KeyError, OverflowError):
-        raise ParameterError(f"unknown group {name!r} (--group)") from None
-
-
-def drop_privileges(user: str | None, group: str | None) -> None:
-    """Run as ``user`` and ``group`` from now on (their ids or names).
-
-    The group defaults to the user's; supplementary groups become the user's own
-    (``initgroups``), or just the group when only a group is given.
-    :raises DaemonError: when not running as root, or root could be regained.
-    """
-    if user is None and group is None:
-        if os.geteuid() == 0:
-            log.warning("running as root: give --user/--group (or \"user\"/\"group\" in "
-                        "rapi.json) to drop privileges after start")
-        return
-    if os.geteuid() != 0:
-        raise DaemonError(f"--user/--group need the daemon to start as root; it runs as "
-                          f"uid {os.geteuid()}")
-    entry = _lookup_user(user) if user is not None else None
-    gid = _lookup_group(group) if group is not None else entry.pw_gid if entry else 0
-    if entry is not None:
-        os.initgroups(entry.pw_name, gid)
-    else:
-        os.setgroups([gid])
-    os.setgid(gid)
-    if entry is not None:
-        os.setuid(entry.pw_uid)
-        try:
-            os.setuid(0)
-        except PermissionError:
-            pass
-        else:
-            raise DaemonError("dropping privileges failed: root could be regained")
-    log.info("running as uid %d, gid %d", os.getuid(), os.getgid())
-
-
 def _ssl_context(paths: Paths) -> ssl.SSLContext:
-    """Serve with the node's certificate; clients authenticate with passwords, not
-    certificates, so none is asked for."""
+    """Serve with RAPI's own self-signed certificate (:attr:`Paths.rapi_cert`), never
+    the node's: the cluster CA did not sign it, so whoever gets it out of this
+    unprivileged daemon cannot call any node daemon with it. Clients authenticate
+    with passwords, not certificates, so none is asked for. A node without one (a
+    cluster made before RAPI had its own) gets one naming it, made here while the
+    daemon is still root."""
+    membership = join.read_membership(paths)
+    node_name = str(membership.get("node_name") or "")
+    if node_name and not paths.rapi_cert.exists():
+        ips = [str(membership["master_ip"])] if membership.get("master_name") == node_name \
+            and membership.get("master_ip") else []
+        cluster = str(membership.get("cluster_name") or node_name)
+        x509.ensure_self_signed(paths.rapi_cert, paths.rapi_key, cluster,
+                                [cluster, node_name], ips, x509.CERT_DAYS)
+        log.info("made a self-signed RAPI certificate %s", paths.rapi_cert)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(paths.node_cert, paths.node_key)
+        ctx.load_cert_chain(paths.rapi_cert, paths.rapi_key)
     except (OSError, ssl.SSLError) as err:
-        raise DaemonError(f"cannot load the certificate {paths.node_cert} and key "
-                          f"{paths.node_key}: {err}; is this node part of a cluster?") from None
+        raise DaemonError(f"cannot load the RAPI certificate {paths.rapi_cert} and key "
+                          f"{paths.rapi_key}: {err}; is this node part of a cluster?") from None
     return ctx
 
 
@@ -224,7 +176,7 @@ async def serve(paths: Paths, settings: Settings, users: Users,
         except OSError as err:
             raise DaemonError(f"cannot listen on {settings.bind} port {settings.port}: "
                               f"{err.strerror or err}") from None
-        drop_privileges(settings.user, settings.group)
+        drop_privileges(settings.user, settings.group, daemon=NAME)
         scheme = "https" if ssl_context is not None else "http"
         log.info("serving RAPI on %s://%s:%d/ (authentication %s)", scheme, settings.bind,
                  settings.port, "required" if settings.require_authentication
@@ -252,7 +204,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False, **given: An
             users = Users(paths.rapi_users)
             users.load()
             context = _ssl_context(paths) if settings.ssl else None
-            asyncio.run(serve(paths, settings, users, context))
+            loopcheck.run(serve(paths, settings, users, context))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")
@@ -277,7 +229,8 @@ def _refuse(err: CorralError, *, log_it: bool = True) -> int:
 @click.option("--require-authentication", "require_authentication", is_flag=True,
               default=None, help="Refuse anonymous requests, reads included.")
 @click.option("--user", default=None, help="Run as this user after start (needs root).")
-@click.option("--group", default=None, help="Run as this group after start (needs root).")
+@click.option("--group", default=None,
+              help="Run as this group instead of the user's own (needs --user and root).")
 @click.option("-f", "--foreground", is_flag=True,
               help="Stay in the foreground (by default the daemon goes into the background "
                    "once it serves).")

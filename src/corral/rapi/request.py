@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from corral.errors import (
     InternalError,
-    NotFoundError,
     ParameterError,
 )
+from corral.jobs.follow import JOB_RESULT_FIELDS, JobFollower, job_results
 from corral.jobs.model import job_error
 from corral.opcodes import op_from_dict
 from corral.opcodes.reason import rapi_entry, user_entry
@@ -27,10 +27,7 @@ if TYPE_CHECKING:
     from corral.rapi.luxi_pool import LuxiPool
     from corral.rapi.spec import Operation, Route
 
-__all__ = ["FINAL_STATUSES", "RapiRequest", "job_error", "parse_args"]
-
-#: Job statuses after which nothing changes.
-FINAL_STATUSES: Final = frozenset({"success", "error", "canceled"})
+__all__ = ["RapiRequest", "job_error", "parse_args"]
 
 #: How the master names an opcode parameter when it refuses a submitted job.
 _SUBMIT_ERROR_RE: Final = re.compile(
@@ -223,24 +220,11 @@ class RapiRequest:
         """Submit one job, wait for it to end and return its opcode results, or raise
         the error of the opcode that failed."""
         job_id = await self._submit(ops)
-        prev_info: list[Any] | None = None
-        prev_serial: int | None = None
-        while True:
-            answer = await self.call("WaitForJobChange", job_id, ["status"], prev_info,
-                                     prev_serial, WAIT_TIMEOUT)
-            if answer == "nochange":
-                continue
-            prev_info, log = answer
-            for entry in log or ():
-                prev_serial = max(prev_serial or 0, int(entry[0]))
-            if prev_info[0] in FINAL_STATUSES:
-                break
-        rows = await self.call("QueryJobs", [job_id], ["status", "opstatus", "opresult"])
-        if not rows or rows[0] is None:
-            raise NotFoundError(f"job {job_id} disappeared while RAPI waited for it")
-        status, opstatus, opresult = rows[0]
-        if status == "success":
-            return list(opresult)
-        raise job_error(job_id, status, opstatus, opresult)
+        follower = JobFollower(job_id)
+        while not follower.finished:
+            follower.update(await self.call("WaitForJobChange",
+                                            *follower.request(WAIT_TIMEOUT)))
+        return job_results(job_id, await self.call("QueryJobs", [job_id],
+                                                   list(JOB_RESULT_FIELDS)))
 
 

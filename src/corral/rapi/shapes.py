@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from corral.jobs.model import STATUSES
 from corral.rapi.handlers.nodes import ROLES
 from corral.rapi.schema import (
     ANY,
@@ -68,8 +69,7 @@ CLUSTER_INFO: Final = obj({
 FEATURE_LIST: Final = array(string(), "Optional features this server implements")
 
 JOB: Final = obj({
-    "id": integer(), "status": string(enum=("queued", "waiting", "running", "canceling",
-                                             "canceled", "success", "error")),
+    "id": integer(), "status": string(enum=STATUSES),
     "ops": array(obj()), "summary": STRINGS, "opstatus": STRINGS,
     "received_ts": _TIMESTAMP, "start_ts": _TIMESTAMP, "end_ts": _TIMESTAMP,
     "oplog": array(array(ANY)), "opresult": array(ANY),

@@ -2,6 +2,8 @@
 
 - :mod:`~corral.rpc.protocol`: paths, versions, :class:`RpcResult`.
 - :mod:`~corral.rpc.client`: :class:`RpcClient`, calling many node daemons at once.
+- :mod:`~corral.rpc.args`: one msgspec Struct per procedure's arguments, the contract
+  the node decodes and the master checks against.
 """
 
 from __future__ import annotations

@@ -5,26 +5,26 @@ costs the caller ``timeout`` seconds once, not once per node, and never hides th
 answers of the others: each node gets an :class:`~corral.rpc.protocol.RpcResult`
 with either its payload or an error naming it.
 
-The client authenticates with this node's certificate and trusts only the cluster
-CA (mutual TLS). Joining is the one exception: a node that has not joined has no
-certificate the CA signed, so :meth:`RpcClient.join` does not verify the server and
-the one-time token proves to the node who is calling; what is sent is encrypted all
-the same.
+The client authenticates with the master's client certificate where this node has
+it, else with this node's certificate, and trusts only the cluster CA (mutual TLS).
+Joining is the one exception: a node that has not joined has no certificate the CA
+signed, so :meth:`RpcClient.join` checks the server's certificate against the
+fingerprint its one-time token carries, and proves the token for that certificate
+to the node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 
-from corral import errors
-from corral.errors import CorralError, NodeUnreachableError, ProtocolError
+from corral import errors, serializer, x509
+from corral.errors import CorralError, JoinError, NodeUnreachableError, ProtocolError
 from corral.paths import Paths
 from corral.rpc.protocol import JOIN_PATH, RpcResult, rpc_path
 from corral.x509.tls import client_context
@@ -38,12 +38,20 @@ Target = tuple[str, str, int]
 RpcArgsByName = Mapping[str, Any] | Callable[[str], Mapping[str, Any]]
 
 
-def node_client_context(paths: Paths) -> ssl.SSLContext:
-    """The mutual-TLS client context of this node: its certificate, the cluster CA.
+def node_client_context(paths: Paths, *, as_master: bool | None = None) -> ssl.SSLContext:
+    """The mutual-TLS client context of this node: a certificate, the cluster CA.
 
-    Node certificates carry the node's addresses, and node daemons are called by
-    address, so the address is checked against the certificate.
+    A node holding the master's client certificate (the master, a master candidate)
+    calls with it, since node daemons run procedures that change a node only for
+    that certificate; other nodes call with their node certificate, which opens the
+    procedures that read. ``as_master`` forces one or the other. Node certificates
+    carry the node's addresses, and node daemons are called by address, so the
+    address is checked against the server's certificate.
     """
+    if as_master is None:
+        as_master = paths.master_client_cert.exists()
+    if as_master:
+        return client_context(paths.ca_cert, paths.master_client_cert, check_hostname=True)
     return client_context(paths.ca_cert, paths.node_cert, paths.node_key, check_hostname=True)
 
 
@@ -86,7 +94,7 @@ async def decode_answer(node: str, response: aiohttp.ClientResponse) -> Any:
     """
     text = await response.text()
     try:
-        body = json.loads(text)
+        body = serializer.loads(text)
     except ValueError:
         raise ProtocolError(
             f"node {node} answered HTTP {response.status} with a body that is not JSON: "
@@ -209,25 +217,58 @@ class RpcClient:
         """Hand the node daemon at ``ip:port`` the cluster ``bundle``, proving the call
         with the one-time ``token`` the node printed.
 
-        The server is not verified (it has no CA-signed certificate yet); a wrong
-        token gives a :class:`~corral.errors.JoinError` result.
+        The server must present the certificate the token names (its fingerprint is
+        part of the token), else nothing is sent; the node gets a proof of the token
+        for that certificate, never the token itself (:mod:`corral.x509.join_token`).
+        A wrong token or a server with another certificate gives a
+        :class:`~corral.errors.JoinError` result.
         """
+        try:
+            secret, fingerprint = x509.split_join_token(token)
+        except CorralError as err:
+            return RpcResult(name, error=err)
         if self._join_session is None or self._join_session.closed:
             self._join_session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=_join_context(self.paths), force_close=True),
                 timeout=aiohttp.ClientTimeout(total=None),
             )
+        body = {"proof": x509.join_proof(secret, fingerprint), "bundle": dict(bundle)}
         try:
-            payload = await self._post(
-                self._join_session, name, ip, port, JOIN_PATH,
-                {"token": token, "bundle": dict(bundle)}, timeout)
-        except NodeUnreachableError as err:
+            async with asyncio.timeout(timeout):
+                async with self._join_session.post(
+                        _url(ip, port, JOIN_PATH), json=body,
+                        ssl=aiohttp.Fingerprint(fingerprint)) as response:
+                    payload = await decode_answer(name, response)
+        except aiohttp.ServerFingerprintMismatch:
+            return RpcResult(name, error=await self._other_certificate(name, ip, port, timeout))
+        except TimeoutError:
             return RpcResult(name, error=NodeUnreachableError(
-                f"{err.message} (is its noded running? a node of another cluster refuses"
-                " the connection)"))
+                f"node {name} did not answer within {timeout:g} s"))
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
+            return RpcResult(name, error=NodeUnreachableError(
+                f"node {name} ({ip} port {port}) is unreachable: {_reason(err)} (is its "
+                "noded running? a node of another cluster refuses the connection)"))
         except CorralError as err:
             return RpcResult(name, error=err)
         return RpcResult(name, payload=payload)
+
+    async def _other_certificate(self, name: str, ip: str, port: int,
+                                 timeout: float) -> CorralError:
+        """Why the server at ``ip:port`` does not present the certificate of the token:
+        the node's own answer when it is a member of a cluster already (asked with
+        nothing secret), else a refusal saying the certificates differ."""
+        assert self._join_session is not None
+        try:
+            await self._post(self._join_session, name, ip, port, JOIN_PATH, {}, timeout)
+        except JoinError as err:
+            if "already a member" in err.message:
+                return err
+        except CorralError:
+            pass
+        return JoinError(
+            f"node {name} ({ip} port {port}) presents a certificate other than the one its "
+            "join token names: nothing was sent. Give the token that node's daemon printed; "
+            "if it did, something else answers at that address")
 
     async def close(self) -> None:
         """Close the connections; the client may be used again afterwards."""

@@ -2,12 +2,15 @@
 
 A disk's ``logical_id`` is ``[driver, path]`` where the path is cluster-wide: the
 configuration holds one path for every node, and each node maps it with
-:meth:`corral.paths.Paths.node_path`. The path is derived from the instance's and
-the disk's UUIDs (:func:`file_logical_id`), so renaming an instance touches no file.
+:meth:`corral.paths.Paths.node_path`, then confines it to the storage directories
+it allows (:mod:`corral.storage.confine`). The path is derived from the instance's
+and the disk's UUIDs (:func:`file_logical_id`), so renaming an instance touches no
+file.
 
 Files are sparse: creating a 1 TiB disk allocates nothing, and copying a disk to
-another node (:func:`read_chunks` on the source, :func:`write_from` on the target)
-keeps the holes, so moving a mostly empty disk is cheap.
+another node (:meth:`FileStorage.read` on the source, :meth:`FileStorage.write` on
+the target) keeps the holes, so moving a mostly empty disk is cheap. Every blocking
+file operation runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -15,28 +18,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Final
+from typing import ClassVar, Final
 
 from corral.errors import BlockDeviceError
 from corral.objects.specs import DiskSpec
 from corral.paths import Paths
+from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo
+from corral.storage.confine import confine
 
 __all__ = [
     "FILE_DEV_TYPES",
     "FILE_DRIVER",
     "FILE_DRIVERS",
-    "assemble",
-    "create",
+    "FileStorage",
     "dir_info",
     "disk_path",
     "file_logical_id",
-    "grow",
-    "read_chunks",
-    "remove",
-    "shutdown",
-    "write_from",
 ]
 
 #: The driver corral writes into new file disks' logical ids.
@@ -49,6 +48,8 @@ FILE_DEV_TYPES: Final[tuple[str, ...]] = ("file", "sharedfile")
 _MIB: Final = 1024 * 1024
 _DIR_MODE: Final = 0o750
 _FILE_MODE: Final = 0o640
+# A disk file is never reached through a link swapped in after the path was checked.
+_OPEN_FLAGS: Final = os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 def file_logical_id(storage_dir: str, instance_uuid: str, disk_uuid: str, index: int) -> list[str]:
@@ -62,10 +63,12 @@ def file_logical_id(storage_dir: str, instance_uuid: str, disk_uuid: str, index:
 
 
 def disk_path(paths: Paths, disk: DiskSpec) -> Path:
-    """The node-local path of ``disk``'s file, after checking its logical id.
+    """The node-local path of ``disk``'s file, symbolic links resolved.
 
     Refuses a disk that is not file-based, a logical id that is not ``[driver,
-    path]`` with a known driver, and a path that is relative or contains ``..``.
+    path]`` with a known driver, a path that is relative or contains ``..``, and
+    a path outside the storage directories this node allows. Blocking: it reads
+    the allowed list and resolves links.
     """
     label = _label(disk)
     if disk.dev_type not in FILE_DEV_TYPES:
@@ -95,170 +98,194 @@ def disk_path(paths: Paths, disk: DiskSpec) -> Path:
             f"{label} has file path {cluster_path!r}: expected an absolute path of a file,"
             " without '..'"
         )
-    return paths.node_path(cluster_path)
+    return confine(paths, cluster_path, label)
 
 
-def create(paths: Paths, disk: DiskSpec) -> Path:
-    """Create ``disk`` as a sparse file of ``disk.size`` MiB and return its path.
+class FileStorage(BlockDevice):
+    """Disks of types ``file`` and ``sharedfile`` on the node of ``paths``."""
 
-    Missing directories are created (mode 0750). Refuses a file that already
-    exists and a size larger than the whole file system.
-    """
-    path = disk_path(paths, disk)
-    label = _label(disk)
-    if disk.size <= 0:
-        raise BlockDeviceError(f"{label} has size {disk.size} MiB: expected a positive size")
-    existing = _nearest_existing(path.parent)
-    total = _statvfs(existing, label)[0]
-    if disk.size > total:
-        raise BlockDeviceError(
-            f"cannot create {label} ({path}): it needs {disk.size} MiB but the file system"
-            f" holding {existing} is only {total} MiB in total"
-        )
-    _make_dirs(path.parent, label)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
-    except FileExistsError:
-        raise BlockDeviceError(
-            f"cannot create {label}: the file {path} already exists on this node"
-        ) from None
-    except OSError as err:
-        raise BlockDeviceError(f"cannot create {label} ({path}): {err.strerror}") from err
-    try:
+    dev_types: ClassVar[tuple[str, ...]] = FILE_DEV_TYPES
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    async def create(self, disk: DiskSpec) -> str:
+        """Create ``disk`` as a sparse file of ``disk.size`` MiB.
+
+        Missing directories are created (mode 0750). Refuses a file that already
+        exists and a size larger than the whole file system.
+        """
+        return str(await asyncio.to_thread(self._create, disk))
+
+    async def remove(self, disk: DiskSpec) -> None:
+        """Delete ``disk``'s file, and its instance directory once empty."""
+        await asyncio.to_thread(self._remove, disk)
+
+    async def grow(self, disk: DiskSpec, amount: int, *, dryrun: bool = False) -> None:
+        """Make the file ``amount`` MiB larger; refuses when it is missing or its file
+        system has less than ``amount`` MiB free."""
+        await asyncio.to_thread(self._grow, disk, amount, dryrun)
+
+    async def assemble(self, disk: DiskSpec) -> str:
+        """The path of ``disk``'s file; refuses a missing file."""
+        return str(await asyncio.to_thread(self._existing, disk))
+
+    async def shutdown(self, disk: DiskSpec) -> None:
+        """A file needs no deactivation: only its logical id and path are checked."""
+        await asyncio.to_thread(disk_path, self.paths, disk)
+
+    async def info(self, disk: DiskSpec) -> DiskInfo:
+        """The file's path, its apparent size and the space allocated to it."""
+        return await asyncio.to_thread(self._info, disk)
+
+    async def read(self, disk: DiskSpec, *,
+                   chunk: int = DEFAULT_CHUNK) -> AsyncGenerator[bytes, None]:
+        """The file's contents, read in a worker thread chunk by chunk."""
+        if chunk <= 0:
+            raise BlockDeviceError(
+                f"invalid chunk size {chunk}: expected a positive number of bytes")
+        path = await asyncio.to_thread(self._existing, disk)
+        return _read_chunks(path, _label(disk), chunk)
+
+    async def write(self, disk: DiskSpec, chunks: AsyncIterator[bytes]) -> int:
+        """Write the file from ``chunks``, creating it (and its directories) if missing.
+
+        Its previous contents are discarded. All-zero chunks are skipped with a seek,
+        so the copy of a sparse disk stays sparse; the file is then cut to the full
+        length and synced to disk.
+        """
+        label = _label(disk)
+        path, fd = await asyncio.to_thread(self._open_for_writing, disk)
+        offset = 0
         try:
-            os.ftruncate(fd, disk.size * _MIB)
+            async for data in chunks:
+                if not data:
+                    continue
+                if data.count(0) != len(data):
+                    await asyncio.to_thread(_pwrite_all, fd, data, offset)
+                offset += len(data)
+            await asyncio.to_thread(_finish, fd, offset)
+        except OSError as err:
+            raise BlockDeviceError(
+                f"cannot write {label} ({path}) at byte {offset}: {err.strerror}"
+            ) from err
         finally:
             os.close(fd)
-    except OSError as err:
-        path.unlink(missing_ok=True)
-        raise BlockDeviceError(
-            f"cannot create {label} ({path}) with {disk.size} MiB: {err.strerror}"
-        ) from err
-    return path
+        return offset
+
+    # -- blocking work, in worker threads ----------------------------------------------
+    def _create(self, disk: DiskSpec) -> Path:
+        path = disk_path(self.paths, disk)
+        label = _label(disk)
+        if disk.size <= 0:
+            raise BlockDeviceError(f"{label} has size {disk.size} MiB: expected a positive size")
+        existing = _nearest_existing(path.parent)
+        total = _statvfs(existing, label)[0]
+        if disk.size > total:
+            raise BlockDeviceError(
+                f"cannot create {label} ({path}): it needs {disk.size} MiB but the file system"
+                f" holding {existing} is only {total} MiB in total"
+            )
+        _make_dirs(path.parent, label)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, _FILE_MODE)
+        except FileExistsError:
+            raise BlockDeviceError(
+                f"cannot create {label}: the file {path} already exists on this node"
+            ) from None
+        except OSError as err:
+            raise BlockDeviceError(f"cannot create {label} ({path}): {err.strerror}") from err
+        try:
+            try:
+                os.ftruncate(fd, disk.size * _MIB)
+            finally:
+                os.close(fd)
+        except OSError as err:
+            path.unlink(missing_ok=True)
+            raise BlockDeviceError(
+                f"cannot create {label} ({path}) with {disk.size} MiB: {err.strerror}"
+            ) from err
+        return path
+
+    def _remove(self, disk: DiskSpec) -> None:
+        path = disk_path(self.paths, disk)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as err:
+            raise BlockDeviceError(
+                f"cannot remove {_label(disk)} ({path}): {err.strerror}") from err
+        # The instance directory goes with its last disk; while other disks remain (or
+        # it is gone already) rmdir fails and that is fine.
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()
+
+    def _grow(self, disk: DiskSpec, amount: int, dryrun: bool) -> None:
+        label = _label(disk)
+        if amount < 0:
+            raise BlockDeviceError(
+                f"cannot grow {label} by {amount} MiB: the amount must not be negative"
+            )
+        path = self._existing(disk)
+        free = _statvfs(path.parent, label)[1]
+        if amount > free:
+            raise BlockDeviceError(
+                f"cannot grow {label} ({path}) by {amount} MiB: the file system holding"
+                f" {path.parent} has only {free} MiB free"
+            )
+        if dryrun:
+            return
+        try:
+            current = path.stat().st_size
+            os.truncate(path, current + amount * _MIB)
+        except OSError as err:
+            raise BlockDeviceError(f"cannot grow {label} ({path}): {err.strerror}") from err
+
+    def _existing(self, disk: DiskSpec) -> Path:
+        path = disk_path(self.paths, disk)
+        if not path.is_file():
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise BlockDeviceError(f"{_label(disk)} is missing on this node: {path} {what}")
+        return path
+
+    def _info(self, disk: DiskSpec) -> DiskInfo:
+        path = self._existing(disk)
+        try:
+            st = path.stat()
+        except OSError as err:
+            raise BlockDeviceError(
+                f"cannot tell the size of {_label(disk)} ({path}): {err.strerror}") from err
+        return {"path": str(path), "size": st.st_size // _MIB,
+                "allocated": st.st_blocks * 512 // _MIB}
+
+    def _open_for_writing(self, disk: DiskSpec) -> tuple[Path, int]:
+        path = disk_path(self.paths, disk)
+        label = _label(disk)
+        _make_dirs(path.parent, label)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _OPEN_FLAGS, _FILE_MODE)
+        except OSError as err:
+            raise BlockDeviceError(f"cannot write {label} ({path}): {err.strerror}") from err
+        return path, fd
 
 
-def remove(paths: Paths, disk: DiskSpec) -> None:
-    """Delete ``disk``'s file, and its instance directory once empty.
-
-    A disk that is already gone is not an error.
-    """
-    path = disk_path(paths, disk)
-    label = _label(disk)
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot remove {label} ({path}): {err.strerror}") from err
-    # The instance directory goes with its last disk; while other disks remain (or it
-    # is gone already) rmdir fails and that is fine.
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()
-
-
-def grow(paths: Paths, disk: DiskSpec, amount: int, *, dryrun: bool = False) -> None:
-    """Make ``disk``'s file ``amount`` MiB larger.
-
-    Refuses when the file is missing or its file system has less than ``amount``
-    MiB free. With ``dryrun`` only the checks are made.
-    """
-    label = _label(disk)
-    if amount < 0:
-        raise BlockDeviceError(
-            f"cannot grow {label} by {amount} MiB: the amount must not be negative"
-        )
-    path = assemble(paths, disk)
-    free = _statvfs(path.parent, label)[1]
-    if amount > free:
-        raise BlockDeviceError(
-            f"cannot grow {label} ({path}) by {amount} MiB: the file system holding"
-            f" {path.parent} has only {free} MiB free"
-        )
-    if dryrun:
-        return
-    try:
-        current = path.stat().st_size
-        os.truncate(path, current + amount * _MIB)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot grow {label} ({path}): {err.strerror}") from err
-
-
-def assemble(paths: Paths, disk: DiskSpec) -> Path:
-    """The path of ``disk``'s file, ready for use; refuses a missing file."""
-    path = disk_path(paths, disk)
-    if not path.is_file():
-        what = "is not a regular file" if path.exists() else "does not exist"
-        raise BlockDeviceError(f"{_label(disk)} is missing on this node: {path} {what}")
-    return path
-
-
-def shutdown(paths: Paths, disk: DiskSpec) -> None:
-    """Deactivate ``disk``: a file needs nothing, so only its logical id is checked."""
-    disk_path(paths, disk)
-
-
-def dir_info(path: Path) -> dict[str, int]:
+async def dir_info(path: Path, *, nearest_existing: bool = False) -> dict[str, int]:
     """Size and free space (MiB) of the file system holding directory ``path``.
 
     ``free`` is what an unprivileged writer may use. Creates nothing; a missing
-    directory is a :class:`~corral.errors.BlockDeviceError`.
+    directory is a :class:`~corral.errors.BlockDeviceError`, unless
+    ``nearest_existing`` asks for the file system of its nearest existing parent
+    (where a storage directory made on first use will be).
     """
+    return await asyncio.to_thread(_dir_info, path, nearest_existing)
+
+
+def _dir_info(path: Path, nearest_existing: bool) -> dict[str, int]:
+    if nearest_existing:
+        path = _nearest_existing(path)
     if not path.is_dir():
         raise BlockDeviceError(f"storage directory {path} does not exist on this node")
     size, free = _statvfs(path, f"storage directory {path}")
     return {"size": size, "free": free}
-
-
-def read_chunks(paths: Paths, disk: DiskSpec, chunk: int = 1 << 20) -> Iterator[bytes]:
-    """The contents of ``disk``'s file in chunks of ``chunk`` bytes (the last may be
-    shorter). A missing file is refused at once, before iteration starts."""
-    if chunk <= 0:
-        raise BlockDeviceError(f"invalid chunk size {chunk}: expected a positive number of bytes")
-    path = assemble(paths, disk)
-    try:
-        handle = path.open("rb", buffering=0)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot read {_label(disk)} ({path}): {err.strerror}") from err
-    return _chunks(handle, chunk)
-
-
-def _chunks(handle: BinaryIO, chunk: int) -> Iterator[bytes]:
-    with handle:
-        while data := handle.read(chunk):
-            yield data
-
-
-async def write_from(paths: Paths, disk: DiskSpec, chunks: AsyncIterator[bytes]) -> int:
-    """Write ``disk``'s file from ``chunks`` and return the number of bytes.
-
-    The file is created if missing (its directories too) and its previous
-    contents are discarded. All-zero chunks are skipped with a seek, so the copy
-    of a sparse disk stays sparse; the file is then cut to the full length and
-    synced to disk. If the stream fails midway the partial file is left for the
-    caller to remove.
-    """
-    path = disk_path(paths, disk)
-    label = _label(disk)
-    _make_dirs(path.parent, label)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _FILE_MODE)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot write {label} ({path}): {err.strerror}") from err
-    offset = 0
-    try:
-        async for data in chunks:
-            if not data:
-                continue
-            if data.count(0) != len(data):
-                await asyncio.to_thread(_pwrite_all, fd, data, offset)
-            offset += len(data)
-        os.ftruncate(fd, offset)
-        await asyncio.to_thread(os.fsync, fd)
-    except OSError as err:
-        raise BlockDeviceError(
-            f"cannot write {label} ({path}) at byte {offset}: {err.strerror}"
-        ) from err
-    finally:
-        os.close(fd)
-    return offset
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -268,12 +295,30 @@ def _label(disk: DiskSpec) -> str:
     return f"disk/{disk.index}"
 
 
+async def _read_chunks(path: Path, label: str, chunk: int) -> AsyncGenerator[bytes, None]:
+    # Opened at the first chunk, so a generator that is never iterated holds nothing.
+    try:
+        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | _OPEN_FLAGS)
+    except OSError as err:
+        raise BlockDeviceError(f"cannot read {label} ({path}): {err.strerror}") from err
+    try:
+        while data := await asyncio.to_thread(os.read, fd, chunk):
+            yield data
+    finally:
+        os.close(fd)
+
+
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
+
+
+def _finish(fd: int, length: int) -> None:
+    os.ftruncate(fd, length)
+    os.fsync(fd)
 
 
 def _nearest_existing(directory: Path) -> Path:

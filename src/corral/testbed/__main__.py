@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import shlex
 import ssl
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from corral import serializer
 from corral.cli.common import CorralGroup
 from corral.daemons import status as daemon_status
 from corral.errors import NotFoundError
@@ -159,10 +159,10 @@ def demo_command(directory: Path) -> None:
     show("corral-confd-query", "instance-primary-node", "web1.testbed")
     rapi = testbed.rapi
     click.echo(f"\n$ curl --cacert {rapi['ca']} -u {rapi['user']}:... {rapi['url']}/2/info")
-    info = json.loads(_rapi_get(rapi, "/2/info"))
-    click.echo(json.dumps({key: info[key] for key in (
-        "name", "master", "software_version", "protocol_version", "enabled_hypervisors")},
-        indent=1) + "\n(and more)")
+    info = serializer.loads(_rapi_get(rapi, "/2/info"))
+    click.echo(serializer.dumps_pretty({key: info[key] for key in (
+        "name", "master", "software_version", "protocol_version", "enabled_hypervisors")})
+        + "\n(and more)")
     click.echo(f"""
 The demo cluster runs under {testbed.dir}. Try it yourself:
 

@@ -15,11 +15,11 @@ master (the one holding the newest configuration store), so after a
 ``gnt-cluster master-failover`` run by hand on a node, ``testbed.json``, ``status``
 and ``failover --to`` point at the new master.
 
-RAPI listens on the master's address with the cluster certificate and requires
-authentication for every request; ``testbed.json`` holds its URL, the CA file that
+RAPI listens on the master's address with its own certificate and requires
+authentication for every request; ``testbed.json`` holds its URL, the certificate that
 verifies it and the credentials of the write user ``admin``::
 
-    "rapi": {"url": "https://127.0.1.1:PORT", "ca": ".../ca.pem",
+    "rapi": {"url": "https://127.0.1.1:PORT", "ca": ".../rapi.pem",
              "user": "admin", "password": "..."}
 
 A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import socket
@@ -52,6 +51,7 @@ from corral.errors import CorralError, DaemonError, NotFoundError, ParameterErro
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
+from corral.serializer import dumps, dumps_pretty, loads
 from corral.utils.files import write_public
 from corral.utils.process import running_pid, stop_daemon
 
@@ -96,7 +96,7 @@ class Testbed:
             "env": self.env, "nodes": [vars(n) for n in self.nodes], "ports": self.ports,
             "rapi": self.rapi,
         }
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        return dumps_pretty(data) + "\n"
 
     @property
     def master_node(self) -> TestbedNode:
@@ -112,7 +112,7 @@ def load(directory: Path) -> Testbed | None:
     rewritten.
     """
     try:
-        data = json.loads((directory / STATE_FILE).read_text())
+        data = loads((directory / STATE_FILE).read_bytes())
     except FileNotFoundError:
         return None
     nodes = [TestbedNode(**n) for n in data.pop("nodes")]
@@ -158,7 +158,7 @@ def _point_at(testbed: Testbed, master: TestbedNode) -> None:
     testbed.master = master.name
     testbed.env[ROOT_ENV] = master.root
     testbed.rapi["url"] = f"https://{master.ip}:{testbed.ports['rapi']}"
-    testbed.rapi["ca"] = str(Paths(Path(master.root)).ca_cert)
+    testbed.rapi["ca"] = str(Paths(Path(master.root)).rapi_cert)
 
 
 def _free_port(host: str, kind: int) -> int:
@@ -228,7 +228,7 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         env={ROOT_ENV: master.root, "PATH": f"{Path(sys.executable).parent}:"
              + os.environ.get("PATH", "/usr/bin:/bin")},
         nodes=members, ports=ports,
-        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.ca_cert),
+        rapi={"url": f"https://{master.ip}:{ports['rapi']}", "ca": str(paths.rapi_cert),
               "user": bootstrap.RAPI_ADMIN,
               "password": paths.rapi_admin_password.read_text().strip()},
     )
@@ -298,11 +298,11 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
     """
     paths = Paths(root)
     paths.ensure_dirs()
-    write_public(paths.noded_settings, json.dumps({"bind": ip, "port": ports["noded"]}) + "\n")
-    write_public(rapi_settings_file(paths), json.dumps(
-        {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + "\n")
-    write_public(confd_settings_file(paths), json.dumps(
-        {"bind": ip, "port": ports["confd"]}) + "\n")
+    write_public(paths.noded_settings, dumps({"bind": ip, "port": ports["noded"]}) + b"\n")
+    write_public(rapi_settings_file(paths), dumps(
+        {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + b"\n")
+    write_public(confd_settings_file(paths), dumps(
+        {"bind": ip, "port": ports["confd"]}) + b"\n")
     os_dir = paths.node_path("/srv/corral/os")
     os_dir.mkdir(parents=True, exist_ok=True)
     for definition in sorted(bundled_os_dir().iterdir()):

@@ -1,4 +1,5 @@
-"""Daemon processes: pid files, start with a readiness handshake, stop by pid.
+"""Daemon processes: pid files, start with a readiness handshake, stop by pid, and
+dropping root's privileges after start.
 
 A daemon holds an exclusive ``flock`` on its pid file for its whole life. A pid file
 whose lock nobody holds is stale, whatever pid it names, so :func:`running_pid` never
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import logging
 import os
+import pwd
 import select
 import signal
 import subprocess
@@ -28,6 +31,9 @@ from corral.errors import DaemonError
 __all__ = [
     "READY_FD_ENV",
     "PidFile",
+    "drop_privileges",
+    "lookup_group",
+    "lookup_user",
     "notify_failed",
     "notify_ready",
     "process_alive",
@@ -36,6 +42,8 @@ __all__ = [
     "start_daemon",
     "stop_daemon",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Environment variable naming the readiness pipe's file descriptor.
 READY_FD_ENV = "CORRAL_READY_FD"
@@ -245,3 +253,75 @@ def stop_daemon(pid_file: Path, *, timeout: float = 15.0) -> int | None:
     finally:
         os.close(pidfd)
     return pid
+
+
+# -- privileges ----------------------------------------------------------------------
+def lookup_user(name: str) -> pwd.struct_passwd:
+    """The password entry of user ``name`` (a name or a uid)."""
+    try:
+        return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, OverflowError):
+        raise DaemonError(f"unknown user {name!r} (--user)") from None
+
+
+def lookup_group(name: str) -> int:
+    """The gid of group ``name`` (a name or a gid)."""
+    try:
+        return grp.getgrgid(int(name)).gr_gid if name.isdigit() else grp.getgrnam(name).gr_gid
+    except (KeyError, OverflowError):
+        raise DaemonError(f"unknown group {name!r} (--group)") from None
+
+
+def drop_privileges(user: str | None, group: str | None, *, daemon: str) -> None:
+    """Run as ``user`` and ``group`` (names or ids) from now on, for good.
+
+    A daemon drops privileges as a user *and* a group, as Ganeti's daemons run:
+
+    - ``user`` alone: the user's primary group, and the user's supplementary
+      groups (``initgroups``);
+    - ``user`` and ``group``: that group as primary, with the user's supplementary
+      groups;
+    - ``group`` alone is refused: the user would stay root, and root can take any
+      group (or any file) back, so switching only the group protects nothing;
+    - neither: nothing changes (a warning when that leaves the daemon root).
+
+    Asking for the ids the process already has is a no-op, so a daemon started by an
+    unprivileged user (tests, the testbed) may name itself.
+
+    :raises DaemonError: unknown user or group, ``group`` without ``user``, not root,
+        or root could be regained after the switch.
+    """
+    if user is None:
+        if group is not None:
+            raise DaemonError(
+                f"--group {group} without --user would leave corral-{daemon} running as "
+                "root, which can regain any group; give --user as well (and --group only "
+                "to run with another group than the user's own)")
+        if os.geteuid() == 0:
+            log.warning("corral-%s runs as root: give --user (and --group) to drop "
+                        "privileges after start", daemon)
+        return
+    entry = lookup_user(user)
+    gid = lookup_group(group) if group is not None else entry.pw_gid
+    if (entry.pw_uid, gid) == (os.geteuid(), os.getegid()) and entry.pw_uid != 0:
+        return
+    if os.geteuid() != 0:
+        raise DaemonError(f"--user/--group need corral-{daemon} to start as root; it runs "
+                          f"as uid {os.geteuid()}")
+    try:
+        os.initgroups(entry.pw_name, gid)
+        os.setgid(gid)
+        os.setuid(entry.pw_uid)
+    except OSError as err:
+        raise DaemonError(f"cannot switch corral-{daemon} to user {user} group "
+                          f"{group or gid}: {err}") from None
+    if entry.pw_uid != 0:
+        try:
+            os.setuid(0)
+        except PermissionError:
+            pass
+        else:
+            raise DaemonError(f"dropping the privileges of corral-{daemon} failed: root "
+                              "could be regained")
+    log.info("running as uid %d, gid %d, groups %s", os.getuid(), os.getgid(),
+             ",".join(map(str, os.getgroups())))

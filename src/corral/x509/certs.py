@@ -1,8 +1,11 @@
 """The cluster CA and the node certificates it signs.
 
-Every daemon trusts one cluster CA. Each node holds a certificate signed by it that
-serves both as its TLS server certificate (noded, rapi) and as its client certificate
-when it calls another node, so mutual TLS needs nothing else. Keys are ECDSA P-256:
+Every node daemon trusts one cluster CA. Each node holds a certificate signed by it
+that serves both as noded's TLS server certificate and as its client certificate when
+it calls another node. The master (and every master candidate, which may become the
+master) also holds the master's client certificate, which node daemons require for
+procedures that change a node. corral-rapi serves with a self-signed certificate the
+cluster CA never signed, so that no node daemon accepts it. Keys are ECDSA P-256:
 fast to make, and accepted by every TLS stack corral talks to. A CA with an RSA or
 Ed25519 key (an imported one) can sign node certificates too.
 
@@ -11,9 +14,11 @@ PEM data comes out as ``bytes`` and goes in as ``bytes`` or ``str``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -23,15 +28,25 @@ from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPri
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from corral.errors import ParameterError
+from corral.utils.files import write_private, write_public
 
 __all__ = [
+    "CERT_DAYS",
+    "MASTER_CLIENT_OU",
     "CertInfo",
     "create_ca",
+    "create_self_signed",
+    "ensure_self_signed",
+    "fingerprint",
+    "is_master_client",
     "load_cert_info",
+    "sign_master_client_cert",
     "sign_node_cert",
     "verify_signed_by",
 ]
 
+#: Validity of the certificates a cluster makes for itself (Ganeti uses five years too).
+CERT_DAYS = 5 * 365
 #: Certificates start this long before they are made, so that nodes whose clocks
 #: lag a little behind the master accept them at once.
 BACKDATE = dt.timedelta(hours=1)
@@ -273,3 +288,136 @@ def load_cert_info(pem: bytes | str) -> CertInfo:
         is_ca=is_ca,
         fingerprint_sha256=":".join(f"{b:02X}" for b in digest),
     )
+
+
+#: The organisational unit that marks the master's client certificate. Node
+#: certificates carry a common name only, so no node certificate has it.
+MASTER_CLIENT_OU = "corral master"
+
+
+def _leaf_extensions(
+    builder: x509.CertificateBuilder, usages: list[x509.ObjectIdentifier],
+    san: list[x509.GeneralName],
+) -> x509.CertificateBuilder:
+    builder = (
+        builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                crl_sign=False, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    if san:
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+    return builder
+
+
+def sign_master_client_cert(
+    ca_cert_pem: bytes | str, ca_key_pem: bytes | str, cluster_name: str, days: int,
+) -> tuple[bytes, bytes]:
+    """Make the master's client certificate, signed by the cluster CA.
+
+    Node daemons run a procedure that changes the node only for a caller presenting
+    this certificate (:func:`is_master_client`); the master holds it, and so do the
+    master candidates, any of which may become the master by a failover. It is
+    valid for TLS clients only. Returns ``(cert_pem, key_pem)``.
+    """
+    ca_cert = _load_cert(ca_cert_pem, "the CA certificate")
+    ca_key = _load_signing_key(ca_key_pem, "the CA key")
+    if ca_cert.public_key() != ca_key.public_key():
+        raise ParameterError("the CA key does not belong to the CA certificate")
+    key = _new_key()
+    not_before, not_after = _validity(days)
+    subject = x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, MASTER_CLIENT_OU),
+        x509.NameAttribute(NameOID.COMMON_NAME, f"master of {cluster_name}"),
+    ])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(min(not_after, ca_cert.not_valid_after_utc))
+    )
+    cert = _leaf_extensions(builder, [ExtendedKeyUsageOID.CLIENT_AUTH], []).sign(
+        ca_key, _signature_hash(ca_key))
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def is_master_client(cert_der: bytes) -> bool:
+    """Whether a peer certificate (DER, as TLS gives it) is the master's client
+    certificate. Only the signature check of the TLS handshake makes this
+    trustworthy: call it for certificates the cluster CA was verified to sign."""
+    try:
+        cert = x509.load_der_x509_certificate(cert_der)
+    except ValueError:
+        return False
+    units = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    return any(unit.value == MASTER_CLIENT_OU for unit in units)
+
+
+def create_self_signed(
+    common_name: str, dns_names: list[str], ips: list[str], days: int,
+) -> tuple[bytes, bytes]:
+    """Make a self-signed TLS server certificate and its key, outside the cluster CA.
+
+    corral-rapi serves with one: its clients check passwords, not certificates,
+    and since the cluster CA did not sign it, no node daemon accepts it as a client
+    certificate. Returns ``(cert_pem, key_pem)``.
+    """
+    if not common_name:
+        raise ParameterError("a certificate needs a common name")
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    not_before, not_after = _validity(days)
+    san: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys(dns_names) if n]
+    san.extend(x509.IPAddress(ip) for ip in _ip_addresses(list(dict.fromkeys(ips))))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+    )
+    cert = _leaf_extensions(builder, [ExtendedKeyUsageOID.SERVER_AUTH], san).sign(
+        key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def fingerprint(cert: bytes | str) -> bytes:
+    """SHA-256 over a certificate's DER form; ``cert`` is PEM (text or bytes) or DER."""
+    if isinstance(cert, str) or cert.lstrip().startswith(b"-----"):
+        return _load_cert(cert, "the certificate").fingerprint(hashes.SHA256())
+    return x509.load_der_x509_certificate(cert).fingerprint(hashes.SHA256())
+
+
+def ensure_self_signed(
+    cert_file: Path, key_file: Path, common_name: str, dns_names: list[str], ips: list[str],
+    days: int,
+) -> bool:
+    """Keep a self-signed server certificate at ``cert_file`` (key at ``key_file``,
+    mode 0400) that names every one of ``dns_names`` and ``ips``; make a new one when
+    it is missing, unreadable or lacks one of them. Whether a new one was made."""
+    try:
+        info = load_cert_info(cert_file.read_bytes())
+        have_key = key_file.exists()
+    except (OSError, ParameterError):
+        info, have_key = None, False
+    if info is not None and have_key and set(dns_names) <= set(info.dns_names) \
+            and {str(ipaddress.ip_address(ip)) for ip in ips} <= set(info.ip_addresses):
+        return False
+    cert, key = create_self_signed(common_name, dns_names, ips, days)
+    cert_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(FileNotFoundError):
+        key_file.unlink()  # a 0400 file: replace it rather than write into it
+    write_private(key_file, key)
+    write_public(cert_file, cert)
+    return True

@@ -1,0 +1,280 @@
+"""The arguments of every node procedure, one msgspec Struct each: the master↔node contract.
+
+The master sends a procedure's arguments as a JSON object; the node decodes it into
+the procedure's Struct with :func:`decode_args` before anything runs, and the
+master checks what it is about to send with the same Structs (:func:`check_args`),
+so both sides read one definition. Decoding is strict: no unknown argument, no
+``true`` for a number, no number for a string. A refusal is a
+:class:`~corral.errors.ParameterError` naming the procedure and the argument.
+
+Instances and disks travel as :class:`~corral.objects.specs.InstanceSpec` and
+:class:`~corral.objects.specs.DiskSpec`. Procedures not listed in :data:`ARGS`
+(replication, master role, file upload) check their own arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, TypeVar
+
+import msgspec
+
+from corral.errors import ParameterError
+from corral.hypervisor.base import RebootType
+from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.paths import Paths
+
+__all__ = [
+    "ARGS",
+    "MAX_DELAY",
+    "BlockdevCopyFromArgs",
+    "BlockdevGrowArgs",
+    "DiskArgs",
+    "DisksArgs",
+    "HypervisorsArgs",
+    "InstanceArgs",
+    "InstanceInfoArgs",
+    "InstanceOsAddArgs",
+    "InstanceRebootArgs",
+    "InstanceRunRenameArgs",
+    "InstanceShutdownArgs",
+    "InstanceStartArgs",
+    "MigrationFinishArgs",
+    "MigrationSendArgs",
+    "NoArgs",
+    "NodeInfoArgs",
+    "OsArgs",
+    "OsGetArgs",
+    "OsValidateArgs",
+    "ProcedureArgs",
+    "TestDelayArgs",
+    "check_args",
+    "decode",
+    "decode_args",
+]
+
+A = TypeVar("A", bound="ProcedureArgs")
+
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+
+class ProcedureArgs(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Base of every procedure's arguments: keyword-only, immutable, and an argument
+    the procedure does not take is refused rather than ignored."""
+
+
+class NoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A procedure without arguments (``version``, ``node_leave``)."""
+
+
+class NodeInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``node_info``: the storage directories to measure (cluster-wide paths) and the
+    hypervisors to ask for memory (the first one answers; empty: every one here)."""
+
+    storage_dirs: list[str] = msgspec.field(default_factory=list)
+    hypervisors: list[str] = msgspec.field(default_factory=list)
+
+
+class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_list``, ``all_instances_info``: which hypervisors to ask
+    (``None``: every hypervisor this node implements)."""
+
+    hypervisors: list[str] | None = None
+
+
+class InstanceInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_info``: one instance, by name, under one hypervisor."""
+
+    instance: str
+    hypervisor: str
+
+
+class InstanceArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A procedure about one instance (``instance_check_host``, ``migration_accept``,
+    ``instance_console``)."""
+
+    instance: InstanceSpec
+
+
+class InstanceStartArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_start``."""
+
+    startup_paused: bool = False
+
+
+class InstanceShutdownArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds."""
+
+    timeout: float = 120.0
+
+
+class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_reboot``."""
+
+    reboot_type: RebootType
+    timeout: float = 120.0
+
+
+class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``migration_send``: on the source, where to send the instance."""
+
+    target_ip: str
+    live: bool = True
+
+
+class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``migration_finish``: on the target, whether the migration succeeded."""
+
+    success: bool
+
+
+class DiskArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """A procedure about one disk (``blockdev_create``, ``blockdev_remove``)."""
+
+    disk: DiskSpec
+
+
+class BlockdevGrowArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_grow``: by ``amount`` MiB; ``dryrun`` only checks."""
+
+    amount: int
+    dryrun: bool = False
+
+
+class DisksArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_assemble``, ``blockdev_shutdown``: an instance's disks in order."""
+
+    disks: list[DiskSpec]
+
+
+class BlockdevCopyFromArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_copy_from``: fill ``disk`` here from ``source_disk`` on the node
+    daemon at ``source_ip``:``source_port``."""
+
+    source_disk: DiskSpec
+    source_ip: str
+    source_port: Port
+
+
+class OsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What every OS procedure takes: the cluster-wide OS search path and whether
+    to accept a variant the OS does not declare (``os_diagnose`` takes only these)."""
+
+    search_path: list[str] = msgspec.field(
+        default_factory=lambda: list(Paths.DEFAULT_OS_SEARCH_PATH))
+    force_variant: bool = False
+
+
+class OsGetArgs(OsArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``os_get``: an OS name, possibly with ``+variant``."""
+
+    name: str
+
+
+class OsValidateArgs(OsGetArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``os_validate``: the OS parameters to check with the definition's script."""
+
+    osparams: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class InstanceOsAddArgs(OsArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_os_add``: install the instance's OS (``reinstall`` over an old one)."""
+
+    instance: InstanceSpec
+    reinstall: bool = False
+    debug: int = 0
+
+
+class InstanceRunRenameArgs(OsArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``instance_run_rename``: run the OS rename script for a renamed instance."""
+
+    instance: InstanceSpec
+    old_name: str
+    debug: int = 0
+
+
+#: The longest ``test_delay`` a node accepts, in seconds (a week), so that a typo does
+#: not park a request on a node for years.
+MAX_DELAY: Final = 7 * 24 * 3600.0
+
+
+class TestDelayArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``test_delay``: sleep ``duration`` seconds on the node (``gnt-debug delay -n``)."""
+
+    duration: Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY)]
+
+
+#: The argument Struct of each procedure that has one, by procedure name.
+ARGS: Final[dict[str, type[ProcedureArgs]]] = {
+    "version": NoArgs,
+    "node_info": NodeInfoArgs,
+    "node_leave": NoArgs,
+    "instance_start": InstanceStartArgs,
+    "instance_shutdown": InstanceShutdownArgs,
+    "instance_reboot": InstanceRebootArgs,
+    "instance_list": HypervisorsArgs,
+    "instance_info": InstanceInfoArgs,
+    "all_instances_info": HypervisorsArgs,
+    "instance_check_host": InstanceArgs,
+    "migration_accept": InstanceArgs,
+    "migration_send": MigrationSendArgs,
+    "migration_finish": MigrationFinishArgs,
+    "instance_console": InstanceArgs,
+    "blockdev_create": DiskArgs,
+    "blockdev_remove": DiskArgs,
+    "blockdev_grow": BlockdevGrowArgs,
+    "blockdev_assemble": DisksArgs,
+    "blockdev_shutdown": DisksArgs,
+    "blockdev_copy_from": BlockdevCopyFromArgs,
+    "os_diagnose": OsArgs,
+    "os_get": OsGetArgs,
+    "instance_os_add": InstanceOsAddArgs,
+    "instance_run_rename": InstanceRunRenameArgs,
+    "os_validate": OsValidateArgs,
+    "test_delay": TestDelayArgs,
+}
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_FIELD = re.compile(r"^Object (?P<kind>missing required|contains unknown) field `(?P<name>[^`]*)`$")
+_FIRST = re.compile(r"^\.(?P<name>[A-Za-z_][A-Za-z_0-9]*)")
+
+
+def _refusal(procedure: str, kind: type[ProcedureArgs], err: msgspec.ValidationError) -> str:
+    match = _AT.match(str(err))
+    what, path = (match["what"], match["path"] or "") if match else (str(err), "")
+    field = _FIELD.match(what)
+    if not path and field is not None:
+        if field["kind"] == "missing required":
+            return f"procedure {procedure}: argument {field['name']!r} is missing"
+        takes = ", ".join(kind.__struct_fields__) or "no arguments"
+        return (f"procedure {procedure}: unknown argument {field['name']!r}; it takes "
+                f"{takes}")
+    first = _FIRST.match(path)
+    if first is None:
+        return f"procedure {procedure}: invalid arguments: {what}"
+    name, rest = first["name"], path[first.end():]
+    where = f" (at {name}{rest})" if rest else ""
+    return f"procedure {procedure}: argument {name!r}: {what[:1].lower()}{what[1:]}{where}"
+
+
+def decode(procedure: str, kind: type[A], args: Mapping[str, Any]) -> A:
+    """``args`` as ``kind``, strictly; a :class:`ParameterError` naming ``procedure``
+    and the argument otherwise."""
+    try:
+        return msgspec.convert(dict(args), kind, strict=True)
+    except msgspec.ValidationError as err:
+        raise ParameterError(_refusal(procedure, kind, err)) from None
+
+
+def decode_args(procedure: str, args: Mapping[str, Any]) -> ProcedureArgs:
+    """The arguments of ``procedure`` (one listed in :data:`ARGS`) as its Struct."""
+    return decode(procedure, ARGS[procedure], args)
+
+
+def check_args(procedure: str, args: Mapping[str, Any]) -> None:
+    """Refuse arguments ``procedure`` would refuse, before they are sent; procedures
+    without a Struct pass unchecked."""
+    kind = ARGS.get(procedure)
+    if kind is not None:
+        decode(procedure, kind, args)

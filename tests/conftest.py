@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +17,66 @@ from typing import Any
 import pytest
 
 from corral.paths import Paths
+from corral.utils import loopcheck
 from corral.utils.process import running_pid
 
 BIN = Path(sys.executable).parent
+
+
+#: The slow-callback threshold (seconds) of the tests' own event loops; None: no check.
+_TEST_LOOPS: dict[str, float | None] = {"limit": None}
+
+
+def _checked_loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    limit = _TEST_LOOPS["limit"]
+    if limit is not None:
+        loopcheck.enable(loop, limit)
+    return loop
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``CORRAL_LOOP_CHECK`` set when pytest starts, the tests' own event loops
+    run with the loop check as well, and a test whose loop was blocked fails. It is
+    off by default: test code that sets up files from a coroutine trips it on a busy
+    machine. (The integration suite's daemons are always checked, see
+    tests/integration/conftest.py.)"""
+    _TEST_LOOPS["limit"] = loopcheck.threshold()
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
+                                  ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """pytest-asyncio's loops, with the loop check of :mod:`corral.utils.loopcheck`
+    when ``CORRAL_LOOP_CHECK`` asks for it (see :func:`pytest_configure`)."""
+    return {"loopcheck": _checked_loop}
+
+
+class _Reports(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if loopcheck.MARKER in message:
+            self.lines.append(message)
+
+
+@pytest.fixture(autouse=True)
+def _test_loop_not_blocked() -> Iterator[None]:
+    """Fail a test whose own event loop ran a callback past the threshold."""
+    reports = _Reports()
+    loggers = [logging.getLogger("corral.loopcheck")]
+    for logger in loggers:
+        logger.addHandler(reports)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(reports)
+    if reports.lines:
+        pytest.fail("the test's event loop was blocked:\n" + "\n".join(reports.lines),
+                    pytrace=False)
 
 
 def free_port(host: str = "127.0.0.1", kind: int = socket.SOCK_STREAM) -> int:

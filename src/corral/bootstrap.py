@@ -27,6 +27,7 @@ from corral.errors import (
 )
 from corral.objects import Cluster, Node, NodeGroup
 from corral.paths import Paths
+from corral.rapi.users import generate_rapi_users_file
 
 __all__ = [
     "DEFAULT_GROUP", "RAPI_ADMIN", "InitOptions", "destroy_cluster", "init_cluster",
@@ -156,7 +157,7 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             (paths.rapi_key, rapi_key, True),
             (paths.rapi_cert, rapi_cert, False),
             (paths.confd_hmac_key, x509.generate_hmac_key(), True),
-            (paths.rapi_users, x509.generate_rapi_users_file(RAPI_ADMIN, password), True),
+            (paths.rapi_users, generate_rapi_users_file(RAPI_ADMIN, password), True),
             (paths.rapi_admin_password, password + "\n", True),
             (paths.node_membership, membership_json(cluster, node, node), False),
         ]

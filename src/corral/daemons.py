@@ -6,6 +6,11 @@ node; masterd and rapi only where the configuration store is (the master node);
 confd wherever there is a configuration to answer from: the master's store or a
 master candidate's replica. A node that becomes a candidate gets its replica from
 the master, and its node daemon then starts confd (see :func:`start`'s ``only``).
+
+A daemon inherits the environment of whoever starts it, so ``CORRAL_LOOP_CHECK``
+(:mod:`corral.utils.loopcheck`: report callbacks that block an event loop), set
+for ``corral-daemons start`` or the testbed, reaches every daemon, including those a
+node daemon starts later (confd on a new candidate, masterd after a failover).
 """
 
 from __future__ import annotations

@@ -39,11 +39,22 @@ is only what its daemons exit with).
 
 Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
 side by :func:`from_wire`, so a client catches the same class the server raised.
+
+Each class also says whether repeating the request later can help (``retryable``):
+true for :class:`SerialConflictError` (re-read first),
+:class:`NotMasterError`, :class:`MasterUnreachableError`,
+:class:`NodeUnreachableError` and :class:`JobQueueDrainedError`; false for the rest.
+
+An exception that is not a :class:`CorralError` is a bug; no daemon answers its text
+to a client. :func:`unexpected` logs its traceback under a short incident id and gives
+the :class:`InternalError` to answer instead, which names the id and the log.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
+import secrets
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -86,6 +97,7 @@ __all__ = [
     "from_wire",
     "to_ganeti",
     "to_wire",
+    "unexpected",
 ]
 
 
@@ -95,6 +107,8 @@ class CorralError(Exception):
     code: ClassVar[str] = "error"
     exit_code: ClassVar[int] = 1
     http_status: ClassVar[int] = 500
+    #: Whether repeating the request later can help (the cause may pass by itself).
+    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -155,6 +169,7 @@ class SerialConflictError(ConfigurationError):
     """An object changed since it was read; re-read and retry."""
 
     code = "serial-conflict"
+    retryable = True
 
 
 class ConfigStoreError(CorralError):
@@ -175,6 +190,7 @@ class NotMasterError(CorralError):
     master. Exit status 1, as Ganeti's gnt-* tools (Ganeti's daemons exit 11)."""
 
     code = "not-master"
+    retryable = True
     http_status = 502
 
 
@@ -182,6 +198,7 @@ class MasterUnreachableError(CorralError):
     """The master daemon does not answer on its socket."""
 
     code = "master-unreachable"
+    retryable = True
     http_status = 502
 
 
@@ -248,6 +265,7 @@ class JobQueueDrainedError(CorralError):
     """The job queue is drained: no new jobs are accepted until it is undrained."""
 
     code = "queue-drained"
+    retryable = True
     http_status = 503
 
 
@@ -269,6 +287,7 @@ class NodeUnreachableError(RpcError):
     """A node daemon could not be reached (down, offline, timed out)."""
 
     code = "node-unreachable"
+    retryable = True
 
 
 class HypervisorError(CorralError):
@@ -447,3 +466,18 @@ def from_wire(data: Any) -> CorralError:
         return ProtocolError(f"malformed error from peer: {data!r}")
     cls = _registry().get(str(data.get("code")), CorralError)
     return cls(data["message"])
+
+
+def unexpected(err: BaseException, log: logging.Logger, what: str, daemon: str) -> InternalError:
+    """The error to answer instead of ``err``, which is not a :class:`CorralError`.
+
+    ``err``'s text may carry paths, values or secrets and helps no client, so it
+    stays in the log: ``log`` gets the traceback with ``what`` failed and a fresh
+    incident id, and the client gets an :class:`InternalError` naming that id and
+    ``daemon`` (whose log to search).
+    """
+    incident = secrets.token_hex(4)
+    log.error("%s failed unexpectedly (incident %s)", what, incident,
+              exc_info=(type(err), err, err.__traceback__))
+    return InternalError(f"internal error in {daemon}; its log has the details "
+                         f"under incident {incident}")

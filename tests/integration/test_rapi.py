@@ -114,7 +114,8 @@ def test_protocol_authentication_jobs_filters_queries_and_tags(testbed: TestbedH
     for anonymous in (_client(testbed, user=None), _client(testbed, password="wrong")):
         status, body, headers = anonymous.request("GET", "/2/info")
         assert status == 401 and headers["WWW-Authenticate"] == 'Basic realm="Ganeti Remote API"'
-        assert set(body) == {"code", "message", "explain"} and body["code"] == 401
+        assert set(body) == {"code", "message", "explain", "error_code", "retryable"}
+        assert (body["code"], body["error_code"], body["retryable"]) == (401, "unauthorized", False)
 
     # A read-only user added to the users file takes effect on SIGHUP.
     users_file = testbed.paths.rapi_users

@@ -330,6 +330,20 @@ async def test_cancel_queued_waiting_and_running(env: Env) -> None:
     assert row == [["Job canceled by request"]]
 
 
+async def test_cancel_interrupts_a_running_interruptible_opcode(env: Env) -> None:
+    queue = await env.open(max_running=2)
+    env.executor.hold(1, running=True)
+    interruptible = await queue.submit([OpTestDelay(duration=600, interruptible=True),
+                                        delay()])
+    await env.executor.entered_event(interruptible).wait()
+    assert await status(queue, interruptible) == "running"
+    assert await queue.cancel(interruptible) == (True, f"Job {interruptible} will be canceled")
+    assert await wait_final(queue, interruptible) == "canceled"
+    (row,) = await queue.query([interruptible], ["opstatus", "opresult"])
+    assert row == [["canceled", "canceled"], ["Job canceled by request"] * 2]
+    assert (interruptible, 1) not in env.executor.started
+
+
 async def test_change_priority(env: Env) -> None:
     queue = await env.open(max_running=1)
     gate = env.executor.hold(1)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from corral import LUXI_VERSION, serializer
-from corral.errors import NotFoundError, ProtocolError, UnknownParameterError
+from corral.errors import InternalError, NotFoundError, ProtocolError, UnknownParameterError
 from corral.luxi import EOM, AsyncClient, Client, LuxiServer, Request
 from corral.luxi.protocol import decode_request, decode_response, encode_error, encode_result
 
@@ -54,7 +54,8 @@ async def _echo(request: Request) -> Any:
     return {"method": request.method, "args": request.args}
 
 
-async def test_server_answers_many_clients_and_survives_bad_input(tmp_path: Path) -> None:
+async def test_server_answers_many_clients_and_survives_bad_input(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     server = LuxiServer(tmp_path / "s.sock", _echo)
     await server.start()
     try:
@@ -67,10 +68,14 @@ async def test_server_answers_many_clients_and_survives_bad_input(tmp_path: Path
         assert (await slow)["method"] == "Slow"
         with pytest.raises(NotFoundError, match="no such thing"):
             await clients[1].call("Missing")
-        # A bug in a method is reported, and the connection keeps working.
-        with pytest.raises(Exception, match="RuntimeError: bug"):
+        # A bug in a method is reported without its text, and the connection keeps working.
+        with pytest.raises(InternalError, match=r"incident [0-9a-f]{8}") as raised:
             await clients[1].call("Boom")
+        assert "bug" not in raised.value.message and "RuntimeError" not in raised.value.message
         assert (await clients[1].call("Echo"))["method"] == "Echo"
+        incident = raised.value.message.split("incident ")[1]
+        logged = next(r for r in caplog.records if incident in r.getMessage())
+        assert logged.exc_info is not None and "RuntimeError: bug" in caplog.text
         # Garbage on a raw socket gets an error answer, not a crash.
         reader, writer = await asyncio.open_unix_connection(str(tmp_path / "s.sock"))
         writer.write(b"not json" + EOM)

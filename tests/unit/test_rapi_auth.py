@@ -9,7 +9,7 @@ import pytest
 
 from corral.rapi.auth import CHALLENGE, Users, authorize, check_credentials, may
 from corral.rapi.errors import HttpError
-from corral.x509 import rapi_ha1
+from corral.rapi.users import rapi_ha1
 
 USERS_FILE = """\
 # comment

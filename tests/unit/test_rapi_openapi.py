@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from corral.rapi.openapi import ERROR_STATUSES, document
-from corral.rapi.routes import ROUTES
+from corral.rapi.openapi import ERROR_STATUSES
+from corral.rapi.routes import ROUTES, document
 from corral.rapi.spec import NotServed
 
 jsonschema_rs = pytest.importorskip("jsonschema_rs")

@@ -17,7 +17,7 @@ import jsonschema_rs
 import pytest
 
 from corral.errors import ParameterError
-from corral.rapi.openapi import document
+from corral.rapi.routes import document
 from corral.rapi.schema import KEYWORDS, Schema, validate
 
 DOC = document()

@@ -4,6 +4,7 @@ opcodes handlers submit, against a fake master daemon."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ async def test_info_adds_ganeti_aliases(client: TestClient, master: FakeMaster) 
 async def test_errors_have_ganeti_shape(client: TestClient) -> None:
     status, body, _ = await call(client, "GET", "/2/nowhere")
     assert status == 404
-    assert set(body) == {"code", "message", "explain"} and body["code"] == 404
+    assert {"code", "message", "explain"} <= set(body) and body["code"] == 404
     assert "/2/nowhere" in body["message"]
 
 
@@ -328,6 +329,25 @@ async def test_corral_errors_keep_their_status(client: TestClient, master: FakeM
         master.answers["SubmitJob"] = error
         got, body, _ = await call(client, "PUT", "/2/instances/web1/startup")
         assert (got, body["message"], body["code"]) == (status, error.message, status)
+        assert (body["error_code"], body["retryable"]) == (error.code, error.retryable)
+
+
+async def test_error_bodies_carry_a_stable_code_and_whether_to_retry(
+        client: TestClient, master: FakeMaster) -> None:
+    expected = {NotFoundError("no such instance"): ("not-found", False),
+                ParameterError("bad"): ("parameter-error", False),
+                JobQueueDrainedError("the queue is drained"): ("queue-drained", True),
+                MasterUnreachableError("no master daemon"): ("master-unreachable", True)}
+    for error, (code, retryable) in expected.items():
+        master.answers["SubmitJob"] = error
+        _, body, _ = await call(client, "PUT", "/2/instances/web1/startup")
+        assert (body["error_code"], body["retryable"]) == (code, retryable)
+    # Refusals at the HTTP level have their own codes.
+    _, body, _ = await call(client, "GET", "/2/nowhere")
+    assert (body["code"], body["error_code"], body["retryable"]) == (404, "not-found", False)
+    _, body, _ = await call(client, "POST", "/2/info")
+    assert (body["code"], body["error_code"], body["retryable"]) == (
+        501, "not-implemented", False)
 
 
 async def test_unexpected_failures_are_500_and_logged(client: TestClient, master: FakeMaster,
@@ -337,8 +357,16 @@ async def test_unexpected_failures_are_500_and_logged(client: TestClient, master
 
     master.answers["QueryClusterInfo"] = boom
     status, body, _ = await call(client, "GET", "/2/info")
-    assert status == 500 and "kaput" in body["message"]
-    assert "GET /2/info failed" in caplog.text
+    assert status == 500 and body["code"] == 500
+    # The client learns it was a bug and where to look, not the exception's text.
+    assert "kaput" not in serializer.dumps(body).decode()
+    assert "RuntimeError" not in serializer.dumps(body).decode()
+    assert (body["error_code"], body["retryable"]) == ("internal-error", False)
+    incident = re.search(r"incident ([0-9a-f]{8})", body["message"])
+    assert incident is not None
+    (logged,) = [r for r in caplog.records if incident.group(1) in r.getMessage()]
+    assert "GET /2/info" in logged.getMessage() and logged.exc_info is not None
+    assert "RuntimeError: kaput" in caplog.text  # the traceback stays in the log
 
 
 async def test_access_rules_end_to_end(tmp_path: Path, master: FakeMaster) -> None:

@@ -18,17 +18,19 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from corral.errors import ParameterError
-from corral.x509 import (
+from corral.rapi.users import (
     RapiUser,
     check_rapi_password,
+    generate_rapi_users_file,
+    parse_rapi_users_file,
+    rapi_ha1,
+)
+from corral.x509 import (
     client_context,
     create_ca,
     generate_hmac_key,
-    generate_rapi_users_file,
     load_cert_info,
-    parse_rapi_users_file,
     random_password,
-    rapi_ha1,
     server_context,
     sign_node_cert,
     verify_signed_by,

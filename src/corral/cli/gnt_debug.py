@@ -41,11 +41,12 @@ def cli() -> None:
 @click.option("--no-master", "on_master", flag_value=False, default=True,
               help="Do not sleep in the master daemon.")
 @click.option("-n", "on_nodes", metavar="NODE", multiple=True,
-              help="Also sleep on NODE; repeatable.")
+              help="Also sleep on NODE, in its node daemon; repeatable.")
 @click.option("-r", "--repeat", type=click.IntRange(min=0), default=0, show_default=True,
               help="Number of times to repeat the sleep.")
 @click.option("-i", "--interruptible", is_flag=True,
-              help="Allow the opcode to be interrupted while it sleeps.")
+              help="Sleep in the master daemon only, interruptible by writing to the Unix "
+                   "socket named in the job log (delay-test entry) or by gnt-job cancel.")
 @click.option("-l", "--no-locks", is_flag=True,
               help="Do not take locks while sleeping.")
 @dry_run_option

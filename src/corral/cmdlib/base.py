@@ -77,8 +77,16 @@ class _NoRpc:
     async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
         raise InternalError("no node RPC configured (joining a node)")
 
-#: Writes a message to the job log of the opcode being executed.
-Feedback = Callable[[str], None]
+class Feedback(Protocol):
+    """Writes a message to the job log of the opcode being executed.
+
+    ``log_type`` is Ganeti's job-log entry type: ``"message"`` for text, others (such
+    as ``"delay-test"``) for entries that clients read as data.
+    """
+
+    def __call__(self, message: Any, log_type: str = "message") -> None:
+        """Append ``message`` to the job log."""
+        ...
 
 OpT = TypeVar("OpT", bound=OpCode)
 

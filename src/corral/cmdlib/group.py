@@ -125,7 +125,7 @@ class LUGroupAdd(LogicalUnit[OpGroupAdd]):
             name=self.op.group_name, alloc_policy=self.op.alloc_policy or "preferred",
             ndparams=self._ndparams, diskparams=self._diskparams,
         )
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             txn.add(group)
         await self.master.locks.add(LockLevel.NODEGROUP, group.name, owner=self.owner,
                                     acquired=True)
@@ -156,7 +156,7 @@ class LUGroupRemove(_OneGroup):
         """Remove it from the configuration and drop its lock."""
         if self.op.dry_run:
             return None
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             txn.remove("nodegroup", self._uuid)
         await self.master.locks.remove(LockLevel.NODEGROUP, self._name, owner=self.owner)
         self.feedback(f"Removed node group {self._name}")
@@ -183,7 +183,7 @@ class LUGroupRename(_OneGroup):
         new_name = self.op.new_name
         if self.op.dry_run or new_name == self._name:
             return new_name
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             group = txn.get("nodegroup", self._uuid)
             group.name = new_name
             txn.update(group)
@@ -238,7 +238,7 @@ class LUGroupAssignNodes(LogicalUnit[OpGroupAssignNodes]):
         moving = [n for n in self._nodes if n.group != self._uuid]
         if self.op.dry_run or not moving:
             return None
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             for node in moving:
                 record = txn.get("node", node.uuid)
                 record.group = self._uuid
@@ -274,7 +274,7 @@ class LUGroupSetParams(_OneGroup):
         if self.op.dry_run:
             return None
         result: list[list[str]] = []
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             group = txn.get("nodegroup", self._uuid)
             if self._ndparams is not None:
                 group.ndparams = update_params(group.ndparams, self._ndparams)

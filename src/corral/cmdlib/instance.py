@@ -94,7 +94,7 @@ class LUInstanceRemove(InstanceLU[Any]):
             await remove_disks(self, node, spec.disks, best_effort=op.ignore_failures)
         except CorralError as err:
             raise type(err)(err.message + hint) from err
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             txn.remove("instance", inst.uuid)
             for disk_uuid in inst.disks:
                 txn.remove("disk", disk_uuid)
@@ -129,7 +129,7 @@ class LUInstanceStartup(InstanceLU[Any]):
         if op.dry_run:
             return None
         if not op.no_remember:
-            self.set_state(admin_state="up")
+            await self.set_state(admin_state="up")
         if node.offline:
             self.feedback(f"Primary node {node.name} is offline: instance {inst.name} is only "
                           "marked as started")
@@ -172,7 +172,7 @@ class LUInstanceShutdown(InstanceLU[Any]):
         if op.dry_run:
             return None
         if not op.no_remember:
-            self.set_state(admin_state="down")
+            await self.set_state(admin_state="down")
         if node.offline:
             self.feedback(f"Primary node {node.name} is offline: instance {inst.name} is only "
                           "marked as stopped")
@@ -228,7 +228,7 @@ class LUInstanceReboot(InstanceLU[Any]):
             await self.call_one(node, "instance_start",
                         {"instance": wire(spec), "startup_paused": False},
                         f"starting instance {inst.name}", rpc_timeout=RPC_START)
-        self.set_state(admin_state="up")
+        await self.set_state(admin_state="up")
         return None
 
 
@@ -285,7 +285,7 @@ class LUInstanceReinstall(InstanceLU[Any]):
                     {"instance": wire(spec), "reinstall": True, "debug": op.debug_level,
                      "force_variant": op.force_variant},
                     f"reinstalling OS {os_name} for instance {inst.name}", rpc_timeout=RPC_INSTALL)
-        self.set_state(os=os_name)
+        await self.set_state(os=os_name)
         return None
 
 
@@ -333,7 +333,7 @@ class LUInstanceRename(InstanceLU[Any]):
         if op.dry_run:
             await self.abort()
             return op.new_name
-        self.set_state(name=op.new_name)
+        await self.set_state(name=op.new_name)
         await self.master.locks.remove(LockLevel.INSTANCE, old_name, owner=self.owner)
         try:
             await self.call_one(node, "instance_run_rename",

@@ -142,12 +142,12 @@ def is_blacklisted(blacklist: Sequence[str], os_name: str) -> bool:
     return os_name in blacklist or split_os_name(os_name)[0] in blacklist
 
 
-def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],
+async def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],
                     change: Callable[[Instance], None],
                     disks: Callable[[Disk], None] | None = None) -> Instance:
     """Commit ``change`` to the instance (and ``disks`` to each of its disks) with
     ``reason`` as its last reason trail; return the committed instance."""
-    with master.store.transaction() as txn:
+    async with master.store.transaction() as txn:
         inst = txn.get("instance", uuid)
         change(inst)
         inst.last_reason = [list(entry) for entry in reason]
@@ -522,16 +522,16 @@ class InstanceLU(LogicalUnit[_Op]):
             return False
         return True
 
-    def update_instance(self, change: Callable[[Instance], None],
+    async def update_instance(self, change: Callable[[Instance], None],
                         disks: Callable[[Disk], None] | None = None) -> None:
         """Commit ``change`` to the instance (and ``disks`` to each disk) with the
         opcode's reason trail as the instance's last one."""
-        self.instance = commit_instance(self.master, self.instance.uuid, self.op.reason,
+        self.instance = await commit_instance(self.master, self.instance.uuid, self.op.reason,
                                         change, disks)
 
-    def set_state(self, **changes: Any) -> None:
+    async def set_state(self, **changes: Any) -> None:
         """Commit attribute ``changes`` (``admin_state="up"``) to the instance."""
         def change(inst: Instance) -> None:
             for name, value in changes.items():
                 setattr(inst, name, value)
-        self.update_instance(change)
+        await self.update_instance(change)

@@ -615,7 +615,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                     f"creating disk {indexes[disk.uuid]} of instance "
                                     f"{self.instance.name}")
                 created.append(spec)
-            self._commit()
+            await self._commit()
         except BaseException:
             for spec in created:
                 await self.try_call(pnode, "blockdev_remove", {"disk": spec},
@@ -628,9 +628,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                 f"configuration)")
         return self.changes
 
-    def _commit(self) -> None:
+    async def _commit(self) -> None:
         new, store = self.new_inst, self.master.store
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             inst = txn.get("instance", new.uuid)
             for name in ("primary_node", "os", "hvparams", "beparams", "osparams",
                          "admin_state", "disk_template", "disks", "nics"):

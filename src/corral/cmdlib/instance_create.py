@@ -433,7 +433,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                              "debug": op.debug_level, "force_variant": op.force_variant},
                             f"installing OS {op.os_type} for instance {name}",
                             timeout=RPC_INSTALL)
-            with self.master.store.transaction() as txn:
+            async with self.master.store.transaction() as txn:
                 for disk_obj in self.disk_objects:
                     txn.add(disk_obj)
                 txn.add(self.instance)
@@ -447,7 +447,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                             {"instance": wire(spec), "startup_paused": False},
                             f"starting instance {name}", timeout=RPC_START)
             except CorralError as err:
-                commit_instance(self.master, self.instance.uuid, op.reason,
+                await commit_instance(self.master, self.instance.uuid, op.reason,
                                 lambda inst: setattr(inst, "admin_state", "down"))
                 raise OpExecError(
                     f"instance {name} was created but could not be started; it is left "

@@ -134,5 +134,5 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
             if disk.uuid == disk_uuid:
                 disk.size = size
 
-        self.update_instance(record, grow)
+        await self.update_instance(record, grow)
         return None

@@ -174,7 +174,7 @@ class _MoveBase(InstanceLU[_Op]):
                 f"start it there with 'gnt-instance startup {self.instance.name}'"
             ) from None
 
-    def switch_primary(self, logical_ids: dict[str, list[str]] | None = None) -> None:
+    async def switch_primary(self, logical_ids: dict[str, list[str]] | None = None) -> None:
         """Commit the target as primary node (and as the disks' node)."""
         source_uuid, target_uuid = self.instance.primary_node, self.target.uuid
 
@@ -187,7 +187,7 @@ class _MoveBase(InstanceLU[_Op]):
             if logical_ids and disk.uuid in logical_ids:
                 disk.logical_id = logical_ids[disk.uuid]
 
-        self.update_instance(change, change_disk)
+        await self.update_instance(change, change_disk)
 
 
 class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
@@ -250,7 +250,7 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
     if specs and not source.offline:
         await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
                           f"deactivating the disks of instance {inst.name}")
-    lu.switch_primary()
+    await lu.switch_primary()
     lu.feedback(f"instance {inst.name} now has node {lu.target.name} as primary node")
     if lu.instance.admin_state == "up":
         await lu.start_on_target()
@@ -370,7 +370,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             raise OpExecError(
                 f"{err.message}; instance {inst.name} stays on node {source.name}"
             ) from None
-        self.switch_primary()
+        await self.switch_primary()
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
 
     async def _cleanup(self) -> None:
@@ -386,7 +386,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             await self.call_one(target, "migration_finish",
                                 {"instance": target_spec, "success": True},
                                 f"finishing the migration of instance {inst.name}")
-            self.switch_primary()
+            await self.switch_primary()
             self.feedback(f"instance {inst.name} runs on {target.name}: now its primary node")
             return
         await self.try_call(target, "migration_finish",
@@ -465,7 +465,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
                                     f"restarting instance {inst.name}")
             raise
         old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
-        self.switch_primary(new_ids)
+        await self.switch_primary(new_ids)
         for spec in old_specs:
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
                                 f"removing disk {spec.index} of instance {inst.name} from "

@@ -261,16 +261,16 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         except CorralError:
             await self._leave(node)
             raise
-        self._commit(node)
+        await self._commit(node)
         if not self.op.readd:
             for level in (LockLevel.NODE, LockLevel.NODE_RES):
                 await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
         return None
 
-    def _commit(self, node: Node) -> None:
+    async def _commit(self, node: Node) -> None:
         store = self.master.store
         op = self.op
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             if op.readd:
                 record = txn.get("node", node.uuid)
                 record.offline = record.drained = False
@@ -388,7 +388,7 @@ class LUNodeRemove(LogicalUnit[OpNodeRemove]):
             return None
         store = self.master.store
         node = self._node
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             txn.remove("node", node.uuid)
             promoted = promote_candidates(
                 txn, _nodes_after(store, removed={node.uuid}), store.cluster.candidate_pool_size)
@@ -547,7 +547,7 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             await seed_replica(self.master, msgspec.structs.replace(
                 node, offline=self._new_flags[2]))
         result: list[list[str]] = []
-        with store.transaction() as txn:
+        async with store.transaction() as txn:
             record = txn.get("node", node.uuid)
             if self._ndparams is not None:
                 record.ndparams = update_params(record.ndparams, self._ndparams)

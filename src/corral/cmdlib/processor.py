@@ -66,8 +66,8 @@ class Processor:
         if unit_class is None:
             raise InternalError(f"no logical unit for {op.OP_ID}")
 
-        def feedback(message: str) -> None:
-            ctx.feedback(message)
+        def feedback(message: Any, log_type: str = "message") -> None:
+            ctx.feedback(message, log_type)
 
         owner = JobOwner(ctx.job_id)
         unit = unit_class(op, self.master, feedback)

@@ -160,7 +160,7 @@ class LUTagsSet(_TagsChange[OpTagsSet]):
 
     async def execute(self) -> None:
         """Add the tags to the object and commit."""
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             obj = self._copy(txn)
             tags = list(obj.tags)
             tags.extend(t for t in dict.fromkeys(self.op.tags) if t not in tags)
@@ -183,7 +183,7 @@ class LUTagsDel(_TagsChange[OpTagsDel]):
 
     async def execute(self) -> Any:
         """Remove the tags from the object and commit."""
-        with self.master.store.transaction() as txn:
+        async with self.master.store.transaction() as txn:
             obj = self._copy(txn)
             missing = sorted(set(self.op.tags) - set(obj.tags))
             if missing:

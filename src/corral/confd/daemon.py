@@ -37,7 +37,9 @@ from corral.confd.server import ConfdProtocol, Counters, serve_socket
 from corral.confd.source import SnapshotSource
 from corral.errors import CorralError, DaemonError, NotClusterError
 from corral.paths import Paths
+from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
+from corral.utils.background import background_unless_foreground
 from corral.utils.files import write_public
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, drop_privileges, notify_ready, refuse_start
@@ -180,12 +182,12 @@ def run(paths: Paths, *, bind: str | None = None, port: int | None = None,
             sock = open_socket(options.bind, options.port)
             # The first load still has the start-up privileges, so confd answers
             # even where its user cannot read the file (reloads then fail, logged).
-            asyncio.run(source.check())
+            loopcheck.run(source.check())
             drop_privileges(options.user, options.group, daemon=NAME)
         except CorralError as err:
             return _refuse(err)
         try:
-            asyncio.run(serve(paths, key, sock, source))
+            loopcheck.run(serve(paths, key, sock, source))
         finally:
             sock.close()
         log.info("stopped")
@@ -212,7 +214,8 @@ def _refuse(err: CorralError) -> int:
               help="Answer from this configuration file (default: the store on the "
                    "master, else the replica).")
 @click.option("-f", "--foreground", is_flag=True,
-              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+              help="Stay in the foreground (by default the daemon goes into the background "
+                   "once it serves).")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
 @click.option("--console", is_flag=True, help="Also log to standard error.")
 @click.version_option(__version__, prog_name="corral-confd")
@@ -224,7 +227,10 @@ def main(bind: str | None, port: int | None, user: str | None, group: str | None
     the local configuration (the store on the master node, the replica on other
     master candidates) and reloads it when it changes.
     """
-    sys.exit(run(Paths.from_env(), bind=bind, port=port, user=user, group=group,
+    paths = Paths.from_env()
+    background_unless_foreground(foreground, "corral-confd", "corral.confd",
+                                 paths.log_file("confd"))
+    sys.exit(run(paths, bind=bind, port=port, user=user, group=group,
                  config=config, debug=debug, console=console))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from corral.errors import ConfigStoreError
 
-__all__ = ["Database", "RawRow", "Row", "sidecar_files"]
+__all__ = ["Commit", "Database", "RawRow", "Row", "sidecar_files"]
 
 _HEADER = b"SQLite format 3\x00"
 
@@ -57,6 +57,15 @@ class Row:
     uuid: str
     serial: int
     json: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One commit to write: the serial it makes, the rows it writes, the UUIDs it deletes."""
+
+    serial: int
+    upserts: Sequence[Row]
+    deletes: Sequence[str]
 
 
 def _create_schema(cur: sqlite3.Cursor, schema_version: int) -> None:
@@ -144,7 +153,10 @@ class Database:
     def _connect(cls, path: Path, mode: str = "rw") -> Database:
         uri = f"{path.absolute().as_uri()}?mode={mode}"
         try:
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0)
+            # The store's writer thread commits through this connection; the store
+            # never uses it from two threads at once.
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=10.0,
+                                   check_same_thread=False)
         except sqlite3.Error as err:
             raise ConfigStoreError(f"configuration store {path}: cannot open: {err}") from None
         return cls(path, conn)
@@ -280,6 +292,14 @@ class Database:
         Refuses (nothing written) if the stored serial is not ``expected_serial``,
         which means another process changed the store behind this one's back.
         """
+        self.write_group(expected_serial, [Commit(new_serial, upserts, deletes)])
+
+    def write_group(self, expected_serial: int, commits: Sequence[Commit]) -> None:
+        """Write several consecutive commits, in order, in ONE SQLite transaction (one
+        fsync): all of them are durable when this returns, or none on error.
+
+        Refuses (nothing written) if the stored serial is not ``expected_serial``.
+        """
         with self._errors("commit"), self._transaction() as cur:
             stored = self._meta_int("serial")
             if stored != expected_serial:
@@ -287,7 +307,8 @@ class Database:
                     f"configuration store {self.path}: changed by another process "
                     f"(serial {stored}, expected {expected_serial}); reopen it"
                 )
-            self._put(cur, upserts, deletes, new_serial)
+            for commit in commits:
+                self._put(cur, commit.upserts, commit.deletes, commit.serial)
 
     def rebuild(self, schema_version: int, new_serial: int, rows: Sequence[Row]) -> None:
         """Replace the whole content with ``rows`` under the current schema (upgrade)."""

@@ -7,16 +7,27 @@ transaction, take a private copy with :meth:`Transaction.get` and pass it to
 :meth:`Transaction.update`.
 
 The store is not thread-safe: use it from one thread (the master daemon's event
-loop). A commit is synchronous and waits for the disk (``synchronous=FULL``).
+loop). A commit waits for the disk (``synchronous=FULL``). On an event loop, commit
+with ``async with store.transaction() as txn:``: the write then runs on the store's
+writer thread (:class:`~corral.utils.groupcommit.GroupWriter`) while the loop goes
+on, commits made meanwhile share one SQLite transaction and one fsync, and the
+block ends only once its commit is durable. Such a commit is installed in the model
+at once, so the next transaction is checked against it; :attr:`ConfigStore.serial`
+and :meth:`ConfigStore.rows` (what replicas follow) stay at what is on disk. If a
+write fails, its commit and every commit queued behind it are undone in memory and
+each of their callers gets the error, so the model again matches the file. Outside
+an event loop, ``with store.transaction() as txn:`` writes on the calling thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, overload
@@ -26,7 +37,7 @@ from corral.config import invariants
 from corral.config.codec import encode
 from corral.config.model import Change, Model
 from corral.config.relations import LABELS, check_kind
-from corral.config.storage import Database, RawRow, Row, sidecar_files
+from corral.config.storage import Commit, Database, RawRow, Row, sidecar_files
 from corral.config.transaction import Transaction
 from corral.config.upgrade import Upgraded, upgrade
 from corral.errors import (
@@ -46,12 +57,21 @@ from corral.objects import (
     NodeGroup,
 )
 from corral.utils.files import fsync_dir
+from corral.utils.groupcommit import GroupWriter
 
 __all__ = ["CommitListener", "ConfigStore"]
 
 #: Called after every commit with the new serial, the rows written and the UUIDs
 #: deleted (what a replica needs to follow).
 CommitListener = Callable[[int, Sequence[Row], Sequence[str]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A commit installed in the model whose write is not durable yet."""
+
+    commit: Commit
+    changes: Mapping[str, Change]
 
 
 class ConfigStore:
@@ -65,8 +85,16 @@ class ConfigStore:
         self.path = path
         self._db: Database | None = db
         self._model = model
+        #: The serial on disk.
         self._serial = serial
+        #: The serial of the model: ahead of ``_serial`` by the commits in ``_staged``.
+        self._head = serial
+        self._staged: list[_Staged] = []
         self._listeners: list[CommitListener] = []
+        self._writer: GroupWriter[list[_Staged], list[_Staged]] = GroupWriter(
+            "configstore", new_payload=list, prepare=list, write=self._write_group,
+            durable=self._durable, failed=self._undo, chained=True,
+        )
 
     # -- life cycle ----------------------------------------------------------
     @classmethod
@@ -147,10 +175,19 @@ class ConfigStore:
         return cls(path, db, model, serial)
 
     def close(self) -> None:
-        """Close the file; the store cannot be used afterwards."""
+        """Close the file; the store cannot be used afterwards.
+
+        A write under way on the writer thread finishes first; call :meth:`drain`
+        before, on the event loop, to wait for every requested commit.
+        """
+        self._writer.shutdown()
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    async def drain(self) -> None:
+        """Wait until every commit requested so far is durable (or has failed)."""
+        await self._writer.drain()
 
     def __enter__(self) -> ConfigStore:
         return self
@@ -164,7 +201,7 @@ class ConfigStore:
     # -- reading -------------------------------------------------------------
     @property
     def serial(self) -> int:
-        """The cluster configuration serial: bumped by one by every commit."""
+        """The cluster configuration serial on disk: bumped by one by every commit."""
         return self._serial
 
     @property
@@ -249,9 +286,17 @@ class ConfigStore:
 
     def rows(self) -> list[Row]:
         """Every object as the row the store keeps of it: a full snapshot at
-        :attr:`serial`, as a replica is seeded with."""
-        return [_row(kind, obj) for kind, objects in self._model.objects.items()
-                for obj in objects.values()]
+        :attr:`serial` (without commits still being written), as a replica is
+        seeded with."""
+        durable: dict[str, Change] = {}
+        for staged in self._staged:
+            for uuid, change in staged.changes.items():
+                durable.setdefault(uuid, change)
+        rows = [_row(kind, obj) for kind, objects in self._model.objects.items()
+                for obj in objects.values() if obj.uuid not in durable]
+        rows.extend(_row(change.kind, change.old) for change in durable.values()
+                    if change.old is not None)
+        return rows
 
     # -- changing ------------------------------------------------------------
     def add_listener(self, listener: CommitListener) -> None:
@@ -260,7 +305,8 @@ class ConfigStore:
         self._listeners.append(listener)
 
     def transaction(self) -> Transaction:
-        """A new transaction; use it as ``with store.transaction() as txn:``.
+        """A new transaction; use it as ``async with store.transaction() as txn:`` on
+        an event loop, ``with store.transaction() as txn:`` elsewhere.
 
         It commits when the block ends normally and discards its changes when the
         block raises.
@@ -274,15 +320,62 @@ class ConfigStore:
         return self._db
 
     def _install(self, changes: Mapping[str, Change], rows: Sequence[Row]) -> int:
-        """Persist checked changes, then apply them to the model; the new serial."""
+        """Persist checked changes on this thread, then apply them to the model; the
+        new serial."""
+        if self._writer.busy:
+            raise InternalError(
+                f"configuration store {self.path}: a blocking commit while commits are "
+                "being written; commit with 'async with store.transaction()'"
+            )
         deletes = [uuid for uuid, change in changes.items() if change.new is None]
         new_serial = self._serial + 1
         self._database().write(self._serial, new_serial, rows, deletes)
         self._model.apply(changes)
-        self._serial = new_serial
+        self._serial = self._head = new_serial
         for listener in self._listeners:
             listener(new_serial, rows, deletes)
         return new_serial
+
+    def _stage(self, changes: Mapping[str, Change], rows: Sequence[Row]
+               ) -> tuple[int, asyncio.Future[None]]:
+        """Apply checked changes to the model and queue their write; the new serial and
+        the future of its durable write (see the module's docstring)."""
+        self._database()
+        deletes = [uuid for uuid, change in changes.items() if change.new is None]
+        staged = _Staged(Commit(self._head + 1, rows, deletes), changes)
+        batch, future = self._writer.request()
+        self._model.apply(changes)
+        self._head = staged.commit.serial
+        self._staged.append(staged)
+        batch.append(staged)
+        return self._head, future
+
+    def _write_group(self, group: list[_Staged]) -> None:
+        """On the writer thread: the group's commits in one SQLite transaction."""
+        self._database().write_group(group[0].commit.serial - 1, [s.commit for s in group])
+
+    def _durable(self, group: list[_Staged], _written: list[_Staged]) -> None:
+        del self._staged[:len(group)]
+        self._serial = group[-1].commit.serial
+        for staged in group:
+            commit = staged.commit
+            for listener in self._listeners:
+                listener(commit.serial, commit.upserts, commit.deletes)
+
+    def _undo(self, group: list[_Staged], err: BaseException) -> BaseException:
+        """A group's write failed: take every commit not on disk out of the model again
+        (newest first) and tell the callers."""
+        for staged in reversed(self._staged):
+            self._model.apply({uuid: Change(change.kind, change.new, change.old)
+                               for uuid, change in staged.changes.items()})
+        self._staged.clear()
+        self._head = self._serial
+        reason = err.message if isinstance(err, ConfigStoreError) else (
+            f"configuration store {self.path}: cannot commit: {err}")
+        return ConfigStoreError(
+            f"{reason}; nothing of this commit (serial {group[0].commit.serial}) or any "
+            f"later one was kept: the configuration stays at serial {self._serial}"
+        )
 
 
 def check_schema_version(path: Path, version: int) -> int:

@@ -13,6 +13,7 @@ Only the objects a transaction touches are copied, encoded and checked.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from types import TracebackType
@@ -72,9 +73,11 @@ class _Staged:
 class Transaction:
     """A set of changes to the configuration, committed atomically.
 
-    Use as ``with store.transaction() as txn:``; the block commits when it ends
-    normally and discards everything when it raises. Objects passed to
-    :meth:`add` and :meth:`update` belong to the transaction until it ends; after
+    Use as ``async with store.transaction() as txn:`` on an event loop (the write
+    then runs off the loop and the block ends once it is durable, see
+    :mod:`corral.config.store`) or ``with store.transaction() as txn:`` elsewhere;
+    the block commits when it ends normally and discards everything when it raises.
+    Objects passed to :meth:`add` and :meth:`update` belong to the transaction until it ends; after
     a successful commit their ``serial_no``, ``ctime`` and ``mtime`` are set to the
     stored values, so they can be updated again in a later transaction.
     """
@@ -97,6 +100,19 @@ class Transaction:
         if exc_type is None:
             if self._state == "open":
                 self.commit()
+        else:
+            self.discard()
+
+    async def __aenter__(self) -> Transaction:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            if self._state == "open":
+                await self.commit_async()
         else:
             self.discard()
 
@@ -234,18 +250,52 @@ class Transaction:
 
     # -- committing ----------------------------------------------------------
     def commit(self) -> int:
-        """Check and write every staged change; return the new configuration serial.
+        """Check and write every staged change on this thread; return the new
+        configuration serial.
 
         A transaction without changes writes nothing and returns the current serial.
         On error nothing is written, the model is unchanged and the transaction
         stays open (it may be fixed and committed again, or discarded).
         """
+        prepared = self._prepare()
+        if prepared is None:
+            return self._store.serial
+        changes, rows = prepared
+        serial = self._store._install(changes, rows)
+        self._committed(changes)
+        return serial
+
+    async def commit_async(self) -> int:
+        """Like :meth:`commit`, but the write runs on the store's writer thread, grouped
+        with other commits, and this returns once it is durable.
+
+        The changes are checked and installed in the model at once. If the write
+        fails, they are taken out of the model again, the transaction is discarded
+        and :class:`ConfigStoreError` says so. A caller cancelled while it waits
+        leaves the write to finish (or fail and be undone) on its own.
+        """
+        prepared = self._prepare()
+        if prepared is None:
+            return self._store.serial
+        changes, rows = prepared
+        serial, durable = self._store._stage(changes, rows)
+        self._state = "committed"
+        try:
+            await asyncio.shield(durable)  # shared with the other commits of its group
+        except BaseException:
+            self._state = "discarded"
+            raise
+        self._committed(changes)
+        return serial
+
+    def _prepare(self) -> tuple[dict[str, Change], list[Row]] | None:
+        """The checked changes and rows to write; None when nothing changed."""
         self._check_open()
         store = self._store
         store._database()
         if not self._staged:
             self._state = "committed"
-            return store.serial
+            return None
         now = time.time()
         changes: dict[str, Change] = {}
         rows: list[Row] = []
@@ -270,7 +320,10 @@ class Transaction:
             changes[uuid] = Change(staged.kind, old, fresh)
             rows.append(Row(staged.kind, uuid, fresh.serial_no, data))
         invariants.check(store._model, changes)
-        serial = store._install(changes, rows)
+        return changes, rows
+
+    def _committed(self, changes: dict[str, Change]) -> None:
+        """Give the caller's objects the stored serials and times."""
         for uuid, staged in self._staged.items():
             stored = changes[uuid].new
             if staged.obj is not None and stored is not None:
@@ -278,7 +331,6 @@ class Transaction:
                 staged.obj.ctime = stored.ctime
                 staged.obj.mtime = stored.mtime
         self._state = "committed"
-        return serial
 
     def _based_on(self, uuid: str, kind: str) -> ConfigObject:
         """The stored object an update or removal applies to, checking its serial."""

@@ -527,7 +527,12 @@ class JobQueue:
         except asyncio.CancelledError:
             raise
         except Exception as err:
-            if not isinstance(err, ParameterError | OpExecError):
+            if not isinstance(err, CorralError):
+                # A bug: the job result keeps its text, as Ganeti's does; the
+                # traceback is for the master daemon's log.
+                _log.error("job %s opcode %s failed unexpectedly", job.id, index,
+                           exc_info=True)
+            elif not isinstance(err, ParameterError | OpExecError):
                 _log.debug("job %s opcode %s failed", job.id, index, exc_info=True)
             self._fail(entry, index, err)
             self._touch(entry)
@@ -628,7 +633,9 @@ class JobQueue:
 
     # -- cancel and priority ------------------------------------------------------------
     async def cancel(self, job_id: int) -> tuple[bool, str]:
-        """CancelJob: queued jobs at once, waiting ones via their task; not running ones."""
+        """CancelJob: queued jobs at once, waiting ones via their task; a running job
+        only while its opcode is one that declares itself ``interruptible`` (a
+        ``gnt-debug delay -i``), which has nothing to undo; other running ones not."""
         entry = self._jobs.get(job_id)
         if entry is None:
             if job_id in self._archiving or await self._store.read_archived([job_id]):
@@ -639,7 +646,7 @@ class JobQueue:
             future = self._cancel_queued(entry, _CANCELED_RESULT)
             await asyncio.shield(future)
             return (True, f"Job {job_id} canceled")
-        if status == WAITING:
+        if status == WAITING or (status == RUNNING and _interruptible(entry)):
             future = self._cancel_waiting(entry)
             await asyncio.shield(future)
             return (True, f"Job {job_id} will be canceled")
@@ -766,6 +773,13 @@ class JobQueue:
         """WaitForJobChange (:meth:`JobReader.wait_for_change`)."""
         return await self._reader.wait_for_change(job_id, fields, prev_info, prev_serial,
                                                   timeout)
+
+
+def _interruptible(entry: LiveJob) -> bool:
+    """Whether the opcode ``entry`` runs now may be stopped midway (it says so)."""
+    running = [i for i, op in enumerate(entry.job.ops) if op.status == RUNNING]
+    return bool(running and entry.opcodes is not None
+                and getattr(entry.opcodes[running[0]], "interruptible", False) is True)
 
 
 def _rejected_result(rule: str | None) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from corral.errors import CorralError, InternalError, ProtocolError
+from corral.errors import CorralError, ProtocolError, unexpected
 from corral.luxi.protocol import (
     EOM,
     MAX_MESSAGE_BYTES,
@@ -93,11 +93,12 @@ class LuxiServer:
             writer.close()
 
     async def _answer(self, frame: bytes) -> bytes:
+        what = "luxi request"
         try:
             request = decode_request(frame)
+            what = f"luxi method {request.method}"
             return encode_result(await self._dispatch(request))
         except CorralError as err:
             return encode_error(err)
-        except Exception as err:  # a bug: report it, keep serving
-            log.exception("luxi request failed")
-            return encode_error(InternalError(f"{type(err).__name__}: {err}"))
+        except Exception as err:  # a bug: log it, answer without its text, keep serving
+            return encode_error(unexpected(err, log, what, "corral-masterd"))

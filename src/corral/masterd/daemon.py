@@ -28,6 +28,8 @@ from corral.noded.files import read_ancillary_files
 from corral.paths import Paths
 from corral.rapi.daemon import luxi_client_group
 from corral.rpc.client import RpcClient
+from corral.utils import loopcheck
+from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_failed, notify_ready, refuse_start
 
@@ -95,7 +97,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
             return _refuse(err)
         log.info("corral-masterd %s starting with %s", __version__, paths.config_db)
         try:
-            asyncio.run(serve(paths, store))
+            loopcheck.run(serve(paths, store))
         except CorralError as err:  # e.g. an unreadable job queue at start
             return _refuse(err)
         finally:
@@ -121,7 +123,8 @@ def _refuse(err: CorralError) -> int:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-f", "--foreground", is_flag=True,
-              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+              help="Stay in the foreground (by default the daemon goes into the background "
+                   "once it serves).")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
 @click.option("--console", is_flag=True, help="Also log to standard error.")
 @click.version_option(__version__, prog_name="corral-masterd")
@@ -129,10 +132,13 @@ def main(foreground: bool, debug: bool, console: bool) -> None:
     """Run the corral master daemon (configuration and luxi socket).
 
     All paths derive from CORRAL_ROOT (default /). Normally started by
-    'corral-daemons start' or 'gnt-cluster init'; it stays in the foreground so a
-    supervisor can manage it.
+    'corral-daemons start' or 'gnt-cluster init'. Started by hand it goes into the
+    background once it serves, unless -f is given.
     """
-    sys.exit(run(Paths.from_env(), debug=debug, console=console))
+    paths = Paths.from_env()
+    background_unless_foreground(foreground, "corral-masterd", "corral.masterd",
+                                 paths.log_file("masterd"))
+    sys.exit(run(paths, debug=debug, console=console))
 
 
 if __name__ == "__main__":

@@ -342,7 +342,7 @@ class MasterMethods:
                                                         allowed_internal=(CLIENT_PREFIX,))]
         existing = self.store.find("filter", uuid) if uuid is not None else None
         watermark = self.state.job_store.last_id
-        with self.store.transaction() as txn:
+        async with self.store.transaction() as txn:
             if existing is not None:
                 rule = txn.get("filter", existing.uuid)
                 rule.priority, rule.predicates, rule.action = priority, predicates, action
@@ -364,7 +364,7 @@ class MasterMethods:
         uuid = args.uuid
         if self.store.find("filter", uuid) is None:
             raise NotFoundError(f"filter {uuid!r} not found (gnt-filter list shows the filters)")
-        with self.store.transaction() as txn:
+        async with self.store.transaction() as txn:
             txn.remove("filter", uuid)
         await self.state.filters_changed()
         log.info("filter %s deleted", uuid)

@@ -32,7 +32,9 @@ from corral.errors import CorralError, DaemonError
 from corral.noded import join
 from corral.noded.server import NodeServer
 from corral.paths import Paths
+from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
+from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import PidFile, notify_ready, refuse_start
 from corral.utils.settings import check_bind, check_port
@@ -208,7 +210,7 @@ def run(
             lock_memory()
         try:
             settings = read_settings(paths, bind, port)
-            asyncio.run(serve(paths, settings))
+            loopcheck.run(serve(paths, settings))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")
@@ -227,7 +229,8 @@ def _refuse(err: CorralError, *, log_it: bool = True) -> int:
 @click.option("-p", "--port", type=int, default=None,
               help="TCP port (default: noded.json, else the cluster's noded port or 1811).")
 @click.option("-f", "--foreground", is_flag=True,
-              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+              help="Stay in the foreground (by default the daemon goes into the background "
+                   "once it serves).")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
 @click.option("--console", is_flag=True, help="Also log to standard error.")
 @click.option("--no-mlock", is_flag=True, help="Do not lock the daemon's memory.")
@@ -239,7 +242,10 @@ def main(bind: str | None, port: int | None, foreground: bool, debug: bool, cons
     All paths derive from CORRAL_ROOT (default /). A node that has not joined a
     cluster prints a one-time join token and waits for 'gnt-node add --token'.
     """
-    sys.exit(run(Paths.from_env(), bind=bind, port=port, debug=debug, console=console,
+    paths = Paths.from_env()
+    background_unless_foreground(foreground, "corral-noded", "corral.noded",
+                                 paths.log_file("noded"))
+    sys.exit(run(paths, bind=bind, port=port, debug=debug, console=console,
                  mlock=not no_mlock))
 
 

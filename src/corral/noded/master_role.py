@@ -195,7 +195,7 @@ async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, An
         store = ConfigStore.open(paths.config_db)
         try:
             node = store.get("node", node_name)
-            with store.transaction() as txn:
+            async with store.transaction() as txn:
                 cluster = txn.cluster()
                 old_master = cluster.master_node
                 cluster.master_node = node.uuid

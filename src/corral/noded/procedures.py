@@ -34,7 +34,7 @@ from corral.errors import (
     RpcError,
 )
 from corral.hypervisor import Hypervisor
-from corral.noded import files, join, master_role, replication
+from corral.noded import debug, files, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
@@ -478,6 +478,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "instance_os_add": instance_os_add,
     "instance_run_rename": instance_run_rename,
     "os_validate": os_validate,
+    "test_delay": debug.test_delay,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

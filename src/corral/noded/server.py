@@ -44,6 +44,7 @@ from corral.errors import (
     JoinError,
     ParameterError,
     ProtocolError,
+    unexpected,
 )
 from corral.noded import join, procedures
 from corral.paths import Paths
@@ -283,8 +284,7 @@ class NodeServer:
             log.warning("procedure %s failed: %s", procedure, err)
             return _error(err)
         except Exception as err:
-            log.exception("procedure %s failed unexpectedly", procedure)
-            return _error(InternalError(f"procedure {procedure} failed: {err}"))
+            return _error(unexpected(err, log, f"procedure {procedure}", "corral-noded"))
         response = _answer(result)
         if procedure == "node_leave":
             response.force_close()  # no more requests on a connection of the old mode

@@ -26,6 +26,7 @@ import msgspec
 
 from corral.errors import ParameterError, UnknownParameterError
 from corral.opcodes.checks import Problem, check_shapes
+from corral.opcodes.messages import plain_detail
 
 __all__ = [
     "FINAL_JOB_STATUSES",
@@ -115,23 +116,6 @@ class _Naming:
 
     def message(self, path: str, detail: str) -> str:
         return f"{self.where}: parameter '{self.path(path)}': {detail}"
-
-
-_EXPECTED_RE = re.compile(r"^Expected `(?P<types>[^`]*)`, got `(?P<got>[^`]*)`")
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number",
-               "bool": "true or false", "array": "a list", "object": "an object",
-               "null": "null"}
-
-
-def plain_detail(text: str) -> str:
-    """msgspec's ``Expected `str | null`, got `int``` in words: "expected a string or
-    null, got an integer"; other details with their backquotes dropped."""
-    match = _EXPECTED_RE.match(text)
-    if match:
-        wanted = " or ".join(_TYPE_WORDS.get(t, t) for t in match.group("types").split(" | "))
-        got = _TYPE_WORDS.get(match.group("got"), match.group("got"))
-        text = f"expected {wanted}, got {got}{text[match.end():]}"
-    return text.replace("`", "")
 
 
 def _choices(op_id: str, path: str) -> str:

@@ -32,6 +32,7 @@ from corral.objects.params import (
     ParamSpec,
     validate_params,
 )
+from corral.opcodes.messages import plain_detail
 
 __all__ = ["REFERENCES", "Problem", "Reference", "check_shapes"]
 
@@ -116,8 +117,6 @@ def _check_item(path: str, value: Any, shape: type[msgspec.Struct]) -> None:
 
 
 def _problem(path: str, err: msgspec.ValidationError, shape: type[msgspec.Struct]) -> Problem:
-    from corral.opcodes.base import plain_detail  # base imports this module
-
     text, _, at = str(err).partition(" - at `$")
     at = at.rstrip("`")
     detail = plain_detail(text)

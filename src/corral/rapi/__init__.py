@@ -4,7 +4,8 @@
   arguments, bodies, responses), dispatched by :mod:`~corral.rapi.server` and
   published by :mod:`~corral.rapi.openapi`;
 - :mod:`~corral.rapi.handlers`: thin handlers, one module per resource family;
-- :mod:`~corral.rapi.auth`: the users file and HTTP Basic authentication;
+- :mod:`~corral.rapi.users`: the RAPI users file (Ganeti's format);
+- :mod:`~corral.rapi.auth`: HTTP Basic authentication against it;
 - :mod:`~corral.rapi.daemon`: the ``corral-rapi`` process.
 """
 
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
-from corral.rapi.openapi import document
-from corral.rapi.routes import ROUTES
+from corral.rapi.routes import ROUTES, document
 from corral.rapi.server import build_app
 
 __all__ = ["ROUTES", "LuxiPool", "Users", "build_app", "document"]

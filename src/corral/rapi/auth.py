@@ -25,7 +25,7 @@ from typing import Final
 
 from corral.rapi.errors import HttpError
 from corral.rapi.spec import Access
-from corral.x509 import (
+from corral.rapi.users import (
     RAPI_ACCESS_READ,
     RAPI_ACCESS_WRITE,
     RAPI_REALM,

@@ -38,7 +38,9 @@ from corral.paths import Paths
 from corral.rapi.auth import Users
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.server import build_app
+from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
+from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import (
     PidFile,
@@ -202,7 +204,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False, **given: An
             users = Users(paths.rapi_users)
             users.load()
             context = _ssl_context(paths) if settings.ssl else None
-            asyncio.run(serve(paths, settings, users, context))
+            loopcheck.run(serve(paths, settings, users, context))
         except CorralError as err:
             return _refuse(err)
         log.info("stopped")
@@ -230,7 +232,8 @@ def _refuse(err: CorralError, *, log_it: bool = True) -> int:
 @click.option("--group", default=None,
               help="Run as this group instead of the user's own (needs --user and root).")
 @click.option("-f", "--foreground", is_flag=True,
-              help="Accepted for Ganeti compatibility; the daemon never forks itself.")
+              help="Stay in the foreground (by default the daemon goes into the background "
+                   "once it serves).")
 @click.option("-d", "--debug", is_flag=True, help="Log debug messages too.")
 @click.option("--console", is_flag=True, help="Also log to standard error.")
 @click.version_option(__version__, prog_name="corral-rapi")
@@ -242,7 +245,10 @@ def main(bind: str | None, port: int | None, no_ssl: bool, require_authenticatio
     All paths derive from CORRAL_ROOT (default /). Runs on the master node, next to
     corral-masterd; 'corral-daemons start' starts it there.
     """
-    sys.exit(run(Paths.from_env(), debug=debug, console=console, bind=bind, port=port,
+    paths = Paths.from_env()
+    background_unless_foreground(foreground, "corral-rapi", "corral.rapi",
+                                 paths.log_file("rapi"))
+    sys.exit(run(paths, debug=debug, console=console, bind=bind, port=port,
                  no_ssl=no_ssl, require_authentication=require_authentication or None,
                  user=user, group=group))
 

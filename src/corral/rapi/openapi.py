@@ -1,23 +1,23 @@
 """The OpenAPI 3.1 document of the RAPI server, generated from the route table.
 
 Nothing here describes a resource by hand: paths, methods, parameters, bodies,
-responses and access levels all come from :data:`corral.rapi.routes.ROUTES`, so the
-document always says what the server does. Methods corral does not serve yet are left
+responses and access levels all come from the route table it is given
+(:data:`corral.rapi.routes.ROUTES`, whose :func:`~corral.rapi.routes.document` serves
+it), so the document always says what the server does. Methods corral does not serve yet are left
 out of ``paths`` and listed under ``x-corral-not-served`` with the reason.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Sequence
 from typing import Any, Final
 
 from corral import __version__
-from corral.rapi.routes import ROUTES
 from corral.rapi.schema import Schema
 from corral.rapi.shapes import ERROR
 from corral.rapi.spec import METHODS, PATH_PARAMS, NotServed, Operation, QueryArg, Route
 
-__all__ = ["ERROR_STATUSES", "document"]
+__all__ = ["ERROR_STATUSES", "build_document"]
 
 #: Statuses every operation may answer with an error body, and when.
 ERROR_STATUSES: Final = {
@@ -114,13 +114,12 @@ def _path_item(route: Route) -> dict[str, Any]:
     return item
 
 
-@functools.cache
-def document() -> dict[str, Any]:
-    """The OpenAPI document (built once; the table does not change at run time)."""
-    paths = {route.path: _path_item(route) for route in ROUTES if route.served}
+def build_document(routes: Sequence[Route]) -> dict[str, Any]:
+    """The OpenAPI document of a server that dispatches through ``routes``."""
+    paths = {route.path: _path_item(route) for route in routes if route.served}
     not_served = [{"path": route.path, "method": method, "reason": entry.reason,
                    "x-corral-access": entry.access}
-                  for route in ROUTES for method, entry in route.methods.items()
+                  for route in routes for method, entry in route.methods.items()
                   if isinstance(entry, NotServed)]
     return {
         "openapi": "3.1.0",

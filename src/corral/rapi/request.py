@@ -21,7 +21,7 @@ from corral.jobs.follow import JOB_RESULT_FIELDS, JobFollower, job_results
 from corral.jobs.model import job_error
 from corral.opcodes import op_from_dict
 from corral.opcodes.reason import rapi_entry, user_entry
-from corral.x509 import RapiUser
+from corral.rapi.users import RapiUser
 
 if TYPE_CHECKING:
     from corral.rapi.luxi_pool import LuxiPool

@@ -10,11 +10,13 @@ entries (answered 501 with the reason); the README lists them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from corral.errors import NotFoundError
 from corral.rapi.handlers import cluster, filters, groups, instances, jobs, nodes, os, query, tags
+from corral.rapi.openapi import build_document
 from corral.rapi.schema import NULL, Schema, opcode_schema
 from corral.rapi.shapes import (
     CANCEL_RESULT,
@@ -52,7 +54,10 @@ from corral.rapi.spec import (
     Route,
 )
 
-__all__ = ["REASON", "ROUTES", "find"]
+if TYPE_CHECKING:
+    from corral.rapi.request import RapiRequest
+
+__all__ = ["REASON", "ROUTES", "document", "find"]
 
 # -- query arguments ------------------------------------------------------------------
 
@@ -112,6 +117,12 @@ _NO_STORAGE = NotServed("corral has no node storage operations yet (OP_NODE_QUER
 _NO_NETWORKS = "corral has no networks yet (OP_NETWORK_*)"
 _INSTANCE = "/2/instances/{instance_name}"
 
+async def _openapi(req: RapiRequest) -> dict[str, Any]:
+    """The OpenAPI document of this server, generated from this table."""
+    del req
+    return document()
+
+
 ROUTES: Final[tuple[Route, ...]] = (
     # -- cluster ------------------------------------------------------------------------
     Route("/", {"GET": _op(cluster.root, "public", "Nothing (kept for old clients)", NULL)},
@@ -132,7 +143,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         "Push the configuration to the master candidates and the cluster's files to "
         "every node", body=DEPENDS_ONLY)}, "Configuration redistribution"),
     Route("/2/tags", _tags("the cluster"), "Cluster tags"),
-    Route("/openapi.json", {"GET": _op(cluster.openapi, "public",
+    Route("/openapi.json", {"GET": _op(_openapi, "public",
                                        "This document (OpenAPI 3.1)", OPENAPI)},
           "OpenAPI description of this server (corral's addition)"),
     # -- jobs ---------------------------------------------------------------------------
@@ -347,3 +358,10 @@ def find(path: str) -> tuple[Route, dict[str, Any]]:
         if match:
             return route, match.groupdict()
     raise NotFoundError(f"no resource at {path}; the resources are listed in /openapi.json")
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """The OpenAPI document of :data:`ROUTES` (built once; the table does not change at
+    run time)."""
+    return build_document(ROUTES)

@@ -10,23 +10,24 @@ Every request goes through :meth:`Dispatcher.handle`, in Ganeti's order:
    ``application/json`` (415) and well-formed (400), and check it where declared;
 5. run the handler and answer its result as JSON.
 
-Every failure, whichever step raised it, becomes ``{"code", "message", "explain"}``
-with the status of the error in one place, :func:`error_response`; corral errors
-carry their own status (:mod:`corral.errors`). Connections are kept alive.
+Every failure, whichever step raised it, becomes ``{"code", "message", "explain",
+"error_code", "retryable"}`` (:mod:`corral.rapi.errors`) with the status of the error
+in one place, :func:`error_response`; corral errors carry their own status and code
+(:mod:`corral.errors`). An unexpected exception answers 500 with an incident id, never
+its own text; the log keeps its traceback. Connections are kept alive.
 """
 
 from __future__ import annotations
 
 import logging
-from http import HTTPStatus
 from typing import Any, Final
 
 from aiohttp import web
 
 from corral import __version__, serializer
-from corral.errors import CorralError, ParameterError
+from corral.errors import CorralError, ParameterError, unexpected
 from corral.rapi.auth import Users, authorize
-from corral.rapi.errors import HttpError
+from corral.rapi.errors import HttpError, error_body
 from corral.rapi.luxi_pool import LuxiPool
 from corral.rapi.request import RapiRequest, parse_args
 from corral.rapi.routes import find
@@ -44,23 +45,25 @@ MAX_BODY: Final = 16 * 1024 * 1024
 _SERVER: Final = f"corral-rapi/{__version__}"
 
 
-def _explain(status: int) -> str:
-    try:
-        return HTTPStatus(status).description or HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
-
-
-def error_response(status: int, message: str,
-                   headers: dict[str, str] | None = None) -> web.Response:
-    """The answer to every failed request: ``{"code", "message", "explain"}``."""
-    body = {"code": status, "message": message, "explain": _explain(status)}
+def error_response(status: int, message: str, headers: dict[str, str] | None = None, *,
+                   error_code: str | None = None, retryable: bool | None = None,
+                   ) -> web.Response:
+    """The answer to every failed request (:func:`corral.rapi.errors.error_body`);
+    ``error_code`` and ``retryable`` default to those of an HTTP refusal of ``status``."""
+    refusal = HttpError(status, message)
+    body = error_body(status, message, refusal.code if error_code is None else error_code,
+                      refusal.retryable if retryable is None else retryable)
     return web.Response(status=status, body=serializer.dumps(body), content_type=JSON,
                         headers=headers)
 
 
 def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
+
+
+def _corral_error(err: CorralError) -> web.Response:
+    return error_response(err.http_status, err.message, error_code=err.code,
+                          retryable=err.retryable)
 
 
 class Dispatcher:
@@ -80,12 +83,12 @@ class Dispatcher:
         except CorralError as err:
             if err.http_status >= 500:
                 log.warning("%s %s failed: %s", request.method, request.path, err.message)
-            return error_response(err.http_status, err.message)
+            return _corral_error(err)
         except web.HTTPException as err:  # raised by aiohttp itself, e.g. body too large
             return error_response(err.status, err.text or err.reason)
         except Exception as err:
-            log.exception("%s %s failed", request.method, request.path)
-            return error_response(500, f"internal error: {type(err).__name__}: {err}")
+            what = f"{request.method} {request.path}"
+            return _corral_error(unexpected(err, log, what, "corral-rapi"))
         return web.Response(body=serializer.dumps(result), content_type=JSON)
 
     async def _answer(self, request: web.Request) -> Any:

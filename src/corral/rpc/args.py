@@ -27,6 +27,7 @@ from corral.paths import Paths
 
 __all__ = [
     "ARGS",
+    "MAX_DELAY",
     "BlockdevCopyFromArgs",
     "BlockdevGrowArgs",
     "DiskArgs",
@@ -47,6 +48,7 @@ __all__ = [
     "OsGetArgs",
     "OsValidateArgs",
     "ProcedureArgs",
+    "TestDelayArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -192,6 +194,17 @@ class InstanceRunRenameArgs(OsArgs, kw_only=True, frozen=True, forbid_unknown_fi
     debug: int = 0
 
 
+#: The longest ``test_delay`` a node accepts, in seconds (a week), so that a typo does
+#: not park a request on a node for years.
+MAX_DELAY: Final = 7 * 24 * 3600.0
+
+
+class TestDelayArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``test_delay``: sleep ``duration`` seconds on the node (``gnt-debug delay -n``)."""
+
+    duration: Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY)]
+
+
 #: The argument Struct of each procedure that has one, by procedure name.
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
@@ -219,6 +232,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_os_add": InstanceOsAddArgs,
     "instance_run_rename": InstanceRunRenameArgs,
     "os_validate": OsValidateArgs,
+    "test_delay": TestDelayArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

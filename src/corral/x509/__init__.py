@@ -2,7 +2,7 @@
 
 - :mod:`~corral.x509.certs`: the cluster CA, node certificates, the master's client
   certificate, the self-signed RAPI certificate, verification, info.
-- :mod:`~corral.x509.credentials`: the confd HMAC key, passwords, the RAPI users file.
+- :mod:`~corral.x509.credentials`: the confd HMAC key and random passwords.
 - :mod:`~corral.x509.join_token`: the join token bound to the joining node's certificate.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
 """
@@ -24,18 +24,7 @@ from corral.x509.certs import (
     sign_node_cert,
     verify_signed_by,
 )
-from corral.x509.credentials import (
-    RAPI_ACCESS_READ,
-    RAPI_ACCESS_WRITE,
-    RAPI_REALM,
-    RapiUser,
-    check_rapi_password,
-    generate_hmac_key,
-    generate_rapi_users_file,
-    parse_rapi_users_file,
-    random_password,
-    rapi_ha1,
-)
+from corral.x509.credentials import generate_hmac_key, random_password
 from corral.x509.join_token import (
     check_join_proof,
     join_proof,
@@ -47,27 +36,19 @@ from corral.x509.tls import client_context, server_context
 __all__ = [
     "CERT_DAYS",
     "MASTER_CLIENT_OU",
-    "RAPI_ACCESS_READ",
-    "RAPI_ACCESS_WRITE",
-    "RAPI_REALM",
     "CertInfo",
-    "RapiUser",
     "check_join_proof",
-    "check_rapi_password",
     "client_context",
     "create_ca",
     "create_self_signed",
     "ensure_self_signed",
     "fingerprint",
     "generate_hmac_key",
-    "generate_rapi_users_file",
     "is_master_client",
     "join_proof",
     "load_cert_info",
     "make_join_token",
-    "parse_rapi_users_file",
     "random_password",
-    "rapi_ha1",
     "server_context",
     "sign_master_client_cert",
     "sign_node_cert",

@@ -1,49 +1,13 @@
-"""Shared secrets: the confd HMAC key, passwords and the RAPI users file.
+"""Shared secrets: the confd HMAC key and random passwords.
 
-The RAPI users file has Ganeti's format, so an existing file keeps working and one
-corral writes can be read by Ganeti's tools::
-
-    # comment
-    <user> <password> [<option>[,<option>...]]
-
-Options are ``read`` and ``write`` (a user without options may only read public
-resources). The password is either plain text or ``{HA1}`` followed by the hex MD5 of
-``user:Ganeti Remote API:password`` — the ``H(A1)`` of RFC 2617 with the realm the
-RAPI daemon announces — so the file never holds the password itself. corral writes
-``{HA1}`` entries; it reads both kinds (``{CLEARTEXT}`` or no scheme is plain text).
+(The RAPI users file is :mod:`corral.rapi.users`.)
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
-from dataclasses import dataclass
 
-from corral.errors import ParameterError
-
-__all__ = [
-    "RAPI_ACCESS_READ",
-    "RAPI_ACCESS_WRITE",
-    "RAPI_REALM",
-    "RapiUser",
-    "check_rapi_password",
-    "generate_hmac_key",
-    "generate_rapi_users_file",
-    "parse_rapi_users_file",
-    "random_password",
-    "rapi_ha1",
-]
-
-#: The HTTP authentication realm of RAPI; part of every ``{HA1}`` hash.
-RAPI_REALM = "Ganeti Remote API"
-#: Option granting write access (and read access to everything).
-RAPI_ACCESS_WRITE = "write"
-#: Option granting read access to protected resources.
-RAPI_ACCESS_READ = "read"
-
-_HA1 = "{HA1}"
-_CLEARTEXT = "{CLEARTEXT}"
+__all__ = ["generate_hmac_key", "random_password"]
 
 
 def generate_hmac_key() -> str:
@@ -54,95 +18,3 @@ def generate_hmac_key() -> str:
 def random_password(nbytes: int = 24) -> str:
     """A random password of ``nbytes`` random bytes, URL-safe base64 (no whitespace)."""
     return secrets.token_urlsafe(nbytes)
-
-
-def rapi_ha1(user: str, password: str, realm: str = RAPI_REALM) -> str:
-    """The hex MD5 of ``user:realm:password`` (RFC 2617 H(A1)) as stored after ``{HA1}``."""
-    digest = f"{user}:{realm}:{password}".encode()
-    return hashlib.md5(digest, usedforsecurity=False).hexdigest()
-
-
-def _check_field(what: str, value: str) -> None:
-    if not value or any(c.isspace() for c in value) or value.startswith("#"):
-        raise ParameterError(
-            f"invalid RAPI {what} {value!r}: it must be non-empty, without whitespace,"
-            " and not start with '#'"
-        )
-
-
-def generate_rapi_users_file(
-    user: str, password: str, access: tuple[str, ...] = (RAPI_ACCESS_WRITE,)
-) -> str:
-    """The content of a RAPI users file with one user, its password stored as ``{HA1}``."""
-    _check_field("user name", user)
-    for option in access:
-        if option not in (RAPI_ACCESS_READ, RAPI_ACCESS_WRITE):
-            raise ParameterError(
-                f"invalid RAPI access option {option!r}: use"
-                f" {RAPI_ACCESS_READ!r} or {RAPI_ACCESS_WRITE!r}"
-            )
-    fields = [user, _HA1 + rapi_ha1(user, password)]
-    if access:
-        fields.append(",".join(access))
-    return (
-        "# RAPI users: <user> <password or {HA1}md5(user:realm:password)> [read,write]\n"
-        + " ".join(fields)
-        + "\n"
-    )
-
-
-@dataclass(frozen=True)
-class RapiUser:
-    """One line of the RAPI users file."""
-
-    name: str
-    #: As written in the file, scheme included (``{HA1}...`` or plain text).
-    password: str
-    options: tuple[str, ...]
-
-    @property
-    def can_write(self) -> bool:
-        """Whether the user may change the cluster."""
-        return RAPI_ACCESS_WRITE in self.options
-
-    @property
-    def can_read(self) -> bool:
-        """Whether the user may read protected resources."""
-        return RAPI_ACCESS_READ in self.options or self.can_write
-
-
-def parse_rapi_users_file(text: str) -> dict[str, RapiUser]:
-    """Read a RAPI users file; blank lines, comments and lines without a password are skipped.
-
-    A later line for the same user wins, as in Ganeti.
-    """
-    users: dict[str, RapiUser] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 2:
-            continue
-        options: tuple[str, ...] = ()
-        if len(parts) == 3:
-            options = tuple(o.strip() for o in parts[2].split(","))
-        users[parts[0]] = RapiUser(parts[0], parts[1], options)
-    return users
-
-
-def check_rapi_password(entry: RapiUser, password: str, realm: str = RAPI_REALM) -> bool:
-    """Whether ``password`` is the password of ``entry`` (constant-time comparison)."""
-    stored = entry.password
-    if not stored.startswith("{"):
-        stored = _CLEARTEXT + stored
-    end = stored.find("}", 1)
-    if end <= 1:
-        return False
-    scheme, expected = stored[: end + 1].upper(), stored[end + 1 :]
-    if scheme == _CLEARTEXT:
-        return hmac.compare_digest(expected.encode(), password.encode())
-    if scheme == _HA1:
-        actual = rapi_ha1(entry.name, password, realm)
-        return hmac.compare_digest(expected.lower().encode(), actual.encode())
-    return False

@@ -1,5 +1,6 @@
 """``/``, ``/version``, ``/2``, ``/2/info``, ``/2/features``, ``/2/modify``,
-``/2/redistribute-config`` and ``/openapi.json``."""
+and ``/2/redistribute-config`` (``/openapi.json`` is served by the route table,
+:func:`corral.rapi.routes.document`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, Final
 from corral.rapi.handlers.groups import cluster_policy
 from corral.rapi.request import RapiRequest
 
-__all__ = ["FEATURES", "RAPI_VERSION", "features", "info", "modify", "openapi",
+__all__ = ["FEATURES", "RAPI_VERSION", "features", "info", "modify",
            "redistribute_config", "root", "version"]
 
 #: The remote API version (``/version``); new resources go under ``/2``.
@@ -63,10 +64,3 @@ async def modify(req: RapiRequest) -> str:
 async def redistribute_config(req: RapiRequest) -> str:
     """Resynchronise the nodes: ``OP_CLUSTER_REDIST_CONF``; a job id."""
     return await req.submit(req.opcode("OP_CLUSTER_REDIST_CONF", {}, from_body=False))
-
-
-async def openapi(req: RapiRequest) -> dict[str, Any]:
-    """The OpenAPI document of this server, generated from the route table."""
-    from corral.rapi.openapi import document  # the document is built from this table
-
-    return document()

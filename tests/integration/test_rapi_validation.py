@@ -30,7 +30,10 @@ def _refused(api: Rapi, method: str, path: str, body: Any, *fragments: str) -> s
     before = _jobs(api)
     status, answer, _ = api.request(method, path, body)
     assert status == 400, (method, path, body, status, answer)
-    assert set(answer) == {"code", "message", "explain"} and answer["code"] == 400
+    # Ganeti's three keys, and corral's stable error code with whether a retry helps.
+    assert set(answer) == {"code", "message", "explain", "error_code", "retryable"}
+    assert answer["code"] == 400 and answer["retryable"] is False
+    assert answer["error_code"] in {"parameter-error", "unknown-parameter", "not-found"}, answer
     for fragment in fragments:
         assert fragment in answer["message"], (fragment, answer["message"])
     assert _jobs(api) == before, f"{method} {path} made a job: {answer}"

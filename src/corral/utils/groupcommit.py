@@ -16,14 +16,20 @@ A write that fails fails the future of its batch, so every waiter sees the error
 against the ones before it) asks for ``chained``: the batch queued behind a failed
 one is then failed as well, never written on top of a gap.
 
-The store supplies four callables: ``new_payload`` (an empty batch), ``prepare``
+If the flush task itself is cancelled (its event loop is closing), nobody is left
+waiting either: the batch being written and the one queued behind it fail with the
+error ``stopped`` makes (without ``stopped``, their futures are cancelled). The
+write under way may still reach the disk, since the writer thread finishes it; a
+store reads what is on disk when it is opened again.
+
+The store supplies these callables: ``new_payload`` (an empty batch), ``prepare``
 (on the loop, when the batch's write starts: what to write, e.g. encoded rows and the
 serial they will carry), ``write`` (on the writer thread) and, optionally,
 ``durable`` and ``failed`` (on the loop, after the write and before the waiters
 wake, to adopt what ``prepare`` computed and announce the change, or to undo what
-the store had assumed and say what went wrong) and ``stopped``. An error raised by
-``prepare`` fails the batch like one raised by ``write``. A failed future is marked
-as retrieved, so a requester that dropped its future is not reported by asyncio.
+the store had assumed and say what went wrong) and ``stopped`` (the error above).
+An error raised by ``prepare`` fails the batch like one raised by ``write``. A failed
+future is marked as retrieved, so a requester that dropped it is not reported.
 """
 
 from __future__ import annotations

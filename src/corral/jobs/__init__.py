@@ -10,9 +10,10 @@
 :mod:`corral.jobs.model` holds the job and opcode records in Ganeti's formats,
 :mod:`corral.jobs.store` the SQLite store with group commit, :mod:`corral.jobs.queue`
 the queue itself (:mod:`corral.jobs.interfaces` what it runs on,
-:mod:`corral.jobs.reading` its reads and watches) and :mod:`corral.jobs.fields` the
-job query fields. ``queue.hand_over(new_master, wait)`` prepares a planned master
-failover: no job is lost, the new master continues the unfinished ones.
+:mod:`corral.jobs.reading` its reads and watches, :mod:`corral.jobs.depends` its
+job dependencies) and :mod:`corral.jobs.fields` the job query fields.
+``queue.hand_over(new_master, wait)`` prepares a planned master failover: no job is
+lost, the new master continues the unfinished ones.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ a time through the injected executor. Startable jobs sit in a heap ordered by
 (priority, id), so starting a job costs O(log n) rather than a scan of the queue.
 
 A job is *startable* when it is queued, saved, not paused by a filter and every job
-it depends on has finished (Ganeti's scheduler keeps such jobs queued). At most
+it depends on has finished (Ganeti's scheduler keeps such jobs queued; the
+bookkeeping is :mod:`corral.jobs.depends`). At most
 ``max_running`` jobs are started at once; a RATE_LIMIT rule caps the jobs it
 decided to ``limit``.
 """
@@ -34,6 +35,7 @@ from corral.errors import (
     OpExecError,
     ParameterError,
 )
+from corral.jobs.depends import Dependencies, resolve_depends
 from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
 from corral.jobs.model import (
     CANCELED,
@@ -145,6 +147,7 @@ class JobQueue:
         #: (new master, wait) once a planned master failover began.
         self._handover: tuple[str, float] | None = None
         self._reader = JobReader(self._jobs, self._archiving, store)
+        self._depends = Dependencies(self._jobs, self._archiving, store)
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
@@ -168,7 +171,7 @@ class JobQueue:
                 self._touch(entry)
         for entry in self._jobs.values():
             if entry.job.status not in FINAL_STATUSES:
-                self._register_dependencies(entry)
+                self._depends.register(entry)
                 action, rule, limit = self._decide(entry.job)
                 if action == "REJECT":
                     entry.job.finish_unfinished(CANCELED, _rejected_result(rule))
@@ -290,7 +293,7 @@ class JobQueue:
                 "reason": [*op.reason, queue_entry(op.OP_ID, job_id, index)]
             }
             if op.depends:
-                changes["depends"] = _resolve_depends(op.depends, position, earlier)
+                changes["depends"] = resolve_depends(op.depends, position, earlier)
             op = msgspec.structs.replace(op, **changes)
             opcodes.append(op)
             queued.append(
@@ -303,7 +306,7 @@ class JobQueue:
         entry = LiveJob(job, opcodes=opcodes, saved=False)
         self._apply_decision(entry, action, rule, limit)
         self._jobs[job_id] = entry
-        self._register_dependencies(entry)
+        self._depends.register(entry)
         self._touch(entry)
         return entry
 
@@ -369,56 +372,11 @@ class JobQueue:
         self._schedule()
         await asyncio.shield(self._store.barrier())
 
-    # -- dependencies --------------------------------------------------------------
-    def _register_dependencies(self, entry: LiveJob) -> None:
-        job_id = entry.job.id
-        seen: set[int] = set()
-        for op in entry.job.ops:
-            if op.status in FINAL_STATUSES:
-                continue
-            for dep_id, _statuses in op.input.get("depends") or ():
-                dep = self._jobs.get(dep_id)
-                if dep_id in seen or dep_id == job_id or dep is None:
-                    continue
-                if dep.job.status not in FINAL_STATUSES:
-                    seen.add(dep_id)
-                    entry.blockers += 1
-                    dep.dependents.append(entry)
-
+    # -- dependencies (see :class:`~corral.jobs.depends.Dependencies`) ------------
     def _job_final(self, entry: LiveJob) -> None:
         """``entry`` reached a final status: release the jobs waiting for it."""
-        dependents, entry.dependents = entry.dependents, []
-        for dependent in dependents:
-            dependent.blockers -= 1
+        for dependent in self._depends.release(entry):
             self._make_ready(dependent)
-
-    async def _check_dependencies(self, entry: LiveJob, index: int) -> tuple[str, str] | None:
-        """Ganeti's dependency check for opcode ``index``: None, or (cancel|error, message)."""
-        job = entry.job
-        for dep_id, wanted in job.ops[index].input.get("depends") or ():
-            if dep_id == job.id:
-                return ("error", "Job can't depend on itself")
-            dep = self._jobs.get(dep_id)
-            if dep is not None:
-                status = dep.job.status
-            elif dep_id in self._archiving:
-                status = self._archiving[dep_id].status
-            else:
-                archived = await self._store.read_archived([dep_id])
-                if dep_id not in archived:
-                    return ("error", f"Dependency error: job {dep_id} not found")
-                status = archived[dep_id].status
-            if status not in FINAL_STATUSES:
-                return ("error", f"Dependency error: job {dep_id} is not finished ({status})")
-            if status == CANCELED and CANCELED not in wanted:
-                return ("cancel", f"Dependency job {dep_id} was cancelled")
-            if wanted and status not in wanted:
-                return (
-                    "error",
-                    f"Dependency job {dep_id} finished with status '{status}', "
-                    f"not one of '{', '.join(wanted)}' as required",
-                )
-        return None
 
     # -- scheduling ----------------------------------------------------------------
     def _make_ready(self, entry: LiveJob) -> None:
@@ -511,7 +469,7 @@ class JobQueue:
         """Run opcode ``index`` (already waiting); False if the job ended with it."""
         job = entry.job
         op = job.ops[index]
-        problem = await self._check_dependencies(entry, index)
+        problem = await self._depends.check(entry, index)
         if problem is not None:
             kind, message = problem
             if kind == "cancel":
@@ -784,20 +742,3 @@ def _interruptible(entry: LiveJob) -> bool:
 
 def _rejected_result(rule: str | None) -> str:
     return f"Job canceled by filter rule {rule}"
-
-
-def _resolve_depends(
-    depends: Sequence[tuple[int, Sequence[str]]],
-    position: int,
-    earlier: list[tuple[bool, int | str]],
-) -> list[tuple[int, list[str]]]:
-    """Turn relative (negative) dependency ids into the ids of earlier jobs of the call."""
-    resolved = []
-    for dep_id, statuses in depends:
-        if dep_id < 0:
-            target = position + dep_id
-            if target < 0 or not earlier[target][0]:
-                raise ParameterError(f"Unable to resolve relative job ID {dep_id}")
-            dep_id = int(earlier[target][1])
-        resolved.append((dep_id, list(statuses)))
-    return resolved

@@ -8,13 +8,17 @@ Schema::
 
 The file runs in WAL mode with ``synchronous=FULL``. Writers never touch SQLite
 themselves: :meth:`JobStore.save` (and the other write requests) mark what changed
-and return the future of the *current batch*. The first request of a batch starts a
-flush task, which runs on the next turn of the event loop, so every request made in
-the same turn joins the batch. The flush encodes the changed jobs on the loop (a
-snapshot) and commits them in ONE transaction on a dedicated writer thread; requests
-made meanwhile form the next batch. A batch's future resolves only after its COMMIT
-has returned, i.e. once the data is durable, so a caller that awaits it (or a
-callback on it) can announce the change safely. Many jobs thus share one fsync.
+in the *pending batch* of the store's :class:`~corral.utils.groupcommit.GroupWriter`
+and return that batch's future. Every request made in the same turn of the event
+loop joins the batch; when its write starts, the changed jobs are encoded on the
+loop (a snapshot) and committed in ONE transaction on the writer thread, while new
+requests form the next batch. A batch's future resolves only after its COMMIT has
+returned, i.e. once the data is durable, so a caller that awaits it (or a callback
+on it) can announce the change safely. Many jobs thus share one fsync.
+
+A batch that cannot be stored fails its future with :class:`ConfigStoreError` and
+leaves no trace: it uses up no serial, and the last job id handed out is stored with
+the next batch that is written, so no id is handed out twice.
 
 Every batch bumps the queue's ``serial`` (stored with it) and is then handed to the
 commit listeners as :class:`JobRows`: that is what the master candidates' job queue
@@ -36,6 +40,7 @@ from typing import Any
 
 from corral.errors import ConfigStoreError
 from corral.jobs.model import Job, decode_job, encode_job
+from corral.utils.groupcommit import GroupWriter
 
 __all__ = [
     "JobCommitListener",
@@ -68,7 +73,8 @@ class StoredQueue:
 
 @dataclass(slots=True)
 class _Batch:
-    future: asyncio.Future[None]
+    """What one batch changes: jobs to write, jobs to archive, meta values."""
+
     jobs: dict[int, Job] = field(default_factory=dict)
     archive: dict[int, Job] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
@@ -81,6 +87,15 @@ class JobRows:
     upserts: list[tuple[int, bytes]]
     archive: list[tuple[int, int | None, bytes]]
     meta: list[tuple[str, object]]
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A batch's rows and the serial and last job id they store (adopted on success)."""
+
+    serial: int
+    stored_last_id: int
+    rows: JobRows
 
 
 #: Called on the event loop after each durable batch with the queue's new serial.
@@ -160,10 +175,11 @@ class JobStore:
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
-        self._pending: _Batch | None = None
-        self._inflight: _Batch | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._writer: GroupWriter[_Batch, _Prepared] = GroupWriter(
+            "jobstore", new_payload=_Batch, prepare=self._rows,
+            write=lambda prepared: self._commit(prepared.rows),
+            durable=self._durable, failed=self._fail, stopped=self._stopped,
+        )
         self._last_id = 0
         self._stored_last_id = 0
         self._closed = False
@@ -224,7 +240,7 @@ class JobStore:
         """Everything stored (live jobs, archive, meta) and the serial it is at, read on
         the writer thread after earlier writes."""
         await self.barrier()
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._dump)
+        return await self._writer.run(self._dump)
 
     def _dump(self) -> tuple[int, JobRows]:
         with self._errors("read the queue"):
@@ -277,14 +293,10 @@ class JobStore:
         return self._last_id
 
     # -- write requests (group commit) ---------------------------------------
-    def _batch(self) -> _Batch:
+    def _batch(self) -> tuple[_Batch, asyncio.Future[None]]:
         if self._closed:
             raise ConfigStoreError(f"job queue {self.path}: the store is closed")
-        if self._pending is None:
-            self._pending = _Batch(asyncio.get_running_loop().create_future())
-            if self._flusher is None:
-                self._flusher = asyncio.get_running_loop().create_task(self._flush())
-        return self._pending
+        return self._writer.request()
 
     def save(self, job: Job) -> asyncio.Future[None]:
         """Request that ``job`` be written; the future resolves once it is durable.
@@ -292,82 +304,31 @@ class JobStore:
         The job is encoded when the batch is flushed, so the stored state is the
         newest one at that moment (it includes every change requested before).
         """
-        batch = self._batch()
+        batch, future = self._batch()
         batch.jobs[job.id] = job
-        return batch.future
+        return future
 
     def set_drained(self, flag: bool) -> asyncio.Future[None]:
         """Request that the drain flag be stored."""
-        batch = self._batch()
+        batch, future = self._batch()
         batch.meta["drained"] = int(flag)
-        return batch.future
+        return future
 
     def archive(self, jobs: Iterable[Job]) -> asyncio.Future[None]:
         """Request that ``jobs`` move from the live table to the archive."""
-        batch = self._batch()
+        batch, future = self._batch()
         for job in jobs:
             batch.jobs.pop(job.id, None)
             batch.archive[job.id] = job
-        return batch.future
+        return future
 
     def barrier(self) -> asyncio.Future[None]:
         """A future resolving once every write requested so far is durable."""
-        batch = self._pending or self._inflight
-        if batch is None:
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-        return batch.future
+        return self._writer.barrier()
 
-    async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        batch: _Batch | None = None
-        try:
-            while self._pending is not None:
-                batch = self._inflight = self._pending
-                self._pending = None
-                try:
-                    serial, stored_last_id, rows = self._rows(batch)
-                    await loop.run_in_executor(self._thread, self._commit, rows)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:  # the writer's error goes to every requester
-                    self._fail(batch, err)
-                else:
-                    self._serial, self._stored_last_id = serial, stored_last_id
-                    batch.future.set_result(None)
-                    self._announce(serial, rows)
-                finally:
-                    self._inflight = None
-                batch = None
-        finally:
-            # After a cancellation (the loop is closing) no requester waits for ever.
-            self._flusher = None
-            pending, self._pending = self._pending, None
-            for left in (batch, pending):
-                if left is not None and not left.future.done():
-                    left.future.set_exception(ConfigStoreError(
-                        f"job queue {self.path}: the writer stopped before this write "
-                        "was stored"))
-
-    def _fail(self, batch: _Batch, err: Exception) -> None:
-        """Fail every requester of ``batch``; nothing of it is stored (one transaction),
-        and the serial and the stored last id stay what the file has."""
-        if not isinstance(err, ConfigStoreError):
-            err = ConfigStoreError(f"job queue {self.path}: cannot write the jobs: "
-                                   f"{type(err).__name__}: {err}")
-        batch.future.set_exception(err)
-        batch.future.exception()  # marks it retrieved: requesters that drop it are fine
-
-    def _announce(self, serial: int, rows: JobRows) -> None:
-        for listener in self._listeners:
-            try:
-                listener(serial, rows)
-            except Exception:  # one broken listener must not stop the writer
-                _log.exception("job queue %s: a commit listener failed", self.path)
-
-    def _rows(self, batch: _Batch) -> tuple[int, int, JobRows]:
-        """The batch's rows, the serial they carry and the last id stored with them."""
+    def _rows(self, batch: _Batch) -> _Prepared:
+        """When the batch's write starts: its rows, the serial they carry and the last
+        id stored with them (the store adopts both only once they are durable)."""
         serial = self._serial + 1
         meta = [*batch.meta.items(), ("serial", serial)]
         stored_last_id = self._stored_last_id
@@ -384,26 +345,44 @@ class JobStore:
             archive=archive,
             meta=meta,
         )
-        return serial, stored_last_id, rows
+        return _Prepared(serial, stored_last_id, rows)
 
     def _commit(self, rows: JobRows) -> None:
         with self._errors("write the jobs"):
             _write_rows(self._conn, rows)
+
+    def _durable(self, _batch: _Batch, prepared: _Prepared) -> None:
+        """A batch is stored: adopt its serial and last id, then tell the listeners."""
+        self._serial, self._stored_last_id = prepared.serial, prepared.stored_last_id
+        for listener in self._listeners:
+            try:
+                listener(prepared.serial, prepared.rows)
+            except Exception:  # one broken listener must not stop the writer
+                _log.exception("job queue %s: a commit listener failed", self.path)
+
+    def _fail(self, _batch: _Batch, err: BaseException) -> BaseException:
+        """The error a failed batch's requesters get; nothing of it is stored (one
+        transaction), and the serial and the stored last id stay what the file has."""
+        if isinstance(err, ConfigStoreError):
+            return err
+        return ConfigStoreError(f"job queue {self.path}: cannot write the jobs: "
+                                f"{type(err).__name__}: {err}")
+
+    def _stopped(self) -> BaseException:
+        """The error of requesters left when the writer stops (the loop is closing)."""
+        return ConfigStoreError(f"job queue {self.path}: the writer stopped before this "
+                                "write was stored")
 
     # -- reads of archived jobs ----------------------------------------------
     async def read_archived(self, ids: Sequence[int]) -> dict[int, Job]:
         """Archived jobs among ``ids`` (read on the writer thread, after earlier writes)."""
         if not ids:
             return {}
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, self._read_archived, list(ids)
-        )
+        return await self._writer.run(self._read_archived, list(ids))
 
     async def read_all_archived(self) -> list[Job]:
         """Every archived job, by id (``gnt-job list --archived``: slow on purpose)."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._thread, self._read_all_archived
-        )
+        return await self._writer.run(self._read_all_archived)
 
     def _read_all_archived(self) -> list[Job]:
         with self._errors("read archived jobs"):
@@ -425,17 +404,16 @@ class JobStore:
     # -- closing -------------------------------------------------------------
     async def close(self) -> None:
         """Wait for outstanding writes, then close the database."""
-        while self._flusher is not None:
-            await asyncio.wait({self._flusher})
+        await self._writer.drain()
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
-        self._thread.shutdown(wait=True)
+        await self._writer.run(self._conn.close)
+        self._writer.shutdown()
 
     def close_sync(self) -> None:
         """Close without an event loop (nothing may be pending)."""
         self._closed = True
         self._conn.close()
-        self._thread.shutdown(wait=True)
+        self._writer.shutdown()
 
 
 class JobReplica:

@@ -16,10 +16,20 @@ A write that fails fails the future of its batch, so every waiter sees the error
 against the ones before it) asks for ``chained``: the batch queued behind a failed
 one is then failed as well, never written on top of a gap.
 
-The store supplies four callables: ``new_payload`` (an empty batch), ``prepare``
-(on the loop: what to write, e.g. encoded rows), ``write`` (on the writer thread)
-and, optionally, ``durable`` and ``failed`` (on the loop, after the write and before
-the waiters wake, to announce the change or to undo what the store had assumed).
+If the flush task itself is cancelled (its event loop is closing), nobody is left
+waiting either: the batch being written and the one queued behind it fail with the
+error ``stopped`` makes (without ``stopped``, their futures are cancelled). The
+write under way may still reach the disk, since the writer thread finishes it; a
+store reads what is on disk when it is opened again.
+
+The store supplies these callables: ``new_payload`` (an empty batch), ``prepare``
+(on the loop, when the batch's write starts: what to write, e.g. encoded rows and the
+serial they will carry), ``write`` (on the writer thread) and, optionally,
+``durable`` and ``failed`` (on the loop, after the write and before the waiters
+wake, to adopt what ``prepare`` computed and announce the change, or to undo what
+the store had assumed and say what went wrong) and ``stopped`` (the error above).
+An error raised by ``prepare`` fails the batch like one raised by ``write``. A failed
+future is marked as retrieved, so a requester that dropped it is not reported.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ class GroupWriter(Generic[P, W]):
         durable: Callable[[P, W], None] | None = None,
         failed: Callable[[P, BaseException], BaseException] | None = None,
         chained: bool = False,
+        stopped: Callable[[], BaseException] | None = None,
     ) -> None:
         self._new_payload = new_payload
         self._prepare = prepare
@@ -65,6 +76,7 @@ class GroupWriter(Generic[P, W]):
         self._durable = durable
         self._failed = failed
         self._chained = chained
+        self._stopped = stopped
         #: The writer thread; the store may run its own reads there too (see :meth:`run`).
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._pending: _Batch[P] | None = None
@@ -118,9 +130,6 @@ class GroupWriter(Generic[P, W]):
                 try:
                     work = self._prepare(batch.payload)
                     await loop.run_in_executor(self.executor, self._write, work)
-                except asyncio.CancelledError:
-                    batch.future.cancel()
-                    raise
                 except Exception as err:  # the writer's error goes to every requester
                     self._fail(batch, err)
                     if self._chained and self._pending is not None:
@@ -134,10 +143,23 @@ class GroupWriter(Generic[P, W]):
                         log.exception("announcing a durable write failed")
                     if not batch.future.done():  # a waiter may have cancelled it
                         batch.future.set_result(None)
-                finally:
-                    self._inflight = None
+                self._inflight = None
         finally:
+            # Only a cancellation leaves a batch here: nobody may wait for it for ever.
             self._flusher = None
+            left = [b for b in (self._inflight, self._pending) if b is not None]
+            self._inflight = self._pending = None
+            for stranded in left:
+                self._stop(stranded)
+
+    def _stop(self, batch: _Batch[P]) -> None:
+        if batch.future.done():
+            return
+        if self._stopped is None:
+            batch.future.cancel()
+            return
+        batch.future.set_exception(self._stopped())
+        batch.future.exception()  # marks it retrieved (see _fail)
 
     def _fail(self, batch: _Batch[P], err: BaseException) -> None:
         error = err
@@ -148,3 +170,4 @@ class GroupWriter(Generic[P, W]):
             log.exception("undoing a failed write failed")
         if not batch.future.done():  # a waiter may have cancelled it
             batch.future.set_exception(error)
+            batch.future.exception()  # marks it retrieved: requesters may drop it

@@ -183,11 +183,12 @@ class NodeServer:
         :raises OSError: when the address cannot be bound.
         """
         if join.is_joined(self.paths):
-            self._listener = await self._listen(self._joined_app(), joined_context(self.paths))
+            ctx = await asyncio.to_thread(joined_context, self.paths)
+            self._listener = await self._listen(self._joined_app(), ctx)
             log.info("serving node RPC with mutual TLS on %s port %d (cluster %s)",
                      self.host, self.port, join.read_membership(self.paths).get("cluster_name"))
         else:
-            app, ctx = self._unjoined_mode()
+            app, ctx = await self._unjoined_mode()
             self._listener = await self._listen(app, ctx)
             log.info("not a cluster member: waiting for a join on %s port %d", self.host,
                      self.port)
@@ -240,9 +241,10 @@ class NodeServer:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
-    def _unjoined_mode(self) -> tuple[web.Application, ssl.SSLContext]:
-        ctx, self._fingerprint = unjoined_context()
-        self.token = join.create_token(self.paths, self._fingerprint)
+    async def _unjoined_mode(self) -> tuple[web.Application, ssl.SSLContext]:
+        # Key generation and the token file: in a thread, off the event loop.
+        ctx, self._fingerprint = await asyncio.to_thread(unjoined_context)
+        self.token = await asyncio.to_thread(join.create_token, self.paths, self._fingerprint)
         self.on_token(self.token)
         return self._unjoined_app(), ctx
 
@@ -278,7 +280,7 @@ class NodeServer:
             result = await procedures.dispatch(self.paths, procedure, args)
             if procedure == "node_leave":
                 async with self._switch_lock:
-                    await self._switch(*self._unjoined_mode())
+                    await self._switch(*await self._unjoined_mode())
                 log.info("left the cluster; waiting for a join with a new token")
         except CorralError as err:
             log.warning("procedure %s failed: %s", procedure, err)
@@ -318,12 +320,14 @@ class NodeServer:
                     raise JoinError(self._already_member())
                 join.check_token(self.token, self._fingerprint, body.get("proof"))
                 bundle = join.validate_bundle(body.get("bundle"))
-                join.write_bundle(self.paths, bundle)
+                # Files written with fsync and the TLS context: off the event loop.
+                await asyncio.to_thread(join.write_bundle, self.paths, bundle)
                 try:
-                    ctx = joined_context(self.paths)
+                    ctx = await asyncio.to_thread(joined_context, self.paths)
                 except (OSError, ssl.SSLError) as err:
-                    join.leave(self.paths)
-                    self.token = join.create_token(self.paths, self._fingerprint)
+                    await asyncio.to_thread(join.leave, self.paths)
+                    self.token = await asyncio.to_thread(
+                        join.create_token, self.paths, self._fingerprint)
                     self.on_token(self.token)
                     raise JoinError(
                         f"the join bundle's certificate or key is unusable: {err}") from None

@@ -18,6 +18,7 @@ from corral.hypervisor import HYPERVISOR_NAMES, Hypervisor, get_hypervisor
 from corral.hypervisor.fake import FakeHypervisor
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
+from tests.unit.loop_helpers import ticks_while
 
 # MemTotal 8192 MiB, MemAvailable 4096 MiB.
 MEMINFO = """\
@@ -335,27 +336,6 @@ def test_every_hypervisor_operation_is_a_coroutine() -> None:
         assert inspect.iscoroutinefunction(getattr(FakeHypervisor, name)), name
 
 
-async def _ticks_while(operation: Any, seconds: float = 0.3) -> int:
-    """How often a 10 ms ticker ran while ``operation`` (a coroutine) was awaited."""
-    ticks = 0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    try:
-        await operation
-    finally:
-        stop.set()
-        await task
-    return ticks
-
-
 async def test_slow_state_files_do_not_block_the_event_loop(
     hv: FakeHypervisor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -373,10 +353,10 @@ async def test_slow_state_files_do_not_block_the_event_loop(
         return real_listdir(path)
 
     monkeypatch.setattr(fake, "write_public", slow_write)
-    assert await _ticks_while(hv.start(spec(), [])) >= 10
+    assert await ticks_while(hv.start(spec(), [])) >= 10
     monkeypatch.setattr(fake.os, "listdir", slow_listdir)
-    assert await _ticks_while(hv.list_instances()) >= 10
-    assert await _ticks_while(hv.node_info()) >= 10
+    assert await ticks_while(hv.list_instances()) >= 10
+    assert await ticks_while(hv.node_info()) >= 10
 
 
 async def test_concurrent_starts_of_one_instance_start_it_once(hv: FakeHypervisor) -> None:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import stat
@@ -31,6 +30,7 @@ from corral.storage import (
     file_logical_id,
     get_block_device,
 )
+from tests.unit.loop_helpers import ticks_while
 
 MIB = 1024 * 1024
 STORAGE = "/srv/corral/file-storage"
@@ -99,27 +99,6 @@ def test_drivers_by_device_type(paths: Paths) -> None:
         get_block_device("plain", paths)
 
 
-async def _ticks_while(operation: Any) -> int:
-    """How often a 10 ms ticker ran while ``operation`` (a coroutine) was awaited."""
-    ticks = 0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    try:
-        await operation
-    finally:
-        stop.set()
-        await task
-    return ticks
-
-
 async def test_slow_file_work_does_not_block_the_event_loop(
     files: FileStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,10 +113,10 @@ async def test_slow_file_work_does_not_block_the_event_loop(
         return real_statvfs(path)
 
     monkeypatch.setattr(filestore.os, "ftruncate", slow_ftruncate)
-    assert await _ticks_while(files.create(disk(size=4))) >= 10
-    assert await _ticks_while(files.write(disk(size=4), stream([b"x" * 100]))) >= 10
+    assert await ticks_while(files.create(disk(size=4))) >= 10
+    assert await ticks_while(files.write(disk(size=4), stream([b"x" * 100]))) >= 10
     monkeypatch.setattr(filestore.os, "statvfs", slow_statvfs)
-    assert await _ticks_while(files.grow(disk(size=4), 1)) >= 10
+    assert await ticks_while(files.grow(disk(size=4), 1)) >= 10
 
 
 # -- logical ids and paths ---------------------------------------------------------

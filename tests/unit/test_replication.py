@@ -18,7 +18,7 @@ from corral.jobs import JobStore
 from corral.jobs.store import JobReplica
 from corral.masterd.replication import ConfigReplicator, JobReplicator
 from corral.noded import replication as node_side
-from corral.noded.files import upload_files
+from corral.noded.procedures import PROCEDURES
 from corral.objects import Node
 from corral.paths import Paths
 from corral.rpc.protocol import RpcResult
@@ -83,10 +83,8 @@ class NodeSideRpc(FakeRpc):
                 continue
             paths = self.roots.setdefault(node.name, Paths(self.root / node.name))
             paths.data_dir.mkdir(parents=True, exist_ok=True)
-            procedure_function = {"config_replicate": node_side.config_replicate,
-                                  "jobs_replicate": node_side.jobs_replicate}[procedure]
             try:
-                payload = await procedure_function(paths, node_args)
+                payload = await PROCEDURES[procedure](paths, node_args)
             except CorralError as err:
                 results[node.name] = RpcResult(node.name, error=err)
             else:
@@ -180,9 +178,9 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.data_dir.mkdir(parents=True)
     with pytest.raises(ParameterError, match="config_replicate"):
-        _run_sync(node_side.config_replicate(paths, {"serial": "x"}))
+        _run_sync(PROCEDURES["config_replicate"](paths, {"serial": "x"}))
     with pytest.raises(ParameterError, match="needs 'base'"):
-        _run_sync(node_side.config_replicate(paths, {"serial": 3}))
+        _run_sync(PROCEDURES["config_replicate"](paths, {"serial": 3}))
 
 
 async def test_job_queue_batches_reach_the_candidates(tmp_path: Path) -> None:
@@ -224,10 +222,12 @@ def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
     paths.data_dir.mkdir(parents=True)
     paths.user_file_list.write_text("/etc/motd\n")  # written on the node itself
 
+    upload = PROCEDURES["upload_files"]  # arguments decoded as a node daemon does
+
     def entry(data: bytes, **where: Any) -> dict[str, Any]:
         return {**where, "data": base64.b64encode(data).decode(), "mode": 0o600}
 
-    written = _run_sync(upload_files(paths, {"files": [
+    written = _run_sync(upload(paths, {"files": [
         entry(b"hello\n", path="/etc/motd"),
         entry(b"KEY", name="confd_key"),
     ]}))
@@ -235,18 +235,18 @@ def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.confd_hmac_key.stat().st_mode & 0o777 == 0o400  # the known mode wins
     with pytest.raises(ParameterError, match="'/etc/shadow': it is not in its own user"):
-        _run_sync(upload_files(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
+        _run_sync(upload(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
     # The list is the node's: the master can neither replace it nor extend it.
     with pytest.raises(ParameterError, match="does not accept the file 'user_file_list'"):
-        _run_sync(upload_files(paths, {"files": [
+        _run_sync(upload(paths, {"files": [
             entry(b"/etc/shadow\n", name="user_file_list"),
             entry(b"x", path="/etc/shadow")]}))
     with pytest.raises(ParameterError, match="does not accept the file 'ssh_key'"):
-        _run_sync(upload_files(paths, {"files": [entry(b"x", name="ssh_key")]}))
+        _run_sync(upload(paths, {"files": [entry(b"x", name="ssh_key")]}))
     with pytest.raises(ParameterError, match="base64"):
-        _run_sync(upload_files(paths, {"files": [{"name": "ca_cert", "data": "%%"}]}))
+        _run_sync(upload(paths, {"files": [{"name": "ca_cert", "data": "%%"}]}))
     with pytest.raises(ParameterError, match="set-user-ID"):
-        _run_sync(upload_files(paths, {"files": [
+        _run_sync(upload(paths, {"files": [
             {**entry(b"#!/bin/sh\n", path="/etc/motd"), "mode": 0o4755}]}))
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.user_file_list.read_text() == "/etc/motd\n"

@@ -18,10 +18,15 @@ from corral.jobs.model import Job, QueuedOpCode, timestamp_now
 from corral.jobs.store import JobReplica, job_snapshot_args
 from corral.masterd.replication import ConfigReplicator, JobReplicator
 from corral.noded import replication as node_side
+from corral.noded.procedures import PROCEDURES
 from corral.paths import Paths
 from corral.rpc.chunks import split_update
 from tests.unit.config_helpers import snapshot
 from tests.unit.test_replication import NodeSideRpc, _cluster, _replica_objects
+
+#: The node procedures as a node daemon runs them (arguments decoded first).
+_jobs_replicate = PROCEDURES["jobs_replicate"]
+_config_replicate = PROCEDURES["config_replicate"]
 
 
 @pytest.fixture(autouse=True)
@@ -155,16 +160,16 @@ async def test_a_part_out_of_order_drops_the_staged_update(tmp_path: Path) -> No
     whole = job_snapshot_args(serial, rows)
     parts = split_update(whole, 4000)
     assert len(parts) >= 3
-    await node_side.jobs_replicate(paths, parts[0])
+    await _jobs_replicate(paths, parts[0])
     with pytest.raises(ParameterError, match="does not follow"):
-        await node_side.jobs_replicate(paths, parts[2])  # part 1 was lost
+        await _jobs_replicate(paths, parts[2])  # part 1 was lost
     # Nothing was applied, and the rest of the old session is refused too.
-    assert (await node_side.jobs_replicate(paths, {"serial_only": True}))["serial"] == 0
+    assert (await _jobs_replicate(paths, {"serial_only": True}))["serial"] == 0
     with pytest.raises(ParameterError, match="does not follow"):
-        await node_side.jobs_replicate(paths, parts[1])
+        await _jobs_replicate(paths, parts[1])
     assert not _staging(paths).exists()
     for part in parts:
-        answer = await node_side.jobs_replicate(paths, part)
+        answer = await _jobs_replicate(paths, part)
     assert answer == {"serial": serial, "applied": True}
     assert _stored_ids(paths.jobs_replica, "archive") == [1, 2, 3]
     assert not _staging(paths).exists()
@@ -184,13 +189,13 @@ async def test_a_slow_commit_does_not_block_the_node_daemon(
 
     monkeypatch.setattr(JobReplica, "_write", slow)
     update = {"snapshot": True, "serial": 3, "jobs": [[1, '{"id": 1}']]}
-    replicate = asyncio.create_task(node_side.jobs_replicate(paths, update))
+    replicate = asyncio.create_task(_jobs_replicate(paths, update))
     await asyncio.sleep(0.1)  # the commit is under way
     started = time.monotonic()
     # Another request (the configuration replica's serial) is answered meanwhile,
     # and the loop keeps turning.
     answer = await asyncio.wait_for(
-        node_side.config_replicate(paths, {"serial_only": True}), 0.3)
+        _config_replicate(paths, {"serial_only": True}), 0.3)
     await asyncio.sleep(0.01)
     assert answer["serial"] == 0
     assert time.monotonic() - started < 0.3

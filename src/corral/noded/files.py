@@ -20,13 +20,12 @@ set-group-ID or sticky bit.
 from __future__ import annotations
 
 import base64
-import binascii
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from corral.errors import ParameterError
 from corral.paths import Paths
+from corral.rpc.args import UploadFilesArgs
 from corral.utils.files import write_private, write_public
 
 __all__ = ["KNOWN_FILES", "read_ancillary_files", "read_user_list", "upload_files"]
@@ -89,27 +88,18 @@ def _write(target: Path, data: bytes, mode: int) -> None:
         write_private(target, data, mode)
 
 
-async def upload_files(paths: Paths, args: Mapping[str, Any]) -> list[str]:
+async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
     """Write the files the master sends (see the module doc); the names/paths written.
 
     Everything is checked before anything is written: one file this node does not
     accept refuses the whole call, naming the file.
     """
-    files = args.get("files")
-    if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
-        raise ParameterError("procedure upload_files: argument 'files' must be a list of "
-                             "objects")
     allowed: set[str] = set()
     if paths.user_file_list.exists():
         allowed.update(read_user_list(paths.user_file_list.read_text()))
     plan: list[tuple[str, Path, bytes, int]] = []
-    for index, entry in enumerate(files):
-        try:
-            data = base64.b64decode(str(entry.get("data", "")), validate=True)
-        except (binascii.Error, ValueError):
-            raise ParameterError(f"procedure upload_files: file {index}: 'data' is not "
-                                 "base64") from None
-        name = entry.get("name")
+    for entry in args.files:
+        name, path, data, mode = entry.name, entry.path, entry.data, entry.mode
         if name is not None:
             if name not in KNOWN_FILES:
                 raise ParameterError(
@@ -117,17 +107,13 @@ async def upload_files(paths: Paths, args: Mapping[str, Any]) -> list[str]:
                     f"it accepts {', '.join(sorted(KNOWN_FILES))} and the paths its own "
                     f"user file list ({paths.user_file_list}) names")
             attribute, known_mode, _candidates = KNOWN_FILES[name]
-            plan.append((str(name), getattr(paths, attribute), data, known_mode))
+            plan.append((name, getattr(paths, attribute), data, known_mode))
             continue
-        path = entry.get("path")
-        if not isinstance(path, str) or path not in allowed:
+        if path is None or path not in allowed:
             raise ParameterError(
                 f"procedure upload_files: this node does not accept the file {path!r}: it "
                 f"is not in its own user file list ({paths.user_file_list}); add it there "
                 "on this node to receive it")
-        mode = entry.get("mode", 0o644)
-        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
-            raise ParameterError(f"procedure upload_files: {path}: bad mode {mode!r}")
         if mode & SPECIAL_MODE_BITS:
             raise ParameterError(
                 f"procedure upload_files: {path}: mode {mode:04o} has a set-user-ID, "

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +33,19 @@ from corral import daemons, serializer, x509
 from corral.config import ConfigStore
 from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
-from corral.errors import ConfigStoreError, CorralError, OpPrereqError, ParameterError
+from corral.errors import ConfigStoreError, CorralError, OpPrereqError
 from corral.jobs.store import JobReplica, job_snapshot_args
 from corral.luxi.client import AsyncClient
 from corral.luxi.protocol import HANDOVER_METHOD
 from corral.noded import replication
 from corral.paths import Paths
+from corral.rpc.args import DEFAULT_HANDOVER_WAIT, MasterDemoteArgs, NoArgs
 from corral.utils.process import running_pid, stop_daemon
 
 __all__ = [
     "DEFAULT_HANDOVER_WAIT", "master_demote", "master_info", "master_takeover", "replica_dump",
 ]
 
-#: Seconds a demoted master lets running opcodes finish before it interrupts them.
-DEFAULT_HANDOVER_WAIT = 60.0
 #: Seconds allowed for a handover beyond that wait (storing, replicating).
 _HANDOVER_MARGIN = 30.0
 
@@ -83,7 +81,7 @@ def _move(source: Path, target: Path) -> None:
             src.rename(dst)
 
 
-async def master_info(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def master_info(paths: Paths, args: NoArgs) -> dict[str, Any]:
     """This node's role and the serials of what it holds."""
     master = _is_master(paths)
     config = paths.config_db if master else paths.config_replica
@@ -91,7 +89,7 @@ async def master_info(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"master": master, "config_serial": _serial(config), "jobs_serial": _serial(jobs)}
 
 
-async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def replica_dump(paths: Paths, args: NoArgs) -> dict[str, Any]:
     """Snapshots of this node's configuration and job queue replicas."""
     if _is_master(paths):
         raise OpPrereqError("this node is the master: its state reaches the candidates by "
@@ -113,26 +111,20 @@ async def replica_dump(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
     return {"config": config, "jobs": job_snapshot_args(serial, rows)}
 
 
-async def master_demote(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def master_demote(paths: Paths, args: MasterDemoteArgs) -> dict[str, Any]:
     """Stop being the master: hand the job queue over to ``new_master`` if given, stop
     the master-only daemons, keep the files as replicas (confd restarts on the
     replica)."""
     handover: dict[str, Any] | None = None
-    new_master = args.get("new_master")
-    if new_master is not None:
-        wait = args.get("handover_wait", DEFAULT_HANDOVER_WAIT)
-        if not isinstance(new_master, str) or isinstance(wait, bool) \
-                or not isinstance(wait, (int, float)) or wait < 0:
-            raise ParameterError(f"master_demote: new_master must be a node name and "
-                                 f"handover_wait seconds >= 0, got {new_master!r}, {wait!r}")
-        handover = await _hand_over(paths, new_master, float(wait))
+    if args.new_master is not None:
+        handover = await _hand_over(paths, args.new_master, args.handover_wait)
     stopped = await _stop(paths, ("master", "candidate"))
     if _is_master(paths):
         replication.close_replicas()
         _move(paths.jobs_db, paths.jobs_replica)
         _move(paths.config_db, paths.config_replica)
     await _start_confd(paths)
-    return {"stopped": stopped, "handover": handover, **await master_info(paths, {})}
+    return {"stopped": stopped, "handover": handover, **await master_info(paths, NoArgs())}
 
 
 async def _hand_over(paths: Paths, new_master: str, wait: float) -> dict[str, Any]:
@@ -174,7 +166,7 @@ async def _start_confd(paths: Paths) -> None:
         log.warning("cannot start confd: %s", err.message)
 
 
-async def master_takeover(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def master_takeover(paths: Paths, args: NoArgs) -> dict[str, Any]:
     """Become the master with the replicas this node holds."""
     if _is_master(paths):
         raise OpPrereqError("this node is the master already")

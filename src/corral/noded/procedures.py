@@ -479,13 +479,6 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "instance_run_rename": instance_run_rename,
     "os_validate": os_validate,
     "test_delay": debug.test_delay,
-}
-
-#: The procedures of RPC version 1, by name (``instance_check_host`` came later within
-#: it: a node without it answers "unknown procedure", which refuses the move). Those
-#: with a Struct in :data:`corral.rpc.args.ARGS` get their arguments decoded into it.
-PROCEDURES: dict[str, Procedure] = {
-    **{name: _typed(name, function) for name, function in _TYPED.items()},
     "config_replicate": replication.config_replicate,
     "jobs_replicate": replication.jobs_replicate,
     "master_info": master_role.master_info,
@@ -494,6 +487,12 @@ PROCEDURES: dict[str, Procedure] = {
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
 }
+
+#: The procedures of RPC version 1, by name (``instance_check_host`` came later within
+#: it: a node without it answers "unknown procedure", which refuses the move). Each
+#: gets its arguments decoded into its Struct in :data:`corral.rpc.args.ARGS` first.
+PROCEDURES: dict[str, Procedure] = {
+    name: _typed(name, function) for name, function in _TYPED.items()}
 
 
 async def dispatch(paths: Paths, procedure: str, args: Mapping[str, Any]) -> Any:

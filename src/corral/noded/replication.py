@@ -23,6 +23,11 @@ last one arrives; the answer to an earlier part is ``{"serial": n, "received":
 part}``. A part that does not follow the one received before discards the staged
 ones, so an interrupted update never touches the replica and is sent again whole.
 
+The arguments are decoded, strictly, into
+:class:`~corral.rpc.args.ConfigReplicateArgs` and
+:class:`~corral.rpc.args.JobsReplicateArgs` before a procedure runs (a row of the
+wrong shape is refused naming the argument and the row).
+
 SQLite and the staging files are never touched on the event loop: each replica
 file has one writer thread that runs its updates in the order they came, and the
 answer goes back only once the update is committed.
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -43,42 +48,34 @@ from corral.config import Replica, Row
 from corral.errors import ParameterError
 from corral.jobs.store import JobReplica, JobRows
 from corral.paths import Paths
+from corral.rpc.args import (
+    ArchiveRow,
+    ConfigReplicateArgs,
+    ConfigRow,
+    JobRow,
+    JobsReplicateArgs,
+    MetaRow,
+    ReplicateArgs,
+)
 
 __all__ = ["close_replicas", "config_replicate", "jobs_replicate"]
 
-_RowTuple = tuple[str, str, int, str]
 T = TypeVar("T")
 
 
 class _ConfigRows(msgspec.Struct):
-    upserts: list[_RowTuple] = msgspec.field(default_factory=list)
+    """The rows of one part of a configuration update, as staged."""
+
+    upserts: list[ConfigRow] = msgspec.field(default_factory=list)
     deletes: list[str] = msgspec.field(default_factory=list)
 
 
 class _JobRowsPart(msgspec.Struct):
-    jobs: list[tuple[int, str]] = msgspec.field(default_factory=list)
-    archive: list[tuple[int, int | None, str]] = msgspec.field(default_factory=list)
-    meta: list[tuple[str, Any]] = msgspec.field(default_factory=list)
+    """The rows of one part of a job queue update, as staged."""
 
-
-class _Update(_ConfigRows, forbid_unknown_fields=True):
-    serial: int = 0
-    base: int | None = None
-    snapshot: bool = False
-    serial_only: bool = False
-    session: str | None = None
-    part: int = 0
-    last: bool = True
-
-
-class _JobUpdate(_JobRowsPart, forbid_unknown_fields=True):
-    serial: int = 0
-    base: int | None = None
-    snapshot: bool = False
-    serial_only: bool = False
-    session: str | None = None
-    part: int = 0
-    last: bool = True
+    jobs: list[JobRow] = msgspec.field(default_factory=list)
+    archive: list[ArchiveRow] = msgspec.field(default_factory=list)
+    meta: list[MetaRow] = msgspec.field(default_factory=list)
 
 
 R = TypeVar("R", Replica, JobReplica)
@@ -174,29 +171,14 @@ def close_replicas() -> None:
         writer.close()
 
 
-def _convert(procedure: str, args: Mapping[str, Any], kind: type[T]) -> T:
-    try:
-        return msgspec.convert(dict(args), kind)
-    except msgspec.ValidationError as err:
-        raise ParameterError(f"procedure {procedure}: invalid arguments: {err}") from None
-
-
-def _check(procedure: str, update: _Update | _JobUpdate) -> None:
-    if not update.serial_only and not update.snapshot and update.base is None:
-        raise ParameterError(f"procedure {procedure}: a delta needs 'base' (the serial "
-                             "it applies to); or send a snapshot")
-    if update.session is not None and update.part < 0:
-        raise ParameterError(f"procedure {procedure}: 'part' must be 0 or more")
-
-
-def _header(update: _Update | _JobUpdate) -> _Header:
+def _header(update: ReplicateArgs) -> _Header:
     return (update.session or "", update.snapshot, update.base, update.serial)
 
 
 P = TypeVar("P", _ConfigRows, _JobRowsPart)
 
 
-def _parts(writer: _Writer[Any], update: _Update | _JobUpdate, rows: P) -> Iterator[P] | None:
+def _parts(writer: _Writer[Any], update: ReplicateArgs, rows: P) -> Iterator[P] | None:
     """The rows of the whole update ``rows`` belong to, part by part, once it is
     complete (None until then); just ``rows`` when the update came in one call."""
     if update.session is None:
@@ -209,8 +191,8 @@ def _parts(writer: _Writer[Any], update: _Update | _JobUpdate, rows: P) -> Itera
     return (msgspec.msgpack.decode(data, type=type(rows)) for data in writer.staged())
 
 
-def _apply_config(writer: _Writer[Replica], update: _Update, replica: Replica
-                  ) -> dict[str, Any]:
+def _apply_config(writer: _Writer[Replica], update: ConfigReplicateArgs,
+                  replica: Replica) -> dict[str, Any]:
     parts = _parts(writer, update, _ConfigRows(upserts=update.upserts, deletes=update.deletes))
     if parts is None:
         return {"serial": replica.serial, "received": update.part}
@@ -225,7 +207,7 @@ def _apply_config(writer: _Writer[Replica], update: _Update, replica: Replica
             replica.reset(update.serial, upserts)
             applied = True
         else:
-            assert update.base is not None  # _check
+            assert update.base is not None  # ReplicateArgs
             applied = replica.apply(update.base, update.serial, upserts, deletes)
     finally:
         if update.session is not None:
@@ -233,15 +215,13 @@ def _apply_config(writer: _Writer[Replica], update: _Update, replica: Replica
     return {"serial": replica.serial, "applied": applied}
 
 
-async def config_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def config_replicate(paths: Paths, args: ConfigReplicateArgs) -> dict[str, Any]:
     """Apply a snapshot or a delta of the master's configuration to this node's
     replica (see the module doc); the replica's serial afterwards."""
-    update = _convert("config_replicate", args, _Update)
-    _check("config_replicate", update)
     writer = _writer(_WRITERS, paths.config_replica, Replica.open)
-    if update.serial_only:
+    if args.serial_only:
         return {"serial": await writer.run(lambda replica: replica.serial), "applied": True}
-    return await writer.run(lambda replica: _apply_config(writer, update, replica))
+    return await writer.run(lambda replica: _apply_config(writer, args, replica))
 
 
 def _job_rows(parts: Iterator[_JobRowsPart], serial: int) -> Iterator[JobRows]:
@@ -254,8 +234,8 @@ def _job_rows(parts: Iterator[_JobRowsPart], serial: int) -> Iterator[JobRows]:
     yield JobRows(upserts=[], archive=[], meta=[("serial", serial)])
 
 
-def _apply_jobs(writer: _Writer[JobReplica], update: _JobUpdate, replica: JobReplica
-                ) -> dict[str, Any]:
+def _apply_jobs(writer: _Writer[JobReplica], update: JobsReplicateArgs,
+                replica: JobReplica) -> dict[str, Any]:
     parts = _parts(writer, update, _JobRowsPart(jobs=update.jobs, archive=update.archive,
                                                 meta=update.meta))
     if parts is None:
@@ -266,7 +246,7 @@ def _apply_jobs(writer: _Writer[JobReplica], update: _JobUpdate, replica: JobRep
             replica.reset(rows)
             applied = True
         else:
-            assert update.base is not None  # _check
+            assert update.base is not None  # ReplicateArgs
             applied = replica.apply(update.base, update.serial, rows)
     finally:
         if update.session is not None:
@@ -274,12 +254,10 @@ def _apply_jobs(writer: _Writer[JobReplica], update: _JobUpdate, replica: JobRep
     return {"serial": replica.serial, "applied": applied}
 
 
-async def jobs_replicate(paths: Paths, args: Mapping[str, Any]) -> dict[str, Any]:
+async def jobs_replicate(paths: Paths, args: JobsReplicateArgs) -> dict[str, Any]:
     """Apply a snapshot or a delta of the master's job queue to this node's replica
     (see the module doc); the replica's serial afterwards."""
-    update = _convert("jobs_replicate", args, _JobUpdate)
-    _check("jobs_replicate", update)
     writer = _writer(_JOB_WRITERS, paths.jobs_replica, JobReplica.open)
-    if update.serial_only:
+    if args.serial_only:
         return {"serial": await writer.run(lambda replica: replica.serial), "applied": True}
-    return await writer.run(lambda replica: _apply_jobs(writer, update, replica))
+    return await writer.run(lambda replica: _apply_jobs(writer, args, replica))

@@ -8,8 +8,9 @@ so both sides read one definition. Decoding is strict: no unknown argument, no
 :class:`~corral.errors.ParameterError` naming the procedure and the argument.
 
 Instances and disks travel as :class:`~corral.objects.specs.InstanceSpec` and
-:class:`~corral.objects.specs.DiskSpec`. Procedures not listed in :data:`ARGS`
-(replication, master role, file upload) check their own arguments.
+:class:`~corral.objects.specs.DiskSpec`; replication rows as the tuples below, and
+uploaded files' contents as base64 strings. Every procedure a node runs has a Struct
+in :data:`ARGS`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ from corral.paths import Paths
 
 __all__ = [
     "ARGS",
+    "DEFAULT_HANDOVER_WAIT",
     "MAX_DELAY",
+    "ArchiveRow",
     "BlockdevCopyFromArgs",
     "BlockdevGrowArgs",
+    "ConfigReplicateArgs",
+    "ConfigRow",
     "DiskArgs",
     "DisksArgs",
     "HypervisorsArgs",
@@ -40,6 +45,10 @@ __all__ = [
     "InstanceRunRenameArgs",
     "InstanceShutdownArgs",
     "InstanceStartArgs",
+    "JobRow",
+    "JobsReplicateArgs",
+    "MasterDemoteArgs",
+    "MetaRow",
     "MigrationFinishArgs",
     "MigrationSendArgs",
     "NoArgs",
@@ -48,7 +57,10 @@ __all__ = [
     "OsGetArgs",
     "OsValidateArgs",
     "ProcedureArgs",
+    "ReplicateArgs",
     "TestDelayArgs",
+    "UploadFile",
+    "UploadFilesArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -65,7 +77,8 @@ class ProcedureArgs(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
 
 
 class NoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """A procedure without arguments (``version``, ``node_leave``)."""
+    """A procedure without arguments (``version``, ``node_leave``, ``master_info``,
+    ``master_takeover``, ``replica_dump``)."""
 
 
 class NodeInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -205,7 +218,95 @@ class TestDelayArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fie
     duration: Annotated[float, msgspec.Meta(ge=0, le=MAX_DELAY)]
 
 
-#: The argument Struct of each procedure that has one, by procedure name.
+# -- replication (corral.noded.replication; parts: corral.rpc.chunks) ------------------
+#: A configuration row: kind, UUID, serial, the object as JSON text.
+ConfigRow = tuple[str, str, int, str]
+#: A live job: its id and the job as JSON text.
+JobRow = tuple[int, str]
+#: An archived job: its id, when it ended (seconds, or null) and the job as JSON text.
+ArchiveRow = tuple[int, int | None, str]
+#: A job queue meta value (``last_job_id``, ``drained``, ``serial``): key, value.
+MetaRow = tuple[str, int | float | str | None]
+
+
+class ReplicateArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What every replication update carries besides its rows: ``serial_only`` (only
+    report the replica's serial), or a ``snapshot`` at ``serial``, or the delta from
+    ``base`` to ``serial``; an update sent in parts also has ``session``, ``part``
+    (0, 1, ...) and ``last``."""
+
+    serial: int = 0
+    base: int | None = None
+    snapshot: bool = False
+    serial_only: bool = False
+    session: str | None = None
+    part: Annotated[int, msgspec.Meta(ge=0)] = 0
+    last: bool = True
+
+    def __post_init__(self) -> None:
+        """A delta says which serial it applies to."""
+        if not self.serial_only and not self.snapshot and self.base is None:
+            raise ValueError("a delta needs 'base' (the serial it applies to); or send a "
+                             "snapshot")
+
+
+class ConfigReplicateArgs(ReplicateArgs, kw_only=True, frozen=True,
+                          forbid_unknown_fields=True):
+    """``config_replicate``: configuration rows written and UUIDs deleted."""
+
+    upserts: list[ConfigRow] = msgspec.field(default_factory=list)
+    deletes: list[str] = msgspec.field(default_factory=list)
+
+
+class JobsReplicateArgs(ReplicateArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``jobs_replicate``: live jobs written, jobs archived and meta values."""
+
+    jobs: list[JobRow] = msgspec.field(default_factory=list)
+    archive: list[ArchiveRow] = msgspec.field(default_factory=list)
+    meta: list[MetaRow] = msgspec.field(default_factory=list)
+
+
+# -- master role (corral.noded.master_role) -------------------------------------------
+#: Seconds a demoted master lets running opcodes finish before it interrupts them.
+DEFAULT_HANDOVER_WAIT: Final = 60.0
+
+
+class MasterDemoteArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``master_demote``: in a planned failover, the node that takes over
+    (``new_master``) and how long running opcodes may finish first."""
+
+    new_master: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    handover_wait: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_HANDOVER_WAIT
+
+
+# -- ancillary files (corral.noded.files) ---------------------------------------------
+class UploadFile(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One file of ``upload_files``: a known file by ``name`` or a file of the user
+    file list by ``path``, its contents (base64 on the wire) and, for a path, its
+    permission bits."""
+
+    name: str | None = None
+    path: str | None = None
+    data: bytes
+    mode: Annotated[int, msgspec.Meta(ge=0, le=0o7777)] = 0o644
+
+    def __post_init__(self) -> None:
+        """Exactly one of ``name`` and ``path``."""
+        if self.name is None and self.path is None:
+            raise ValueError("a file needs 'name' (a known file) or 'path' (a file of "
+                             "the user file list)")
+        if self.name is not None and self.path is not None:
+            raise ValueError(f"a file has both 'name' ({self.name!r}) and 'path' "
+                             f"({self.path!r}); it is one or the other")
+
+
+class UploadFilesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``upload_files``: the files to write, all or none."""
+
+    files: list[UploadFile]
+
+
+#: The argument Struct of every procedure, by procedure name.
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -233,6 +334,13 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_run_rename": InstanceRunRenameArgs,
     "os_validate": OsValidateArgs,
     "test_delay": TestDelayArgs,
+    "config_replicate": ConfigReplicateArgs,
+    "jobs_replicate": JobsReplicateArgs,
+    "master_info": NoArgs,
+    "master_demote": MasterDemoteArgs,
+    "master_takeover": NoArgs,
+    "replica_dump": NoArgs,
+    "upload_files": UploadFilesArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
@@ -273,8 +381,8 @@ def decode_args(procedure: str, args: Mapping[str, Any]) -> ProcedureArgs:
 
 
 def check_args(procedure: str, args: Mapping[str, Any]) -> None:
-    """Refuse arguments ``procedure`` would refuse, before they are sent; procedures
-    without a Struct pass unchecked."""
+    """Refuse arguments ``procedure`` would refuse, before they are sent; a procedure
+    this contract does not know is left to the node, which refuses it by name."""
     kind = ARGS.get(procedure)
     if kind is not None:
         decode(procedure, kind, args)

@@ -142,6 +142,16 @@ def create_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
 
 
+def _load_ca(ca_cert_pem: bytes | str, ca_key_pem: bytes | str
+             ) -> tuple[x509.Certificate, CertificateIssuerPrivateKeyTypes]:
+    """The CA certificate and its signing key, refused unless they belong together."""
+    ca_cert = _load_cert(ca_cert_pem, "the CA certificate")
+    ca_key = _load_signing_key(ca_key_pem, "the CA key")
+    if ca_cert.public_key() != ca_key.public_key():
+        raise ParameterError("the CA key does not belong to the CA certificate")
+    return ca_cert, ca_key
+
+
 def _ip_addresses(ips: list[str]) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     result = []
     for ip in ips:
@@ -167,17 +177,14 @@ def sign_node_cert(
     """
     if not node_name:
         raise ParameterError("a node certificate needs the node name")
-    ca_cert = _load_cert(ca_cert_pem, "the CA certificate")
-    ca_key = _load_signing_key(ca_key_pem, "the CA key")
-    if ca_cert.public_key() != ca_key.public_key():
-        raise ParameterError("the CA key does not belong to the CA certificate")
+    ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
     key = _new_key()
     not_before, not_after = _validity(days)
     not_after = min(not_after, ca_cert.not_valid_after_utc)
     san: list[x509.GeneralName] = [x509.DNSName(node_name)]
     san.extend(x509.IPAddress(ip) for ip in _ip_addresses(ips))
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_name)]))
         .issuer_name(ca_cert.subject)
@@ -185,28 +192,10 @@ def sign_node_cert(
         .serial_number(x509.random_serial_number())
         .not_valid_before(not_before)
         .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.SubjectAlternativeName(san), critical=False)
+    )
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    cert = (
+        _leaf_extensions(builder, usages, san)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
@@ -326,10 +315,7 @@ def sign_master_client_cert(
     master candidates, any of which may become the master by a failover. It is
     valid for TLS clients only. Returns ``(cert_pem, key_pem)``.
     """
-    ca_cert = _load_cert(ca_cert_pem, "the CA certificate")
-    ca_key = _load_signing_key(ca_key_pem, "the CA key")
-    if ca_cert.public_key() != ca_key.public_key():
-        raise ParameterError("the CA key does not belong to the CA certificate")
+    ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
     key = _new_key()
     not_before, not_after = _validity(days)
     subject = x509.Name([

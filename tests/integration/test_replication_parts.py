@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,10 @@ import pytest
 from corral import daemons
 from corral.config.storage import sidecar_files
 from corral.luxi import Client
-from corral.paths import Paths
 from corral.rpc.chunks import MAX_BODY_ENV
 from corral.utils.process import running_pid
 from tests.conftest import TestbedHandle, run_tool
+from tests.integration.test_replication import _node_paths, _query
 
 BODY_LIMIT = 256 * 1024
 COMMENT = 40_000
@@ -37,18 +36,6 @@ def small_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
 def testbed(small_bodies: None, testbed: TestbedHandle) -> Iterator[TestbedHandle]:
     """The shared testbed, brought up once the body limit is in the environment."""
     yield testbed
-
-
-def _paths(testbed: TestbedHandle, index: int) -> Paths:
-    return Paths(Path(testbed.state["nodes"][index - 1]["root"]))
-
-
-def _query(db: Path, sql: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def _serial(db: Path) -> int:
@@ -81,7 +68,7 @@ def _submit_big_jobs(testbed: TestbedHandle) -> list[int]:
 
 def test_a_candidate_is_seeded_with_an_archive_larger_than_one_body(
         testbed: TestbedHandle) -> None:
-    node3 = _paths(testbed, 3)
+    node3 = _node_paths(testbed, 3)
     # node3's replica is lost while its daemon is down: it needs a full snapshot.
     daemons.stop(node3)
     for stale in (node3.jobs_replica, *sidecar_files(node3.jobs_replica)):
@@ -92,7 +79,7 @@ def test_a_candidate_is_seeded_with_an_archive_larger_than_one_body(
     assert size > 5 * BODY_LIMIT
     target = _serial(master_jobs)
     # node2 followed with deltas larger than one body as well.
-    node2 = _paths(testbed, 2)
+    node2 = _node_paths(testbed, 2)
     deadline = time.monotonic() + 60
     while _serial(node2.jobs_replica) != target and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -185,8 +185,12 @@ def test_priority_is_passed_to_the_locks(store: ConfigStore) -> None:
         await master.locks.acquire(LockLevel.CLUSTER, ["BGL"], owner="admin")
         task = asyncio.create_task(processor.execute(
             op_from_dict({"OP_ID": "OP_TEST_DELAY", "duration": 0}), Ctx(job_id=3, priority=-5)))
-        await asyncio.sleep(0.005)
-        pending = [p for i in master.locks.info() for p in i.pending]
+        # wait (at most 5 s, however loaded the machine) until the job queues on the BGL
+        for _ in range(500):
+            pending = [p for i in master.locks.info() for p in i.pending]
+            if pending or task.done():
+                break
+            await asyncio.sleep(0.01)
         master.locks.release_all(owner="admin")
         await task
         return pending

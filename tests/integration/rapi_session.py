@@ -306,12 +306,15 @@ def filters(s: Session) -> None:
     with s.running("GET /2/filters"):
         out["before"] = c.GetFilters()
     with s.running("POST /2/filters"):
-        uuid = c.AddFilter(10, predicates, "REJECT")
+        # The library appends its own ["gnt:client", "", now] entry to the trail.
+        uuid = c.AddFilter(10, predicates, "REJECT",
+                           reason_trail=[["user", "session maintenance", 1]])
         s.expect(isinstance(uuid, str) and len(uuid) >= 32,
                  f"AddFilter returned {uuid!r}, expected the new filter's UUID")
         out["uuid"] = uuid
         got = c.GetFilter(uuid)
         out["added"] = {k: got.get(k) for k in ("uuid", "priority", "action", "predicates")}
+        out["added_trail"] = [list(entry[:2]) for entry in got.get("reason_trail") or []]
         out["listed"] = uuid in c.GetFilters()
         out["listed_bulk"] = any(f.get("uuid") == uuid for f in c.GetFilters(bulk=True))
     with s.running(f"PUT /2/filters/{uuid}"):

@@ -223,6 +223,11 @@ def session_expectations(report: dict[str, Any], cluster: str
         "uuid": filters["uuid"], "priority": 10, "action": "REJECT",
         "predicates": [["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]})
     eq("filter listed (plain, bulk)", [filters["listed"], filters["listed_bulk"]], [True, True])
+    # Ganeti stores the library's ["gnt:client", "", ts] as given, then ["luxid", "", ts];
+    # corral keeps it under RAPI's own source and appends its RAPI entry.
+    eq("filter trail as added", filters["added_trail"],
+       [["user", "session maintenance"], ["gnt:client:rapi-client", ""],
+        ["gnt:client:rapi", "filters"]])
     eq("filter as replaced", filters["replaced"],
        {"uuid": filters["uuid"], "priority": 20, "action": "ACCEPT"})
     holds("filters after delete", filters["after_delete"], "without the filter",

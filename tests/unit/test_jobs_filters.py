@@ -16,10 +16,18 @@ from corral.jobs.filters import (
     validate_rule,
 )
 from corral.objects import FilterRule
+from corral.opcodes.reason import client_entry, queue_entry, user_entry
 from corral.qlang import compile_filter as real_compile_filter
 
 MAINT = ("gnt:user", "maintenance pink bunny", 1_700_000_000_000_000_000)
 OTHER = ("gnt:user", "routine", 1_700_000_000_000_000_001)
+
+
+def cli_trail(text: str | None, job_id: int, index: int = 0) -> list[list[Any]]:
+    """A trail as ``gnt-debug delay [--reason TEXT]`` and the queue make it."""
+    trail = [user_entry(text)] if text is not None else []
+    trail += [client_entry("gnt-debug", "delay"), queue_entry("OP_TEST_DELAY", job_id, index)]
+    return [list(entry) for entry in trail]
 
 
 def rule(
@@ -199,11 +207,23 @@ def test_opcode_predicate_sees_every_field() -> None:
     assert decide(rules, ops=[op(duration=9.0, on_master=True)]) == Decision("ACCEPT")
 
 
-def test_opcode_missing_a_field_does_not_match_even_under_negation() -> None:
-    rules = [rule("o", predicates=[["opcode", ["!", ["=", "duration", 5]]]])]
+def test_opcode_missing_a_field_does_not_match_under_a_nested_negation() -> None:
+    # Below the top level a negation is evaluated per opcode (as Ganeti): an opcode
+    # lacking 'duration' matches neither ['=', 'duration', 5] nor its negation.
+    rules = [rule("o", predicates=[["opcode", ["&", ["!", ["=", "duration", 5]]]]])]
     assert decide(rules, ops=[op("OP_CLUSTER_QUERY")]) == Decision("ACCEPT")
     assert decide(rules, ops=[op(duration=3)]) == Decision("REJECT", "o")
     assert decide(rules, ops=[op("OP_CLUSTER_QUERY"), op(duration=3)]) == Decision("REJECT", "o")
+    assert decide(rules, ops=[op(duration=5), op(duration=3)]) == Decision("REJECT", "o")
+
+
+def test_opcode_top_level_negation_means_no_opcode_matches() -> None:
+    rules = [rule("o", predicates=[["opcode", ["!", ["=", "duration", 5]]]])]
+    # An opcode lacking the field does not match the inner expression either.
+    assert decide(rules, ops=[op("OP_CLUSTER_QUERY")]) == Decision("REJECT", "o")
+    assert decide(rules, ops=[op(duration=3), op("OP_CLUSTER_QUERY")]) == Decision("REJECT", "o")
+    assert decide(rules, ops=[op(duration=3), op(duration=5)]) == Decision("ACCEPT")
+    assert decide(rules, ops=[]) == Decision("REJECT", "o")
 
 
 def test_opcode_dotted_field_reaches_into_nested_dicts() -> None:
@@ -242,6 +262,39 @@ def test_reason_fields_source_and_timestamp() -> None:
     assert decide(rules, ops=[op(reason=[list(OTHER)])]) == Decision("REJECT", "r")
 
 
+def test_reason_top_level_negation_means_no_entry_matches() -> None:
+    rules = [rule("r", predicates=[["reason", ["!", ["=", "source", "user"]]]])]
+    assert decide(rules, ops=[op(reason=cli_trail(None, 7))]) == Decision("REJECT", "r")
+    assert decide(rules, ops=[op(reason=cli_trail("x", 7))]) == Decision("ACCEPT")
+    # The entry may be in any opcode of the job.
+    two = [op(reason=cli_trail(None, 7)), op(reason=cli_trail("x", 7, index=1))]
+    assert decide(rules, ops=two) == Decision("ACCEPT")
+    assert decide(rules, ops=[op(reason=[])]) == Decision("REJECT", "r")
+
+
+def test_reason_nested_negation_is_per_entry() -> None:
+    # Inside '&' the negation relates fields of the same entry: "a user entry whose
+    # text is not 'x'"; corral's own entries are not user entries.
+    expr = ["&", ["=", "source", "user"], ["!", ["=", "reason", "x"]]]
+    rules = [rule("r", predicates=[["reason", expr]])]
+    assert decide(rules, ops=[op(reason=cli_trail("x", 7))]) == Decision("ACCEPT")
+    assert decide(rules, ops=[op(reason=cli_trail("y", 7))]) == Decision("REJECT", "r")
+    assert decide(rules, ops=[op(reason=cli_trail(None, 7))]) == Decision("ACCEPT")
+
+
+def test_reason_double_negation_means_every_entry_matches() -> None:
+    rules = [rule("r", predicates=[["reason", ["!", ["!", ["=~", "source", "^gnt:"]]]]])]
+    assert decide(rules, ops=[op(reason=cli_trail(None, 7))]) == Decision("REJECT", "r")
+    assert decide(rules, ops=[op(reason=cli_trail("x", 7))]) == Decision("ACCEPT")
+
+
+@pytest.mark.parametrize("expr", [["!"], ["!", ["=", "source", "user"], ["=", "reason", "x"]]])
+@pytest.mark.parametrize("name", ["opcode", "reason"])
+def test_malformed_negation_is_still_refused(name: str, expr: list[Any]) -> None:
+    with pytest.raises(QueryFilterError, match=rf"^predicate 1 \('{name}'\): .*'!'"):
+        validate_rule(0, [[name, expr]], "REJECT")
+
+
 def test_reason_conditions_must_hold_for_one_entry() -> None:
     # source of one entry and text of another do not combine.
     expr = ["&", ["=", "source", "gnt:client"], ["=", "reason", "maintenance pink bunny"]]
@@ -276,10 +329,16 @@ def test_seed_example_pausing_jobs_not_of_a_maintenance() -> None:
             )
         ]
     )
-    assert chain.decide(21, [op(reason=[OTHER])]) == Decision("PAUSE", "pink")
-    assert chain.decide(19, [op(reason=[OTHER])]) == Decision("ACCEPT")
-    # Every entry is about the maintenance: no entry satisfies the negation.
-    assert chain.decide(21, [op(reason=[MAINT])]) == Decision("ACCEPT")
+    # Trails as the CLI and the queue make them: the user's text, then corral's own
+    # entries, which never mention the maintenance.
+    assert chain.decide(21, [op(reason=cli_trail("routine", 21))]) == Decision("PAUSE", "pink")
+    assert chain.decide(21, [op(reason=cli_trail(None, 21))]) == Decision("PAUSE", "pink")
+    assert chain.decide(19, [op(reason=cli_trail("routine", 19))]) == Decision("ACCEPT")
+    maintenance = cli_trail("maintenance pink bunny", 21)
+    assert chain.decide(21, [op(reason=maintenance)]) == Decision("ACCEPT")
+    # One opcode of the job carrying the maintenance reason is enough.
+    ops = [op(reason=cli_trail(None, 22)), op(reason=cli_trail("maintenance pink bunny", 22, 1))]
+    assert chain.decide(22, ops) == Decision("ACCEPT")
 
 
 def test_seed_example_rejecting_instance_creations() -> None:

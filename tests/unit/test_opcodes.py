@@ -13,6 +13,7 @@ from corral.opcodes import (
     REGISTRY,
     OpClusterSetParams,
     OpTestDelay,
+    check_rapi_trail,
     check_submitted_trail,
     op_from_dict,
     op_summary,
@@ -123,3 +124,21 @@ def test_outside_trails_may_not_forge_internal_sources() -> None:
         check_submitted_trail([["user", "x"]])
     with pytest.raises(ParameterError, match="entry 1"):
         check_submitted_trail([["user", "x", 1], ["user", "x", True]])
+
+
+def test_rapi_trails_refuse_every_internal_source_and_keep_every_entry() -> None:
+    given = [["user", "why", 1], ["other-app:tool", "gui:stop", 2], ["gnt:client", "", 3]]
+    assert check_rapi_trail(given) == [("user", "why", 1), ("other-app:tool", "gui:stop", 2),
+                                       ("gnt:client:rapi-client", "", 3)]
+    # The library marker twice (the library appends to the caller's list): both kept.
+    assert len(check_rapi_trail([["gnt:client", "", 1], ["gnt:client", "", 2]])) == 2
+    for source, text in (("gnt:client:gnt-job", "list"), ("gnt:opcode:x", ""),
+                         ("gnt:client", "x"), ("gnt:client:rapi-client", "")):
+        with pytest.raises(ParameterError,
+                           match=rf"entry 1 \['{source}', '{text}', 9\]: source '{source}' "
+                                 "is reserved"):
+            check_rapi_trail([["user", "why", 1], [source, text, 9]])
+    with pytest.raises(ParameterError, match=r"entry 0: expected \[source, reason"):
+        check_rapi_trail([["gnt:client", ""]])
+    with pytest.raises(ParameterError, match="reason: expected a list"):
+        check_rapi_trail("user")

@@ -311,8 +311,19 @@ async def test_filters(client: TestClient, master: FakeMaster) -> None:
     assert (status, body) == (200, "6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e")
     method, (uuid, priority, predicates, action, trail) = master.calls[-1]
     assert (method, uuid, priority, predicates, action) == ("ReplaceFilter", None, 1, [], "PAUSE")
-    assert [entry[:2] for entry in trail] == [["user", "ticket 1"], ["user", "why"],
-                                              ["gnt:client:rapi", "filters"]]
+    # The client library's entry is kept in place, under RAPI's stand-in source.
+    assert trail[:2] == [["gnt:client:rapi-client", "", 1], ["user", "ticket 1", 2]]
+    assert [entry[:2] for entry in trail[2:]] == [["user", "why"], ["gnt:client:rapi", "filters"]]
+    calls = len(master.calls)
+    for entry in (["gnt:client:rapi", "filters", 3], ["gnt:opcode:test_delay", "", 3],
+                  ["gnt:client", "not empty", 3], ["gnt:", "", 3]):
+        status, body, _ = await call(client, "PUT",
+                                     "/2/filters/6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e",
+                                     body={"reason": [["user", "ok", 1], entry]})
+        assert status == 400, (entry, body)
+        assert f"reason trail entry 1 {entry!r}" in body["message"]
+        assert "'user'" in body["message"] and "['gnt:client', ''" in body["message"]
+    assert len(master.calls) == calls, "a refused trail never reaches the master"
     status, body, _ = await call(client, "PUT", "/2/filters/6f4e5c1a-0b7d-4a55-9f3e-1f9a8b7c6d5e",
                                  body={"priority": "high"})
     assert status == 400 and "'priority' must be an integer" in body["message"]

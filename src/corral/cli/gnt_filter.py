@@ -68,7 +68,9 @@ def _rule_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Priority of the rule; lower numbers are evaluated first."),
         click.option("--predicates", metavar="JSON", default=None, callback=_predicates,
                      help="JSON list of predicates: [\"jobid\"|\"opcode\"|\"reason\", "
-                          "query filter]; the rule applies when all hold."),
+                          "query filter]; the rule applies when all hold. An opcode or "
+                          "reason predicate holds when some opcode or trail entry "
+                          "matches; [\"!\", F] at its top means none matches F."),
         click.option("--action", metavar="ACTION", default="CONTINUE", callback=_action,
                      show_default=True,
                      help="ACCEPT, PAUSE, REJECT, CONTINUE or 'RATE_LIMIT n'."),

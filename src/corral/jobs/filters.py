@@ -19,6 +19,16 @@ views of a job:
     each reason trail entry of each opcode, fields ``source``, ``reason`` and
     ``timestamp``. True if at least one entry matches.
 
+A negation at the top of an ``opcode`` or ``reason`` expression, ``["!", E]``, negates
+the existence instead: the predicate holds when *no* opcode (no trail entry) matches
+``E``. Every job carries entries of corral's own (``gnt:client:…``, ``gnt:opcode:…``)
+and often opcodes a rule is not about, so "some entry does not match ``E``" would hold
+for nearly every job; the seed's example "pause all new jobs not belonging to a
+maintenance" (``["reason", ["!", ["=~", "reason", "maintenance pink bunny"]]]``) means
+"no entry matches". Only the top level is special: a ``!`` inside ``&`` or ``|`` (or
+under another ``!``) is evaluated per opcode or per entry, as in Ganeti, so
+``["!", ["!", E]]`` reads "every entry matches ``E``".
+
 The queue re-evaluates every waiting job whenever the rules change, so the rules are
 compiled once, by :meth:`FilterChain.from_rules`, into closures; :meth:`FilterChain.decide`
 only calls them. A comparison that cannot be made (a number against a string) is false
@@ -261,14 +271,26 @@ def _lookup(op: Mapping[str, Any], field: str) -> Any:
     return value
 
 
+def _split_negation(expr: Any) -> tuple[bool, Any]:
+    """``(True, E)`` for a top-level negation ``["!", E]``, else ``(False, expr)``.
+
+    Anything malformed (``["!"]``, ``["!", a, b]``) is not split, so that the query
+    language compiler reports it as it would anywhere else.
+    """
+    if isinstance(expr, (list, tuple)) and len(expr) == 2 and expr[0] == "!":
+        return True, expr[1]
+    return False, expr
+
+
 def _compile_opcode(expr: Any) -> _Predicate:
+    negated, inner = _split_negation(expr)
     used: list[str] = []
 
     def resolve(field: str) -> Callable[[Mapping[str, Any]], Any]:
         used.append(field)
         return lambda op: _lookup(op, field)
 
-    test = compile_filter(expr, resolve)
+    test = compile_filter(inner, resolve)
     fields = tuple(dict.fromkeys(used))
 
     def opcode_matches(op: Mapping[str, Any]) -> bool:
@@ -278,7 +300,8 @@ def _compile_opcode(expr: Any) -> _Predicate:
         return _holds(test, op)
 
     def opcode_holds(job_id: int, ops: Sequence[Mapping[str, Any]]) -> bool:
-        return any(opcode_matches(op) for op in ops)
+        found = any(opcode_matches(op) for op in ops)
+        return not found if negated else found
 
     return opcode_holds
 
@@ -293,15 +316,15 @@ def _compile_reason(expr: Any) -> _Predicate:
             )
         return lambda entry: entry[position]
 
-    test = compile_filter(expr, resolve)
+    negated, inner = _split_negation(expr)
+    test = compile_filter(inner, resolve)
+
+    def entry_matches(entry: Any) -> bool:
+        return isinstance(entry, (list, tuple)) and len(entry) >= 3 and _holds(test, entry)
 
     def reason_holds(job_id: int, ops: Sequence[Mapping[str, Any]]) -> bool:
-        for op in ops:
-            trail = op.get("reason") or ()
-            for entry in trail:
-                if isinstance(entry, (list, tuple)) and len(entry) >= 3 and _holds(test, entry):
-                    return True
-        return False
+        found = any(entry_matches(entry) for op in ops for entry in op.get("reason") or ())
+        return not found if negated else found
 
     return reason_holds
 

@@ -29,7 +29,12 @@ from corral.opcodes.ops import (
     OpTagsSet,
     OpTestDelay,
 )
-from corral.opcodes.reason import ReasonEntry, check_submitted_trail, opcode_source
+from corral.opcodes.reason import (
+    ReasonEntry,
+    check_rapi_trail,
+    check_submitted_trail,
+    opcode_source,
+)
 
 __all__ = [
     "FINAL_JOB_STATUSES",
@@ -49,6 +54,7 @@ __all__ = [
     "OpTestDelay",
     "Priority",
     "ReasonEntry",
+    "check_rapi_trail",
     "check_submitted_trail",
     "op_from_dict",
     "op_summary",

@@ -3,9 +3,9 @@
 An entry is ``(source, reason, timestamp_ns)``. Sources starting with ``gnt:`` belong
 to corral itself: the CLI adds ``gnt:client:gnt-<tool>``, RAPI ``gnt:client:rapi``,
 the job queue ``gnt:opcode:<op>``. A user's own text is a ``user`` entry. Trails that
-arrive from outside (luxi, RAPI bodies) may carry any source except the ``gnt:``
-ones the submitting client is entitled to add: :func:`check_submitted_trail` says
-which.
+arrive over luxi may carry any source except the ``gnt:`` ones the submitting client
+is not entitled to add (:func:`check_submitted_trail` says which); trails in RAPI
+bodies may carry no ``gnt:`` source at all (:func:`check_rapi_trail`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ from corral.errors import ParameterError
 __all__ = [
     "CLIENT_PREFIX",
     "INTERNAL_PREFIX",
+    "LIBRARY_SOURCE",
+    "LIBRARY_STAND_IN",
     "OPCODE_PREFIX",
     "RAPI_SOURCE",
     "USER_SOURCE",
     "ReasonEntry",
+    "check_rapi_trail",
     "check_submitted_trail",
     "client_entry",
     "opcode_source",
@@ -45,6 +48,11 @@ OPCODE_PREFIX = "gnt:opcode:"
 RAPI_SOURCE = "gnt:client:rapi"
 #: Source of a user's own ``--reason`` / ``reason=`` text.
 USER_SOURCE = "user"
+#: Source of the entry Ganeti's RAPI client library appends to a filter's trail
+#: (``["gnt:client", "", now]``); see :func:`check_rapi_trail`.
+LIBRARY_SOURCE = "gnt:client"
+#: What RAPI stores that entry as: RAPI saying "a RAPI client library passed this on".
+LIBRARY_STAND_IN = "gnt:client:rapi-client"
 
 _CAMEL_RE = re.compile(r"(?<!^)(?=[A-Z])")
 
@@ -80,6 +88,24 @@ def queue_entry(op_id: str, job_id: int, index: int) -> ReasonEntry:
     return (opcode_source(op_id), f"job={job_id};index={index}", _now())
 
 
+def _checked_entry(index: int, entry: Any) -> ReasonEntry:
+    """``entry`` as a :data:`ReasonEntry`, or an error naming it when it is not
+    ``[text, text, integer]``."""
+    if (
+        not isinstance(entry, (list, tuple))
+        or len(entry) != 3
+        or not isinstance(entry[0], str)
+        or not isinstance(entry[1], str)
+        or isinstance(entry[2], bool)
+        or not isinstance(entry[2], int)
+    ):
+        raise ParameterError(
+            f"reason trail entry {index}: expected [source, reason, timestamp_ns] "
+            f"(text, text, integer), got {entry!r}"
+        )
+    return (entry[0], entry[1], entry[2])
+
+
 def check_submitted_trail(
     trail: Iterable[Sequence[Any]], *, allowed_internal: Iterable[str] = ()
 ) -> list[ReasonEntry]:
@@ -91,26 +117,49 @@ def check_submitted_trail(
     """
     allowed = tuple(allowed_internal)
     entries: list[ReasonEntry] = []
-    for index, entry in enumerate(trail):
-        if (
-            not isinstance(entry, (list, tuple))
-            or len(entry) != 3
-            or not isinstance(entry[0], str)
-            or not isinstance(entry[1], str)
-            or isinstance(entry[2], bool)
-            or not isinstance(entry[2], int)
-        ):
-            raise ParameterError(
-                f"reason trail entry {index}: expected [source, reason, timestamp_ns] "
-                f"(text, text, integer), got {entry!r}"
-            )
+    for index, raw in enumerate(trail):
+        entry = _checked_entry(index, raw)
         source = entry[0]
         if source.startswith(INTERNAL_PREFIX) and not source.startswith(allowed):
             accepted = ", ".join(allowed) if allowed else "none"
             raise ParameterError(
-                f"reason trail entry {index}: source {source!r} is reserved for corral "
-                f"itself ('gnt:' sources accepted from clients: {accepted}); "
+                f"reason trail entry {index} {list(entry)!r}: source {source!r} is reserved "
+                f"for corral itself ('gnt:' sources accepted from clients: {accepted}); "
                 f"use source {USER_SOURCE!r} for your own reasons"
             )
-        entries.append((source, entry[1], entry[2]))
+        entries.append(entry)
+    return entries
+
+
+def check_rapi_trail(trail: Any) -> list[ReasonEntry]:
+    """Validate a trail sent in a RAPI body (``POST``/``PUT /2/filters``).
+
+    RAPI is the interface towards the outside world, so no ``gnt:`` source is accepted
+    there: the refusal names the entry. One entry has a meaning of its own: Ganeti's
+    RAPI client library appends ``["gnt:client", "", now]`` to every trail it sends
+    (:data:`LIBRARY_SOURCE`). Refusing it would break that library and dropping it
+    would lose an entry, so RAPI vouches for it: the entry is kept in its place, with
+    its timestamp, under RAPI's source :data:`LIBRARY_STAND_IN`. Every other entry is
+    returned as given.
+    """
+    if not isinstance(trail, (list, tuple)):
+        raise ParameterError(
+            f"reason: expected a list of [source, reason, timestamp_ns] entries, got {trail!r}"
+        )
+    entries: list[ReasonEntry] = []
+    for index, raw in enumerate(trail):
+        entry = _checked_entry(index, raw)
+        source, text, timestamp = entry
+        if source == LIBRARY_SOURCE and text == "":
+            entries.append((LIBRARY_STAND_IN, text, timestamp))
+            continue
+        if source.startswith(INTERNAL_PREFIX):
+            raise ParameterError(
+                f"reason trail entry {index} {list(entry)!r}: source {source!r} is reserved "
+                f"for corral itself and refused from RAPI clients; use any other source "
+                f"(e.g. {USER_SOURCE!r}) for your own entries. The one 'gnt:' entry "
+                f"accepted is [{LIBRARY_SOURCE!r}, '', timestamp_ns], which Ganeti's RAPI "
+                f"client library adds (stored as {LIBRARY_STAND_IN!r})"
+            )
+        entries.append(entry)
     return entries

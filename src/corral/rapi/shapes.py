@@ -101,7 +101,10 @@ FILTER_BODY: Final = obj({
     "action": any_of(string(enum=("ACCEPT", "PAUSE", "REJECT", "CONTINUE")), array(ANY),
                      doc="ACCEPT, PAUSE, REJECT, CONTINUE or [\"RATE_LIMIT\", n] "
                          "(default CONTINUE)"),
-    "reason": array(array(ANY), "The rule's reason trail: [source, reason, timestamp_ns]"),
+    "reason": array(array(ANY), "The rule's reason trail: [source, reason, timestamp_ns] "
+                                "each; 'gnt:' sources are refused, except the ['gnt:client', "
+                                "'', timestamp_ns] entry Ganeti's client library adds, stored "
+                                "as 'gnt:client:rapi-client'"),
 }, additional=False)
 
 NODE: Final = obj({

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from corral.opcodes import check_rapi_trail
 from corral.rapi.handlers.common import uri_list
 from corral.rapi.request import RapiRequest
 
@@ -15,10 +16,6 @@ __all__ = ["FILTER_FIELDS", "add", "delete", "get", "index", "replace"]
 
 #: Fields of a filter rule as RAPI shows it (Ganeti's list and order).
 FILTER_FIELDS: Final = ("watermark", "priority", "predicates", "action", "reason_trail", "uuid")
-
-#: The source Ganeti's RAPI client library adds to a rule's trail for itself; RAPI's
-#: own ``gnt:client:rapi`` entry says the same, so it is not stored.
-_LIBRARY_SOURCE: Final = "gnt:client"
 
 
 async def index(req: RapiRequest) -> list[dict[str, Any]]:
@@ -37,9 +34,11 @@ async def get(req: RapiRequest) -> dict[str, Any]:
 
 
 async def _replace(req: RapiRequest, uuid: str | None) -> str:
+    """The body's trail is checked (no ``gnt:`` source from outside, see
+    :func:`check_rapi_trail`) and kept whole; the ``reason=`` text and RAPI's own
+    ``gnt:client:rapi`` entry follow it."""
     body = req.body_dict()
-    trail = [entry for entry in body.get("reason", [])
-             if not (isinstance(entry, list) and entry[:1] == [_LIBRARY_SOURCE])]
+    trail: list[list[Any]] = [list(e) for e in check_rapi_trail(body.get("reason", []))]
     trail.extend(req.reason_trail())
     result: str = await req.call("ReplaceFilter", uuid, body.get("priority", 0),
                                  body.get("predicates", []), body.get("action", "CONTINUE"),

@@ -232,12 +232,13 @@ def check_variant(os_name: str, variants: Sequence[str], force_variant: bool) ->
         return
     base, variant = split_os_name(os_name)
     choices = ", ".join(f"{base}+{v}" for v in variants)
+    forced = "--force-variant (RAPI/opcode: force_variant=true)"
     if variants and not variant:
         raise OsError(f"OS {base} has variants: give exactly one, as one of {choices} "
-                      "(or --force-variant to let the OS pick its first)")
+                      f"(or {forced} to let the OS pick its first)")
     if variants and variant not in variants:
         raise OsError(f"OS {base} has no variant {variant!r}; its variants: {choices} "
-                      "(--force-variant passes an undeclared one to the OS scripts)")
+                      f"({forced} passes an undeclared one to the OS scripts)")
     if variant and not variants:
         raise OsError(f"OS {base} has no variants, but {os_name!r} names one; use {base}")
 

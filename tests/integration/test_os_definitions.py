@@ -103,13 +103,19 @@ def test_os_states_version_listing_and_parameter_case(testbed: TestbedHandle,
         refused = testbed.run("gnt-os", "modify", state, "yes", "caseos+alpha", check=False)
         assert refused.returncode != 0, refused
         assert "per OS" in refused.stderr and "caseos" in refused.stderr, refused.stderr
-    assert testbed.info()["hidden_os"] == testbed.info()["blacklisted_os"] == []
+    settings = testbed.info()
+    assert settings["hidden_os"] == settings["blacklisted_os"] == []
 
     testbed.run("gnt-os", "modify", "--blacklisted", "yes", "caseos")
     listed = testbed.run("gnt-os", "list", "--no-headers").stdout.split()
     assert "caseos+alpha" not in listed and "corral-ext4+default" in listed, listed
     blacklisted = testbed.run("gnt-os", "list", "--no-headers", "--blacklisted").stdout.split()
     assert {"caseos+alpha", "caseos+beta"} <= set(blacklisted), blacklisted
+    # As in Ganeti, info and diagnose show it too, marked.
+    assert "caseos:\n  - valid: True\n  - hidden: False\n  - blacklisted: True\n" in \
+        testbed.run("gnt-os", "info", "caseos").stdout
+    assert "OS: caseos [global status: valid] [blacklisted]\n" in \
+        testbed.run("gnt-os", "diagnose").stdout
     # Every variant is refused, since the state belongs to the OS.
     error = _add(testbed, "black.testbed", "caseos+beta", check=False)
     assert "blacklisted" in error, error

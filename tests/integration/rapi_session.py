@@ -189,7 +189,7 @@ def instance_life(s: Session, pnode: str) -> None:
     with s.running("POST /2/instances"):
         job = s.wait(c.CreateInstance(
             "create", name, "file", [{"size": 64}], [{}],
-            os="corral-ext4", pnode=pnode, start=False,
+            os="corral-ext4+default", pnode=pnode, start=False,
             name_check=False, ip_check=False,
             beparams={"maxmem": 128, "minmem": 128, "vcpus": 1}),
             "create instance")
@@ -216,7 +216,7 @@ def instance_life(s: Session, pnode: str) -> None:
         s.wait(c.ShutdownInstance(name), "stop instance")
         life["after_stop"] = c.GetInstance(name).get("status")
     with s.running(f"POST /2/instances/{name}/reinstall"):
-        s.wait(c.ReinstallInstance(name, os="corral-ext4", no_startup=True),
+        s.wait(c.ReinstallInstance(name, os="corral-ext4+default", no_startup=True),
                "reinstall instance")
         life["after_reinstall"] = c.GetInstance(name).get("status")
     with s.running(f"PUT /2/instances/{name}/modify"):
@@ -254,7 +254,7 @@ def failed_job(s: Session) -> None:
     with s.running("POST /2/instances (unknown node)"):
         try:
             answer = c.CreateInstance("create", "broken.testbed", "diskless", [], [{}],
-                                      os="corral-ext4", pnode="no-such-node.testbed",
+                                      os="corral-ext4+default", pnode="no-such-node.testbed",
                                       name_check=False, ip_check=False)
         except s.rapi.GanetiApiError as err:
             s.report["refused_create"] = {"code": err.code,

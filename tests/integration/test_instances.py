@@ -59,7 +59,7 @@ def fake_state(testbed: TestbedHandle, index: int) -> list[str]:
 
 def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
     """Create with the bundled OS, start, reboot, stop, rename, remove."""
-    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                 "node2.testbed", "--disk", "0:size=64M", "--net", "0:mode=bridged,link=br0",
                 "--reason", "first instance", "web1.testbed")
     [disk] = disk_files(testbed, 2)
@@ -67,7 +67,7 @@ def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
     assert hostname_in(disk) == "web1.testbed"
     assert disk_files(testbed, 3) == []
     rows = list_instances(testbed, "name,pnode,status,disk_template,os,disk.sizes")
-    assert rows == [["web1.testbed", "node2.testbed", "running", "file", "corral-ext4",
+    assert rows == [["web1.testbed", "node2.testbed", "running", "file", "corral-ext4+default",
                      "64"]]
     assert fake_state(testbed, 2) == ["web1.testbed"]
 
@@ -95,7 +95,7 @@ def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
 
 def test_dry_run_and_bad_input_change_nothing(testbed: TestbedHandle) -> None:
     """Dry runs and refused creates leave no instance, disk or lock behind."""
-    dry = testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    dry = testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                       "node2.testbed", "--disk", "0:size=16M", "--dry-run", "dry.testbed")
     assert dry.returncode == 0
     unknown = testbed.run("gnt-instance", "add", "-t", "file", "-o", "no-such-os", "-n",
@@ -161,7 +161,7 @@ def test_failing_os_script_leaves_nothing(testbed: TestbedHandle, tmp_path: Path
     """A failing create script fails the job with its last output lines; the disks
     it was given are removed and the configuration is unchanged."""
     install_os(testbed, DATA / "dumpenv")
-    proc = testbed.run("gnt-instance", "add", "-t", "file", "-o", "dumpenv", "-n",
+    proc = testbed.run("gnt-instance", "add", "-t", "file", "-o", "dumpenv+alpha", "-n",
                        "node2.testbed", "--disk", "0:size=8M", "-O",
                        f"fail=create,dump_file={tmp_path / 'env.txt'}", "broken.testbed",
                        check=False)
@@ -177,13 +177,13 @@ def test_failing_os_script_leaves_nothing(testbed: TestbedHandle, tmp_path: Path
 def test_hidden_and_blacklisted_os(testbed: TestbedHandle) -> None:
     """Hidden OSes are listed only when asked; blacklisted ones refuse new installs
     but still allow reinstall and rename."""
-    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                 "node1.testbed", "--disk", "0:size=16M", "--no-start", "old.testbed")
     testbed.run("gnt-os", "modify", "--hidden", "yes", "corral-ext4")
     assert "corral-ext4" not in testbed.run("gnt-os", "list").stdout
     assert "corral-ext4" in testbed.run("gnt-os", "list", "--hidden").stdout
     testbed.run("gnt-os", "modify", "--hidden", "no", "--blacklisted", "yes", "corral-ext4")
-    refused = testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    refused = testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                           "node1.testbed", "--disk", "0:size=16M", "new.testbed", check=False)
     assert refused.returncode != 0 and "blacklisted" in refused.stderr
     testbed.run("gnt-instance", "reinstall", "-f", "old.testbed")
@@ -195,7 +195,7 @@ def test_migrate_failover_and_move(testbed: TestbedHandle) -> None:
     """sharedfile and diskless instances migrate and fail over; file disks move by
     copying their data to the other node. (No NICs: the default one is bridged to a
     bridge the test host does not have, and a target without it is refused.)"""
-    testbed.run("gnt-instance", "add", "-t", "sharedfile", "-o", "corral-ext4", "-n",
+    testbed.run("gnt-instance", "add", "-t", "sharedfile", "-o", "corral-ext4+default", "-n",
                 "node1.testbed", "--disk", "0:size=16M", "--no-nics", "shared.testbed")
     testbed.run("gnt-instance", "migrate", "-f", "-n", "node2.testbed", "shared.testbed")
     assert list_instances(testbed, "name,pnode,status") == [
@@ -204,7 +204,7 @@ def test_migrate_failover_and_move(testbed: TestbedHandle) -> None:
     testbed.run("gnt-instance", "failover", "-f", "-n", "node3.testbed", "shared.testbed")
     assert list_instances(testbed, "pnode,status") == [["node3.testbed", "running"]]
 
-    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                 "node2.testbed", "--disk", "0:size=16M", "--no-nics", "--no-start",
                 "mover.testbed")
     refused = testbed.run("gnt-instance", "migrate", "-f", "-n", "node3.testbed",
@@ -220,7 +220,7 @@ def test_migrate_failover_and_move(testbed: TestbedHandle) -> None:
 
 def test_modify_and_disks(testbed: TestbedHandle) -> None:
     """Parameters, OS parameters (with -key removal), disks and NICs change."""
-    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n",
+    testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
                 "node2.testbed", "--disk", "0:size=16M", "--no-start", "mod.testbed")
     testbed.run("gnt-instance", "modify", "-B", "vcpus=3", "mod.testbed")
     testbed.run("gnt-instance", "grow-disk", "mod.testbed", "0", "16M")
@@ -252,7 +252,7 @@ def test_kill_noded_during_create(testbed: TestbedHandle, tmp_path: Path) -> Non
     install_os(testbed, slow)
     paths = node_paths(testbed, 3)
     proc = subprocess.Popen(
-        [str(BIN / "gnt-instance"), "add", "-t", "file", "-o", "slowos", "-n",
+        [str(BIN / "gnt-instance"), "add", "-t", "file", "-o", "slowos+alpha", "-n",
          "node3.testbed", "--disk", "0:size=8M", "victim.testbed"],
         env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

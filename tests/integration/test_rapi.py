@@ -217,7 +217,7 @@ def test_instance_life_cycle(testbed: TestbedHandle) -> None:
     api = _client(testbed)
     create = {"__version__": 1, "mode": "create", "name": "web1.testbed",
               "disk_template": "file", "disks": [{"size": 64}], "nics": [],
-              "os": "corral-ext4", "pnode": "node2.testbed", "beparams": {"maxmem": 256}}
+              "os": "corral-ext4+default", "pnode": "node2.testbed", "beparams": {"maxmem": 256}}
 
     # Bad bodies are refused before anything is queued, saying what is accepted.
     jobs = api.ok("GET", "/2/jobs")
@@ -232,7 +232,7 @@ def test_instance_life_cycle(testbed: TestbedHandle) -> None:
     assert job["ops"][0]["reason"][0][:2] == ["user", "new web server"]
     inst = api.ok("GET", "/2/instances/web1.testbed")
     assert (inst["status"], inst["os"], inst["pnode"], inst["disk_template"]) == \
-        ("running", "corral-ext4", "node2.testbed", "file")
+        ("running", "corral-ext4+default", "node2.testbed", "file")
     assert inst["disk.sizes"] == [64]
     assert inst["beparams"]["maxmem"] == inst["beparams"]["memory"] == 256
     uuid = inst["uuid"]

@@ -174,7 +174,7 @@ def session_expectations(report: dict[str, Any], cluster: str
     eq("created pnode", created["pnode"], life["pnode"])
     eq("created disk_template", created["disk_template"], "file")
     eq("created disk.sizes", created["disk.sizes"], [64])
-    eq("created os", created["os"], "corral-ext4")
+    eq("created os", created["os"], "corral-ext4+default")
     eq("created status (start=False)", created["status"], "ADMIN_down")
     eq("created beparams.maxmem", created["beparams"]["maxmem"], 128)
     eq("status after startup", life["after_start"], "running")
@@ -330,7 +330,7 @@ def test_curl_client(testbed: TestbedHandle, tmp_path: Path) -> None:
     name = "curl1.testbed"
     job_id = curl.ok("POST", "/2/instances", {
         "__version__": 1, "mode": "create", "name": name, "disk_template": "diskless",
-        "disks": [], "nics": [{}], "os": "corral-ext4", "pnode": "node3.testbed",
+        "disks": [], "nics": [{}], "os": "corral-ext4+default", "pnode": "node3.testbed",
         "no_install": True, "start": False, "name_check": False, "ip_check": False,
         "beparams": {"maxmem": 64, "minmem": 64},
     })
@@ -387,7 +387,7 @@ def test_htools_hscan(testbed: TestbedHandle, tmp_path: Path) -> None:
     name = "htools1.testbed"
     curl.wait_job(curl.ok("POST", "/2/instances", {
         "__version__": 1, "mode": "create", "name": name, "disk_template": "file",
-        "disks": [{"size": 64}], "nics": [{}], "os": "corral-ext4",
+        "disks": [{"size": 64}], "nics": [{}], "os": "corral-ext4+default",
         "pnode": "node2.testbed", "name_check": False, "ip_check": False,
         "beparams": {"maxmem": 128, "minmem": 128, "vcpus": 1}}))
     # htools take credentials only in the URL, and check no certificate.
@@ -448,7 +448,7 @@ def test_bulk_fields(testbed: TestbedHandle) -> None:
 
         job_id = call("POST", "/2/instances", {
             "__version__": 1, "mode": "create", "name": "fields1.testbed",
-            "disk_template": "diskless", "disks": [], "nics": [{}], "os": "corral-ext4",
+            "disk_template": "diskless", "disks": [], "nics": [{}], "os": "corral-ext4+default",
             "pnode": "node2.testbed", "no_install": True, "start": False,
             "name_check": False, "ip_check": False})
         deadline = time.monotonic() + 60
@@ -585,7 +585,7 @@ def real_objects(rapi: Rapi, session: requests.Session) -> dict[str, str]:
 
     job_id = submit("POST", "/2/instances", {
         "__version__": 1, "mode": "create", "name": "fuzz1.testbed",
-        "disk_template": "diskless", "disks": [], "nics": [{}], "os": "corral-ext4",
+        "disk_template": "diskless", "disks": [], "nics": [{}], "os": "corral-ext4+default",
         "pnode": "node2.testbed", "no_install": True, "start": False,
         "name_check": False, "ip_check": False})
     deadline = time.monotonic() + 60

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 _CREATE = {"__version__": 1, "mode": "create", "name": "v1.testbed",
            "disk_template": "file", "disks": [{"size": 16}], "nics": [{}],
-           "os": "corral-ext4", "pnode": "node2.testbed", "no_install": True,
+           "os": "corral-ext4+default", "pnode": "node2.testbed", "no_install": True,
            "start": False, "name_check": False, "ip_check": False}
 
 
@@ -142,7 +142,7 @@ def _ganeti_forms_work(api: Rapi) -> None:
     assert inst["disk.sizes"] == [16, 32, 1024] and inst["pnode"] == "node3.testbed"
     api.run("PUT", "/2/instances/v3.testbed/modify", {
         "beparams": {"vcpus": 1}, "disks": [["add", -1, {"size": "8M"}]]})
-    api.run("POST", "/2/instances/v3.testbed/reinstall", {"os": "corral-ext4",
+    api.run("POST", "/2/instances/v3.testbed/reinstall", {"os": "corral-ext4+default",
                                                           "start": False})
     api.run("PUT", "/2/instances/v3.testbed/failover",
             {"target_node": "node2.testbed", "ignore_consistency": False})

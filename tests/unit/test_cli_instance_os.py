@@ -446,18 +446,23 @@ def test_os_list_expands_variants(master: Callable[..., FakeMaster]) -> None:
     result = run(gnt_os.cli, "list", "--hidden", "--no-headers")
     assert result.output.splitlines() == ["hid"]
     assert fake.ops[1]["output_fields"] == ["name", "variants", "hidden"]
+    fake.results["OP_OS_DIAGNOSE"] = [["black", ["a", "b"], True]]
+    result = run(gnt_os.cli, "list", "--blacklisted", "--no-headers")
+    assert result.output.splitlines() == ["black+a", "black+b"]
+    assert fake.ops[2]["output_fields"] == ["name", "variants", "blacklisted"]
 
 
 def test_os_info(master: Callable[..., FakeMaster]) -> None:
     master(results={"OP_OS_DIAGNOSE": [
         ["debian", True, ["buster"], [["dhcp", "Use DHCP"]], [20, 15], False, False,
-         {"debian": {"fake": {}}}, {"debian": {"dhcp": "yes"}}, True],
-        ["broken", False, [], [], [], False, True, {}, {}, True],
+         {"debian": {"fake": {}}}, {"debian": {"dhcp": "yes"}}, True, "2024.1"],
+        ["broken", False, [], [], [], False, True, {}, {}, True, None],
     ]})
     result = run(gnt_os.cli, "info")
     assert result.output == (
         "debian:\n  - valid: True\n  - hidden: False\n  - blacklisted: False\n"
-        "  - API versions:\n    - 15\n    - 20\n  - variants:\n    - buster\n"
+        "  - API versions:\n    - 15\n    - 20\n  - OS version: 2024.1\n"
+        "  - variants:\n    - buster\n"
         "  - parameters:\n    - dhcp: Use DHCP\n  - trusted: True\n\n"
         "broken:\n  - valid: False\n  - hidden: True\n  - blacklisted: False\n"
         "  - trusted: True\n\n")
@@ -469,17 +474,19 @@ def test_os_info(master: Callable[..., FakeMaster]) -> None:
 def test_os_diagnose_reports_nodes_and_exit_code(master: Callable[..., FakeMaster]) -> None:
     ok = ["/srv/os/a", True, "", ["v1"], [["p", "doc"]], [20], True]
     master(results={"OP_OS_DIAGNOSE": [
-        ["a", True, ["v1"], {"node1": [ok], "node2": [ok]}, False, False, ""],
+        ["a", True, ["v1"], {"node1": [ok], "node2": [ok]}, False, False, "", "3"],
         ["b", False, [], {"node1": [["/srv/os/b", False, "no create script", [], [], [20],
-                                     True]], "node2": []}, True, False, "invalid"],
-        ["c", False, [], {"node1": [ok]}, False, True, "os_version differs between nodes"],
+                                     True]], "node2": []}, True, False, "invalid", None],
+        ["c", False, [], {"node1": [ok]}, False, True, "os_version differs between nodes",
+         None],
     ]})
     result = run(gnt_os.cli, "diagnose")
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == "OS: a [global status: valid]"
     assert lines[1] == "  Variants: [v1]"
-    assert lines[2] == ("  Node: node1, status: valid (path: /srv/os/a) [API versions: 20] "
+    assert lines[2] == "  OS version: 3"
+    assert lines[3] == ("  Node: node1, status: valid (path: /srv/os/a) [API versions: 20] "
                         "[variants: v1] [parameters: p] [trusted]")
     assert "OS: b [global status: invalid] [hidden]" in lines
     assert ("  Node: node1, status: invalid - no create script (path: /srv/os/b) "

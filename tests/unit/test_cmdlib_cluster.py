@@ -68,6 +68,10 @@ def test_default_restores_builtin_value() -> None:
         (ClusterSetParams(max_running_jobs=0), ParameterError, "at least 1"),
         (ClusterSetParams(remove_uids=[(1, 1)]), ParameterError, "not in the user-id pool"),
         (ClusterSetParams(hidden_os=[("remove", "debian")]), ParameterError, "not there"),
+        (ClusterSetParams(hidden_os=[("add", "debian+buster")]), ParameterError,
+         "per OS.*'debian'"),
+        (ClusterSetParams(blacklisted_os=[("add", "debian+buster")]), ParameterError,
+         "per OS.*'debian'"),
     ],
 )
 def test_invalid_changes_raise(change: ClusterSetParams, error: type[Exception],

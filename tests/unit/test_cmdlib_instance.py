@@ -345,6 +345,7 @@ def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
         ({"hvparams": {"acpi": True}}, ParameterError, "unknown hypervisor parameter"),
         ({"beparams": {"minmem": 512, "maxmem": 256}}, ParameterError, "must not exceed"),
         ({"os_type": "corral-ext4+big"}, OsError, r"no variant 'big'.*\+default, .*\+minimal"),
+        ({"os_type": "corral-ext4"}, OsError, r"give exactly one.*ext4\+default, .*\+minimal"),
         ({"os_type": "plainos+x"}, OsError, "has no variants"),
         ({"os_type": "nope"}, OsError, "available OSes: corral-ext4"),
         ({"osparams": {"colour": "red"}}, OsError, "does not have the parameter"),
@@ -365,9 +366,17 @@ def test_create_refuses(cl: Cluster, params: dict[str, Any], error: type[Excepti
     assert "web1" not in cl.instance_locks()
 
 
-def test_os_name_without_variant_is_accepted(cl: Cluster) -> None:
-    cl.create(os_type="corral-ext4")
+def test_os_name_without_variant_is_accepted_when_forced(cl: Cluster) -> None:
+    cl.create(os_type="corral-ext4", force_variant=True)
     assert cl.store.get("instance", "web1").os == "corral-ext4"
+
+
+def test_os_parameters_are_matched_without_case(cl: Cluster) -> None:
+    # The test OS declares them lower-case; an upper-case name (as Ganeti stores a
+    # parameter declared TRACK) is accepted and verified on the node.
+    cl.create(osparams={"FILESYSTEM": "ext3"})
+    validate = next(c for c in cl.rpc.calls if c.procedure == "os_validate")
+    assert validate.args["osparams"] == {"FILESYSTEM": "ext3"}
 
 
 def test_force_variant_and_os_parameters(cl: Cluster) -> None:
@@ -401,6 +410,16 @@ def test_blacklisted_os_is_refused_for_new_installs(cl: Cluster) -> None:
     with pytest.raises(OsError, match="blacklisted"):
         cl.create()
     cl.create(no_install=True)  # nothing is installed: allowed
+
+
+def test_blacklisted_variant_entry_counts_for_the_whole_os(cl: Cluster) -> None:
+    # An older configuration may hold an OS+variant entry: states are per OS.
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.blacklisted_os = ["corral-ext4+minimal"]
+        txn.update(cluster)
+    with pytest.raises(OsError, match="blacklisted"):
+        cl.create(os_type="corral-ext4+default")
 
 
 def test_offline_drained_and_not_vm_capable_nodes_are_refused(cl: Cluster) -> None:

@@ -285,6 +285,14 @@ def test_modify_os_name_checks_the_os_on_the_node(cl: Cluster) -> None:
     assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
                   os_name="ubuntu+focal") == [["os_name", "ubuntu+focal"]]
     assert cl.instance("web1").os == "ubuntu+focal"
+    # Exactly one declared variant, unless forced (design 2.1).
+    for name, message in (("ubuntu", "give exactly one.*ubuntu\\+focal"),
+                          ("ubuntu+jammy", "no variant 'jammy'")):
+        with pytest.raises(OsError, match=message):
+            cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", os_name=name)
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", os_name="ubuntu+jammy",
+           force_variant=True)
+    assert cl.instance("web1").os == "ubuntu+jammy"
 
 
 def test_modify_osparams_failing_verify_changes_nothing(cl: Cluster) -> None:

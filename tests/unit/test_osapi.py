@@ -255,6 +255,7 @@ def test_build_env_two_disks_two_nics(tmp_path: Path) -> None:
         "INSTANCE_UUID": "inst-uuid",
         "INSTANCE_PRIMARY_NODE": "node1",
         "INSTANCE_SECONDARY_NODES": "",
+        "INSTANCE_HYPERVISOR": "fake",
         "HYPERVISOR": "fake",
         "DISK_COUNT": "2",
         "DISK_0_PATH": paths[0],
@@ -474,6 +475,21 @@ async def test_verify_params_refuses_unknown_names_before_running(tmp_path: Path
     await verify_params(old, "", {}, tmp_path / "log")
     with pytest.raises(OsError, match="API version 15, which has no OS parameters"):
         await verify_params(old, "", {"fail": "yes"}, tmp_path / "log")
+
+
+async def test_parameter_names_are_lower_cased(tmp_path: Path) -> None:
+    # Design 2.2: a parameter declared TRACK is used as "track"; scripts see OSP_TRACK.
+    path = copy_dumpenv(tmp_path, "cased")
+    with (path / "parameters.list").open("a") as params:
+        params.write("TRACK   Distribution track\n")
+    os_def = read_os(path)
+    assert os_def.parameter_names[-1] == "track"
+    assert os_def.to_dict()["parameters"][-1] == ["track", "Distribution track"]
+    dump = tmp_path / "verify.env"
+    for given in ("track", "TRACK"):
+        await verify_params(os_def, "alpha", {"dump_file": str(dump), given: "testing"},
+                            tmp_path / "log")
+        assert read_env_dump(dump)["OSP_TRACK"] == "testing"
 
 
 async def test_verify_failure_is_script_error(tmp_path: Path) -> None:

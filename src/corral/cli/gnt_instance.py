@@ -264,7 +264,8 @@ def cli() -> None:
 @click.option("--no-start", is_flag=True, help="Do not start the instance after creating it.")
 @click.option("--no-install", is_flag=True,
               help="Do not install the OS (implies --no-start).")
-@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@click.option("--force-variant", is_flag=True,
+              help="Accept an OS variant the OS does not list, or none.")
 @click.option("--file-storage-dir", metavar="DIR",
               help="Directory below the cluster's file storage dir for the disk files.")
 @click.option("--file-driver", metavar="DRIVER", help="Driver for file disks (loop).")
@@ -374,7 +375,8 @@ def remove(instance_name: str, force: bool, shutdown_timeout: int, ignore_failur
               help="Install this OS instead of the current one.")
 @click.option("-O", "--os-parameters", "osparams", type=KeyValType(), default=None,
               help="OS parameters: key=val,...")
-@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@click.option("--force-variant", is_flag=True,
+              help="Accept an OS variant the OS does not list, or none.")
 @_job_options()
 @click.argument("instance_name")
 def reinstall(instance_name: str, force: bool, os_type: str | None,
@@ -426,7 +428,8 @@ def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
               help="OS parameters: key=val,...; '-key' removes one.")
 @click.option("-o", "--os-type", "os_name", metavar="OS[+VARIANT]",
               help="Change the OS (takes effect at the next reinstall).")
-@click.option("--force-variant", is_flag=True, help="Accept an unknown OS variant.")
+@click.option("--force-variant", is_flag=True,
+              help="Accept an OS variant the OS does not list, or none.")
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
               help="add:size=SIZE[,mode=..] | N:remove | N:modify,mode=..; repeatable.")
 @click.option("--net", "net_items", type=IdentKeyValType(), multiple=True,

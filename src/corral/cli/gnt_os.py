@@ -35,9 +35,9 @@ __all__ = ["main", "os_names"]
 TOOL = "gnt-os"
 
 _INFO_FIELDS = ["name", "valid", "variants", "parameters", "api_versions", "blacklisted",
-                "hidden", "os_hvp", "osparams", "trusted"]
+                "hidden", "os_hvp", "osparams", "trusted", "os_version"]
 _DIAGNOSE_FIELDS = ["name", "valid", "variants", "node_status", "hidden", "blacklisted",
-                    "message"]
+                    "message", "os_version"]
 
 
 def os_names(name: str, variants: list[str] | None) -> list[str]:
@@ -66,9 +66,14 @@ def cli() -> None:
 @priority_option
 @click.option("--hidden", "show_hidden", is_flag=True,
               help="Also list hidden OSes (corral extension).")
-def list_os(no_headers: bool, priority: int | None, show_hidden: bool) -> None:
-    """List the valid OSes (one line per variant); hidden and blacklisted ones are left out."""
-    fields = ["name", "variants"] + (["hidden"] if show_hidden else [])
+@click.option("--blacklisted", "show_blacklisted", is_flag=True,
+              help="Also list blacklisted OSes (corral extension).")
+def list_os(no_headers: bool, priority: int | None, show_hidden: bool,
+            show_blacklisted: bool) -> None:
+    """List the valid OSes (one line per variant); hidden and blacklisted ones are left
+    out unless asked for."""
+    fields = ["name", "variants"] + (["hidden"] if show_hidden else []) \
+        + (["blacklisted"] if show_blacklisted else [])
     rows = _diagnose(fields, priority, "list")
     names = [[n] for row in rows for n in os_names(row[0], row[1])]
     for line in format_table(["Name"], names, no_headers=no_headers):
@@ -89,7 +94,7 @@ def info(priority: int | None, names: tuple[str, ...]) -> None:
     all_hvp: dict[str, Any] = {}
     all_osparams: dict[str, Any] = {}
     for (name, valid, variants, parameters, api_versions, blacklisted, hidden, os_hvp,
-         osparams, trusted) in rows:
+         osparams, trusted, os_version) in rows:
         all_hvp.update(os_hvp)
         all_osparams.update(osparams)
         if wanted:
@@ -104,6 +109,8 @@ def info(priority: int | None, names: tuple[str, ...]) -> None:
             click.echo("  - API versions:")
             for version in sorted(api_versions):
                 click.echo(f"    - {version}")
+            if os_version is not None:
+                click.echo(f"  - OS version: {os_version}")
             click.echo("  - variants:")
             for variant in variants:
                 click.echo(f"    - {variant}")
@@ -150,7 +157,7 @@ def diagnose(priority: int | None) -> None:
     """Show the state of every OS on every node; exit code 1 if any OS has a problem."""
     rows = _diagnose(list(_DIAGNOSE_FIELDS), priority, "diagnose")
     has_bad = False
-    for name, valid, variants, node_status, hidden, blacklisted, message in rows:
+    for name, valid, variants, node_status, hidden, blacklisted, message, os_version in rows:
         good: dict[str, str] = {}
         bad: dict[str, str] = {}
         shadowed: dict[str, list[str]] = {}
@@ -177,6 +184,8 @@ def diagnose(priority: int | None) -> None:
         click.echo(header)
         if variants:
             click.echo(f"  Variants: [{', '.join(variants)}]")
+        if os_version is not None:
+            click.echo(f"  OS version: {os_version}")
         if not valid and good and not bad and message:
             click.echo(f"  Problem: {message}")
         for lines in (good, bad):

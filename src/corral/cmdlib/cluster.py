@@ -93,6 +93,20 @@ def _apply_list_changes(what: str, current: list[str], changes: list[ListChange]
     return result
 
 
+def _os_state_changes(what: str, current: list[str], changes: list[ListChange]
+                      ) -> list[str]:
+    """``hidden_os``/``blacklisted_os`` after ``changes``. These states are per OS, not
+    per variant (design 2.2): adding an ``OS+VARIANT`` is refused; removing one is
+    allowed, so an entry an older configuration holds can be cleared."""
+    for action, name in changes:
+        if action == "add" and "+" in name:
+            base = name.partition("+")[0]
+            raise ParameterError(
+                f"cannot add '{name}' to the {what} list: OS states are per OS and "
+                f"apply to all its variants; give the OS name '{base}'")
+    return _apply_list_changes(what, current, changes)
+
+
 def _dict_changes(prefix: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """One ``path: old -> new`` line per leaf that differs (nested dicts recursed)."""
     lines: list[str] = []
@@ -295,11 +309,11 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("osparams", updated_osparams(cluster.osparams, change.osparams))
     if change.hidden_os is not None:
         setattr_logged(
-            "hidden_os", _apply_list_changes("hidden OS", cluster.hidden_os, change.hidden_os),
+            "hidden_os", _os_state_changes("hidden OS", cluster.hidden_os, change.hidden_os),
             ",".join,
         )
     if change.blacklisted_os is not None:
-        value = _apply_list_changes(
+        value = _os_state_changes(
             "blacklisted OS", cluster.blacklisted_os, change.blacklisted_os
         )
         setattr_logged("blacklisted_os", value, ",".join)

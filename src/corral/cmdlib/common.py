@@ -6,6 +6,7 @@ either into the object, and the error for an unknown one lists a few that exist.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from corral.errors import NotFoundError, OpPrereqError, did_you_mean
@@ -23,6 +24,7 @@ __all__ = [
     "fill_hvparams",
     "fill_osparams",
     "instance_spec",
+    "os_state_listed",
     "split_os_name",
 ]
 
@@ -67,6 +69,14 @@ def split_os_name(name: str) -> tuple[str, str]:
     """``"debian+buster"`` -> ``("debian", "buster")``; no variant gives ``""``."""
     base, _, variant = name.partition("+")
     return base, variant
+
+
+def os_state_listed(entries: Sequence[str], os_name: str) -> bool:
+    """Whether the OS of ``os_name`` is in a cluster OS state list (``hidden_os``,
+    ``blacklisted_os``). States are per OS (design 2.2): an ``OS+VARIANT`` entry, which
+    only an older configuration can hold, counts for its whole OS."""
+    base = split_os_name(os_name)[0]
+    return any(split_os_name(entry)[0] == base for entry in entries)
 
 
 def fill_osparams(store: ConfigStore, os_name: str, own: dict[str, Any]) -> dict[str, Any]:

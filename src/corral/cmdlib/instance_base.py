@@ -31,6 +31,7 @@ from corral.cmdlib.common import (
     expand_instance,
     fill_osparams,
     instance_spec,
+    os_state_listed,
     split_os_name,
 )
 from corral.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "check_memory_fits_group",
     "check_node_takes_instance",
     "check_os",
+    "check_variant",
     "commit_instance",
     "disk_spec",
     "drop_name_lock",
@@ -138,8 +140,9 @@ def is_running(info: Any) -> bool:
 
 
 def is_blacklisted(blacklist: Sequence[str], os_name: str) -> bool:
-    """Whether ``os_name`` (``OS`` or ``OS+VARIANT``) or its OS is blacklisted."""
-    return os_name in blacklist or split_os_name(os_name)[0] in blacklist
+    """Whether the OS of ``os_name`` (``OS`` or ``OS+VARIANT``) is blacklisted: the
+    state is per OS, so every variant of it is (design 2.2)."""
+    return os_state_listed(blacklist, os_name)
 
 
 async def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],
@@ -220,12 +223,32 @@ async def check_memory_fits_group(lu: LogicalUnit[Any], group_uuid: str, hypervi
             f"the instance could never start; accepted: at most {largest} MiB")
 
 
+def check_variant(os_name: str, variants: Sequence[str], force_variant: bool) -> None:
+    """Refuse ``os_name`` unless it names exactly one of the OS's ``variants`` (design
+    2.1); an OS without variants takes none. ``force_variant`` lets a missing or
+    undeclared variant through: the scripts then get the first declared variant or
+    the one given."""
+    if force_variant:
+        return
+    base, variant = split_os_name(os_name)
+    choices = ", ".join(f"{base}+{v}" for v in variants)
+    forced = "--force-variant (RAPI/opcode: force_variant=true)"
+    if variants and not variant:
+        raise OsError(f"OS {base} has variants: give exactly one, as one of {choices} "
+                      f"(or {forced} to let the OS pick its first)")
+    if variants and variant not in variants:
+        raise OsError(f"OS {base} has no variant {variant!r}; its variants: {choices} "
+                      f"({forced} passes an undeclared one to the OS scripts)")
+    if variant and not variants:
+        raise OsError(f"OS {base} has no variants, but {os_name!r} names one; use {base}")
+
+
 async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,
                    force_variant: bool, own_params: Mapping[str, Any]) -> dict[str, Any]:
     """Check ``os_name`` on ``node`` (exists, valid, variant, parameters); return the
     OS parameters filled in the order instance > OS+variant > OS."""
     cluster = lu.master.store.cluster
-    base, variant = split_os_name(os_name)
+    base = split_os_name(os_name)[0]
     search_path = list(cluster.os_search_path)
     info = await call_node(lu.master, node, "os_get",
                            {"name": base if force_variant else os_name,
@@ -235,17 +258,9 @@ async def check_os(lu: LogicalUnit[Any], node: Node, os_name: str, *,
         raise OsError(f"OS {os_name}: node {node.name} answered no OS description")
     if not info.get("valid", True):
         raise OsError(f"OS {os_name} is not valid on node {node.name}: {info.get('message')}")
-    variants = list(info.get("variants") or [])
-    # Unlike Ganeti, a name without a variant is accepted for an OS that has variants:
-    # its scripts then run with an empty OS_VARIANT and pick their own default.
-    if variants and variant and not force_variant:
-        if variant not in variants:
-            raise OsError(f"OS {base} has no variant {variant!r}; its variants: "
-                          f"{', '.join(variants)}")
-    elif variant and not variants and not force_variant:
-        raise OsError(f"OS {base} has no variants, but {os_name!r} names one")
-    known = {str(entry[0]) for entry in info.get("parameters") or [] if entry}
-    unknown = sorted(set(own_params) - known)
+    check_variant(os_name, list(info.get("variants") or []), force_variant)
+    known = {str(entry[0]).lower() for entry in info.get("parameters") or [] if entry}
+    unknown = sorted(name for name in own_params if name.lower() not in known)
     if unknown:
         raise OsError(f"OS {base} does not have the parameter(s) {', '.join(unknown)}; "
                       + did_you_mean(unknown, sorted(known), noun="parameters of the OS",

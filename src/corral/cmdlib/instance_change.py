@@ -34,6 +34,7 @@ from corral.cmdlib.instance_base import (
     check_ip,
     check_mac,
     check_memory_fits_group,
+    check_variant,
     disk_spec,
     generate_mac,
     is_blacklisted,
@@ -589,14 +590,16 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             name = self.new_inst.os
             checked = split_os_name(name)[0] if op.force_variant else name
             if os_changed:
-                await self.call_one(pnode, "os_get",
-                                    {"name": checked, "search_path": self._search_path()},
-                                    f"looking up OS {name}")
+                info = await self.call_one(pnode, "os_get",
+                                           {"name": checked, "search_path": self._search_path()},
+                                           f"looking up OS {name}")
+                variants = info.get("variants") if isinstance(info, dict) else None
+                check_variant(name, list(variants or []), op.force_variant)
             await self.call_one(
                 pnode, "os_validate",
-                {"name": checked,
+                {"name": name,
                  "osparams": fill_osparams(self.master.store, name, self.new_inst.osparams),
-                 "search_path": self._search_path()},
+                 "search_path": self._search_path(), "force_variant": op.force_variant},
                 f"validating the OS parameters of instance {inst.name}",
             )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib.common import os_state_listed
 from corral.errors import NotFoundError, did_you_mean
 from corral.opcodes.os_ops import OpOsDiagnose
 from corral.qlang import FieldRegistry, make_simple_filter
@@ -157,8 +158,8 @@ async def collect_os(ctx: MasterContext) -> list[OsItem]:
         for node, infos in answered.items():
             per_node[node] = next((i for i in infos if i.get("name") == os_name), None)
         item = _merge(os_name, per_node)
-        item.hidden = os_name in cluster.hidden_os
-        item.blacklisted = os_name in cluster.blacklisted_os
+        item.hidden = os_state_listed(cluster.hidden_os, os_name)
+        item.blacklisted = os_state_listed(cluster.blacklisted_os, os_name)
         keys = [os_name, *(f"{os_name}+{v}" for v in item.variants)]
         item.os_hvp = {k: cluster.os_hvp[k] for k in keys if k in cluster.os_hvp}
         item.osparams = {k: cluster.osparams[k] for k in keys if k in cluster.osparams}

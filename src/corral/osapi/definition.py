@@ -8,7 +8,9 @@ sides know. What else must be there depends on the highest version the OS declar
 * always: executable ``create``, ``export``, ``import`` and ``rename`` scripts;
 * 15 and up: an optional ``variants.list`` (one variant a line, ``#`` comments);
 * 20 and up: an executable ``verify`` script and an optional ``parameters.list``
-  (``name  one-line documentation`` a line).
+  (``name  one-line documentation`` a line). Names are used lower-cased, as the
+  command line takes them (design 2.2: ``TRACK`` is set as ``track=...``); scripts
+  see them upper-cased as ``OSP_<NAME>`` either way.
 
 An ``os_version`` file, if present, holds one line that is compared across nodes.
 
@@ -82,7 +84,7 @@ class OsDefinition:
 
     @property
     def parameter_names(self) -> list[str]:
-        """Names declared in ``parameters.list``, in file order."""
+        """Names declared in ``parameters.list``, lower-cased, in file order."""
         return [name for name, _doc in self.parameters]
 
     def script(self, name: str) -> Path:
@@ -187,10 +189,11 @@ def find_os(search_path: Sequence[Path], name: str, *, require_variant: bool = F
     """The valid OS definition for ``name`` (``os`` or ``os+variant``) and its variant.
 
     When the OS has variants and ``name`` gives none, the first variant of
-    ``variants.list`` is used, as Ganeti does when it builds a script environment;
-    with ``require_variant`` (new installs, like Ganeti's OS validation) that is an
-    error instead. An OS without variants (or of API version 10) returns ``""``.
-    ``force_variant`` accepts a variant the OS does not declare.
+    ``variants.list`` is used, as Ganeti does when it builds a script environment
+    (the master has already refused a missing variant unless ``--force-variant`` was
+    given); with ``require_variant`` that is an error here too. An OS without
+    variants (or of API version 10) returns ``""``. ``force_variant`` accepts a
+    variant the OS does not declare.
 
     Raises :class:`OsNotFoundError` naming the available OSes when ``name`` is unknown, with
     the definition's problem when it is invalid, and listing the variants when the
@@ -325,7 +328,7 @@ def _read_parameters(path: Path) -> list[tuple[str, str]]:
             raise _Invalid(f"{PARAMETERS_FILE} declares '{name}' twice (names are "
                            f"compared without case)")
         seen.add(name.lower())
-        parameters.append((name, doc))
+        parameters.append((name.lower(), doc))
     return parameters
 
 

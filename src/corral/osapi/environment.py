@@ -6,7 +6,10 @@ own environment is not passed on. :func:`core_env` is what every script gets, in
 ``rename``, ``import`` and ``export``. Variable names and value formats are those of
 Ganeti's OS interface, so existing OS definitions read what they expect:
 
-* ``OS_VARIANT`` is always set, empty for API 10 or an OS without variants;
+* ``OS_VARIANT`` is always set, empty for API 10 or an OS without variants, and the
+  first declared variant when a forced OS name gives none;
+* ``INSTANCE_HYPERVISOR`` (design 2.1) and ``HYPERVISOR`` (its later name) both hold
+  the instance's hypervisor;
 * ``OSP_<NAME>`` (parameter name upper-cased, ``-`` as ``_``) only for API 20;
 * ``INSTANCE_HV_<name>`` and ``INSTANCE_BE_<name>`` keep the parameter's own (lower-case)
   spelling, with values rendered by ``str()`` (so booleans are ``True``/``False``).
@@ -90,6 +93,7 @@ def build_env(os_def: OsDefinition, variant: str, spec: InstanceSpec,
         "INSTANCE_UUID": spec.uuid,
         "INSTANCE_PRIMARY_NODE": spec.primary_node,
         "INSTANCE_SECONDARY_NODES": "",
+        "INSTANCE_HYPERVISOR": spec.hypervisor,
         "HYPERVISOR": spec.hypervisor,
         "DISK_COUNT": str(len(spec.disks)),
         "NIC_COUNT": str(len(spec.nics)),

@@ -92,11 +92,12 @@ async def verify_params(os_def: OsDefinition, variant: str, osparams: Mapping[st
                         log_file: Path) -> None:
     """Check OS parameters with the OS's ``verify parameters`` script.
 
-    Names not declared in ``parameters.list`` are refused before anything runs. The
-    script gets only the core variables (``OS_API_VERSION``, ``OS_NAME``,
-    ``OS_VARIANT``, ``DEBUG_LEVEL``, ``PATH``) and ``OSP_*``, no instance, so cluster
-    defaults can be checked as well as an instance's. OSes older than API 20 have no
-    parameters and no ``verify``: there, any parameter is refused.
+    Names not declared in ``parameters.list`` (compared lower-cased) are refused
+    before anything runs. The script gets only the core variables
+    (``OS_API_VERSION``, ``OS_NAME``, ``OS_VARIANT``, ``DEBUG_LEVEL``, ``PATH``) and
+    ``OSP_*``, no instance, so cluster defaults can be checked as well as an
+    instance's. OSes older than API 20 have no parameters and no ``verify``: there,
+    any parameter is refused.
     """
     if not os_def.valid:
         raise OsError(f"OS '{os_def.name}' at {os_def.path} is invalid: {os_def.message}")
@@ -107,7 +108,7 @@ async def verify_params(os_def: OsDefinition, variant: str, osparams: Mapping[st
                           f"which has no OS parameters; got: {', '.join(sorted(given))}")
         return
     declared = os_def.parameter_names
-    unknown = sorted(set(given).difference(declared))
+    unknown = sorted(name for name in given if name.lower() not in declared)
     if unknown:
         valid = ", ".join(declared) if declared else "none"
         raise OsError(f"OS '{os_def.name}' has no parameter(s) {', '.join(unknown)}; "

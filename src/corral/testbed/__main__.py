@@ -121,7 +121,7 @@ def demo_command(directory: Path) -> None:
     show("gnt-os", "list")
     # Instances through their life cycle: the bundled OS formats a real ext4 file system
     # in a sparse file disk; a sharedfile instance migrates without copying its disk.
-    show("gnt-instance", "add", "-t", "file", "-o", "corral-ext4", "-n", "node2.testbed",
+    show("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n", "node2.testbed",
          "--disk", "0:size=256M", "--net", "0:mode=routed,ip=192.0.2.11,link=100",
          "--reason", "demo", "web1.testbed")
     # Routed NICs: a move or migration to a node without the bridge of a bridged NIC
@@ -169,7 +169,7 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
   export CORRAL_ROOT={root} PATH={Path(sys.executable).parent}:$PATH
   gnt-cluster info --json
   gnt-node list && gnt-instance list
-  gnt-instance add -t file -o corral-ext4 -n node3.testbed --disk 0:size=1G web2.testbed
+  gnt-instance add -t file -o corral-ext4+default -n node3.testbed --disk 0:size=1G web2.testbed
   gnt-instance console web1.testbed && gnt-os diagnose
   gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
   gnt-debug delay --repeat 3 1 && gnt-job list

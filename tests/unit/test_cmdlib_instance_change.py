@@ -574,6 +574,22 @@ def test_migrate_needs_a_target_and_shared_disks(cl: Cluster) -> None:
         cl.run("OP_INSTANCE_FAILOVER", instance_name="files", target_node="node2")
 
 
+def test_instance_value_of_a_global_hv_parameter_is_never_used(cl: Cluster) -> None:
+    """Only the cluster sets a global hypervisor parameter (design 2.1): an instance
+    value, which only an older store can hold, changes neither the migration nor the
+    parameters the nodes get."""
+    inst = cl.add_instance("shared", template="sharedfile", up=True)
+    with cl.store.transaction() as txn:
+        record = txn.get("instance", inst.uuid)
+        record.hvparams = {"migration_mode": "non-live"}
+        txn.update(record)
+    assert cl.store.cluster.hvparams["fake"]["migration_mode"] == "live"
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    send = cl.calls("migration_send")[0][1]
+    assert send["live"] is True
+    assert send["instance"]["hvparams"]["migration_mode"] == "live"
+
+
 def test_migrate_running_instance(cl: Cluster) -> None:
     cl.add_instance("shared", template="sharedfile", up=True)
     cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2",

@@ -662,7 +662,7 @@ def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
     assert install["instance"]["osparams"] == {"filesystem": "ext3", "fail": "no"}
     inst = cl.store.get("instance", "web1")
     assert inst.os == "corral-ext4+minimal" and inst.osparams == {"filesystem": "ext3"}
-    assert inst.last_reason == reason
+    assert inst.last_reason == REASON  # a reinstall is no status change: creation's stays
 
 
 def test_reinstall_failure_keeps_old_os(cl: Cluster) -> None:
@@ -685,7 +685,7 @@ def test_rename(cl: Cluster) -> None:
     call = cl.rpc.calls[-1]
     assert call.procedure == "instance_run_rename"
     assert call.args["old_name"] == "web1" and call.args["instance"]["name"] == "web9"
-    assert inst.last_reason == []
+    assert inst.last_reason == REASON  # a rename is no status change: creation's stays
 
 
 def test_rename_script_failure_is_a_warning(cl: Cluster) -> None:

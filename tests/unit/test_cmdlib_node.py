@@ -85,6 +85,10 @@ def _roles(store: ConfigStore) -> dict[str, tuple[bool, bool, bool]]:
 
 def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
+    with store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.uid_pool = [(4000, 4009), (5000, 5000)]
+        txn.update(cluster)
     rpc = _rpc(store)
     processor, ctx = make_processor(store, rpc)
     job = JobCtx()
@@ -98,7 +102,9 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     assert join.read_membership(joined)["node_name"] == "node2.example"
     assert x509.verify_signed_by(joined.node_cert.read_text(), joined.ca_cert.read_text())
     # The new candidate gets a copy of the configuration before it counts as one.
-    assert rpc.procedures("node2.example") == ["version", "config_replicate"]
+    # Then, as every node, the user-id pool (design 2.1).
+    assert rpc.procedures("node2.example") == ["version", "config_replicate", "upload_files"]
+    assert joined.uid_pool.read_text() == "4000-4009\n5000\n"
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE_RES)
     assert any("Added node node2.example" in str(m) for m in job.log)

@@ -24,6 +24,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import expand_group, expand_node
+from corral.cmdlib.config_files import send_config_files, warn_missing
 from corral.cmdlib.node_homing import check_new_node_homing, check_secondary_change
 from corral.cmdlib.node_query import (
     LIVE_FIELDS,
@@ -235,7 +236,8 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         )
 
     async def execute(self) -> None:
-        """Join, check the version, record the node, add its locks, fill the pool."""
+        """Join, check the version, record the node, add its locks, fill the pool,
+        send it the files made from the configuration (the uid pool)."""
         if self.op.dry_run:
             return None
         node = self._node()
@@ -265,6 +267,7 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         if not self.op.readd:
             for level in (LockLevel.NODE, LockLevel.NODE_RES):
                 await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
+        warn_missing(await send_config_files(self.master, [node]), self.feedback)
         return None
 
     async def _commit(self, node: Node) -> None:

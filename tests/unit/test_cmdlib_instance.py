@@ -151,7 +151,8 @@ def fail(message: str, cls: type[CorralError] = CorralError) -> Any:
 # -- create -------------------------------------------------------------------
 
 def test_create_file_instance(cl: Cluster) -> None:
-    assert cl.create() == ["node1"]
+    job = JobCtx()
+    assert cl.create(job=job) == ["node1"]  # Ganeti's result: the instance's nodes
     assert cl.rpc.procedures("node1") == [
         "node_info", "os_get", "os_validate", "blockdev_create", "instance_os_add",
         "instance_start"]
@@ -161,6 +162,8 @@ def test_create_file_instance(cl: Cluster) -> None:
     assert inst.disk_template == "file"
     assert inst.last_reason == REASON
     assert inst.primary_node == cl.store.get("node", "node1").uuid
+    # Design 2.1 reports the new uuid on creation: in the job log.
+    assert any(f"Added instance web1 with UUID {inst.uuid}" in str(m) for m in job.log)
     (disk_uuid,) = inst.disks
     disk = cl.store.get("disk", disk_uuid)
     assert disk.size == 1024 and disk.mode == "rw" and disk.dev_type == "file"

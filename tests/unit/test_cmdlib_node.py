@@ -107,7 +107,7 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     assert joined.uid_pool.read_text() == "4000-4009\n5000\n"
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE_RES)
-    assert any("Added node node2.example" in str(m) for m in job.log)
+    assert any(f"Added node node2.example with UUID {node.uuid}" in str(m) for m in job.log)
     check_invariants(store)
 
 

@@ -292,7 +292,10 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
                 txn.add(record)
         role = "master candidate" if record.master_candidate else "regular node"
         verb = "Re-added" if op.readd else "Added"
-        self.feedback(f"{verb} node {node.name} to group {self._group.name} as {role}")
+        # Design 2.1 reports the node's uuid on node adds; in the job log, as the
+        # result stays Ganeti's (none).
+        self.feedback(f"{verb} node {node.name} with UUID {record.uuid} to group "
+                      f"{self._group.name} as {role}")
 
     def _becomes_candidate(self, node: Node) -> bool:
         """Whether the node joins the candidate pool (it is eligible and the pool short)."""

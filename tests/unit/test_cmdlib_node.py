@@ -332,8 +332,14 @@ def test_bringing_a_node_online_asks_it_first(tmp_path: Path) -> None:
     assert _roles(store)["node3"] == (False, False, True)
     rpc = _rpc(store)
     job = JobCtx()
+    with store.transaction() as txn:  # changed while node3 was offline
+        cluster = txn.cluster()
+        cluster.uid_pool = [(4000, 4000)]
+        txn.update(cluster)
     result = _run(store, rpc, _modify("node3", offline=False), job)
-    assert rpc.procedures("node3") == ["version", "config_replicate"]
+    # Back online, it gets the uid pool it may have missed.
+    assert rpc.procedures("node3") == ["version", "config_replicate", "upload_files"]
+    assert rpc.nodes.paths("node3").uid_pool.read_text() == "4000\n"
     assert result == [["master_candidate", "True"], ["offline", "False"]]
     assert "Auto-promoting node to master candidate" in job.log
 

@@ -6,7 +6,8 @@ mechanism", so that a node reads it without asking the master or a master candid
 node writes it to :attr:`corral.paths.Paths.uid_pool`, see
 :data:`corral.noded.files.CONFIG_FILES`) to every online node, the master included:
 when the pool changes (``gnt-cluster modify --uid-pool/--add-uids/--remove-uids``),
-to a node that joins, and on ``gnt-cluster redistribute-conf``. A node that misses
+to a node that joins or comes back online (an offline node is sent nothing), and on
+``gnt-cluster redistribute-conf``. A node that misses
 it is reported in the job log; ``redistribute-conf`` sends it again.
 """
 

@@ -534,7 +534,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         self._old_flags, self._new_flags = old, new
 
     async def execute(self) -> list[list[str]] | None:
-        """Check a node coming online answers; apply; refill the pool with auto_promote."""
+        """Check a node coming online answers; apply; refill the pool with auto_promote;
+        send a node back online the files made from the configuration (the uid pool)."""
         node = self._node
         op = self.op
         store = self.master.store
@@ -580,6 +581,10 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         if promoted:
             self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
             await _equip_promoted(self.master, promoted, self.feedback)
+        if self._old_flags[2] and not self._new_flags[2]:
+            # An offline node was sent nothing: the uid pool may have changed meanwhile.
+            warn_missing(await send_config_files(self.master, [store.get("node", node.uuid)]),
+                         self.feedback)
         return result
 
 

@@ -91,6 +91,17 @@ def test_global_hv_params_reason_of_status_changes_and_uuid_of_new_instances(
         refused = testbed.run("gnt-instance", *args, check=False)
         assert refused.returncode != 0
         assert "migration_mode" in refused.stderr and "global" in refused.stderr
+    # Through RAPI it is refused before a job is queued, saying why.
+    for method, path, body in (
+            ("POST", "/2/instances", {
+                "__version__": 1, "mode": "create", "name": "web3.testbed",
+                "disk_template": "diskless", "disks": [], "nics": [], "no_install": True,
+                "pnode": "node1.testbed", "hvparams": {"migration_mode": "non-live"}}),
+            ("PUT", f"/2/instances/{name}/modify",
+             {"hvparams": {"migration_port": 9000}})):
+        status, answer, _ = api.request(method, path, body)
+        assert status == 400, answer
+        assert "global" in answer["message"] and "gnt-cluster modify" in answer["message"]
     assert [r[0] for r in list_instances(testbed, "name")] == [name, "web2.testbed"]
 
     # -- the reason of the last status change: a modify does not replace it.

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corral import serializer, x509
+from corral import serializer, uidpool, x509
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
 from corral.errors import (
@@ -160,6 +160,7 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             (paths.rapi_users, generate_rapi_users_file(RAPI_ADMIN, password), True),
             (paths.rapi_admin_password, password + "\n", True),
             (paths.node_membership, membership_json(cluster, node, node), False),
+            (paths.uid_pool, uidpool.format_uid_pool_file(cluster.uid_pool), False),
         ]
         for path, data, private in files:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -210,7 +211,7 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
         db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
         paths.node_cert, paths.master_client_cert, paths.rapi_cert, paths.rapi_key,
         paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
-        paths.node_membership,
+        paths.node_membership, paths.uid_pool,
     ):
         try:
             path.unlink()

@@ -154,6 +154,14 @@ class Paths:
         return self.data_dir / "file-storage-paths"
 
     @property
+    def uid_pool(self) -> Path:
+        """The cluster's user-id pool as every node keeps it (design 2.1: distributed
+        to all nodes, so a node picks uids without asking the master): one uid or
+        ``low-high`` range per line, Ganeti's ``ssconf_uid_pool``; empty when the
+        pool is."""
+        return self.data_dir / "ssconf_uid_pool"
+
+    @property
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"

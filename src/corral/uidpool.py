@@ -44,9 +44,11 @@ __all__ = [
     "check_uid_pool",
     "expand_uid_pool",
     "format_uid_pool",
+    "format_uid_pool_file",
     "is_uid_in_use",
     "normalize_uid_pool",
     "parse_uid_pool",
+    "read_uid_pool_file",
     "release_uid",
     "remove_from_uid_pool",
     "request_unused_uid",
@@ -106,6 +108,22 @@ def _format_range(uid_range: UidRange) -> str:
 def format_uid_pool(pool: Iterable[UidRange], separator: str = ", ") -> str:
     """Format a pool in the syntax :func:`parse_uid_pool` accepts (``"1000-1999, 3000"``)."""
     return separator.join(_format_range(r) for r in pool)
+
+
+def format_uid_pool_file(pool: Iterable[UidRange]) -> str:
+    """The pool as the file every node keeps (:attr:`corral.paths.Paths.uid_pool`):
+    one item per line, as Ganeti's ``ssconf_uid_pool``; empty for an empty pool."""
+    text = format_uid_pool(pool, separator="\n")
+    return f"{text}\n" if text else ""
+
+
+def read_uid_pool_file(path: Path) -> list[UidRange]:
+    """The pool a node keeps in ``path``; empty (the feature is off) without the file."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return parse_uid_pool(text, separator="\n")
 
 
 def check_uid_pool(pool: Iterable[UidRange]) -> None:

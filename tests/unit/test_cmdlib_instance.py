@@ -151,7 +151,8 @@ def fail(message: str, cls: type[CorralError] = CorralError) -> Any:
 # -- create -------------------------------------------------------------------
 
 def test_create_file_instance(cl: Cluster) -> None:
-    assert cl.create() == ["node1"]
+    job = JobCtx()
+    assert cl.create(job=job) == ["node1"]  # Ganeti's result: the instance's nodes
     assert cl.rpc.procedures("node1") == [
         "node_info", "os_get", "os_validate", "blockdev_create", "instance_os_add",
         "instance_start"]
@@ -161,6 +162,8 @@ def test_create_file_instance(cl: Cluster) -> None:
     assert inst.disk_template == "file"
     assert inst.last_reason == REASON
     assert inst.primary_node == cl.store.get("node", "node1").uuid
+    # Design 2.1 reports the new uuid on creation: in the job log.
+    assert any(f"Added instance web1 with UUID {inst.uuid}" in str(m) for m in job.log)
     (disk_uuid,) = inst.disks
     disk = cl.store.get("disk", disk_uuid)
     assert disk.size == 1024 and disk.mode == "rw" and disk.dev_type == "file"
@@ -681,7 +684,7 @@ def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
     assert install["instance"]["osparams"] == {"filesystem": "ext3", "fail": "no"}
     inst = cl.store.get("instance", "web1")
     assert inst.os == "corral-ext4+minimal" and inst.osparams == {"filesystem": "ext3"}
-    assert inst.last_reason == reason
+    assert inst.last_reason == REASON  # a reinstall is no status change: creation's stays
 
 
 def test_reinstall_failure_keeps_old_os(cl: Cluster) -> None:
@@ -704,7 +707,7 @@ def test_rename(cl: Cluster) -> None:
     call = cl.rpc.calls[-1]
     assert call.procedure == "instance_run_rename"
     assert call.args["old_name"] == "web1" and call.args["instance"]["name"] == "web9"
-    assert inst.last_reason == []
+    assert inst.last_reason == REASON  # a rename is no status change: creation's stays
 
 
 def test_rename_script_failure_is_a_warning(cl: Cluster) -> None:

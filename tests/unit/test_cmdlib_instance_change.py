@@ -219,7 +219,7 @@ def test_opcodes_take_ganeti_fields_and_defaults() -> None:
 # -- modify: parameters ---------------------------------------------------------------------
 
 
-def test_modify_parameters_reports_ganeti_changes_and_records_reason(cl: Cluster) -> None:
+def test_modify_parameters_reports_ganeti_changes_and_keeps_the_reason(cl: Cluster) -> None:
     inst = cl.add_instance("web1")
     result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name=inst.uuid,
                     beparams={"maxmem": "512M", "vcpus": 2}, osparams={"flavour": "big"})
@@ -227,7 +227,7 @@ def test_modify_parameters_reports_ganeti_changes_and_records_reason(cl: Cluster
     inst = cl.instance("web1")
     assert inst.beparams == {"maxmem": 512, "vcpus": 2}
     assert inst.osparams == {"flavour": "big"}
-    assert inst.last_reason == REASON
+    assert inst.last_reason == []  # not a status change (seed 001): nothing recorded
     node, args = cl.calls("os_validate")[0]
     assert node == "node1" and args["osparams"] == {"flavour": "big"}
     result = cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1",
@@ -310,6 +310,7 @@ def test_offline_needs_the_instance_down(cl: Cluster) -> None:
     assert cl.run("OP_INSTANCE_SET_PARAMS", instance_name="db1",
                   offline=True) == [["admin_state", "offline"]]
     assert cl.instance("db1").admin_state == "offline"
+    assert cl.instance("db1").last_reason == REASON  # the admin state is the status
     cl.run("OP_INSTANCE_SET_PARAMS", instance_name="db1", offline=False)
     assert cl.instance("db1").admin_state == "down"
 
@@ -353,7 +354,7 @@ def test_add_disk_creates_it_on_the_primary_then_commits(cl: Cluster) -> None:
     node, args = cl.calls("blockdev_create")[0]
     assert node == "node2" and args["disk"]["uuid"] == disk.uuid
     assert args["disk"]["logical_id"] == disk.logical_id
-    assert inst.last_reason == REASON
+    assert inst.last_reason == []
 
 
 def test_added_disks_larger_than_the_free_storage_need_force(cl: Cluster) -> None:
@@ -582,6 +583,22 @@ def test_migrate_needs_a_target_and_shared_disks(cl: Cluster) -> None:
         cl.run("OP_INSTANCE_FAILOVER", instance_name="files", target_node="node2")
 
 
+def test_instance_value_of_a_global_hv_parameter_is_never_used(cl: Cluster) -> None:
+    """Only the cluster sets a global hypervisor parameter (design 2.1): an instance
+    value, which only an older store can hold, changes neither the migration nor the
+    parameters the nodes get."""
+    inst = cl.add_instance("shared", template="sharedfile", up=True)
+    with cl.store.transaction() as txn:
+        record = txn.get("instance", inst.uuid)
+        record.hvparams = {"migration_mode": "non-live"}
+        txn.update(record)
+    assert cl.store.cluster.hvparams["fake"]["migration_mode"] == "live"
+    cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    send = cl.calls("migration_send")[0][1]
+    assert send["live"] is True
+    assert send["instance"]["hvparams"]["migration_mode"] == "live"
+
+
 def test_migrate_running_instance(cl: Cluster) -> None:
     cl.add_instance("shared", template="sharedfile", up=True)
     cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2",
@@ -593,7 +610,8 @@ def test_migrate_running_instance(cl: Cluster) -> None:
     send = cl.calls("migration_send")[0][1]
     assert send["target_ip"] == "192.0.2.2" and send["live"] is False
     inst = cl.instance("shared")
-    assert cl.node_name(inst) == "node2" and inst.last_reason == REASON
+    # A live migration keeps the instance running: no status change to record.
+    assert cl.node_name(inst) == "node2" and inst.last_reason == []
     assert cl.store.get("disk", inst.disks[0]).nodes == [inst.primary_node]
 
 
@@ -628,6 +646,7 @@ def test_failover_stops_switches_and_starts(cl: Cluster) -> None:
     assert cl.calls("instance_start")[0][0] == "node3"
     assert cl.running == {"node1": set(), "node2": set(), "node3": {"shared"}}
     assert cl.node_name(cl.instance("shared")) == "node3"
+    assert cl.instance("shared").last_reason == REASON  # stopped and started: recorded
 
 
 def test_failover_from_an_unreachable_node(cl: Cluster) -> None:

@@ -85,6 +85,10 @@ def _roles(store: ConfigStore) -> dict[str, tuple[bool, bool, bool]]:
 
 def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> None:
     store = _store(tmp_path, nodes=1)
+    with store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.uid_pool = [(4000, 4009), (5000, 5000)]
+        txn.update(cluster)
     rpc = _rpc(store)
     processor, ctx = make_processor(store, rpc)
     job = JobCtx()
@@ -98,10 +102,12 @@ def test_add_joins_checks_version_then_records_a_candidate(tmp_path: Path) -> No
     assert join.read_membership(joined)["node_name"] == "node2.example"
     assert x509.verify_signed_by(joined.node_cert.read_text(), joined.ca_cert.read_text())
     # The new candidate gets a copy of the configuration before it counts as one.
-    assert rpc.procedures("node2.example") == ["version", "config_replicate"]
+    # Then, as every node, the user-id pool (design 2.1).
+    assert rpc.procedures("node2.example") == ["version", "config_replicate", "upload_files"]
+    assert joined.uid_pool.read_text() == "4000-4009\n5000\n"
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE)
     assert "node2.example" in ctx.locks.lockset(LockLevel.NODE_RES)
-    assert any("Added node node2.example" in str(m) for m in job.log)
+    assert any(f"Added node node2.example with UUID {node.uuid}" in str(m) for m in job.log)
     check_invariants(store)
 
 
@@ -326,8 +332,14 @@ def test_bringing_a_node_online_asks_it_first(tmp_path: Path) -> None:
     assert _roles(store)["node3"] == (False, False, True)
     rpc = _rpc(store)
     job = JobCtx()
+    with store.transaction() as txn:  # changed while node3 was offline
+        cluster = txn.cluster()
+        cluster.uid_pool = [(4000, 4000)]
+        txn.update(cluster)
     result = _run(store, rpc, _modify("node3", offline=False), job)
-    assert rpc.procedures("node3") == ["version", "config_replicate"]
+    # Back online, it gets the uid pool it may have missed.
+    assert rpc.procedures("node3") == ["version", "config_replicate", "upload_files"]
+    assert rpc.nodes.paths("node3").uid_pool.read_text() == "4000\n"
     assert result == [["master_candidate", "True"], ["offline", "False"]]
     assert "Auto-promoting node to master candidate" in job.log
 

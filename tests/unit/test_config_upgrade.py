@@ -112,6 +112,25 @@ def test_old_store_is_upgraded_and_persisted(tmp_path: Path) -> None:
         assert snapshot(reopened) == before
 
 
+def test_global_hv_parameters_are_dropped_from_instances(tmp_path: Path) -> None:
+    """Design 2.1: the upgrade removes global hypervisor parameters an instance holds
+    (an older store, or one from before the parameter became global), and writes the
+    cleaned instance back; other parameters and the cluster's values stay."""
+    path = tmp_path / "config.db"
+    rows = _ganeti20_rows()
+    rows[0][2]["hvparams"] = {"fake": {"migration_mode": "non-live"}}  # type: ignore[index]
+    rows[5][2]["hvparams"] = {  # type: ignore[index]
+        "migration_mode": "non-live", "migration_port": 9000, "migration_bandwidth": 5,
+        "kernel_path": "/boot/vmlinuz-web1"}
+    _write_old_store(path, rows)
+    with ConfigStore.open(path) as store:
+        assert store.get("instance", "web1").hvparams == {"kernel_path": "/boot/vmlinuz-web1"}
+        assert store.cluster.hvparams["fake"] == {"migration_mode": "non-live"}
+    (text,) = [t for (t,) in _raw(path, "SELECT json FROM objects WHERE kind = 'instance'")
+               if json.loads(t)["name"] == "web1"]
+    assert json.loads(text)["hvparams"] == {"kernel_path": "/boot/vmlinuz-web1"}
+
+
 def test_nodes_without_any_group_get_a_default_group(tmp_path: Path) -> None:
     path = tmp_path / "config.db"
     _write_old_store(path, [

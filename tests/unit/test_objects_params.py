@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from corral.errors import ParameterError, UnknownParameterError
 from corral.objects.params import (
     BE_PARAMS,
+    HV_GLOBALS,
     HV_PARAMS,
     ND_PARAMS,
     NIC_PARAMS,
@@ -18,6 +19,7 @@ from corral.objects.params import (
     ParamSpec,
     coerce,
     defaults,
+    fill_hv_params,
     fill_params,
     parse_size,
     update_params,
@@ -141,6 +143,21 @@ def test_validate_refuses_global_params_at_instance_level() -> None:
     assert validate_params("kvm", kvm, {"migration_port": "9000"}) == {"migration_port": 9000}
     # Non-global ones are fine per instance.
     assert validate_params("kvm", kvm, {"acpi": "off"}, instance_level=True) == {"acpi": False}
+
+
+def test_hv_globals_are_ganetis() -> None:
+    # Ganeti 3.0's hvcGlobals (src/Ganeti/Constants.hs).
+    assert sorted(HV_GLOBALS) == ["migration_bandwidth", "migration_mode", "migration_port"]
+
+
+def test_fill_hv_params_takes_globals_from_the_cluster_only() -> None:
+    cluster = {"migration_port": 8102, "acpi": True, "kernel_path": "/k"}
+    os_layer = {"migration_port": 1, "kernel_path": "/os"}
+    instance = {"migration_port": 2, "migration_mode": "non-live", "acpi": False}
+    assert fill_hv_params(cluster, os_layer, None, instance) == {
+        "migration_port": 8102, "acpi": False, "kernel_path": "/os"}
+    # A global the cluster layer lacks is not filled from elsewhere either.
+    assert "migration_mode" not in fill_hv_params(cluster, instance)
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,11 @@ def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
     assert sorted(written) == ["/etc/motd", "confd_key"]
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.confd_hmac_key.stat().st_mode & 0o777 == 0o400  # the known mode wins
+    # The user-id pool, made from the configuration, as every node keeps it.
+    assert _run_sync(upload(paths, {"files": [entry(b"4000-4009\n", name="uid_pool")]})
+                     ) == ["uid_pool"]
+    assert paths.uid_pool.read_text() == "4000-4009\n"
+    assert paths.uid_pool.stat().st_mode & 0o777 == 0o444
     with pytest.raises(ParameterError, match="'/etc/shadow': it is not in its own user"):
         _run_sync(upload(paths, {"files": [entry(b"x", path="/etc/shadow")]}))
     # The list is the node's: the master can neither replace it nor extend it.

@@ -17,8 +17,10 @@ from corral.uidpool import (
     add_to_uid_pool,
     expand_uid_pool,
     format_uid_pool,
+    format_uid_pool_file,
     is_uid_in_use,
     parse_uid_pool,
+    read_uid_pool_file,
     release_uid,
     remove_from_uid_pool,
     request_unused_uid,
@@ -80,6 +82,19 @@ def test_format() -> None:
     assert format_uid_pool([(1000, 5000), (8000, 8000)]) == "1000-5000, 8000"
     assert format_uid_pool([]) == ""
     assert format_uid_pool([(1, 2), (3, 3)], separator="\n") == "1-2\n3"
+
+
+def test_node_file_is_ganetis_ssconf_format(tmp_path: Path) -> None:
+    # Ganeti 3.0 wrote "4000-4009\n5000\n" to ssconf_uid_pool for --uid-pool
+    # 4000-4009,5000, and an empty file for an empty pool.
+    assert format_uid_pool_file([(4000, 4009), (5000, 5000)]) == "4000-4009\n5000\n"
+    assert format_uid_pool_file([]) == ""
+    path = tmp_path / "ssconf_uid_pool"
+    assert read_uid_pool_file(path) == []  # no file: the feature is off
+    path.write_text("4000-4009\n5000\n")
+    assert read_uid_pool_file(path) == [(4000, 4009), (5000, 5000)]
+    path.write_text("")
+    assert read_uid_pool_file(path) == []
 
 
 ranges = st.tuples(st.integers(0, UID_MAX), st.integers(0, UID_MAX)).map(

@@ -16,6 +16,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.config_files import online_nodes, send_config_files, warn_missing
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
@@ -413,7 +414,8 @@ class LUClusterQuery(LogicalUnit[OpClusterQuery]):
 
 class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
     """``OP_CLUSTER_REDIST_CONF``: push the whole configuration to the master candidates
-    and the ancillary files to every online node (``gnt-cluster redistribute-conf``).
+    and the ancillary files to every online node (``gnt-cluster redistribute-conf``);
+    the files made from the configuration (the uid pool) also to the master.
 
     Replication keeps candidates in step by itself; this is the explicit resync (a
     replica damaged by hand, files changed on the master). Nodes that fail are
@@ -457,6 +459,10 @@ class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
                 for name, result in results.items():
                     if result.error is not None:
                         failed.setdefault(name, result.error.message)
+        # The files made from the configuration go to the master as well.
+        for name, message in (await send_config_files(self.master,
+                                                      online_nodes(self.master))).items():
+            failed.setdefault(name, message)
         for name, message in sorted(failed.items()):
             self.feedback(f"Warning: node {name}: {message}")
         done = sorted(n.name for n in nodes if n.name not in failed)
@@ -481,6 +487,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         store = self.master.store
         if self.op.osparams:
             await self._validate_osparams()
+        old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
@@ -492,6 +499,9 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         for change in changes:
             self.feedback(change)
         self.master.cluster_changed(store.cluster)
+        if store.cluster.uid_pool != old_pool:
+            failed = await send_config_files(self.master, online_nodes(self.master))
+            warn_missing(failed, self.feedback)
         return {"changes": changes, "serial": store.serial, "dry_run": False}
 
     async def _validate_osparams(self) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from corral.errors import NotFoundError, OpPrereqError, did_you_mean
 from corral.objects import Instance, Node, NodeGroup, fill_params
+from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 if TYPE_CHECKING:
@@ -92,12 +93,13 @@ def fill_osparams(store: ConfigStore, os_name: str, own: dict[str, Any]) -> dict
 
 def fill_hvparams(store: ConfigStore, instance: Instance, node: Node | None = None
                   ) -> dict[str, Any]:
-    """Hypervisor parameters: cluster ← OS-specific (``os_hvp``) ← group ← instance."""
+    """Hypervisor parameters: cluster ← OS-specific (``os_hvp``) ← group ← instance; a
+    global parameter always has the cluster's value (:func:`fill_hv_params`)."""
     cluster = store.cluster
     hv = instance.hypervisor
     node = node or store.get("node", instance.primary_node)
     group = store.get("nodegroup", node.group)
-    return fill_params(
+    return fill_hv_params(
         cluster.hvparams.get(hv, {}),
         cluster.os_hvp.get(split_os_name(instance.os)[0], {}).get(hv),
         group.hvparams.get(hv),

@@ -5,8 +5,9 @@ This area module registers all three.
 
 Every unit here is an :class:`~corral.cmdlib.instance_base.InstanceLU` that locks its
 instance exclusively and its primary node shared (it acts on the instance where it
-is), and stores the opcode's reason trail on the instance with each state change
-(``gnt-instance info`` shows the last one).
+is), and stores the opcode's reason trail on the instance with each status change:
+start, stop, reboot (``gnt-instance info`` shows the last one; a reinstall or rename
+leaves it, see :func:`~corral.cmdlib.instance_base.commit_instance`).
 
 Parameters accepted for compatibility and ignored: the startup ``force`` and
 ``shutdown_timeout``, the shutdown ``force`` and ``admin_state_source``, the reboot
@@ -129,7 +130,7 @@ class LUInstanceStartup(InstanceLU[Any]):
         if op.dry_run:
             return None
         if not op.no_remember:
-            await self.set_state(admin_state="up")
+            await self.set_state(admin_state="up", status_change=True)
         if node.offline:
             self.feedback(f"Primary node {node.name} is offline: instance {inst.name} is only "
                           "marked as started")
@@ -172,7 +173,7 @@ class LUInstanceShutdown(InstanceLU[Any]):
         if op.dry_run:
             return None
         if not op.no_remember:
-            await self.set_state(admin_state="down")
+            await self.set_state(admin_state="down", status_change=True)
         if node.offline:
             self.feedback(f"Primary node {node.name} is offline: instance {inst.name} is only "
                           "marked as stopped")
@@ -228,7 +229,7 @@ class LUInstanceReboot(InstanceLU[Any]):
             await self.call_one(node, "instance_start",
                         {"instance": wire(spec), "startup_paused": False},
                         f"starting instance {inst.name}", rpc_timeout=RPC_START)
-        await self.set_state(admin_state="up")
+        await self.set_state(admin_state="up", status_change=True)
         return None
 
 

@@ -147,13 +147,23 @@ def is_blacklisted(blacklist: Sequence[str], os_name: str) -> bool:
 
 async def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],
                     change: Callable[[Instance], None],
-                    disks: Callable[[Disk], None] | None = None) -> Instance:
-    """Commit ``change`` to the instance (and ``disks`` to each of its disks) with
-    ``reason`` as its last reason trail; return the committed instance."""
+                    disks: Callable[[Disk], None] | None = None, *,
+                    status_change: bool = False) -> Instance:
+    """Commit ``change`` to the instance (and ``disks`` to each of its disks); return
+    the committed instance.
+
+    The instance keeps the reason trail of its last *status change* (seed 001: why it
+    was last started, stopped, rebooted...): ``reason`` replaces it only when
+    ``status_change`` says this is one (the caller starts or stops the instance) or
+    when the commit changes the admin state (``up``/``down``/``offline``). Other
+    changes (parameters, disks, OS, name, a live migration) leave it alone.
+    """
     async with master.store.transaction() as txn:
         inst = txn.get("instance", uuid)
+        admin_state = inst.admin_state
         change(inst)
-        inst.last_reason = [list(entry) for entry in reason]
+        if status_change or inst.admin_state != admin_state:
+            inst.last_reason = [list(entry) for entry in reason]
         txn.update(inst)
         if disks is not None:
             for disk_uuid in inst.disks:
@@ -538,15 +548,18 @@ class InstanceLU(LogicalUnit[_Op]):
         return True
 
     async def update_instance(self, change: Callable[[Instance], None],
-                        disks: Callable[[Disk], None] | None = None) -> None:
-        """Commit ``change`` to the instance (and ``disks`` to each disk) with the
-        opcode's reason trail as the instance's last one."""
+                        disks: Callable[[Disk], None] | None = None, *,
+                        status_change: bool = False) -> None:
+        """Commit ``change`` to the instance (and ``disks`` to each disk); the opcode's
+        reason trail becomes the instance's last one on a status change (see
+        :func:`commit_instance`)."""
         self.instance = await commit_instance(self.master, self.instance.uuid, self.op.reason,
-                                        change, disks)
+                                        change, disks, status_change=status_change)
 
-    async def set_state(self, **changes: Any) -> None:
-        """Commit attribute ``changes`` (``admin_state="up"``) to the instance."""
+    async def set_state(self, *, status_change: bool = False, **changes: Any) -> None:
+        """Commit attribute ``changes`` (``admin_state="up"``) to the instance;
+        ``status_change`` as for :func:`commit_instance`."""
         def change(inst: Instance) -> None:
             for name, value in changes.items():
                 setattr(inst, name, value)
-        await self.update_instance(change)
+        await self.update_instance(change, status_change=status_change)

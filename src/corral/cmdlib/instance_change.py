@@ -635,10 +635,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         new, store = self.new_inst, self.master.store
         async with store.transaction() as txn:
             inst = txn.get("instance", new.uuid)
+            # --offline/--online change the status; other changes keep the reason of
+            # the last status change (seed 001).
+            status_change = inst.admin_state != new.admin_state
             for name in ("primary_node", "os", "hvparams", "beparams", "osparams",
                          "admin_state", "disk_template", "disks", "nics"):
                 setattr(inst, name, getattr(new, name))
-            inst.last_reason = [list(entry) for entry in self.op.reason]
+            if status_change:
+                inst.last_reason = [list(entry) for entry in self.op.reason]
             for disk in self.added_disks:
                 txn.add(disk)
             for disk in self.modified_disks:

@@ -440,6 +440,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         except BaseException:
             await remove_disks(self, node, created, best_effort=True)
             raise
+        # Design 2.1 reports the new uuid on creation; in the job log (shown by the CLI,
+        # gnt-job info and RAPI's oplog), as the result stays Ganeti's list of nodes.
+        self.feedback(f"Added instance {name} with UUID {self.instance.uuid}")
         if op.start:
             self.feedback(f"Starting instance {name} on {node.name}")
             try:

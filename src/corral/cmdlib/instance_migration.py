@@ -174,8 +174,11 @@ class _MoveBase(InstanceLU[_Op]):
                 f"start it there with 'gnt-instance startup {self.instance.name}'"
             ) from None
 
-    async def switch_primary(self, logical_ids: dict[str, list[str]] | None = None) -> None:
-        """Commit the target as primary node (and as the disks' node)."""
+    async def switch_primary(self, logical_ids: dict[str, list[str]] | None = None, *,
+                             status_change: bool = False) -> None:
+        """Commit the target as primary node (and as the disks' node); a failover or
+        move of an instance that should run stops and starts it, a ``status_change``
+        that records the opcode's reason (a live migration is none)."""
         source_uuid, target_uuid = self.instance.primary_node, self.target.uuid
 
         def change(inst: Instance) -> None:
@@ -187,7 +190,7 @@ class _MoveBase(InstanceLU[_Op]):
             if logical_ids and disk.uuid in logical_ids:
                 disk.logical_id = logical_ids[disk.uuid]
 
-        await self.update_instance(change, change_disk)
+        await self.update_instance(change, change_disk, status_change=status_change)
 
 
 class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
@@ -250,7 +253,7 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
     if specs and not source.offline:
         await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
                           f"deactivating the disks of instance {inst.name}")
-    await lu.switch_primary()
+    await lu.switch_primary(status_change=lu.instance.admin_state == "up")
     lu.feedback(f"instance {inst.name} now has node {lu.target.name} as primary node")
     if lu.instance.admin_state == "up":
         await lu.start_on_target()
@@ -465,7 +468,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
                                     f"restarting instance {inst.name}")
             raise
         old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
-        await self.switch_primary(new_ids)
+        await self.switch_primary(new_ids, status_change=self.instance.admin_state == "up")
         for spec in old_specs:
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
                                 f"removing disk {spec.index} of instance {inst.name} from "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
 from corral.objects import Disk, Instance, Node, NodeGroup, fill_params
-from corral.objects.params import BE_PARAMS, HV_PARAMS, ParamSpec
+from corral.objects.params import BE_PARAMS, HV_PARAMS, ParamSpec, fill_hv_params
 from corral.opcodes.instance_ops import OpInstanceQueryData
 from corral.qlang import FieldKind, FieldRegistry, ResultStatus
 
@@ -67,12 +67,13 @@ def is_shut_down(info: dict[str, Any]) -> bool:
 def filled_hvparams(store: ConfigStore, instance: Instance, node: Node | None = None,
                     *, skip_globals: bool = True) -> dict[str, Any]:
     """Hypervisor parameters cluster ← OS ← group ← instance; without the global-only
-    ones (which are not the instance's business) unless ``skip_globals`` is False."""
+    ones (which are not the instance's business) unless ``skip_globals`` is False, and
+    then with the cluster's value (:func:`~corral.objects.params.fill_hv_params`)."""
     cluster = store.cluster
     hv = instance.hypervisor
     node = node or store.find("node", instance.primary_node)
     group = store.find("nodegroup", node.group) if node is not None else None
-    result = fill_params(
+    result = fill_hv_params(
         cluster.hvparams.get(hv, {}),
         cluster.os_hvp.get(split_os_name(instance.os)[0], {}).get(hv),
         group.hvparams.get(hv) if group is not None else None,

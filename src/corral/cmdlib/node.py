@@ -24,6 +24,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import expand_group, expand_node
+from corral.cmdlib.config_files import send_config_files, warn_missing
 from corral.cmdlib.node_homing import check_new_node_homing, check_secondary_change
 from corral.cmdlib.node_query import (
     LIVE_FIELDS,
@@ -235,7 +236,8 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         )
 
     async def execute(self) -> None:
-        """Join, check the version, record the node, add its locks, fill the pool."""
+        """Join, check the version, record the node, add its locks, fill the pool,
+        send it the files made from the configuration (the uid pool)."""
         if self.op.dry_run:
             return None
         node = self._node()
@@ -265,6 +267,7 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         if not self.op.readd:
             for level in (LockLevel.NODE, LockLevel.NODE_RES):
                 await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
+        warn_missing(await send_config_files(self.master, [node]), self.feedback)
         return None
 
     async def _commit(self, node: Node) -> None:
@@ -289,7 +292,10 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
                 txn.add(record)
         role = "master candidate" if record.master_candidate else "regular node"
         verb = "Re-added" if op.readd else "Added"
-        self.feedback(f"{verb} node {node.name} to group {self._group.name} as {role}")
+        # Design 2.1 reports the node's uuid on node adds; in the job log, as the
+        # result stays Ganeti's (none).
+        self.feedback(f"{verb} node {node.name} with UUID {record.uuid} to group "
+                      f"{self._group.name} as {role}")
 
     def _becomes_candidate(self, node: Node) -> bool:
         """Whether the node joins the candidate pool (it is eligible and the pool short)."""
@@ -528,7 +534,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         self._old_flags, self._new_flags = old, new
 
     async def execute(self) -> list[list[str]] | None:
-        """Check a node coming online answers; apply; refill the pool with auto_promote."""
+        """Check a node coming online answers; apply; refill the pool with auto_promote;
+        send a node back online the files made from the configuration (the uid pool)."""
         node = self._node
         op = self.op
         store = self.master.store
@@ -574,6 +581,10 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         if promoted:
             self.feedback(f"Promoted to master candidate: {', '.join(promoted)}")
             await _equip_promoted(self.master, promoted, self.feedback)
+        if self._old_flags[2] and not self._new_flags[2]:
+            # An offline node was sent nothing: the uid pool may have changed meanwhile.
+            warn_missing(await send_config_files(self.master, [store.get("node", node.uuid)]),
+                         self.feedback)
         return result
 
 

@@ -9,7 +9,11 @@ Rows are first decoded as plain dicts, then, in this order:
 4. references by *name* (design 2.1: Ganeti 2.0 tracked nodes, groups and disks by
    name) are rewritten to UUIDs: node → group, instance → primary node and disks,
    disk → nodes, cluster → master node;
-5. each dict is converted to its class, which fills missing fields with defaults.
+5. global hypervisor parameters (:data:`~corral.objects.params.HV_GLOBALS`, e.g.
+   ``migration_port``) are dropped from instances' ``hvparams`` (design 2.1: only the
+   cluster sets them; an older store, or one from before a parameter became global,
+   may hold them per instance);
+6. each dict is converted to its class, which fills missing fields with defaults.
 
 An object whose stored form differs from the result is reported as changed so the
 caller writes it back (in one transaction). Anything that cannot be read raises
@@ -27,6 +31,7 @@ import msgspec
 from corral.config.storage import RawRow
 from corral.errors import ConfigStoreError
 from corral.objects import KINDS, ConfigObject, new_uuid
+from corral.objects.params import HV_GLOBALS
 from corral.serializer import DecodeError, dumps, loads
 
 __all__ = ["Upgraded", "upgrade"]
@@ -79,6 +84,7 @@ def upgrade(path: Path, rows: list[RawRow]) -> Upgraded:
     entries.extend(_assign_groups(entries))
     _rewrite_names(entries)
     for entry in entries:
+        _drop_global_hvparams(entry)
         obj = _convert(path, entry)
         # Rows this version wrote encode back to the same bytes; anything else
         # (missing fields, unknown ones, other formatting) is written back.
@@ -185,6 +191,17 @@ def _rewrite_names(entries: list[_Entry]) -> None:
             if new != value:
                 entry.data[name] = new
                 entry.changed = True
+
+
+def _drop_global_hvparams(entry: _Entry) -> None:
+    """Remove the global hypervisor parameters an instance holds."""
+    hvparams = entry.data.get("hvparams")
+    if entry.kind != "instance" or not isinstance(hvparams, dict):
+        return
+    kept = {k: v for k, v in hvparams.items() if k not in HV_GLOBALS}
+    if len(kept) != len(hvparams):
+        entry.data["hvparams"] = kept
+        entry.changed = True
 
 
 def _convert(path: Path, entry: _Entry) -> ConfigObject:

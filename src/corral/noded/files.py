@@ -5,7 +5,9 @@ redistribute-conf``, design 2.1 "Redistribute Config").
 Besides the configuration, every node keeps copies of a few files the master owns:
 the cluster CA certificate and the confd HMAC key on every node, the RAPI users file
 and the master's client certificate on the master candidates (any of them may become
-the master). A file travels as ``{"name": known name}`` with its ``data`` (base64).
+the master). Every node also keeps files made from the configuration
+(:data:`CONFIG_FILES`: the user-id pool), which the master sends when they change. A
+file travels as ``{"name": known name}`` with its ``data`` (base64).
 
 What a node lets the master write is decided on the node, never by the request:
 the known files are a fixed table of this node's own :class:`Paths`, each with the
@@ -28,7 +30,8 @@ from corral.paths import Paths
 from corral.rpc.args import UploadFilesArgs
 from corral.utils.files import write_private, write_public
 
-__all__ = ["KNOWN_FILES", "read_ancillary_files", "read_user_list", "upload_files"]
+__all__ = ["CONFIG_FILES", "KNOWN_FILES", "read_ancillary_files", "read_user_list",
+           "upload_files"]
 
 #: Known files by name: (``Paths`` attribute, mode, master candidates only). The only
 #: files of the node's own places that ``upload_files`` writes.
@@ -37,6 +40,13 @@ KNOWN_FILES: dict[str, tuple[str, int, bool]] = {
     "confd_key": ("confd_hmac_key", 0o400, False),
     "rapi_users": ("rapi_users", 0o400, True),
     "master_client_cert": ("master_client_cert", 0o400, True),
+}
+
+#: Files made from the configuration that every node keeps (Ganeti's ssconf): name ->
+#: (``Paths`` attribute, mode). The master builds them from its configuration when it
+#: changes, so :func:`read_ancillary_files` does not read them from its own disk.
+CONFIG_FILES: dict[str, tuple[str, int]] = {
+    "uid_pool": ("uid_pool", 0o444),
 }
 
 #: Mode bits a file of the user list may not carry: set-user-ID, set-group-ID, sticky.
@@ -101,12 +111,15 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
     for entry in args.files:
         name, path, data, mode = entry.name, entry.path, entry.data, entry.mode
         if name is not None:
-            if name not in KNOWN_FILES:
+            if name in CONFIG_FILES:
+                attribute, known_mode = CONFIG_FILES[name]
+            elif name in KNOWN_FILES:
+                attribute, known_mode, _candidates = KNOWN_FILES[name]
+            else:
                 raise ParameterError(
                     f"procedure upload_files: this node does not accept the file {name!r}; "
-                    f"it accepts {', '.join(sorted(KNOWN_FILES))} and the paths its own "
-                    f"user file list ({paths.user_file_list}) names")
-            attribute, known_mode, _candidates = KNOWN_FILES[name]
+                    f"it accepts {', '.join(sorted([*KNOWN_FILES, *CONFIG_FILES]))} and the "
+                    f"paths its own user file list ({paths.user_file_list}) names")
             plan.append((name, getattr(paths, attribute), data, known_mode))
             continue
         if path is None or path not in allowed:

@@ -148,6 +148,7 @@ def leave(paths: Paths) -> None:
             "leave the cluster, destroy the cluster instead"
         )
     for path in (paths.node_membership, *_membership_files(paths)[:3],
-                 paths.master_client_cert, paths.confd_hmac_key, paths.rapi_users):
+                 paths.master_client_cert, paths.confd_hmac_key, paths.rapi_users,
+                 paths.uid_pool):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -24,6 +24,7 @@ __all__ = [
     "BE_PARAMS",
     "DISK_PARAMS",
     "DISK_TEMPLATES",
+    "HV_GLOBALS",
     "HV_PARAMS",
     "HYPERVISORS",
     "ND_PARAMS",
@@ -34,6 +35,7 @@ __all__ = [
     "ParamType",
     "coerce",
     "defaults",
+    "fill_hv_params",
     "fill_params",
     "parse_size",
     "update_params",
@@ -158,6 +160,13 @@ HV_PARAMS: dict[str, dict[str, ParamSpec]] = {
     "fake": {"migration_mode": _MIGRATION["migration_mode"]},
     "kvm": _KVM,
 }
+
+#: Hypervisor parameters only the cluster sets, whatever the hypervisor (Ganeti's
+#: ``HVC_GLOBALS``): refused per instance, dropped from instances by the configuration
+#: upgrade, and never filled from any layer but the cluster's.
+HV_GLOBALS: frozenset[str] = frozenset(
+    name for specs in HV_PARAMS.values() for name, spec in specs.items() if spec.global_only
+)
 
 #: The hypervisors corral implements, in order of preference.
 HYPERVISORS: tuple[str, ...] = ("kvm", "fake")
@@ -359,3 +368,15 @@ def fill_params(base: Mapping[str, Any], *layers: Mapping[str, Any] | None) -> d
             if value is not None:
                 result[name] = value
     return result
+
+
+def fill_hv_params(cluster: Mapping[str, Any], *layers: Mapping[str, Any] | None
+                   ) -> dict[str, Any]:
+    """Fill hypervisor parameters like :func:`fill_params`, except that a global one
+    (:data:`HV_GLOBALS`) keeps the ``cluster`` layer's value: whatever a later layer
+    (OS, group, instance) holds for it is ignored, so an instance carrying one from an
+    older store cannot make it differ per instance (design 2.1)."""
+    return fill_params(cluster, *(
+        {k: v for k, v in layer.items() if k not in HV_GLOBALS} if layer else None
+        for layer in layers
+    ))

@@ -1,0 +1,51 @@
+"""The files made from the configuration that every node keeps, and sending them.
+
+Design 2.1 has the user-id pool "distributed to all the nodes via the ssconf
+mechanism", so that a node reads it without asking the master or a master candidate
+(which hold the configuration itself). corral sends it with ``upload_files`` (the
+node writes it to :attr:`corral.paths.Paths.uid_pool`, see
+:data:`corral.noded.files.CONFIG_FILES`) to every online node, the master included:
+when the pool changes (``gnt-cluster modify --uid-pool/--add-uids/--remove-uids``),
+to a node that joins or comes back online (an offline node is sent nothing), and on
+``gnt-cluster redistribute-conf``. A node that misses
+it is reported in the job log; ``redistribute-conf`` sends it again.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from corral import uidpool
+from corral.cmdlib.base import MasterContext
+from corral.objects import Cluster, Node
+
+__all__ = ["config_files", "online_nodes", "send_config_files", "warn_missing"]
+
+
+def config_files(cluster: Cluster) -> list[dict[str, Any]]:
+    """The files every node keeps, made from ``cluster``, as ``upload_files`` entries."""
+    data = uidpool.format_uid_pool_file(cluster.uid_pool).encode()
+    return [{"name": "uid_pool", "data": base64.b64encode(data).decode("ascii")}]
+
+
+def online_nodes(master: MasterContext) -> list[Node]:
+    """Every online node, the master included."""
+    return [n for n in master.store.all("node") if not n.offline]
+
+
+async def send_config_files(master: MasterContext, nodes: Sequence[Node]) -> dict[str, str]:
+    """Send :func:`config_files` to ``nodes``; the nodes that failed, with the reason."""
+    if not nodes:
+        return {}
+    results = await master.rpc.call(list(nodes), "upload_files",
+                                    {"files": config_files(master.store.cluster)})
+    return {name: r.error.message for name, r in results.items() if r.error is not None}
+
+
+def warn_missing(failed: dict[str, str], feedback: Callable[[str], None]) -> None:
+    """Report in the job log each node that did not get the files."""
+    for name, message in sorted(failed.items()):
+        feedback(f"Warning: node {name} did not get the user-id pool ({message}); "
+                 "'gnt-cluster redistribute-conf' sends it again")

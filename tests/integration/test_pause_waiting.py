@@ -1,7 +1,8 @@
 """A PAUSE filter on a job that is waiting for locks (seed 000), on a real testbed.
 
 The job is made to wait by an interruptible ``gnt-debug delay`` holding the master
-node's lock; ``gnt-debug locks`` shows who holds and who queues for each lock.
+node's lock; ``gnt-debug locks`` shows who holds and who queues for each lock. The job
+stays paused across a planned master failover.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import TestbedHandle
+from tests.conftest import TestbedHandle, run_tool
 
 pytestmark = pytest.mark.integration
 
@@ -21,9 +22,10 @@ def _submit_delay(tb: TestbedHandle, *args: str) -> int:
     return int(proc.stdout.split()[0])
 
 
-def _fields(tb: TestbedHandle, job_id: int, fields: str) -> list[str]:
-    row = tb.run("gnt-job", "list", "--no-headers", "--separator", "|", "-o", fields,
-                 str(job_id)).stdout.strip()
+def _fields(env: dict[str, str], job_id: int, fields: str) -> list[str]:
+    """The job's ``fields`` as listed by the master that ``env`` reaches."""
+    row = run_tool(["gnt-job", "list", "--no-headers", "--separator", "|", "-o", fields,
+                    str(job_id)], env).stdout.strip()
     return row.split("|")
 
 
@@ -43,12 +45,13 @@ def _lock_users(tb: TestbedHandle) -> dict[str, set[int]]:
 
 def _wait_for(tb: TestbedHandle, job_id: int, status: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while _fields(tb, job_id, "status") != [status]:
+    while _fields(tb.env, job_id, "status") != [status]:
         assert time.monotonic() < deadline, f"job {job_id} never became {status}"
         time.sleep(0.1)
 
 
 def test_pause_releases_a_waiting_job_until_the_rule_goes(testbed: TestbedHandle) -> None:
+    old = testbed.env
     holder = _submit_delay(testbed, "--interruptible", "600")
     _wait_for(testbed, holder, "running")
     waiting = _submit_delay(testbed, "--reason", "pause-while-waiting", "0")
@@ -63,7 +66,7 @@ def test_pause_releases_a_waiting_job_until_the_rule_goes(testbed: TestbedHandle
     uuid = testbed.run("gnt-filter", "add", "--action", "PAUSE", "--predicates",
                        predicates).stdout.strip()
     # Held by the rule, back in the queue, and out of every lock and lock queue.
-    assert _fields(testbed, waiting, "status,paused_by,opstatus") == [
+    assert _fields(old, waiting, "status,paused_by,opstatus") == [
         "queued", uuid, "['queued']"]
     assert not [name for name, users in _lock_users(testbed).items() if waiting in users]
     assert f"Paused by filter rule {uuid}" in testbed.run(
@@ -75,10 +78,15 @@ def test_pause_releases_a_waiting_job_until_the_rule_goes(testbed: TestbedHandle
     _wait_for(testbed, later, "waiting")
     testbed.run("gnt-job", "cancel", str(holder))
     testbed.run("gnt-job", "wait", str(later))
-    assert _fields(testbed, later, "status") == ["success"]
-    assert _fields(testbed, waiting, "status,paused_by") == ["queued", uuid]
+    assert _fields(old, later, "status") == ["success"]
+    assert _fields(old, waiting, "status,paused_by") == ["queued", uuid]
+
+    # The new master of a planned failover keeps it paused.
+    new = {**testbed.env, "CORRAL_ROOT": testbed.state["nodes"][1]["root"]}
+    run_tool(["gnt-cluster", "master-failover"], new, timeout=180)
+    assert _fields(new, waiting, "status,paused_by") == ["queued", uuid]
 
     # The rule goes: the job waits for its lock again and succeeds.
-    testbed.run("gnt-filter", "delete", uuid)
-    testbed.run("gnt-job", "wait", str(waiting))
-    assert _fields(testbed, waiting, "status,paused_by") == ["success", "None"]
+    run_tool(["gnt-filter", "delete", uuid], new)
+    run_tool(["gnt-job", "wait", str(waiting)], new)
+    assert _fields(new, waiting, "status,paused_by") == ["success", "None"]

@@ -13,6 +13,7 @@ from corral.cmdlib import LOGICAL_UNITS, MasterContext, Processor
 from corral.cmdlib.query import FILTER_FIELDS, LOCK_FIELDS, resource
 from corral.config import ConfigStore
 from corral.errors import OpPrereqError, ParameterError
+from corral.jobs import JobQueue, JobStore
 from corral.locking import LockAttemptStrategy, LockLevel, LockManager
 from corral.opcodes import REGISTRY, op_from_dict
 from tests.unit.config_helpers import new_store
@@ -197,3 +198,54 @@ def test_priority_is_passed_to_the_locks(store: ConfigStore) -> None:
 
     pending = asyncio.run(scenario())
     assert [(p.priority, p.owners) for p in pending] == [(-5, ("job/3",))]
+
+
+class _Decision:
+    """A filter decision for the queue (``corral.jobs.filters.Decision`` in the daemon)."""
+
+    def __init__(self, action: str, rule_uuid: str | None = None) -> None:
+        self.action, self.rule_uuid, self.limit = action, rule_uuid, None
+
+
+def test_a_pause_takes_a_job_out_of_the_lock_queue(store: ConfigStore, tmp_path: Path) -> None:
+    processor, master, _ = make(store)
+
+    def users() -> list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]]:
+        return [(i.name, i.holders, [p.owners for p in i.pending])
+                for i in master.locks.info() if i.holders or i.pending]
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        queue = JobQueue(JobStore.open(tmp_path / "jobs.db"), processor.execute)
+        await queue.start()
+        try:
+            await master.locks.acquire(LockLevel.CLUSTER, ["BGL"], owner="admin")
+            job_id = await queue.submit([op_from_dict({"OP_ID": "OP_TEST_DELAY",
+                                                       "duration": 0})])
+            for _ in range(500):  # in its blocking attempt once it queues for good
+                await asyncio.sleep(0.01)
+                if any(pending for _, _, pending in users()):
+                    break
+            seen["waiting"] = (await queue.query([job_id], ["status"]), users())
+            queue.set_decider(lambda job_id, ops: _Decision("PAUSE", "hold-it"))
+            await queue.reevaluate()
+            seen["paused"] = (await queue.query([job_id], ["status", "paused_by"]), users())
+            master.locks.release_all(owner="admin")
+            await asyncio.sleep(0.05)
+            seen["free"] = (await queue.query([job_id], ["status"]), users())
+            queue.set_decider(None)
+            await queue.reevaluate()
+            for _ in range(500):
+                await asyncio.sleep(0.01)
+                seen["done"] = (await queue.query([job_id], ["status"]), users())
+                if seen["done"][0] == [["success"]]:
+                    break
+        finally:
+            await queue.stop()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["waiting"] == ([["waiting"]], [("cluster/BGL", ("admin",), [("job/1",)])])
+    assert seen["paused"] == ([["queued", "hold-it"]], [("cluster/BGL", ("admin",), [])])
+    assert seen["free"] == ([["queued"]], [])
+    assert seen["done"] == ([["success"]], [])

@@ -26,6 +26,10 @@ class FakeExecutor:
         self.started: list[tuple[int, int]] = []
         self.hold_waiting: dict[int, asyncio.Event] = {}
         self.hold_running: dict[int, asyncio.Event] = {}
+        #: Holds one opcode (job id, index) before ``running``.
+        self.hold_op: dict[tuple[int, int], asyncio.Event] = {}
+        #: Set each time that opcode reaches its hold (cleared by the test).
+        self.reached_op: dict[tuple[int, int], asyncio.Event] = {}
         self.entered: dict[int, asyncio.Event] = {}
         self.fail: set[tuple[int, int]] = set()
         self.active = 0
@@ -52,6 +56,10 @@ class FakeExecutor:
             self.entered_event(ctx.job_id).set()
             gate = self.hold_waiting.get(ctx.job_id)
             if gate is not None:
+                await gate.wait()
+            gate = self.hold_op.get((ctx.job_id, ctx.index))
+            if gate is not None:
+                self.reached_op.setdefault((ctx.job_id, ctx.index), asyncio.Event()).set()
                 await gate.wait()
             ctx.running()
             ctx.feedback(f"op {ctx.index} prio {ctx.priority}")
@@ -421,6 +429,87 @@ async def test_pause_running_job_at_opcode_boundary(env: Env) -> None:
     await queue.reevaluate()
     assert await wait_final(queue, job_id) == "success"
     assert env.executor.started == [(job_id, 0), (job_id, 1)]
+
+
+async def test_pause_takes_a_waiting_job_out_of_its_wait(env: Env) -> None:
+    # max_running=1: the paused job must give its slot to the next job as well.
+    queue = await env.open(max_running=1)
+    gate = env.executor.hold(1)
+    waiting = await queue.submit([delay()])
+    await env.executor.entered_event(waiting).wait()
+    other = await queue.submit([delay()])
+    assert await status(queue, waiting) == "waiting"
+    queue.set_decider(
+        lambda job_id, ops: Decision("PAUSE", "hold-it") if job_id == waiting
+        else Decision("ACCEPT"))
+    await queue.reevaluate()
+    assert await wait_final(queue, other) == "success"
+    assert env.executor.active == 0  # it left the executor (and so its lock wait)
+    (row,) = await queue.query([waiting], ["status", "paused_by", "opstatus", "opstart",
+                                           "start_ts", "opresult", "oplog"])
+    assert row is not None
+    assert row[:6] == ["queued", "hold-it", ["queued"], [None], None, [None]]
+    ((_serial, _ts, kind, message),) = row[6][0]
+    assert kind == "message" and "Paused by filter rule hold-it" in message
+    assert stored_job(env.path, waiting).paused_by == "hold-it"
+
+    env.executor.entered[waiting] = asyncio.Event()
+    queue.set_decider(lambda job_id, ops: Decision("RATE_LIMIT", "slow", 5))
+    await queue.reevaluate()
+    await env.executor.entered_event(waiting).wait()
+    gate.set()
+    assert await wait_final(queue, waiting) == "success"
+    assert env.executor.started == [(waiting, 0), (other, 0), (waiting, 0)]
+    (row,) = await queue.query([waiting], ["paused_by", "start_ts"])
+    assert row is not None and row[0] is None and row[1] is not None
+
+
+async def test_pause_while_waiting_keeps_the_opcodes_done(env: Env) -> None:
+    queue = await env.open()
+    job_id = await queue.submit([delay(), delay()])
+    gate = env.executor.hold_op[(job_id, 1)] = asyncio.Event()
+    reached = env.executor.reached_op[(job_id, 1)] = asyncio.Event()
+    async with asyncio.timeout(5):
+        await reached.wait()
+    assert await status(queue, job_id) == "waiting"
+    queue.set_decider(lambda job_id, ops: Decision("PAUSE", "hold-it"))
+    await queue.reevaluate()
+    (row,) = await queue.query([job_id], ["status", "opstatus", "opstart", "start_ts"])
+    assert row is not None and row[:2] == ["queued", ["success", "queued"]]
+    assert row[2][0] is not None and row[2][1] is None and row[3] == row[2][0]
+    reached.clear()
+    queue.set_decider(None)
+    await queue.reevaluate()
+    async with asyncio.timeout(5):
+        await reached.wait()
+    gate.set()
+    assert await wait_final(queue, job_id) == "success"
+    assert env.executor.started == [(job_id, 0), (job_id, 1), (job_id, 1)]
+
+
+async def test_a_job_paused_while_waiting_can_be_canceled_and_survives_a_restart(
+        env: Env) -> None:
+    queue = await env.open()
+    env.executor.hold(1)
+    env.executor.hold(2)
+    first = await queue.submit([delay()])
+    second = await queue.submit([delay()])
+    await env.executor.entered_event(first).wait()
+    await env.executor.entered_event(second).wait()
+    queue.set_decider(lambda job_id, ops: Decision("PAUSE", "hold-it"))
+    await queue.reevaluate()
+    assert await queue.query([first, second], ["status", "paused_by"]) == [
+        ["queued", "hold-it"], ["queued", "hold-it"]]
+    assert await queue.cancel(first) == (True, f"Job {first} canceled")
+    assert await wait_final(queue, first) == "canceled"
+
+    # A master restart finds it queued (not interrupted) and paused while the rule holds.
+    queue = await env.reopen(decider=lambda job_id, ops: Decision("PAUSE", "hold-it"))
+    assert await queue.query([second], ["status", "paused_by"]) == [["queued", "hold-it"]]
+    assert env.executor.started == []
+    queue.set_decider(None)
+    await queue.reevaluate()
+    assert await wait_final(queue, second) == "success"
 
 
 async def test_rate_limit_bounds_matching_jobs(env: Env) -> None:

@@ -6,7 +6,9 @@ lock down, owned by the job, with the :class:`~corral.locking.LockAttemptStrateg
 growing timeouts, everything released between attempts, then one blocking attempt.
 Each attempt asks with the job's current priority, so a ``change-priority`` counts
 from the next attempt on. Locks are released when the opcode ends, whatever the
-outcome, so a job paused at an opcode boundary holds nothing.
+outcome, so a job paused at an opcode boundary holds nothing. A job still waiting for
+its locks is interrupted by cancelling its task (CancelJob, or a PAUSE rule): the
+pending acquire leaves the lock queue and what the job holds is released here.
 """
 
 from __future__ import annotations

@@ -332,6 +332,12 @@ class JobQueue:
                     self._touch(entry)
             else:
                 entry.pause_rule = rule
+                if (job.status == WAITING and entry.pause_interrupt is None
+                        and not entry.cancel_requested):
+                    # Waiting for locks: leave the lock queues now, not after the
+                    # opcode (seed 000: a paused job releases its locks at once).
+                    entry.pause_interrupt = rule or ""
+                    entry.task.cancel()
         else:
             entry.pause_rule = None
             if job.paused_by is not None:
@@ -343,8 +349,9 @@ class JobQueue:
         """Apply the (changed) filters to every queued, paused, waiting or running job.
 
         REJECT cancels queued and paused jobs (and waiting ones, like CancelJob);
-        PAUSE holds queued jobs and stops running ones at the next opcode boundary;
-        any other decision releases a paused job.
+        PAUSE holds queued jobs, takes jobs waiting for locks out of the lock queues
+        and back to queued (releasing what they hold), and stops running ones at the
+        next opcode boundary; any other decision releases a paused job.
         """
         for entry in list(self._jobs.values()):
             job = entry.job
@@ -359,6 +366,11 @@ class JobQueue:
                     self._cancel_waiting(entry)
                 continue
             self._apply_decision(entry, action, rule, limit)
+        # jobs taken out of their wait for locks: answer once they are back in the queue
+        leaving = [entry.task for entry in self._running.values()
+                   if entry.pause_interrupt is not None and entry.task is not None]
+        if leaving:
+            await asyncio.wait(leaving)
         # limits may have changed: recount, and give held jobs another chance
         self._rate_running.clear()
         for entry in self._running.values():
@@ -419,6 +431,7 @@ class JobQueue:
     def _task_done(self, entry: LiveJob, task: asyncio.Task[None]) -> None:
         entry.task = None
         entry.cancel_requested = False
+        entry.pause_interrupt = None
         self._running.pop(entry.job.id, None)
         rule = entry.counted_rule
         if rule is not None:
@@ -460,6 +473,12 @@ class JobQueue:
         except asyncio.CancelledError:
             if entry.handed_over and not entry.cancel_requested:
                 self._leave_for_new_master(entry)
+            elif (entry.pause_interrupt is not None and not entry.cancel_requested
+                  and job.status == WAITING):
+                self._pause_waiting(entry)
+                task = asyncio.current_task()
+                if not self._stopping and task is not None and task.uncancel() == 0:
+                    return  # our own interruption, not the daemon stopping
             if not entry.cancel_requested:
                 raise
             job.finish_unfinished(CANCELED, _CANCELED_RESULT)
@@ -500,6 +519,25 @@ class JobQueue:
         op.end_timestamp = timestamp_now()
         self._touch(entry)
         return True
+
+    def _pause_waiting(self, entry: LiveJob) -> None:
+        """A job whose wait for locks a PAUSE rule interrupted: its opcode goes back to
+        queued (its locks released by the executor), the job held by the rule if it
+        still pauses it, else ready to wait for its locks again."""
+        job = entry.job
+        interrupted_by, entry.pause_interrupt = entry.pause_interrupt, None
+        for index, op in enumerate(job.ops):
+            if op.status == WAITING:
+                op.status = QUEUED
+                op.start_timestamp = None
+                job.add_log(index, "message", f"Paused by filter rule {interrupted_by} "
+                            "while waiting for locks: the locks were released and the "
+                            "job went back to the queue")
+                break
+        if all(op.status == QUEUED for op in job.ops):
+            job.start_timestamp = None
+        job.paused_by, entry.pause_rule = entry.pause_rule, None
+        self._touch(entry)
 
     def _fail(self, entry: LiveJob, index: int, err: BaseException) -> None:
         op = entry.job.ops[index]

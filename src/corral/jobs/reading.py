@@ -48,6 +48,9 @@ class LiveJob:
     rate_limit: int = 0
     counted_rule: str | None = None
     pause_rule: str | None = None
+    #: The PAUSE rule that interrupted the job's wait for locks (its task is being
+    #: cancelled to leave the lock queues; see :meth:`~corral.jobs.queue.JobQueue.reevaluate`).
+    pause_interrupt: str | None = None
     cancel_requested: bool = False
     #: Cancelled by a planned master failover (see :meth:`~corral.jobs.queue.JobQueue.hand_over`).
     handed_over: bool = False

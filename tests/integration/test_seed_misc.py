@@ -113,6 +113,11 @@ def test_global_hv_params_reason_of_status_changes_and_uuid_of_new_instances(
     assert _last_reasons(testbed, name) == ["C: maintenance"]
     testbed.run("gnt-instance", "modify", "-B", "vcpus=1", "--reason", "D: fewer", name)
     assert _last_reasons(testbed, name) == ["C: maintenance"]
+    # a start not remembered as the wanted state still is a status change
+    testbed.run("gnt-instance", "startup", "--no-remember", "--reason", "E: a look", name)
+    assert _last_reasons(testbed, name) == ["E: a look"]
+    testbed.run("gnt-instance", "shutdown", "--no-remember", "--reason", "F: done", name)
+    assert _last_reasons(testbed, name) == ["F: done"]
 
     # -- an older store holding a global parameter per instance: the master's upgrade
     # drops it when it opens the store (design 2.1), and the cluster value applies.

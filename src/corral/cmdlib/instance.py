@@ -145,6 +145,10 @@ class LUInstanceStartup(InstanceLU[Any]):
         await self.call_one(node, "instance_start",
                     {"instance": wire(spec), "startup_paused": op.startup_paused},
                     f"starting instance {inst.name}", rpc_timeout=RPC_START)
+        if op.no_remember:
+            # not remembered as wanted up, but it did start: that is its last status
+            # change, and its reason is kept (as Ganeti's node does)
+            await self.set_state(status_change=True)
         return None
 
 
@@ -181,6 +185,8 @@ class LUInstanceShutdown(InstanceLU[Any]):
         await self.call_one(node, "instance_shutdown",
                     {"instance": self.spec(), "timeout": float(op.timeout)},
                     f"shutting down instance {inst.name}", rpc_timeout=op.timeout + RPC_QUICK)
+        if op.no_remember:
+            await self.set_state(status_change=True)  # stopped: see LUInstanceStartup
         return None
 
 

@@ -167,3 +167,10 @@ def test_uid_pool_reaches_every_node_and_node_add_reports_the_uuid(
     # A pool emptied is an empty file everywhere (Ganeti's ssconf_uid_pool is too).
     testbed.run("gnt-cluster", "modify", "--uid-pool", "")
     assert pools() == [""] * 3
+
+    # redistribute-conf sends it again to a node that lost it, and says so.
+    testbed.run("gnt-cluster", "modify", "--uid-pool", "7000")
+    node_paths(testbed, 3).uid_pool.unlink()
+    job = _client(testbed).run("PUT", "/2/redistribute-config")
+    assert "uid_pool" in job["opresult"][0]["files"]
+    assert pools() == ["7000\n"] * 3

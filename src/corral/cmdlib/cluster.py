@@ -16,7 +16,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
-from corral.cmdlib.config_files import online_nodes, send_config_files, warn_missing
+from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
@@ -466,10 +466,11 @@ class LUClusterRedistConf(LogicalUnit[OpClusterRedistConf]):
         for name, message in sorted(failed.items()):
             self.feedback(f"Warning: node {name}: {message}")
         done = sorted(n.name for n in nodes if n.name not in failed)
-        self.feedback(f"Configuration serial {store.serial} and {len(files)} file(s) "
+        names = [f.get("name") or f.get("path") for f in files]
+        names += [f["name"] for f in config_files(store.cluster)]
+        self.feedback(f"Configuration serial {store.serial} and {len(names)} file(s) "
                       f"distributed to {len(done)} node(s)")
-        return {"serial": store.serial, "nodes": done, "failed": failed,
-                "files": [f.get("name") or f.get("path") for f in files]}
+        return {"serial": store.serial, "nodes": done, "failed": failed, "files": names}
 
 
 class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):

@@ -1,4 +1,4 @@
-"""Instance life cycle logical units and the instance query resource, against a real
+"""Instance life cycle logical units, against a real
 configuration store and lock manager and node daemons in this process (the real noded
 procedures over the fake hypervisor, file storage and the dumpenv test OS)."""
 
@@ -7,15 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import msgspec
 import pytest
 
 from corral.cmdlib import Processor
 from corral.cmdlib.base import MasterContext, RpcArgs
-from corral.cmdlib.common import instance_spec
-from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
     CorralError,
@@ -29,123 +26,17 @@ from corral.errors import (
     ParameterError,
 )
 from corral.locking import LockLevel
-from corral.noded import procedures
 from corral.objects import Node
 from corral.opcodes import op_from_dict
 from corral.rpc.protocol import RpcResult
-from tests.unit.config_helpers import check_invariants, new_store, snapshot
-from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor, run_op
-
-REASON = [["gnt:client:gnt-instance", "add", 1], ["user", "testing", 2]]
-OS_SEARCH = "/srv/ganeti/os"
-
-
-class Nodes:
-    """What the in-process nodes run, read (and changed behind the master's back)
-    through the real procedures without being recorded as the master's calls."""
-
-    def __init__(self, rpc: LocalRpc) -> None:
-        self.rpc = rpc
-
-    def _run(self, node: str, procedure: str, args: Mapping[str, Any]) -> Any:
-        return asyncio.run(procedures.dispatch(self.rpc.nodes.paths(node), procedure, args))
-
-    @property
-    def running(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per node, the info of every instance its fake hypervisor runs."""
-        return {node.name: self._run(node.name, "all_instances_info", {})
-                for node in self.rpc.store.all("node")}
-
-    def _spec(self, name: str, **beparams: Any) -> dict[str, Any]:
-        store = self.rpc.store
-        spec = msgspec.to_builtins(instance_spec(store, store.get("instance", name)))
-        spec["beparams"].update(beparams)
-        return cast(dict[str, Any], spec)
-
-    def stop(self, node: str, name: str) -> None:
-        """The instance stops on its own."""
-        self._run(node, "instance_shutdown", {"instance": self._spec(name)})
-
-    def start(self, node: str, name: str, **beparams: Any) -> None:
-        """The instance is started on ``node`` by someone else than the master."""
-        self._run(node, "instance_start", {"instance": self._spec(name, **beparams)})
-
-    def limit_storage(self, node: str, free: int) -> None:
-        """``node`` reports only ``free`` MiB free in its storage directories.
-
-        Scripted: the real free space is the test file system's, far more than a test
-        can fill."""
-        paths = self.rpc.nodes.paths
-
-        async def node_info(name: str, args: Mapping[str, Any]) -> Any:
-            info = await procedures.dispatch(paths(name), "node_info", args)
-            if name == node:
-                for space in info["storage"].values():
-                    space["free"] = free
-            return info
-
-        self.rpc.nodes.overrides["node_info"] = node_info
-
-
-class Cluster:
-    """A store with nodes node1..node4, in-process node daemons and a processor."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.store: ConfigStore = new_store(tmp_path / "config.db")
-        group = self.store.all("nodegroup")[0]
-        with self.store.transaction() as txn:
-            for number in (2, 3, 4):
-                txn.add(Node(name=f"node{number}", primary_ip=f"192.0.2.{number}",
-                             group=group.uuid))
-            cluster = txn.cluster()
-            cluster.file_storage_dir = "/srv/corral/file-storage"
-            cluster.shared_file_storage_dir = "/srv/corral/shared"
-            cluster.os_search_path = [OS_SEARCH]
-            txn.update(cluster)
-        self.rpc = LocalRpc(self.store, tmp_path / "cluster")
-        self.rpc.allow_storage("/srv/corral/file-storage", "/srv/corral/shared")
-        self.rpc.install_os(OS_SEARCH, "corral-ext4", variants=["default", "minimal"],
-                            parameters=["filesystem file system type",
-                                        "fail fail on purpose"])
-        self.rpc.install_os(OS_SEARCH, "plainos")
-        self.nodes = Nodes(self.rpc)
-        self.processor, self.ctx = make_processor(self.store, self.rpc)
-
-    def run(self, op_id: str, job: JobCtx | None = None, **params: Any) -> Any:
-        return run_op(self.processor, {"OP_ID": op_id, **params}, job)
-
-    def create(self, name: str = "web1", **params: Any) -> Any:
-        args: dict[str, Any] = {
-            "instance_name": name, "disk_template": "file", "disks": [{"size": "1G"}],
-            "nics": [{}], "os_type": "corral-ext4+default", "pnode": "node1",
-            "reason": REASON,
-        }
-        args.update(params)
-        return self.run("OP_INSTANCE_CREATE", **args)
-
-    def instance_locks(self) -> list[str]:
-        return self.ctx.locks.lockset(LockLevel.INSTANCE).names()
-
-    def set_node(self, name: str, **changes: Any) -> None:
-        with self.store.transaction() as txn:
-            node = txn.get("node", name)
-            for key, value in changes.items():
-                setattr(node, key, value)
-            txn.update(node)
+from tests.unit.config_helpers import snapshot
+from tests.unit.instance_helpers import OS_SEARCH, REASON, Cluster, fail, open_cluster, query_rows
+from tests.unit.lu_helpers import JobCtx, LocalRpc, make_processor
 
 
 @pytest.fixture
 def cl(tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path)
-    yield cluster
-    check_invariants(cluster.store)
-    cluster.store.close()
-
-
-def fail(message: str, cls: type[CorralError] = CorralError) -> Any:
-    def handler(node: Node, args: Mapping[str, Any]) -> Any:
-        raise cls(message)
-    return handler
+    yield from open_cluster(tmp_path)
 
 
 # -- create -------------------------------------------------------------------
@@ -730,127 +621,6 @@ def test_rename_refusals(cl: Cluster) -> None:
     assert cl.instance_locks() == ["web1", "web2"]
 
 
-# -- information ---------------------------------------------------------------
-
-def test_query_data(cl: Cluster) -> None:
-    cl.create(nics=[{"ip": "198.51.100.3"}])
-    cl.create("web2", start=False, disk_template="diskless", disks=[], pnode="node2")
-    data = cl.run("OP_INSTANCE_QUERY_DATA", instances=["web1"])
-    info = data["web1"]
-    assert set(data) == {"web1"}
-    assert info["config_state"] == "up" and info["run_state"] == "up"
-    assert info["pnode"] == "node1" and info["pnode_group_name"] == "default"
-    assert info["snodes"] == [] and info["disk_template"] == "file"
-    assert info["disks"][0]["size"] == 1024 and info["disks"][0]["iv_name"] == "disk/0"
-    name, _uuid, ip, mac, mode, _link, _vlan, network, _netinfo = info["nics"][0]
-    assert (name, ip, mode, network) == (None, "198.51.100.3", "bridged", None)
-    assert mac.startswith("aa:00:00:")
-    assert info["be_actual"]["maxmem"] == 128 and info["be_instance"] == {}
-    assert "migration_mode" not in info["hv_actual"]
-    assert info["last_reason"] == REASON
-    everything = cl.run("OP_INSTANCE_QUERY_DATA", static=True)
-    assert set(everything) == {"web1", "web2"}
-    assert everything["web2"]["run_state"] is None
-    live = cl.run("OP_INSTANCE_QUERY_DATA", instances=["web2"])
-    assert live["web2"]["run_state"] == "down"
-
-
-def test_query_data_unknown_instance(cl: Cluster) -> None:
-    with pytest.raises(NotFoundError, match="'nope' does not exist"):
-        cl.run("OP_INSTANCE_QUERY_DATA", instances=["nope"])
-
-
-def _query(cl: Cluster, fields: list[str], qfilter: Any = None) -> list[list[Any]]:
-    async def ask() -> dict[str, Any]:
-        return await cl.ctx.queries["instance"].query(fields, qfilter)
-
-    data: list[list[Any]] = asyncio.run(ask())["data"]
-    return data
-
-
-def test_query_follows_every_commit(cl: Cluster) -> None:
-    """Queries share their per-instance rows while the configuration is unchanged; a
-    commit (here of the cluster defaults the rows are filled from) is seen at once."""
-    cl.create()
-    assert [[v for _s, v in row] for row in _query(cl, ["name", "be/vcpus", "pnode"])] == [
-        ["web1", 1, "node1"]]
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.beparams = {"default": {**cluster.beparams["default"], "vcpus": 4}}
-        txn.update(cluster)
-    assert [[v for _s, v in row] for row in _query(cl, ["be/vcpus"])] == [[4]]
-    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", beparams={"vcpus": 3})
-    assert [[v for _s, v in row] for row in _query(cl, ["be/vcpus"])] == [[3]]
-
-
-def test_query_static_fields_ask_no_node(cl: Cluster) -> None:
-    cl.create(disks=[{"size": 512}, {"size": "1G"}], nics=[{"ip": "198.51.100.9"}],
-              tags=["web"], beparams={"vcpus": 2})
-    calls = len(cl.rpc.calls)
-    fields = ["name", "pnode", "admin_state", "disk.count", "disk.sizes", "disk.size/1",
-              "disk.size/2", "sda_size", "nic.ips", "nic.mode/0", "ip", "be/vcpus", "vcpus",
-              "tags", "snodes", "disk_usage", "hv/migration_mode", "bridge", "pnode.group"]
-    (row,) = _query(cl, fields)
-    assert len(cl.rpc.calls) == calls
-    values = [value for _status, value in row]
-    assert values == ["web1", "node1", "up", 2, [512, 1024], 1024, None, 512,
-                      ["198.51.100.9"], "bridged", "198.51.100.9", 2, 2, ["web"], [], 1536,
-                      None, "xen-br0", "default"]
-    assert row[6][0] == 3 and row[16][0] == 1  # unavailable disk 2; unknown (global) field
-
-
-def test_query_live_fields_and_status(cl: Cluster) -> None:
-    cl.create("up1")
-    cl.create("down1", start=False, pnode="node2")
-    cl.create("err1", pnode="node3")
-    cl.create("off1", pnode="node4", start=False)
-    cl.nodes.stop("node3", "err1")                 # should run, does not
-    cl.nodes.start("node2", "down1", maxmem=64)    # runs, should not
-    cl.set_node("node4", offline=True)
-    cl.rpc.calls.clear()
-    rows = _query(cl, ["name", "status", "oper_state", "oper_ram", "oper_vcpus"])
-    table = {row[0][1]: [value for _s, value in row[1:]] for row in rows}
-    assert table == {
-        "down1": ["ERROR_up", True, 64, 1],
-        "err1": ["ERROR_down", False, None, None],
-        "off1": ["ERROR_nodeoffline", None, None, None],
-        "up1": ["running", True, 128, 1],
-    }
-    assert sorted(c.node for c in cl.rpc.calls) == ["node1", "node2", "node3"]
-    assert {c.procedure for c in cl.rpc.calls} == {"all_instances_info"}
-    cl.rpc.down.add("node1")
-    (row,) = _query(cl, ["status", "oper_state"], ["=", "name", "up1"])
-    assert row == [[0, "ERROR_nodedown"], [2, None]]
-
-
-def test_query_filter_on_static_fields_asks_only_matching_nodes(cl: Cluster) -> None:
-    cl.create("a", pnode="node1")
-    cl.create("b", pnode="node2")
-    cl.rpc.calls.clear()
-    rows = _query(cl, ["name", "status"], ["=", "pnode", "node2"])
-    assert rows == [[[0, "b"], [0, "running"]]]
-    assert [c.node for c in cl.rpc.calls] == ["node2"]
-    rows = _query(cl, ["name"], ["=", "status", "running"])
-    assert [r[0][1] for r in rows] == ["a", "b"]
-
-
-def test_query_fields_have_ganeti_titles(cl: Cluster) -> None:
-    fields = cl.ctx.queries["instance"].query_fields(
-        ["name", "status", "disk.size/0", "be/maxmem", "oper_ram", "nic.mac/7", "nope"])
-    assert [(f["name"], f["title"], f["kind"]) for f in fields["fields"]] == [
-        ("name", "Instance", "text"), ("status", "Status", "text"),
-        ("disk.size/0", "Disk/0", "unit"), ("be/maxmem", "ConfigMaxMem", "unit"),
-        ("oper_ram", "Memory", "unit"), ("nic.mac/7", "NicMAC/7", "text"),
-        ("nope", "nope", "unknown"),
-    ]
-
-
-def test_query_through_op_query(cl: Cluster) -> None:
-    cl.create()
-    answer = cl.run("OP_QUERY", what="instance", fields=["name", "os"])
-    assert answer["data"] == [[[0, "web1"], [0, "corral-ext4+default"]]]
-
-
 def test_sharedfile_and_storage_dirs(cl: Cluster) -> None:
     cl.create(disk_template="sharedfile", file_storage_dir="team/a")
     inst = cl.store.get("instance", "web1")
@@ -871,5 +641,5 @@ def test_failed_start_keeps_the_wanted_state(cl: Cluster) -> None:
     with pytest.raises(HypervisorError, match="starting instance web1 failed on node node1"):
         cl.run("OP_INSTANCE_STARTUP", instance_name="web1")
     assert cl.store.get("instance", "web1").admin_state == "up"
-    (row,) = _query(cl, ["status"])
+    (row,) = query_rows(cl, ["status"])
     assert row == [[0, "ERROR_down"]]

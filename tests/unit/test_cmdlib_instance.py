@@ -270,7 +270,27 @@ def test_os_parameters_are_matched_without_case(cl: Cluster) -> None:
     # parameter declared TRACK) is accepted and verified on the node.
     cl.create(osparams={"FILESYSTEM": "ext3"})
     validate = next(c for c in cl.rpc.calls if c.procedure == "os_validate")
-    assert validate.args["osparams"] == {"FILESYSTEM": "ext3"}
+    assert validate.args["osparams"] == {"filesystem": "ext3"}
+    assert cl.store.get("instance", "web1").osparams == {"filesystem": "ext3"}
+    # Two spellings of one parameter would be one OSP_ variable: refused, nothing made.
+    with pytest.raises(ParameterError, match="'FILESYSTEM', 'filesystem' name the same"):
+        cl.create("web2", osparams={"filesystem": "ext3", "FILESYSTEM": "xfs"})
+    assert [i.name for i in cl.store.all("instance")] == ["web1"]
+    # A name a Ganeti configuration stored upper-case still overrides the cluster's.
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.osparams = {"corral-ext4": {"filesystem": "ext2"}}
+        txn.update(cluster)
+        inst = txn.get("instance", "web1")
+        inst.osparams = {"FILESYSTEM": "ext3"}
+        txn.update(inst)
+    cl.rpc.calls.clear()
+    cl.run("OP_INSTANCE_SHUTDOWN", instance_name="web1")
+    cl.run("OP_INSTANCE_REINSTALL", instance_name="web1")
+    install = next(c for c in cl.rpc.calls if c.procedure == "instance_os_add")
+    assert install.args["instance"]["osparams"] == {"filesystem": "ext3"}
+    cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", osparams={"Filesystem": "xfs"})
+    assert cl.store.get("instance", "web1").osparams == {"filesystem": "xfs"}
 
 
 def test_force_variant_and_os_parameters(cl: Cluster) -> None:

@@ -6,10 +6,10 @@ either into the object, and the error for an unknown one lists a few that exist.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from corral.errors import NotFoundError, OpPrereqError, did_you_mean
+from corral.errors import NotFoundError, OpPrereqError, ParameterError, did_you_mean
 from corral.objects import Instance, Node, NodeGroup, fill_params
 from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
@@ -25,6 +25,7 @@ __all__ = [
     "fill_hvparams",
     "fill_osparams",
     "instance_spec",
+    "lower_os_params",
     "os_state_listed",
     "split_os_name",
 ]
@@ -80,14 +81,31 @@ def os_state_listed(entries: Sequence[str], os_name: str) -> bool:
     return any(split_os_name(entry)[0] == base for entry in entries)
 
 
-def fill_osparams(store: ConfigStore, os_name: str, own: dict[str, Any]) -> dict[str, Any]:
+def lower_os_params(params: Mapping[str, Any], where: str = "osparams") -> dict[str, Any]:
+    """``params`` with their names lower-cased, as OS parameter names are used (design
+    2.2: ``TRACK`` in ``parameters.list`` is ``-O track=…``); two names that differ only
+    in case are refused, since both would be the script's one ``OSP_`` variable."""
+    lowered: dict[str, Any] = {}
+    for name, value in params.items():
+        key = name.lower()
+        if key in lowered:
+            twins = sorted(n for n in params if n.lower() == key)
+            raise ParameterError(
+                f"{where}: {', '.join(map(repr, twins))} name the same OS parameter "
+                f"(names are not case-sensitive); give {key!r} once")
+        lowered[key] = value
+    return lowered
+
+
+def fill_osparams(store: ConfigStore, os_name: str, own: Mapping[str, Any]) -> dict[str, Any]:
     """OS parameters in the order instance > OS+variant > OS (built-in defaults are the
-    OS definition's own, applied by its scripts)."""
+    OS definition's own, applied by its scripts), by lower-cased name: an instance that
+    a Ganeti configuration gave ``TRACK`` overrides the cluster's ``track``."""
     cluster = store.cluster
     base, _variant = split_os_name(os_name)
     return fill_params(
         {}, cluster.osparams.get(base), cluster.osparams.get(os_name) if os_name != base
-        else None, own,
+        else None, {name.lower(): value for name, value in own.items()},
     )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
-from corral.cmdlib.common import check_node_online
+from corral.cmdlib.common import check_node_online, lower_os_params
 from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_QUICK,
@@ -279,7 +279,8 @@ class LUInstanceReinstall(InstanceLU[Any]):
             raise OpPrereqError(f"instance {inst.name} is running on node {node.name}; shut "
                                 "it down first")
         os_name = op.os_type or inst.os
-        params = update_params(inst.osparams, op.osparams or {})
+        params = update_params({k.lower(): v for k, v in inst.osparams.items()},
+                               lower_os_params(op.osparams or {}))
         filled = await check_os(self, node, os_name, force_variant=op.force_variant,
                                  own_params=params)
         if op.dry_run:

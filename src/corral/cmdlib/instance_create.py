@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
-from corral.cmdlib.common import expand_node, fill_osparams, instance_spec
+from corral.cmdlib.common import expand_node, fill_osparams, instance_spec, lower_os_params
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
@@ -219,6 +219,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def check_arguments(self) -> None:
         """Refuse what corral cannot do and parse disks and tags."""
         op = self.op
+        lower_os_params(op.osparams)  # refuse names that differ only in case, early
         if op.mode != "create":
             raise ParameterError(
                 f"instance creation mode {op.mode!r} is not implemented; only 'create' is "
@@ -366,7 +367,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         inst = Instance(
             uuid=inst_uuid, name=op.instance_name, primary_node=node.uuid,
             os=op.os_type or "", hypervisor=self.hypervisor, hvparams=self.hvparams,
-            beparams=self.beparams, osparams=dict(op.osparams),
+            beparams=self.beparams, osparams=lower_os_params(op.osparams),
             admin_state="up" if op.start else "down", disk_template=self.template,
             disks=[d.uuid for d in disks], nics=nics, tags=list(op.tags),
             last_reason=[list(entry) for entry in op.reason],

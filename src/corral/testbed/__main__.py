@@ -1,4 +1,4 @@
-"""``python -m corral.testbed up|down|status|demo --dir DIR``."""
+"""``python -m corral.testbed up|down|status|demo --dir DIR``, ``... guest build --dir DIR``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from corral.daemons import status as daemon_status
 from corral.errors import NotFoundError
 from corral.paths import Paths
 from corral.testbed import STATE_FILE, down, failover, load, up
+from corral.testbed import guest as tiny_guest
 
 _dir_option = click.option(
     "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -70,6 +71,21 @@ def failover_command(directory: Path, node: str) -> None:
     """Make NODE the master (gnt-cluster master-failover run there)."""
     testbed = failover(directory, node)
     click.echo(f"testbed master is now {testbed.master}; testbed.json updated")
+
+
+@cli.group("guest")
+def guest_group() -> None:
+    """The tiny guest that tests and the demo boot (a kernel and an initramfs)."""
+
+
+@guest_group.command("build")
+@_dir_option
+def guest_build_command(directory: Path) -> None:
+    """Build the tiny guest into DIR (again only when its inputs changed); print the
+    kernel and initramfs paths and the kernel command line that configures it."""
+    guest = tiny_guest.build(directory)
+    click.echo(f"kernel: {guest.kernel}\ninitrd: {guest.initrd}\n"
+               f"kernel_args: {tiny_guest.kernel_args(ip='192.0.2.10/24', gateway='192.0.2.1')}")
 
 
 @cli.command("status")

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   := .demo
 
-.PHONY: all install sysdeps demo demo-down test lint unit integration bench clean
+.PHONY: all install sysdeps demo demo-down test lint unit integration system bench clean
 
 # System tools the tests and the demo use (see GUEST_PKGS below for the guests'): e2fsprogs for the bundled OS definition
 # (mkfs.ext4 and debugfs work on plain files, no mounts). Installed only when missing.
@@ -72,6 +72,9 @@ unit: $(STAMP)
 
 integration: $(STAMP) sysdeps
 	$(VENV)/bin/pytest -q tests/integration
+
+system: $(STAMP) sysdeps
+	$(VENV)/bin/pytest -q tests/system
 
 # A running demo is never replaced without asking: on a terminal `make demo` asks, and
 # elsewhere (CI, no standard input) it refuses at once rather than wait for an answer.

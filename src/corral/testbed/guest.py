@@ -11,7 +11,8 @@ The initramfs runs busybox ``init``. On the serial console (``console=ttyS0``) t
 prints, in this order:
 
 - ``corral-tiny-guest: eth0 192.0.2.10/24`` when it configured an address (see below);
-- ``corral-tiny-guest: up`` (:data:`MARKER`) once it is ready: modules loaded, network set;
+- ``corral-tiny-guest: up`` (:data:`MARKER`) once it is ready: modules loaded, network set,
+  the power button watched;
 - ``corral-tiny-guest: tick 1``, ``tick 2``, ... (:data:`TICK`), one a second, for as long
   as it runs, and ``corral-tiny-guest: disks vda nics eth0 lo`` whenever its block devices
   or network interfaces change (at the first tick and after a hotplug);
@@ -31,8 +32,10 @@ The kernel command line configures it (:func:`kernel_args` writes it):
 (Not the kernel's own ``ip=``, which the kernel itself would try to act on.)
 
 The ACPI power button (QMP ``system_powerdown``) powers the guest off through init, so qemu
-exits a second or two later; Ctrl-Alt-Del (QMP ``send-key``) and ``reboot`` on its console
-reboot it, which qemu turns into a reset, or an exit with ``-no-reboot``. NICs must be
+exits about 2 s later. A press before the marker is lost, as it is for a real guest whose
+init does not listen yet: repeat it until qemu exits, as Ganeti's shutdown does.
+Ctrl-Alt-Del (QMP ``send-key``) and ``reboot`` on its console reboot it, which qemu turns
+into a reset, or into an exit with ``-no-reboot``. NICs must be
 virtio (``virtio-net-pci``): the cloud kernel has no e1000 driver. Disks are virtio-blk.
 """
 
@@ -76,7 +79,6 @@ _INITTAB = """\
 # busybox init of the corral tiny guest
 ::sysinit:/etc/rc
 ::respawn:/bin/ticker
-::respawn:/bin/powerbutton
 ::respawn:/bin/cttyhack /bin/sh -l
 ::ctrlaltdel:/bin/reboot
 ::shutdown:/etc/rc.shutdown
@@ -105,6 +107,7 @@ if [ -n "$address" ]; then
         && echo "{_PREFIX} eth0 $address"
     [ -n "$gateway" ] && ip route add default via "$gateway"
 fi
+/bin/powerbutton
 echo "{MARKER}"
 """
 
@@ -134,19 +137,22 @@ while :; do
 done
 """
 
-# An input event is 24 bytes on x86_64; the power button device sends nothing else than
-# its key, so any event read from it is a press.
+# An input event is 24 bytes on x86_64; the power button device sends nothing but its
+# key, so any event read from it is a press. A press nobody listens to is lost, so each
+# watcher opens its device before it says it is ready, and the marker waits for that.
 _POWERBUTTON = f"""\
 #!/bin/sh
-# Powers off (through init) when the ACPI power button is pressed.
+# Arms one watcher per ACPI power button, which powers off (through init) on a press;
+# returns once all of them listen.
 for event in /sys/class/input/event*; do
     [ "$(cat "$event/device/name" 2>/dev/null)" = "Power Button" ] || continue
-    device="/dev/input/${{event##*/}}"
-    (dd if="$device" of=/dev/null bs=24 count=1 2>/dev/null \\
+    ready="/tmp/power-button.${{event##*/}}"
+    (exec 3<"/dev/input/${{event##*/}}" && : > "$ready" \\
+        && dd bs=24 count=1 <&3 >/dev/null 2>&1 \\
         && echo "{_PREFIX} power button" && poweroff) &
+    tries=0
+    while [ ! -e "$ready" ] && [ "$tries" -lt 250 ]; do usleep 20000; tries=$((tries + 1)); done
 done
-wait
-exec sleep 2147483647
 """
 
 _PROFILE = """\

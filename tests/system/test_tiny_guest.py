@@ -59,8 +59,9 @@ def test_kernel_args() -> None:
 
 async def test_boots_counts_and_powers_off_on_the_acpi_button(
         guest: TinyGuest, workdir: Path) -> None:
-    """Boot to the marker, then a counter that goes up once a second; QMP
-    ``system_powerdown`` makes the guest shut down and qemu exit by itself."""
+    """Boot to the marker, then a counter that goes up once a second; a disk and a NIC
+    plugged in through QMP appear in the guest, the disk goes again on ``device_del``;
+    QMP ``system_powerdown`` makes the guest shut down and qemu exit by itself."""
     async with BareQemu(guest, workdir, kernel_args()) as vm:
         up = await vm.wait_for(re.escape(MARKER), BOOT)
         await vm.wait_for(re.escape(TICK) + r"3\b", 10, since=up.end())
@@ -70,6 +71,18 @@ async def test_boots_counts_and_powers_off_on_the_acpi_button(
         assert re.search(r"corral-tiny-guest: disks nics lo\b", console)
         status = await vm.execute("query-status")
         assert isinstance(status, dict) and status["status"] == "running"
+        # Hotplugged virtio devices show in the guest (its device line changes), and it
+        # lets a disk go when asked.
+        await vm.execute("blockdev-add", {"driver": "null-co", "node-name": "disk1",
+                                          "size": 1 << 20})
+        await vm.execute("device_add", {"driver": "virtio-blk-pci", "drive": "disk1",
+                                        "id": "hd1"})
+        await vm.execute("netdev_add", {"type": "user", "id": "net1"})
+        await vm.execute("device_add", {"driver": "virtio-net-pci", "netdev": "net1",
+                                        "id": "nic1"})
+        plugged = await vm.wait_for(r"corral-tiny-guest: disks vda nics eth0 lo\b", 20)
+        await vm.execute("device_del", {"id": "hd1"})
+        await vm.wait_for(r"corral-tiny-guest: disks nics eth0 lo\b", 20, since=plugged.end())
         started = time.monotonic()
         await vm.powerdown()
         async with asyncio.timeout(15):

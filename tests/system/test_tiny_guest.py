@@ -49,14 +49,6 @@ def test_build_is_cached_and_holds_the_guest(tmp_path: Path) -> None:
     assert first.initrd.stat().st_mtime_ns != stamp
 
 
-def test_kernel_args() -> None:
-    """The documented syntax of the guest's kernel command line."""
-    assert kernel_args() == "console=ttyS0 quiet"
-    assert kernel_args("192.0.2.10/24", "192.0.2.1", "vm1") == (
-        "console=ttyS0 quiet corral.ip=192.0.2.10/24 corral.gw=192.0.2.1 "
-        "corral.hostname=vm1")
-
-
 async def test_boots_counts_and_powers_off_on_the_acpi_button(
         guest: TinyGuest, workdir: Path) -> None:
     """Boot to the marker, then a counter that goes up once a second; a disk and a NIC

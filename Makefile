@@ -7,7 +7,7 @@ DEMO   := .demo
 
 .PHONY: all install sysdeps demo demo-down test lint unit integration system bench clean
 
-# System tools the tests and the demo use (see GUEST_PKGS below for the guests'): e2fsprogs for the bundled OS definition
+# System tools the tests and the demo use: e2fsprogs for the bundled OS definition
 # (mkfs.ext4 and debugfs work on plain files, no mounts). Installed only when missing.
 SYSDEPS_CMDS := mkfs.ext4 debugfs
 SYSDEPS_PKGS := e2fsprogs

@@ -99,6 +99,25 @@ def _validity(days: int) -> tuple[dt.datetime, dt.datetime]:
     return now - BACKDATE, now + dt.timedelta(days=days)
 
 
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
+             days: int, *, not_after_limit: dt.datetime | None = None
+             ) -> x509.CertificateBuilder:
+    """A certificate for ``key`` naming ``subject`` and ``issuer``, with a fresh serial,
+    valid for ``days`` (no later than ``not_after_limit``, the issuer's own end)."""
+    not_before, not_after = _validity(days)
+    if not_after_limit is not None:
+        not_after = min(not_after, not_after_limit)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+    )
+
+
 def create_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
     """Make a self-signed cluster CA valid for ``days``; returns ``(cert_pem, key_pem)``.
 
@@ -108,16 +127,10 @@ def create_ca(common_name: str, days: int) -> tuple[bytes, bytes]:
         raise ParameterError("the CA needs a common name")
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    not_before, not_after = _validity(days)
+    builder = _builder(name, name, key, days)
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
+        builder
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -179,20 +192,11 @@ def sign_node_cert(
         raise ParameterError("a node certificate needs the node name")
     ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
     key = _new_key()
-    not_before, not_after = _validity(days)
-    not_after = min(not_after, ca_cert.not_valid_after_utc)
+    builder = _builder(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_name)]),
+                       ca_cert.subject, key, days, not_after_limit=ca_cert.not_valid_after_utc)
     san: list[x509.GeneralName] = [x509.DNSName(node_name)]
     san.extend(x509.IPAddress(ip) for ip in _ip_addresses(ips))
     ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-    )
     usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     cert = (
         _leaf_extensions(builder, usages, san)
@@ -317,20 +321,12 @@ def sign_master_client_cert(
     """
     ca_cert, ca_key = _load_ca(ca_cert_pem, ca_key_pem)
     key = _new_key()
-    not_before, not_after = _validity(days)
     subject = x509.Name([
         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, MASTER_CLIENT_OU),
         x509.NameAttribute(NameOID.COMMON_NAME, f"master of {cluster_name}"),
     ])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(min(not_after, ca_cert.not_valid_after_utc))
-    )
+    builder = _builder(subject, ca_cert.subject, key, days,
+                       not_after_limit=ca_cert.not_valid_after_utc)
     cert = _leaf_extensions(builder, [ExtendedKeyUsageOID.CLIENT_AUTH], []).sign(
         ca_key, _signature_hash(ca_key))
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
@@ -361,18 +357,9 @@ def create_self_signed(
         raise ParameterError("a certificate needs a common name")
     key = _new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    not_before, not_after = _validity(days)
+    builder = _builder(name, name, key, days)
     san: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys(dns_names) if n]
     san.extend(x509.IPAddress(ip) for ip in _ip_addresses(list(dict.fromkeys(ips))))
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-    )
     cert = _leaf_extensions(builder, [ExtendedKeyUsageOID.SERVER_AUTH], san).sign(
         key, hashes.SHA256())
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)

@@ -26,6 +26,16 @@ def _node(tmp_path: Path) -> tuple[Paths, dict[str, str]]:
     return paths, {**os.environ, "CORRAL_ROOT": str(tmp_path)}
 
 
+def _stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """Stop a foreground daemon this test started: SIGTERM, then SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def test_without_foreground_the_daemon_detaches_once_it_serves(tmp_path: Path) -> None:
     paths, env = _node(tmp_path)
     proc = subprocess.Popen([str(BIN / "corral-noded"), "--no-mlock"], env=env,
@@ -53,12 +63,7 @@ def test_with_foreground_the_daemon_stays(tmp_path: Path) -> None:
             proc.wait(timeout=3)
         assert running_pid(paths.pid_file("noded")) == proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def test_a_refusal_is_reported_by_the_command(tmp_path: Path) -> None:
@@ -75,9 +80,4 @@ def test_a_refusal_is_reported_by_the_command(tmp_path: Path) -> None:
         assert second.returncode == 1
         assert "could not start" in second.stderr or "refusing" in second.stderr, second.stderr
     finally:
-        holder.terminate()
-        try:
-            holder.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
+        _stop(holder)

@@ -45,6 +45,19 @@ def _wait_for(db: Path, serial: int, timeout: float = 30.0) -> int | None:
     return current
 
 
+def _finished_statuses(client: Client, ids: list[int], timeout: float = 120.0) -> list[str]:
+    """The statuses of jobs ``ids`` once all are final (or whatever they are when
+    ``timeout`` seconds have passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses: list[str] = [row[0] for row in client.call("QueryJobs", ids, ["status"])]
+        if all(s in ("success", "error", "canceled") for s in statuses):
+            return statuses
+        if time.monotonic() >= deadline:
+            return statuses
+        time.sleep(0.2)
+
+
 def _cluster_tags(db: Path) -> list[str]:
     [(data,)] = _query(db, "SELECT json FROM objects WHERE kind = 'cluster'")
     tags: list[str] = json.loads(str(data))["tags"]
@@ -83,13 +96,7 @@ def test_candidate_down_during_100_commits_catches_up(testbed: TestbedHandle) ->
         submitted = client.call("SubmitManyJobs", ops)
         ids = [job_id for ok, job_id in submitted if ok]
         assert len(ids) == 100
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            statuses = [row[0] for row in client.call("QueryJobs", ids, ["status"])]
-            if all(s in ("success", "error", "canceled") for s in statuses):
-                break
-            time.sleep(0.2)
-        assert statuses == ["success"] * 100
+        assert _finished_statuses(client, ids) == ["success"] * 100
     serial = _serial(master_db)
     # node2 kept up all along; node3 is behind while its daemon is down.
     assert _wait_for(_node_paths(testbed, 2).config_replica, serial or 0) == serial

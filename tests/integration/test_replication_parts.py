@@ -18,7 +18,7 @@ from corral.luxi import Client
 from corral.rpc.chunks import MAX_BODY_ENV
 from corral.utils.process import running_pid
 from tests.conftest import TestbedHandle, run_tool
-from tests.integration.test_replication import _node_paths, _query
+from tests.integration.test_replication import _finished_statuses, _node_paths, _query
 
 BODY_LIMIT = 256 * 1024
 COMMENT = 40_000
@@ -54,13 +54,7 @@ def _submit_big_jobs(testbed: TestbedHandle) -> list[int]:
                    for index in range(start, start + 10)]
             ids += [job_id for ok, job_id in client.call("SubmitManyJobs", ops) if ok]
         assert len(ids) == JOBS
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            statuses = [row[0] for row in client.call("QueryJobs", ids, ["status"])]
-            if all(s in ("success", "error", "canceled") for s in statuses):
-                break
-            time.sleep(0.2)
-        assert statuses == ["success"] * JOBS
+        assert _finished_statuses(client, ids) == ["success"] * JOBS
         for job_id in ids:
             assert client.call("ArchiveJob", job_id) is True
     return ids

@@ -114,6 +114,14 @@ class Cluster:
     def instance_locks(self) -> list[str]:
         return self.ctx.locks.lockset(LockLevel.INSTANCE).names()
 
+    def set_cluster(self, **changes: Any) -> None:
+        """Commit attribute ``changes`` to the cluster object, behind the master's back."""
+        with self.store.transaction() as txn:
+            cluster = txn.cluster()
+            for key, value in changes.items():
+                setattr(cluster, key, value)
+            txn.update(cluster)
+
     def set_node(self, name: str, **changes: Any) -> None:
         with self.store.transaction() as txn:
             node = txn.get("node", name)

@@ -304,11 +304,8 @@ def test_force_variant_and_os_parameters(cl: Cluster) -> None:
 
 
 def test_cluster_os_parameters_are_validated_filled(cl: Cluster) -> None:
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.osparams = {"corral-ext4": {"filesystem": "ext2"},
-                            "corral-ext4+default": {"fail": "verify"}}
-        txn.update(cluster)
+    cl.set_cluster(osparams={"corral-ext4": {"filesystem": "ext2"},
+                             "corral-ext4+default": {"fail": "verify"}})
     # The variant's cluster parameters make the dumpenv OS's verify script fail.
     with pytest.raises(OsScriptError, match=r"validating the parameters.*failed on node node1"):
         cl.create(osparams={"filesystem": "xfs"})
@@ -317,10 +314,7 @@ def test_cluster_os_parameters_are_validated_filled(cl: Cluster) -> None:
 
 
 def test_blacklisted_os_is_refused_for_new_installs(cl: Cluster) -> None:
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.blacklisted_os = ["corral-ext4"]
-        txn.update(cluster)
+    cl.set_cluster(blacklisted_os=["corral-ext4"])
     with pytest.raises(OsError, match="blacklisted"):
         cl.create()
     cl.create(no_install=True)  # nothing is installed: allowed
@@ -328,10 +322,7 @@ def test_blacklisted_os_is_refused_for_new_installs(cl: Cluster) -> None:
 
 def test_blacklisted_variant_entry_counts_for_the_whole_os(cl: Cluster) -> None:
     # An older configuration may hold an OS+variant entry: states are per OS.
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.blacklisted_os = ["corral-ext4+minimal"]
-        txn.update(cluster)
+    cl.set_cluster(blacklisted_os=["corral-ext4+minimal"])
     with pytest.raises(OsError, match="blacklisted"):
         cl.create(os_type="corral-ext4+default")
 
@@ -580,10 +571,7 @@ def test_reinstall_needs_a_stopped_instance(cl: Cluster) -> None:
 
 def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
     cl.create(start=False, osparams={"filesystem": "ext3"})
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.blacklisted_os = ["corral-ext4"]
-        txn.update(cluster)
+    cl.set_cluster(blacklisted_os=["corral-ext4"])
     cl.rpc.calls.clear()
     reason = [["user", "fresh install", 9]]
     cl.run("OP_INSTANCE_REINSTALL", instance_name="web1", os_type="corral-ext4+minimal",
@@ -600,10 +588,7 @@ def test_reinstall_with_new_os_even_if_blacklisted(cl: Cluster) -> None:
 
 def test_reinstall_failure_keeps_old_os(cl: Cluster) -> None:
     cl.create(start=False)
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.osparams = {"corral-ext4+minimal": {"fail": "create"}}
-        txn.update(cluster)
+    cl.set_cluster(osparams={"corral-ext4+minimal": {"fail": "create"}})
     with pytest.raises(OsScriptError, match="dumpenv: failure line"):
         cl.run("OP_INSTANCE_REINSTALL", instance_name="web1", os_type="corral-ext4+minimal")
     assert cl.store.get("instance", "web1").os == "corral-ext4+default"
@@ -647,10 +632,7 @@ def test_sharedfile_and_storage_dirs(cl: Cluster) -> None:
     disk = cl.store.get("disk", inst.disks[0])
     assert disk.dev_type == "sharedfile"
     assert disk.logical_id[1].startswith(f"/srv/corral/shared/team/a/{inst.uuid}/")
-    with cl.store.transaction() as txn:
-        cluster = txn.cluster()
-        cluster.file_storage_dir = ""
-        txn.update(cluster)
+    cl.set_cluster(file_storage_dir="")
     with pytest.raises(OpPrereqError, match="no file storage directory"):
         cl.create("web2")
 

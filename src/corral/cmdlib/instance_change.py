@@ -326,14 +326,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             self.new_inst.os = op.os_name
             self.changes.append(["os_name", op.os_name])
         if op.osparams:
+            given = lower_os_params(op.osparams)
             new_os = {name.lower(): value for name, value in inst.osparams.items()}
-            for key, value in lower_os_params(op.osparams).items():
+            for key, value in given.items():
                 if value is None or value == params.VALUE_DEFAULT:
                     new_os.pop(key, None)
                 else:
                     new_os[key] = value if isinstance(value, str) else str(value)
             self.new_inst.osparams = new_os
-            self.changes.extend([f"os/{k}", v] for k, v in lower_os_params(op.osparams).items())
+            self.changes.extend([f"os/{k}", v] for k, v in given.items())
 
     def _check_offline(self) -> None:
         offline, inst = self.op.offline, self.instance

@@ -31,7 +31,6 @@ from corral.cmdlib.common import (
     expand_instance,
     fill_osparams,
     instance_spec,
-    os_state_listed,
     split_os_name,
 )
 from corral.errors import (
@@ -72,7 +71,6 @@ __all__ = [
     "disk_spec",
     "drop_name_lock",
     "generate_mac",
-    "is_blacklisted",
     "is_running",
     "remove_disks",
     "storage_dir",
@@ -137,12 +135,6 @@ def check_node_takes_instance(node: Node, doing: str) -> None:
 def is_running(info: Any) -> bool:
     """Whether an ``instance_info`` answer says the instance runs (paused counts)."""
     return isinstance(info, dict) and info.get("state") not in (None, "shutdown")
-
-
-def is_blacklisted(blacklist: Sequence[str], os_name: str) -> bool:
-    """Whether the OS of ``os_name`` (``OS`` or ``OS+VARIANT``) is blacklisted: the
-    state is per OS, so every variant of it is (design 2.2)."""
-    return os_state_listed(blacklist, os_name)
 
 
 async def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Sequence[Any]],

@@ -26,6 +26,7 @@ from corral.cmdlib.common import (
     expand_node,
     fill_osparams,
     lower_os_params,
+    os_state_listed,
     split_os_name,
 )
 from corral.cmdlib.instance_base import (
@@ -38,7 +39,6 @@ from corral.cmdlib.instance_base import (
     check_variant,
     disk_spec,
     generate_mac,
-    is_blacklisted,
     is_running,
     storage_dir,
 )
@@ -320,7 +320,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def _check_os(self) -> None:
         op, inst, cluster = self.op, self.instance, self.master.store.cluster
         if op.os_name and op.os_name != inst.os:
-            if is_blacklisted(cluster.blacklisted_os, op.os_name):
+            if os_state_listed(cluster.blacklisted_os, op.os_name):
                 raise OsError(f"OS {op.os_name} is blacklisted: it cannot be given to "
                               "instances (see 'gnt-os modify --blacklisted')")
             self.new_inst.os = op.os_name

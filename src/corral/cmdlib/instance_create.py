@@ -31,7 +31,13 @@ from typing import Any
 import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
-from corral.cmdlib.common import expand_node, fill_osparams, instance_spec, lower_os_params
+from corral.cmdlib.common import (
+    expand_node,
+    fill_osparams,
+    instance_spec,
+    lower_os_params,
+    os_state_listed,
+)
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
@@ -49,7 +55,6 @@ from corral.cmdlib.instance_base import (
     commit_instance,
     drop_name_lock,
     generate_mac,
-    is_blacklisted,
     remove_disks,
     wire,
 )
@@ -327,7 +332,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                  f"{', '.join(sorted(HV_PARAMS))}")
         self.hypervisor = hypervisor
         self.hvparams, self.beparams = check_hv_be(hypervisor, op.hvparams, op.beparams)
-        if not op.no_install and is_blacklisted(cluster.blacklisted_os, op.os_type or ""):
+        if not op.no_install and os_state_listed(cluster.blacklisted_os, op.os_type or ""):
             raise OsError(f"OS {op.os_type} is blacklisted: new installations are refused "
                           "(reinstall and rename still work); see 'gnt-os modify'")
         group = store.get("nodegroup", node.group)

@@ -24,6 +24,7 @@ Device ids follow the contract the hotplug and migration parts rely on:
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import shlex
 import stat
@@ -55,6 +56,8 @@ DISK_DEVICES: dict[str, str] = {
 
 #: VNC display 0 is this TCP port (an instance's ``network_port`` is 5900 + display).
 VNC_BASE_PORT = 5900
+
+log = logging.getLogger(__name__)
 
 _BOOT_DEVICES = {"disk": "c", "cdrom": "d", "floppy": "a", "network": "n"}
 
@@ -219,9 +222,10 @@ def _vnc_args(spec: InstanceSpec) -> list[str]:
         return [*args, "-vnc", f"unix:{bind}/{spec.name}.vnc"]
     port = spec.network_port
     if port is None or port < VNC_BASE_PORT:
-        raise HypervisorError(
-            f"instance {spec.name}: VNC on {bind} needs a network port of at least"
-            f" {VNC_BASE_PORT}, the instance has {port}")
+        # As Ganeti: no VNC server rather than no instance.
+        log.warning("instance %s has no network port of at least %d (it has %s): starting"
+                    " it without VNC", spec.name, VNC_BASE_PORT, port)
+        return [*args, "-vnc", "none"]
     display = port - VNC_BASE_PORT
     try:
         address = ipaddress.ip_address(bind)

@@ -294,7 +294,7 @@ class KvmHypervisor(Hypervisor):
         """corral's state of the instance from ``query-status``, or ``None`` when its
         monitor does not answer."""
         try:
-            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+            async with monitor(runtime.status_socket, timeout=QUERY_TIMEOUT) as qmp:
                 status = await qmp.execute("query-status")
         except (HypervisorError, ExecuteError, OSError, EOFError):
             return None
@@ -311,7 +311,7 @@ class KvmHypervisor(Hypervisor):
         memory = record.memory if record is not None else 0
         state = "running"
         try:
-            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+            async with monitor(runtime.status_socket, timeout=QUERY_TIMEOUT) as qmp:
                 status = await qmp.execute("query-status")
                 qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
                 state = QEMU_STATES.get(qemu_state, "paused")

@@ -314,7 +314,9 @@ def build_command(
         ]
     else:
         command += ["-serial", "none"]
-    command += ["-qmp", f"unix:{runtime.qmp_socket},server=on,wait=off"]
+    command += ["-qmp", f"unix:{runtime.qmp_socket},server=on,wait=off",
+                "-chardev", f"socket,id=status,path={runtime.status_socket},server=on,wait=off",
+                "-mon", "chardev=status,mode=control"]
     command += _vnc_args(spec)
     if _str(spec, "reboot_behavior") == "exit":
         command.append("-no-reboot")

@@ -334,8 +334,11 @@ class KvmHypervisor(Hypervisor):
         except ExecuteError:
             pass
         # A start whose noded died recorded no start time: qemu's pid file has it.
-        started = (record.started if record is not None and record.started
-                   else time.time() - min(_age(runtime.pid_file), time.time()))
+        if record is not None and record.started:
+            started = record.started
+        else:
+            age = _age(runtime.pid_file)
+            started = time.time() - (age if age != float("inf") else 0.0)
         return {
             "name": name,
             "state": state,

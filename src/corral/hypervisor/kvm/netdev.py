@@ -19,6 +19,11 @@ forwarding and routes the NIC's IP through it in the routing table named by ``li
 (the main table when empty), with a rule sending what comes from the tap to that table.
 ``openvswitch`` is left to the administrator's hook.
 
+The kvm hypervisor calls :func:`prepare_nics` before qemu starts (its arguments go on
+qemu's command line, its :class:`Tap` records into the runtime record's
+``extra["netdev"]``) and :func:`release_nics` once qemu is gone; a migration target calls
+:func:`finish_incoming` once the guest runs there.
+
 The hook (:func:`hook_path`, ``kvm-ifup-custom`` in the data directory) is Ganeti's
 ``kvm-ifup-custom`` (``kvm-vif-bridge`` in Ganeti 3.0): when it exists and is executable
 it *replaces* corral's own configuration of every tap, and gets Ganeti's environment
@@ -32,25 +37,32 @@ import hashlib
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from corral.errors import HypervisorError
+from corral.hypervisor.kvm.runtime import InstanceRuntime, RuntimeRecord
 from corral.objects.specs import InstanceSpec, NicSpec
 from corral.paths import Paths
 
 __all__ = [
     "NIC_MODELS",
+    "NicSetup",
     "Tap",
     "check_nics",
     "configure_routed",
+    "finish_incoming",
     "hook_environment",
     "hook_path",
     "netdev_args",
     "nic_device_id",
     "nic_model",
+    "prepare_nics",
+    "recorded_taps",
+    "release_nics",
     "setup_taps",
     "tap_name",
     "teardown_taps",
@@ -155,7 +167,11 @@ def check_nics(paths: Paths, spec: InstanceSpec) -> list[str]:
     """
     hook = _hook(paths)
     problems: list[str] = []
-    if spec.hvparams.get("vhost_net") and not Path("/dev/vhost-net").exists():
+    nic_type = str(spec.hvparams.get("nic_type") or "paravirtual")
+    if spec.nics and nic_type not in NIC_MODELS:
+        problems.append(f"unknown nic_type {nic_type!r} (accepted: "
+                        f"{', '.join(sorted(NIC_MODELS))})")
+    if spec.nics and spec.hvparams.get("vhost_net") and not Path("/dev/vhost-net").exists():
         problems.append("vhost_net is set but this node has no /dev/vhost-net")
     for nic in spec.nics:
         where = f"NIC {nic.index}"
@@ -368,3 +384,71 @@ async def _delete_rules(tap: Tap) -> None:
         except HypervisorError:
             return
 
+
+
+# -- what the kvm hypervisor calls ------------------------------------------------------
+@dataclass
+class NicSetup:
+    """What :func:`prepare_nics` made for one start."""
+
+    args: list[str] = field(default_factory=list)
+    """qemu arguments (``-netdev``/``-device`` pairs)."""
+    taps: list[str] = field(default_factory=list)
+    """Tap devices created, in NIC order (recorded, released at stop)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the runtime record keeps in ``extra["netdev"]``: the :class:`Tap` records."""
+
+
+def recorded_taps(record: RuntimeRecord) -> list[Tap]:
+    """The taps ``record`` says were made, with what their removal needs.
+
+    Names in ``record.taps`` without a full entry (an older record) count as bare taps.
+    """
+    extra = record.extra.get("netdev") or {}
+    try:
+        taps = msgspec.convert(extra.get("taps") or [], list[Tap])
+    except msgspec.ValidationError:
+        taps = []
+    known = {tap.name for tap in taps}
+    taps += [Tap(name=name, nic_index=-1, mode="") for name in record.taps
+             if name not in known]
+    return taps
+
+
+async def prepare_nics(spec: InstanceSpec, runtime: InstanceRuntime, *,
+                       incoming: bool = False) -> NicSetup:
+    """Create the host side of ``spec``'s NICs; the qemu arguments for them.
+
+    The taps are made for the uid the runtime record already holds (security is
+    prepared first), so that a qemu running as that user may open them. ``incoming``:
+    qemu is started to receive a migration, routed NICs wait for
+    :func:`finish_incoming`. On failure nothing is left and
+    :class:`~corral.errors.HypervisorError` says why.
+    """
+    record = await asyncio.to_thread(runtime.read)
+    user = record.uid if record is not None else None
+    taps = await setup_taps(runtime.paths, spec, user=user, incoming=incoming)
+    return NicSetup(args=netdev_args(spec, taps), taps=[tap.name for tap in taps],
+                    extra={"taps": msgspec.to_builtins(taps)})
+
+
+async def finish_incoming(spec: InstanceSpec, runtime: InstanceRuntime) -> None:
+    """On a migration target once the guest runs here: set up the routed NICs that
+    :func:`prepare_nics` left alone (their routes now point here) and record them.
+
+    For the migration part to call after a successful migration; the caller holds the
+    instance's runtime lock.
+    """
+    record = await asyncio.to_thread(runtime.read)
+    if record is None:
+        raise HypervisorError(f"instance {spec.name} has no runtime record on this node")
+    taps = await configure_routed(runtime.paths, spec, recorded_taps(record))
+    record.extra.setdefault("netdev", {})["taps"] = msgspec.to_builtins(taps)
+    await asyncio.to_thread(runtime.write, record)
+
+
+async def release_nics(runtime: InstanceRuntime, record: RuntimeRecord) -> None:
+    """Remove what :func:`prepare_nics` made (the taps of ``record`` and the routing
+    rules of routed ones); never fails for what is already gone."""
+    del runtime
+    await teardown_taps(recorded_taps(record))

@@ -14,7 +14,8 @@ and target of a migration hold a tap for the same NIC at once). They start with 
 like the kernel's own names, which network scripts written for Ganeti expect.
 
 Modes, as in Ganeti: ``bridged`` enslaves the tap to the bridge named by the NIC's
-``link``; ``routed`` (design 2.1, non-bridged NICs) brings the tap up with proxy ARP and
+``link`` (a ``vlan`` puts the port in those VLANs of a VLAN-filtering bridge);
+``routed`` (design 2.1, non-bridged NICs) brings the tap up with proxy ARP and
 forwarding and routes the NIC's IP through it in the routing table named by ``link``
 (the main table when empty), with a rule sending what comes from the tap to that table.
 ``openvswitch`` is left to the administrator's hook.
@@ -66,6 +67,7 @@ __all__ = [
     "setup_taps",
     "tap_name",
     "teardown_taps",
+    "vlan_commands",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,7 @@ class Tap(msgspec.Struct, frozen=True, kw_only=True):
     link: str = ""
     ip: str | None = None
     mac: str = ""
+    vlan: str = ""
     configured: bool = True
     """False for a routed NIC on a migration target until :func:`configure_routed`."""
 
@@ -180,6 +183,8 @@ def check_nics(paths: Paths, spec: InstanceSpec) -> list[str]:
                 problems.append(f"{where} is bridged but names no bridge (link)")
             elif hook is None and not (SYS_CLASS_NET / nic.link / "bridge").is_dir():
                 problems.append(f"{where}: bridge {nic.link} does not exist on this node")
+            elif hook is None and nic.vlan:
+                problems += [f"{where}: {line}" for line in _vlan_problems(nic)]
         elif nic.mode == "routed":
             if not nic.ip:
                 problems.append(f"{where} is routed but has no IP address")
@@ -192,6 +197,22 @@ def check_nics(paths: Paths, spec: InstanceSpec) -> list[str]:
             problems.append(f"{where}: unknown mode {nic.mode!r} (accepted: bridged, "
                             f"routed, openvswitch)")
     return problems
+
+
+def _vlan_problems(nic: NicSpec) -> list[str]:
+    try:
+        vlan_commands("tap", nic.vlan)
+    except HypervisorError as err:
+        return [err.message]
+    filtering = SYS_CLASS_NET / nic.link / "bridge" / "vlan_filtering"
+    try:
+        enabled = filtering.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    if not enabled:
+        return [f"vlan {nic.vlan} needs VLAN filtering on bridge {nic.link} "
+                f"(ip link set {nic.link} type bridge vlan_filtering 1)"]
+    return []
 
 
 # -- the hook environment -------------------------------------------------------
@@ -285,7 +306,8 @@ async def setup_taps(paths: Paths, spec: InstanceSpec, *, user: int | None = Non
         for nic in spec.nics:
             tap = Tap(name=tap_name(paths, spec.uuid, nic), nic_index=nic.index,
                       nic_uuid=nic.uuid, mode=nic.mode, link=nic.link, ip=nic.ip,
-                      mac=nic.mac, configured=not (incoming and nic.mode == "routed"))
+                      mac=nic.mac, vlan=nic.vlan,
+                      configured=not (incoming and nic.mode == "routed"))
             await _create(tap.name, user)
             taps.append(tap)
             if tap.configured:
@@ -349,6 +371,28 @@ async def _configure(spec: InstanceSpec, nic: NicSpec, tap: Tap, hook: Path | No
         await _route(tap)
 
 
+def vlan_commands(tap: str, vlan: str) -> list[list[str]]:
+    """The ``bridge vlan`` commands that put ``tap`` in the VLANs of a NIC's ``vlan``.
+
+    Ganeti's notation: ``.100`` or ``100`` is an untagged (access) VLAN, ``:200:300``
+    tagged (trunk) VLANs, ``100:200`` both; the first, untagged one becomes the port's
+    PVID. Raises :class:`HypervisorError` for anything else.
+    """
+    parts = vlan.split(":")
+    untagged, tagged = parts[0], parts[1:]
+    vids = [untagged.removeprefix(".")] if untagged else []
+    vids += tagged
+    if not vids or not all(v.isdigit() and 1 <= int(v) <= 4094 for v in vids):
+        raise HypervisorError(
+            f"invalid vlan {vlan!r}: accepted are .ID or ID (untagged), :ID[:ID…] (tagged)"
+            f" and ID:ID[:ID…] (both), IDs from 1 to 4094")
+    commands = []
+    for position, vid in enumerate(vids):
+        extra = ["pvid", "untagged"] if position == 0 and untagged else []
+        commands.append(["bridge", "vlan", "add", "dev", tap, "vid", vid, *extra, "master"])
+    return commands
+
+
 async def _bridge(tap: Tap) -> None:
     # A bridge takes the lowest MAC among its ports; fe: keeps a tap's from winning.
     address = (await asyncio.to_thread(
@@ -356,6 +400,8 @@ async def _bridge(tap: Tap) -> None:
     mtu = (await asyncio.to_thread((SYS_CLASS_NET / tap.link / "mtu").read_text)).strip()
     await _ip("link", "set", "dev", tap.name, "address", "fe" + address[2:], "mtu", mtu)
     await _ip("link", "set", "dev", tap.name, "master", tap.link, "up")
+    for command in vlan_commands(tap.name, tap.vlan) if tap.vlan else []:
+        await _run(command)
 
 
 def _table(link: str) -> list[str]:

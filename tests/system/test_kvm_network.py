@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -254,5 +255,20 @@ def test_missing_bridge_is_refused_before_start(net: NetTestbed) -> None:
         assert "cnnosuchbr" in failed.stderr + failed.stdout
         assert net.taps() == []
         assert net.qemu_pid(name) == 0
+    finally:
+        _remove(net, name)
+
+
+def test_taps_of_a_qemu_killed_behind_corrals_back_are_removed(net: NetTestbed) -> None:
+    """A qemu that dies without corral: the next look at the instance removes its tap."""
+    name = "vm6.testbed"
+    try:
+        _add(net, name, None, f"link={net.bridge}")
+        assert len(net.taps()) == 1
+        pid = net.qemu_pid(name)
+        assert pid
+        os.kill(pid, signal.SIGKILL)
+        net.wait_status(name, "ERROR_down")
+        assert net.taps() == []
     finally:
         _remove(net, name)

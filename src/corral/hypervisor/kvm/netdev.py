@@ -83,6 +83,8 @@ NIC_MODELS: Final[dict[str, str]] = {
 SYS_CLASS_NET: Final = Path("/sys/class/net")
 #: Per-interface IPv4 settings (proxy ARP, forwarding).
 PROC_IPV4_CONF: Final = Path("/proc/sys/net/ipv4/conf")
+#: Per-interface IPv6 settings (proxy NDP, forwarding).
+PROC_IPV6_CONF: Final = Path("/proc/sys/net/ipv6/conf")
 
 #: The longest interface name Linux accepts (IFNAMSIZ - 1).
 IFNAME_MAX: Final = 15
@@ -408,17 +410,23 @@ def _table(link: str) -> list[str]:
     return ["table", link] if link else []
 
 
+def _family(tap: Tap) -> list[str]:
+    return ["-6"] if tap.ip and ":" in tap.ip else []
+
+
 async def _route(tap: Tap) -> None:
     assert tap.ip is not None  # check_nics refuses routed NICs without one
     await _ip("link", "set", "dev", tap.name, "up")
     if tap.link:
         await _delete_rules(tap)
-        await _ip("rule", "add", "iif", tap.name, "table", tap.link)
-    await _ip("route", "replace", tap.ip, "proto", "static", "dev", tap.name,
+        await _ip(*_family(tap), "rule", "add", "iif", tap.name, "table", tap.link)
+    await _ip(*_family(tap), "route", "replace", tap.ip, "proto", "static", "dev", tap.name,
               *_table(tap.link))
-    conf = PROC_IPV4_CONF / tap.name
-    for setting in ("proxy_arp", "forwarding"):
-        await asyncio.to_thread(_write_sysctl, conf / setting, "1")
+    # as Ganeti: proxy ARP (IPv4) or NDP (IPv6) and forwarding, where the kernel has them
+    for conf, settings in ((PROC_IPV4_CONF, ("proxy_arp", "forwarding")),
+                           (PROC_IPV6_CONF, ("proxy_ndp", "forwarding"))):
+        for setting in settings:
+            await asyncio.to_thread(_write_sysctl, conf / tap.name / setting, "1")
 
 
 async def _delete_rules(tap: Tap) -> None:
@@ -426,10 +434,9 @@ async def _delete_rules(tap: Tap) -> None:
         return
     for _ in range(16):
         try:
-            await _ip("rule", "del", "iif", tap.name, "table", tap.link)
+            await _ip(*_family(tap), "rule", "del", "iif", tap.name, "table", tap.link)
         except HypervisorError:
             return
-
 
 
 # -- what the kvm hypervisor calls ------------------------------------------------------

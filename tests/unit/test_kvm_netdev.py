@@ -116,7 +116,7 @@ def test_hook_environment_has_ganetis_names() -> None:
         "INSTANCE": "inst1.example.com", "MAC": "aa:00:00:00:00:00", "MODE": "bridged",
         "INTERFACE": "tap0123456789ab", "INTERFACE_INDEX": "0", "INTERFACE_UUID": UUID_A,
         "TAGS": "b a", "VLAN": ".100", "IP": "192.0.2.10", "INTERFACE_NAME": "front",
-        "LINK": "br0", "BRIDGE": "br0",
+        "LINK": "br0", "BRIDGE": "br0", "ACTION": "up",
     }
 
 

@@ -222,7 +222,8 @@ def hook_environment(spec: InstanceSpec, nic: NicSpec, tap: str) -> dict[str, st
     """The environment of the NIC-up hook for ``nic`` on ``tap``, as Ganeti gives it.
 
     ``INSTANCE``, ``MAC``, ``MODE``, ``INTERFACE`` (the tap), ``INTERFACE_INDEX``,
-    ``INTERFACE_UUID``, ``TAGS`` (space separated), ``VLAN``, and where set ``IP``,
+    ``INTERFACE_UUID``, ``TAGS`` (space separated), ``VLAN``, ``ACTION`` (``up``; Ganeti
+    3.1 added it for its down scripts), and where set ``IP``,
     ``INTERFACE_NAME``, ``LINK``, ``BRIDGE`` (bridged mode: the link); ``PATH`` is
     noded's with ``/sbin:/usr/sbin`` appended.
     """
@@ -235,6 +236,7 @@ def hook_environment(spec: InstanceSpec, nic: NicSpec, tap: str) -> dict[str, st
         "INTERFACE_INDEX": str(nic.index),
         "INTERFACE_UUID": nic.uuid,
         "TAGS": " ".join(spec.tags),
+        "ACTION": "up",
         "VLAN": nic.vlan,
     }
     if nic.ip:
@@ -365,7 +367,8 @@ async def _create(name: str, user: int | None) -> None:
 
 async def _configure(spec: InstanceSpec, nic: NicSpec, tap: Tap, hook: Path | None) -> None:
     if hook is not None:
-        await _run([str(hook)], env=hook_environment(spec, nic, tap.name),
+        # noded's own environment below Ganeti's variables, as Ganeti runs it
+        await _run([str(hook)], env={**os.environ, **hook_environment(spec, nic, tap.name)},
                    what=f"the NIC hook {hook} for NIC {nic.index} ({tap.name})")
     elif nic.mode == "bridged":
         await _bridge(tap)

@@ -138,8 +138,8 @@ def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
     removes by), with the NIC's MAC and the model ``nic_type`` asks for.
     """
     model = nic_model(str(spec.hvparams.get("nic_type") or "paravirtual"))
-    vhost = ",vhost=on" if spec.hvparams.get("vhost_net") and model == NIC_MODELS[
-        "paravirtual"] else ""
+    virtio = model == NIC_MODELS["paravirtual"]
+    vhost = ",vhost=on" if virtio and spec.hvparams.get("vhost_net") else ""
     by_index = {tap.nic_index: tap for tap in taps}
     args: list[str] = []
     for nic in spec.nics:
@@ -147,8 +147,8 @@ def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
         if tap is None:
             raise HypervisorError(f"instance {spec.name}: NIC {nic.index} has no tap device")
         dev = nic_device_id(nic)
-        args += ["-netdev", f"tap,id={dev}-net,ifname={tap.name},script=no,downscript=no"
-                            f"{vhost}",
+        netdev = f"tap,id={dev}-net,ifname={tap.name},script=no,downscript=no{vhost}"
+        args += ["-netdev", netdev,
                  "-device", f"{model},id={dev},netdev={dev}-net,mac={nic.mac}"]
     return args
 

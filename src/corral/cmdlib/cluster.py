@@ -16,6 +16,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.common import check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
@@ -222,6 +223,7 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
             hvparams[hv] = _reset_aware_update(
                 f"{hv} hypervisor", HV_PARAMS[hv], hvparams.get(hv, {}), values
             )
+            check_hv_syntax(hv, params.fill_params(params.defaults(HV_PARAMS[hv]), hvparams[hv]))
         setattr_logged("hvparams", hvparams)
     if change.beparams is not None:
         current = cluster.beparams.get("default", {})

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from corral.errors import NotFoundError, OpPrereqError, ParameterError, did_you_mean
+from corral.hypervisor.kvm.security import check_security_params
 from corral.objects import Instance, Node, NodeGroup, fill_params
 from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from corral.config import ConfigStore
 
 __all__ = [
+    "check_hv_syntax",
     "check_node_online",
     "expand_group",
     "expand_instance",
@@ -123,6 +125,17 @@ def fill_hvparams(store: ConfigStore, instance: Instance, node: Node | None = No
         group.hvparams.get(hv),
         instance.hvparams,
     )
+
+
+def check_hv_syntax(hypervisor: str, filled: Mapping[str, Any]) -> None:
+    """Check a hypervisor's filled parameters together, what no one of them tells alone
+    (Ganeti's ``CheckParameterSyntax``): for kvm, the security model and domain. Run
+    whenever a layer of them changes (instance create and modify, cluster modify).
+
+    :raises ParameterError: naming the parameters and what is accepted.
+    """
+    if hypervisor == "kvm":
+        check_security_params(filled)
 
 
 def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = None

@@ -22,8 +22,10 @@ import msgspec
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
+    check_hv_syntax,
     check_node_online,
     expand_node,
+    fill_hvparams,
     fill_osparams,
     lower_os_params,
     os_state_listed,
@@ -299,6 +301,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         checked = params.validate_params(f"{hv} hypervisor", specs, self.op.hvparams,
                                          instance_level=True)
         self.new_inst.hvparams = params.update_params(self.instance.hvparams, checked)
+        check_hv_syntax(hv, fill_hvparams(self.master.store, self.new_inst))
         self.changes.extend([f"hv/{k}", v] for k, v in self.op.hvparams.items())
 
     def _check_beparams(self) -> None:

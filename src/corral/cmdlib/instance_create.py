@@ -32,6 +32,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
+    check_hv_syntax,
     expand_node,
     fill_osparams,
     instance_spec,
@@ -387,6 +388,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             inst.hvparams = {k: v for k, v in inst.hvparams.items() if hv_defaults.get(k) != v}
             inst.beparams = {k: v for k, v in inst.beparams.items() if be_defaults.get(k) != v}
             inst.osparams = {k: v for k, v in inst.osparams.items() if os_defaults.get(k) != v}
+        check_hv_syntax(self.hypervisor, filled_hvparams(self.master.store, inst, node))
         maxmem = filled_beparams(self.master.store, inst, node)
         if maxmem.get("minmem", 0) > maxmem.get("maxmem", 0):
             raise ParameterError(

@@ -149,6 +149,7 @@ class KvmHypervisor(Hypervisor):
                 nic_args=nics.args, security_args=secured.args, incoming=incoming)
             runtime.write(record)
             await _run_qemu(spec.name, record.command, runtime)
+            secured.started()
             record.pid = runtime.read_pid()
             record.started = time.time()
             runtime.write(record)

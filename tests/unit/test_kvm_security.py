@@ -27,9 +27,11 @@ from corral.hypervisor.kvm.security import (
     release_security,
     validate_security_params,
 )
+from corral.noded import procedures
 from corral.objects import Cluster as ClusterObject
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
+from corral.rpc.args import InstanceArgs
 from corral.uidpool import is_uid_in_use
 from tests.unit.instance_helpers import Cluster, open_cluster
 
@@ -259,3 +261,14 @@ def test_user_and_chroot_together(paths: Paths, runtime: InstanceRuntime) -> Non
     setup = _prepare(runtime, security_model="user", security_domain="root",
                      use_chroot=True)
     assert setup.args == ["-chroot", str(chroot_dir(paths, "vm1")), "-runas", "root"]
+
+
+def test_a_node_without_the_run_as_user_says_so_before_a_move(paths: Paths) -> None:
+    spec = _spec(security_model="user", security_domain=MISSING_USER)
+    answer = asyncio.run(procedures.instance_check_host(paths, InstanceArgs(instance=spec)))
+    assert [line for line in answer["missing"] if MISSING_USER in line] == [
+        f"security domain user '{MISSING_USER}' does not exist on this node; create the"
+        " user or name an existing one in security_domain"]
+    spec = _spec(security_model="user", security_domain="root")
+    answer = asyncio.run(procedures.instance_check_host(paths, InstanceArgs(instance=spec)))
+    assert not [line for line in answer["missing"] if "security" in line]

@@ -34,6 +34,7 @@ from corral.errors import (
     RpcError,
 )
 from corral.hypervisor import Hypervisor
+from corral.hypervisor.kvm.security import validate_security_params
 from corral.noded import debug, files, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -199,7 +200,8 @@ def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
 
 async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
     """What of what the instance needs this node lacks, before it is moved here: its
-    hypervisor, the bridges of its bridged NICs, its shared disks' files.
+    hypervisor, the bridges of its bridged NICs, its shared disks' files, the user a
+    kvm instance runs as (``security_domain``).
 
     Answers ``{"missing": [one line per lack]}``; empty when the node has it all.
     """
@@ -212,6 +214,11 @@ async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
     if bridges:
         missing.append(f"missing bridges {', '.join(bridges)}")
     missing.extend(await asyncio.to_thread(_missing_disks, paths, spec))
+    if spec.hypervisor == "kvm":
+        try:
+            validate_security_params(spec.hvparams)
+        except CorralError as err:
+            missing.append(err.message)
     return {"missing": missing}
 
 

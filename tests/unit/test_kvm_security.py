@@ -8,6 +8,7 @@ import asyncio
 import fcntl
 import os
 import pwd
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,11 +102,30 @@ def test_instance_create_and_modify_check_the_filled_parameters(cl: Cluster) -> 
     cl.create("vm1", hvparams={"security_model": "pool"}, **args)
     with pytest.raises(ParameterError, match="with security_model=pool leave it empty"):
         cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1",
-               hvparams={"security_domain": "qemu"})
+               hvparams={"security_domain": "root"})
     cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1",
-           hvparams={"security_model": "user", "security_domain": "qemu"})
+           hvparams={"security_model": "user", "security_domain": "root"})
     assert cl.store.get("instance", "vm1").hvparams == {"security_model": "user",
-                                                        "security_domain": "qemu"}
+                                                        "security_domain": "root"}
+
+
+def test_the_nodes_check_that_the_run_as_user_exists(cl: Cluster) -> None:
+    cl.set_cluster(enabled_hypervisors=["fake", "kvm"])
+    args: dict[str, Any] = {"hypervisor": "kvm", "disk_template": "diskless", "disks": [],
+                            "no_install": True, "start": False}
+    missing = {"security_model": "user", "security_domain": MISSING_USER}
+    refusal = (f"checking the kvm hypervisor parameters failed on node node1: security"
+               f" domain user '{MISSING_USER}' does not exist on this node")
+    with pytest.raises(HypervisorError, match=re.escape(refusal)):
+        cl.create("vm1", hvparams=missing, **args)
+    assert cl.store.find("instance", "vm1") is None
+    cl.create("vm1", **args)
+    with pytest.raises(HypervisorError, match=re.escape(refusal)):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="vm1", hvparams=missing)
+    assert cl.store.get("instance", "vm1").hvparams == {}
+    with pytest.raises(HypervisorError, match=f"user '{MISSING_USER}' does not exist"):
+        cl.run("OP_CLUSTER_SET_PARAMS", hvparams={"kvm": missing})
+    assert cl.store.cluster.hvparams.get("kvm", {}).get("security_model", "none") == "none"
 
 
 # -- start and stop ------------------------------------------------------------------

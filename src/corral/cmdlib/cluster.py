@@ -9,6 +9,7 @@ that RAPI ``/2/modify`` bodies map onto it one to one.
 from __future__ import annotations
 
 import asyncio
+import copy
 import platform
 import re
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
-from corral.cmdlib.common import check_hv_syntax
+from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
@@ -490,6 +491,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         store = self.master.store
         if self.op.osparams:
             await self._validate_osparams()
+        if self.op.hvparams:
+            await self._validate_hvparams()
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()
@@ -506,6 +509,20 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             failed = await send_config_files(self.master, online_nodes(self.master))
             warn_missing(failed, self.feedback)
         return {"changes": changes, "serial": store.serial, "dry_run": False}
+
+    async def _validate_hvparams(self) -> None:
+        """Have every online vm_capable node check the new cluster-level parameters of
+        each changed hypervisor the cluster enables (Ganeti's ``ValidateParameters``;
+        see :func:`~corral.cmdlib.common.check_hv_on_nodes`)."""
+        store = self.master.store
+        new = copy.deepcopy(store.cluster)
+        apply_cluster_params(new, self.op)  # refuses bad values before asking nodes
+        assert self.op.hvparams is not None
+        nodes = [n for n in store.all("node") if n.vm_capable]
+        for hv in sorted(self.op.hvparams):
+            if hv in new.enabled_hypervisors:
+                filled = params.fill_params(params.defaults(HV_PARAMS[hv]), new.hvparams[hv])
+                await check_hv_on_nodes(self.master, nodes, hv, filled)
 
     async def _validate_osparams(self) -> None:
         """Run each changed OS's ``verify`` with its new parameters on the master node.

@@ -22,6 +22,7 @@ import msgspec
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
+    check_hv_on_nodes,
     check_hv_syntax,
     check_node_online,
     expand_node,
@@ -582,6 +583,11 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if self.new_maxmem is not None and not op.force:
             group = self.master.store.get("node", self.new_inst.primary_node).group
             await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
+        if self.op.hvparams:
+            store = self.master.store
+            await check_hv_on_nodes(
+                self.master, [store.get("node", self.new_inst.primary_node)], inst.hypervisor,
+                fill_hvparams(store, self.new_inst))
         if self.added_disks:
             indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
             await check_file_space(

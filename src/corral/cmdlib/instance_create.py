@@ -32,6 +32,7 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
+    check_hv_on_nodes,
     check_hv_syntax,
     expand_node,
     fill_osparams,
@@ -423,6 +424,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,
                             own_params=self.instance.osparams)
+        await check_hv_on_nodes(self.master, [node], self.hypervisor,
+                                filled_hvparams(self.master.store, self.instance, node))
         if op.dry_run:
             await self.abort()  # nothing was created: the new name's lock goes again
             return [node.name]

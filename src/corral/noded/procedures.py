@@ -44,6 +44,7 @@ from corral.rpc.args import (
     BlockdevGrowArgs,
     DiskArgs,
     DisksArgs,
+    HypervisorParamsArgs,
     HypervisorsArgs,
     InstanceArgs,
     InstanceInfoArgs,
@@ -220,6 +221,13 @@ async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
         except CorralError as err:
             missing.append(err.message)
     return {"missing": missing}
+
+
+async def hypervisor_validate_params(paths: Paths, args: HypervisorParamsArgs) -> Any:
+    """Check filled hypervisor parameters against this node (a ``security_domain``
+    user exists here, ...) before the master stores them; the error says what is not."""
+    await _hv(paths, args.hypervisor).validate_params(args.hvparams)
+    return None
 
 
 # -- hypervisor ----------------------------------------------------------------
@@ -470,6 +478,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "instance_info": instance_info,
     "all_instances_info": all_instances_info,
     "instance_check_host": instance_check_host,
+    "hypervisor_validate_params": hypervisor_validate_params,
     "migration_accept": migration_accept,
     "migration_send": migration_send,
     "migration_finish": migration_finish,

@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -386,6 +387,11 @@ class KvmHypervisor(Hypervisor):
         raise HypervisorError(
             f"cannot finish the migration of instance {spec.name}: live migration of kvm"
             " instances is not implemented yet")
+
+    async def validate_params(self, hvparams: Mapping[str, Any]) -> None:
+        """The node-side checks of kvm parameters: the ``security_domain`` user exists
+        here (see :func:`.security.validate_security_params`)."""
+        security.validate_security_params(hvparams)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """A message console until the console part lands."""

@@ -1,6 +1,6 @@
 """KVM security on real guests (design 2.2): a qemu confined to a pool uid and a chroot,
 the uid given back when the guest stops or its qemu dies, and a missing run-as user
-refused before anything runs.
+(checked by the node, as Ganeti) or an empty pool refused before anything runs.
 
 One module testbed (see ``kvm_testbed``); the guests boot the tiny guest under TCG.
 """
@@ -147,12 +147,16 @@ def test_a_missing_run_as_user_is_refused_naming_it_and_nothing_runs(
     tb, name = kvm_testbed, "sec-nouser.testbed"
     user = "corral-no-such-user"
     try:
-        proc = _add(tb, name, f"security_model=user,security_domain={user}", check=False)
+        proc = tb.run("gnt-instance", "add", "-t", "diskless", "--no-install", "--no-nics",
+                      "--no-ip-check", "--no-name-check", "-o", "corral-ext4+default",
+                      "-H", f"kvm:security_model=user,security_domain={user}",
+                      "-B", "maxmem=128,minmem=128", "-n", NODE, name, check=False)
         assert proc.returncode != 0
-        assert f"security domain user '{user}' does not exist" in proc.stderr + proc.stdout
+        assert (f"failed on node {NODE}: security domain user '{user}' does not exist"
+                in proc.stderr + proc.stdout)
+        assert name not in tb.instances()
         assert tb.qemu_pid(name) == 0
-        runtime = InstanceRuntime(_node_paths(tb), name)
-        assert not runtime.dir.exists()
+        assert not InstanceRuntime(_node_paths(tb), name).dir.exists()
     finally:
         _remove(tb, name)
 

@@ -292,3 +292,22 @@ def test_a_node_without_the_run_as_user_says_so_before_a_move(paths: Paths) -> N
     spec = _spec(security_model="user", security_domain="root")
     answer = asyncio.run(procedures.instance_check_host(paths, InstanceArgs(instance=spec)))
     assert not [line for line in answer["missing"] if "security" in line]
+
+
+def test_os_hypervisor_parameters_are_checked_with_the_clusters(cl: Cluster) -> None:
+    cl.set_cluster(enabled_hypervisors=["fake", "kvm"])
+    with pytest.raises(ParameterError, match="needs security_domain"):
+        cl.run("OP_CLUSTER_SET_PARAMS", os_hvp={"corral-ext4": {"kvm": {
+            "security_model": "user"}}})
+    with pytest.raises(HypervisorError, match=f"user '{MISSING_USER}' does not exist"):
+        cl.run("OP_CLUSTER_SET_PARAMS", os_hvp={"corral-ext4": {"kvm": {
+            "security_model": "user", "security_domain": MISSING_USER}}})
+    assert cl.store.cluster.os_hvp == {}
+
+
+def test_enabling_kvm_has_the_nodes_check_its_parameters(cl: Cluster) -> None:
+    missing = {"security_model": "user", "security_domain": MISSING_USER}
+    cl.run("OP_CLUSTER_SET_PARAMS", hvparams={"kvm": missing})  # not enabled: not asked
+    with pytest.raises(HypervisorError, match=f"user '{MISSING_USER}' does not exist"):
+        cl.run("OP_CLUSTER_SET_PARAMS", enabled_hypervisors=["fake", "kvm"])
+    assert cl.store.cluster.enabled_hypervisors == ["fake"]

@@ -131,6 +131,23 @@ def _check_os_name(name: str) -> None:
         )
 
 
+def _filled_cluster_hv(cluster: Cluster, hv: str, os_name: str | None = None
+                       ) -> dict[str, Any]:
+    """``hv``'s parameters as the cluster (and OS ``os_name``) fill them."""
+    layers = [cluster.hvparams.get(hv, {})]
+    if os_name is not None:
+        layers.append(cluster.os_hvp.get(os_name, {}).get(hv, {}))
+    return params.fill_params(params.defaults(HV_PARAMS[hv]), *layers)
+
+
+def _filled_os_hvp(cluster: Cluster, changes: dict[str, dict[str, dict[str, Any] | None]]
+                   ) -> list[tuple[str, dict[str, Any]]]:
+    """The filled parameters of each OS and hypervisor that ``changes`` set."""
+    return [(hv, _filled_cluster_hv(cluster, hv, os_name))
+            for os_name, hvs in sorted(changes.items())
+            for hv, values in sorted(hvs.items()) if values is not None]
+
+
 def updated_os_hvp(
     current: dict[str, dict[str, dict[str, Any]]],
     changes: dict[str, dict[str, dict[str, Any] | None]],
@@ -309,6 +326,8 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("os_search_path", paths, ",".join)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
+        for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
+            check_hv_syntax(hv, filled)
     if change.osparams is not None:
         setattr_logged("osparams", updated_osparams(cluster.osparams, change.osparams))
     if change.hidden_os is not None:
@@ -491,7 +510,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         store = self.master.store
         if self.op.osparams:
             await self._validate_osparams()
-        if self.op.hvparams:
+        if self.op.hvparams or self.op.os_hvp or self.op.enabled_hypervisors:
             await self._validate_hvparams()
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
@@ -511,18 +530,21 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         return {"changes": changes, "serial": store.serial, "dry_run": False}
 
     async def _validate_hvparams(self) -> None:
-        """Have every online vm_capable node check the new cluster-level parameters of
-        each changed hypervisor the cluster enables (Ganeti's ``ValidateParameters``;
-        see :func:`~corral.cmdlib.common.check_hv_on_nodes`)."""
-        store = self.master.store
+        """Have every online vm_capable node check the new parameters of each enabled
+        hypervisor whose parameters change or that becomes enabled, cluster-wide and
+        per OS (Ganeti's ``ValidateParameters``; see
+        :func:`~corral.cmdlib.common.check_hv_on_nodes`)."""
+        store, op = self.master.store, self.op
         new = copy.deepcopy(store.cluster)
-        apply_cluster_params(new, self.op)  # refuses bad values before asking nodes
-        assert self.op.hvparams is not None
+        apply_cluster_params(new, op)  # refuses bad values before asking nodes
+        enabled = set(new.enabled_hypervisors)
+        changed = (set(op.hvparams or {}) | (enabled - set(store.cluster.enabled_hypervisors)))
+        checks = [(hv, _filled_cluster_hv(new, hv)) for hv in sorted(changed & enabled)]
+        checks += [(hv, filled) for hv, filled in _filled_os_hvp(new, op.os_hvp or {})
+                   if hv in enabled]
         nodes = [n for n in store.all("node") if n.vm_capable]
-        for hv in sorted(self.op.hvparams):
-            if hv in new.enabled_hypervisors:
-                filled = params.fill_params(params.defaults(HV_PARAMS[hv]), new.hvparams[hv])
-                await check_hv_on_nodes(self.master, nodes, hv, filled)
+        for hv, filled in checks:
+            await check_hv_on_nodes(self.master, nodes, hv, filled)
 
     async def _validate_osparams(self) -> None:
         """Run each changed OS's ``verify`` with its new parameters on the master node.

@@ -8,6 +8,7 @@ One module testbed (see ``kvm_testbed``); the guests boot the tiny guest under T
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import signal
 import stat
@@ -138,6 +139,23 @@ def test_a_pool_uid_is_given_back_when_qemu_dies_behind_corrals_back(
         assert _gone(pid)
         tb.wait_status(name, "ERROR_down")  # noticing the death gives the uid back
         assert not lock.exists()
+    finally:
+        _remove(tb, name)
+
+
+def test_security_model_user_runs_qemu_as_the_domain_user(kvm_testbed: KvmTestbed) -> None:
+    try:
+        user = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("this host has no user 'nobody' to run qemu as")
+    tb, name = kvm_testbed, "sec-user.testbed"
+    try:
+        _add(tb, name, "security_model=user,security_domain=nobody")
+        pid = tb.qemu_pid(name)
+        assert pid
+        assert _status_ids(pid, "Uid") == [user.pw_uid] * 4
+        tb.run("gnt-instance", "shutdown", "--timeout=0", name)
+        assert _gone(pid)
     finally:
         _remove(tb, name)
 

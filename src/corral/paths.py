@@ -162,6 +162,14 @@ class Paths:
         return self.data_dir / "ssconf_uid_pool"
 
     @property
+    def uid_pool_lock_dir(self) -> Path:
+        """One lock file per user-id of the pool that an instance process holds or is
+        being started with (:func:`corral.uidpool.request_unused_uid`); a file whose
+        process stopped is removed, so the uid is free again. Under the run dir: after
+        a reboot no instance process runs and every uid is free."""
+        return self.run_dir / "uid-pool"
+
+    @property
     def master_socket(self) -> Path:
         """The master daemon's luxi Unix socket."""
         return self.run_dir / "master.sock"
@@ -213,7 +221,9 @@ class Paths:
         return self.log_dir / f"{daemon}.log"
 
     def ensure_dirs(self) -> None:
-        """Create the data, run and log directories (data with mode 0700)."""
+        """Create the data, run and log directories (data with mode 0700) and the
+        user-id pool's lock directory."""
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
         self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+        self.uid_pool_lock_dir.mkdir(exist_ok=True, mode=0o755)

@@ -9,6 +9,7 @@ that RAPI ``/2/modify`` bodies map onto it one to one.
 from __future__ import annotations
 
 import asyncio
+import copy
 import platform
 import re
 from collections.abc import Callable, Iterable
@@ -16,6 +17,7 @@ from typing import Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
@@ -129,6 +131,23 @@ def _check_os_name(name: str) -> None:
         )
 
 
+def _filled_cluster_hv(cluster: Cluster, hv: str, os_name: str | None = None
+                       ) -> dict[str, Any]:
+    """``hv``'s parameters as the cluster (and OS ``os_name``) fill them."""
+    layers = [cluster.hvparams.get(hv, {})]
+    if os_name is not None:
+        layers.append(cluster.os_hvp.get(os_name, {}).get(hv, {}))
+    return params.fill_params(params.defaults(HV_PARAMS[hv]), *layers)
+
+
+def _filled_os_hvp(cluster: Cluster, changes: dict[str, dict[str, dict[str, Any] | None]]
+                   ) -> list[tuple[str, dict[str, Any]]]:
+    """The filled parameters of each OS and hypervisor that ``changes`` set."""
+    return [(hv, _filled_cluster_hv(cluster, hv, os_name))
+            for os_name, hvs in sorted(changes.items())
+            for hv, values in sorted(hvs.items()) if values is not None]
+
+
 def updated_os_hvp(
     current: dict[str, dict[str, dict[str, Any]]],
     changes: dict[str, dict[str, dict[str, Any] | None]],
@@ -222,6 +241,7 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
             hvparams[hv] = _reset_aware_update(
                 f"{hv} hypervisor", HV_PARAMS[hv], hvparams.get(hv, {}), values
             )
+            check_hv_syntax(hv, params.fill_params(params.defaults(HV_PARAMS[hv]), hvparams[hv]))
         setattr_logged("hvparams", hvparams)
     if change.beparams is not None:
         current = cluster.beparams.get("default", {})
@@ -306,6 +326,8 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("os_search_path", paths, ",".join)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
+        for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
+            check_hv_syntax(hv, filled)
     if change.osparams is not None:
         setattr_logged("osparams", updated_osparams(cluster.osparams, change.osparams))
     if change.hidden_os is not None:
@@ -488,6 +510,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         store = self.master.store
         if self.op.osparams:
             await self._validate_osparams()
+        if self.op.hvparams or self.op.os_hvp or self.op.enabled_hypervisors:
+            await self._validate_hvparams()
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()
@@ -504,6 +528,23 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             failed = await send_config_files(self.master, online_nodes(self.master))
             warn_missing(failed, self.feedback)
         return {"changes": changes, "serial": store.serial, "dry_run": False}
+
+    async def _validate_hvparams(self) -> None:
+        """Have every online vm_capable node check the new parameters of each enabled
+        hypervisor whose parameters change or that becomes enabled, cluster-wide and
+        per OS (Ganeti's ``ValidateParameters``; see
+        :func:`~corral.cmdlib.common.check_hv_on_nodes`)."""
+        store, op = self.master.store, self.op
+        new = copy.deepcopy(store.cluster)
+        apply_cluster_params(new, op)  # refuses bad values before asking nodes
+        enabled = set(new.enabled_hypervisors)
+        changed = (set(op.hvparams or {}) | (enabled - set(store.cluster.enabled_hypervisors)))
+        checks = [(hv, _filled_cluster_hv(new, hv)) for hv in sorted(changed & enabled)]
+        checks += [(hv, filled) for hv, filled in _filled_os_hvp(new, op.os_hvp or {})
+                   if hv in enabled]
+        nodes = [n for n in store.all("node") if n.vm_capable]
+        for hv, filled in checks:
+            await check_hv_on_nodes(self.master, nodes, hv, filled)
 
     async def _validate_osparams(self) -> None:
         """Run each changed OS's ``verify`` with its new parameters on the master node.

@@ -10,14 +10,18 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from corral.errors import NotFoundError, OpPrereqError, ParameterError, did_you_mean
+from corral.hypervisor.kvm.security import check_security_params
 from corral.objects import Instance, Node, NodeGroup, fill_params
 from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 if TYPE_CHECKING:
+    from corral.cmdlib.base import MasterContext
     from corral.config import ConfigStore
 
 __all__ = [
+    "check_hv_on_nodes",
+    "check_hv_syntax",
     "check_node_online",
     "expand_group",
     "expand_instance",
@@ -123,6 +127,42 @@ def fill_hvparams(store: ConfigStore, instance: Instance, node: Node | None = No
         group.hvparams.get(hv),
         instance.hvparams,
     )
+
+
+def check_hv_syntax(hypervisor: str, filled: Mapping[str, Any]) -> None:
+    """Check a hypervisor's filled parameters together, what no one of them tells alone
+    (Ganeti's ``CheckParameterSyntax``): for kvm, the security model and domain. Run
+    whenever a layer of them changes (instance create and modify, cluster modify).
+
+    :raises ParameterError: naming the parameters and what is accepted.
+    """
+    if hypervisor == "kvm":
+        check_security_params(filled)
+
+
+#: Hypervisors whose parameters a node checks (:func:`check_hv_on_nodes`).
+NODE_CHECKED_HYPERVISORS = frozenset({"kvm"})
+
+
+async def check_hv_on_nodes(master: MasterContext, nodes: Sequence[Node], hypervisor: str,
+                            filled: Mapping[str, Any]) -> None:
+    """Have ``nodes`` check a hypervisor's filled parameters against themselves before
+    they are stored (Ganeti's ``ValidateParameters``: for kvm, that the
+    ``security_domain`` user exists there). Offline nodes are skipped, as in Ganeti.
+
+    :raises CorralError: the first node's refusal, naming the node, or that it could
+        not be asked.
+    """
+    if hypervisor not in NODE_CHECKED_HYPERVISORS:
+        return
+    targets = sorted((n for n in nodes if not n.offline), key=lambda n: n.name)
+    if not targets:
+        return
+    results = await master.rpc.call(
+        targets, "hypervisor_validate_params",
+        {"hypervisor": hypervisor, "hvparams": dict(filled)}, timeout=30.0)
+    for node in targets:
+        results[node.name].get(f"checking the {hypervisor} hypervisor parameters")
 
 
 def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = None

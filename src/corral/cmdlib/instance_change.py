@@ -22,8 +22,11 @@ import msgspec
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
+    check_hv_on_nodes,
+    check_hv_syntax,
     check_node_online,
     expand_node,
+    fill_hvparams,
     fill_osparams,
     lower_os_params,
     os_state_listed,
@@ -299,6 +302,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         checked = params.validate_params(f"{hv} hypervisor", specs, self.op.hvparams,
                                          instance_level=True)
         self.new_inst.hvparams = params.update_params(self.instance.hvparams, checked)
+        check_hv_syntax(hv, fill_hvparams(self.master.store, self.new_inst))
         self.changes.extend([f"hv/{k}", v] for k, v in self.op.hvparams.items())
 
     def _check_beparams(self) -> None:
@@ -579,6 +583,11 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if self.new_maxmem is not None and not op.force:
             group = self.master.store.get("node", self.new_inst.primary_node).group
             await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
+        if self.op.hvparams:
+            store = self.master.store
+            await check_hv_on_nodes(
+                self.master, [store.get("node", self.new_inst.primary_node)], inst.hypervisor,
+                fill_hvparams(store, self.new_inst))
         if self.added_disks:
             indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
             await check_file_space(

@@ -32,6 +32,8 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
+    check_hv_on_nodes,
+    check_hv_syntax,
     expand_node,
     fill_osparams,
     instance_spec,
@@ -387,6 +389,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             inst.hvparams = {k: v for k, v in inst.hvparams.items() if hv_defaults.get(k) != v}
             inst.beparams = {k: v for k, v in inst.beparams.items() if be_defaults.get(k) != v}
             inst.osparams = {k: v for k, v in inst.osparams.items() if os_defaults.get(k) != v}
+        check_hv_syntax(self.hypervisor, filled_hvparams(self.master.store, inst, node))
         maxmem = filled_beparams(self.master.store, inst, node)
         if maxmem.get("minmem", 0) > maxmem.get("maxmem", 0):
             raise ParameterError(
@@ -421,6 +424,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,
                             own_params=self.instance.osparams)
+        await check_hv_on_nodes(self.master, [node], self.hypervisor,
+                                filled_hvparams(self.master.store, self.instance, node))
         if op.dry_run:
             await self.abort()  # nothing was created: the new name's lock goes again
             return [node.name]

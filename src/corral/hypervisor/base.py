@@ -15,6 +15,7 @@ runs in a worker thread.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
 from corral.objects.specs import InstanceSpec
@@ -125,6 +126,13 @@ class Hypervisor(ABC):
     @abstractmethod
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
         """On the target: make a received instance run (``success``) or drop it."""
+
+    async def validate_params(self, hvparams: Mapping[str, Any]) -> None:
+        """Check filled hypervisor parameters against this node (Ganeti's
+        ``ValidateParameters``: a user named in them exists here, ...), before they
+        are stored; a :class:`~corral.errors.CorralError` says what is wrong. Nothing
+        to check by default."""
+        del hvparams
 
     @abstractmethod
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from corral.errors import (
 from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
+from corral.hypervisor.kvm.security import validate_security_params
 from corral.noded import debug, files, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -45,6 +46,7 @@ from corral.rpc.args import (
     BlockdevGrowArgs,
     DiskArgs,
     DisksArgs,
+    HypervisorParamsArgs,
     HypervisorsArgs,
     InstanceArgs,
     InstanceInfoArgs,
@@ -201,8 +203,9 @@ def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
 
 async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
     """What of what the instance needs this node lacks, before it is moved here: its
-    hypervisor (for kvm also the qemu binary, kernel and initrd its parameters name),
-    the bridges of its bridged NICs, its shared disks' files.
+    hypervisor (for kvm also the qemu binary, kernel and initrd its parameters name,
+    and the user it runs as, ``security_domain``), the bridges of its bridged NICs, its
+    shared disks' files.
 
     Answers ``{"missing": [one line per lack]}``; empty when the node has it all.
     """
@@ -213,11 +216,22 @@ async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
                        f"{', '.join(hypervisor.HYPERVISOR_NAMES)})")
     if spec.hypervisor == KvmHypervisor.name:
         missing.extend(await asyncio.to_thread(kvm_missing_files, spec))
+        try:
+            validate_security_params(spec.hvparams)
+        except CorralError as err:
+            missing.append(err.message)
     bridges = await asyncio.to_thread(_missing_bridges, spec)
     if bridges:
         missing.append(f"missing bridges {', '.join(bridges)}")
     missing.extend(await asyncio.to_thread(_missing_disks, paths, spec))
     return {"missing": missing}
+
+
+async def hypervisor_validate_params(paths: Paths, args: HypervisorParamsArgs) -> Any:
+    """Check filled hypervisor parameters against this node (a ``security_domain``
+    user exists here, ...) before the master stores them; the error says what is not."""
+    await _hv(paths, args.hypervisor).validate_params(args.hvparams)
+    return None
 
 
 # -- hypervisor ----------------------------------------------------------------
@@ -468,6 +482,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "instance_info": instance_info,
     "all_instances_info": all_instances_info,
     "instance_check_host": instance_check_host,
+    "hypervisor_validate_params": hypervisor_validate_params,
     "migration_accept": migration_accept,
     "migration_send": migration_send,
     "migration_finish": migration_finish,

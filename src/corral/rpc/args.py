@@ -37,6 +37,7 @@ __all__ = [
     "ConfigRow",
     "DiskArgs",
     "DisksArgs",
+    "HypervisorParamsArgs",
     "HypervisorsArgs",
     "InstanceArgs",
     "InstanceInfoArgs",
@@ -94,6 +95,14 @@ class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
     (``None``: every hypervisor this node implements)."""
 
     hypervisors: list[str] | None = None
+
+
+class HypervisorParamsArgs(ProcedureArgs, kw_only=True, frozen=True,
+                           forbid_unknown_fields=True):
+    """``hypervisor_validate_params``: filled parameters of one hypervisor to check."""
+
+    hypervisor: str
+    hvparams: dict[str, Any]
 
 
 class InstanceInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -318,6 +327,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_info": InstanceInfoArgs,
     "all_instances_info": HypervisorsArgs,
     "instance_check_host": InstanceArgs,
+    "hypervisor_validate_params": HypervisorParamsArgs,
     "migration_accept": InstanceArgs,
     "migration_send": MigrationSendArgs,
     "migration_finish": MigrationFinishArgs,

@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -156,6 +157,7 @@ class KvmHypervisor(Hypervisor):
                 paused=paused)
             runtime.write(record)
             await _run_qemu(spec.name, record.command, runtime)
+            secured.started()
             record.pid = runtime.read_pid()
             record.started = time.time()
             runtime.write(record)
@@ -401,6 +403,11 @@ class KvmHypervisor(Hypervisor):
         raise HypervisorError(
             f"cannot finish the migration of instance {spec.name}: live migration of kvm"
             " instances is not implemented yet")
+
+    async def validate_params(self, hvparams: Mapping[str, Any]) -> None:
+        """The node-side checks of kvm parameters: the ``security_domain`` user exists
+        here (see :func:`.security.validate_security_params`)."""
+        security.validate_security_params(hvparams)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """A message console until the console part lands."""

@@ -606,7 +606,7 @@ def test_migrate_running_instance(cl: Cluster) -> None:
     steps = [(c.node, c.procedure) for c in cl.rpc.calls
              if c.procedure.startswith("migration_")]
     assert steps == [("node2", "migration_accept"), ("node1", "migration_send"),
-                     ("node2", "migration_finish")]
+                     ("node2", "migration_finish"), ("node1", "migration_finish_source")]
     send = cl.calls("migration_send")[0][1]
     assert send["target_ip"] == "192.0.2.2" and send["live"] is False
     inst = cl.instance("shared")
@@ -624,6 +624,8 @@ def test_failed_migration_leaves_instance_on_source(cl: Cluster) -> None:
     assert snapshot(cl.store) == before
     [(node, args)] = cl.calls("migration_finish")
     assert node == "node2" and args["success"] is False
+    [(node, args)] = cl.calls("migration_finish_source")
+    assert node == "node1" and args["success"] is False
 
 
 def test_migrating_a_stopped_instance(cl: Cluster) -> None:

@@ -68,7 +68,7 @@ COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
 MIRRORED_TEMPLATES = frozenset({"file"})
 MIRRORING_HYPERVISORS = frozenset({"kvm"})
 #: How often the master asks the source for a running migration's progress (s).
-PROGRESS_INTERVAL = 1.0
+PROGRESS_INTERVAL = 0.5
 #: How long the master waits for ``migration_send`` beyond the disks' copy time: the
 #: source itself gives up on a migration that stops making progress.
 SEND_TIMEOUT = 900.0

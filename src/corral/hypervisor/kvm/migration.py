@@ -98,14 +98,15 @@ MonitorFactory = Callable[[], AbstractAsyncContextManager[Monitor]]
 
 @dataclass(frozen=True)
 class MigrationFiles:
-    """One instance's migration files on one node (``<state>/kvm/migration/<name>``)."""
+    """One instance's migration files on one node (``<state>/kvm/.migration/<name>``:
+    a dot name, so that it is never taken for an instance)."""
 
     root: Path
 
     @classmethod
     def of(cls, paths: Paths, name: str) -> MigrationFiles:
         """The files of instance ``name`` under ``paths``' hypervisor state directory."""
-        return cls(paths.hypervisor_state_dir / "kvm" / "migration" / name)
+        return cls(paths.hypervisor_state_dir / "kvm" / ".migration" / name)
 
     @property
     def tls(self) -> Path:

@@ -417,7 +417,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 ) from None
             raise
         if isinstance(figures, dict) and figures.get("total_time") is not None:
-            self.feedback(f"migration done in {figures['total_time']} ms, guest stopped for "
+            self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
+                          f"{figures['total_time']} ms), guest stopped for "
                           f"{figures.get('downtime', '?')} ms")
         old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
         await self.try_call(source, "migration_finish_source",
@@ -480,13 +481,21 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                     await send
 
     async def _abort(self, target_spec: dict[str, Any], created: list[DiskSpec]) -> None:
-        """Undo a failed migration: the target's qemu and disks go, the instance runs
-        on the source again."""
+        """Undo a failed migration: the target's qemu and disks go, then the instance
+        runs on the source again. When the target cannot be told to drop its copy, the
+        source is left as it is (a completed migration may run the guest there): the
+        job log says to run ``--cleanup``."""
         inst, source, target = self.instance, self.primary, self.target
         self.feedback(f"migration of instance {inst.name} failed: aborting")
-        await self.try_call(target, "migration_finish",
-                            {"instance": target_spec, "success": False},
-                            f"dropping instance {inst.name} on node {target.name}")
+        dropped = await self.try_call(target, "migration_finish",
+                                      {"instance": target_spec, "success": False},
+                                      f"dropping instance {inst.name} on node {target.name}")
+        if not dropped:
+            self.feedback(
+                f"WARNING: instance {inst.name} is not resumed on node {source.name} as "
+                f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
+                f"{inst.name}' once node {target.name} answers")
+            return
         await self.try_call(source, "migration_finish_source",
                             {"instance": self.spec(), "success": False},
                             f"resuming instance {inst.name} on node {source.name}")

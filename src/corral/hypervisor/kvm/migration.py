@@ -379,7 +379,8 @@ async def send(monitor: MonitorFactory, paths: Paths, spec: InstanceSpec, *,
                target_ip: str, target_name: str, live: bool, nbd_port: int | None,
                owner: int | None = None) -> dict[str, Any]:
     """Migrate ``spec`` from this node's qemu to ``target_ip`` and wait for the end;
-    answers ``{"total_time", "downtime"}`` (ms). A failure cancels what was started
+    answers ``{"total_time", "downtime", "elapsed"}`` (ms: qemu's memory transfer,
+    the guest's pause, and the whole of it with the disk copy). A failure cancels what was started
     (migration, disk mirrors) and is raised naming the step; the guest is resumed by
     :func:`resume_source`."""
     files = MigrationFiles.of(paths, spec.name)
@@ -388,6 +389,7 @@ async def send(monitor: MonitorFactory, paths: Paths, spec: InstanceSpec, *,
     progress.update(status="setup", stopped=False)
     port = int(spec.hvparams.get("migration_port") or 8102)
     jobs: list[str] = []
+    began = time.monotonic()
     try:
         tls = files.write_tls(paths, "client", owner)
         async with monitor() as qmp:
@@ -412,6 +414,7 @@ async def send(monitor: MonitorFactory, paths: Paths, spec: InstanceSpec, *,
                 await _drop_mirrors(qmp, jobs, force=False)
             jobs = []
         progress.update(status="completed")
+        result["elapsed"] = round((time.monotonic() - began) * 1000)
         return result
     except BaseException:
         with contextlib.suppress(Exception):

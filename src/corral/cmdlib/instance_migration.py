@@ -401,7 +401,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 rpc_timeout=RPC_START)
             nbd_port = accepted.get("nbd_port") if isinstance(accepted, dict) else None
             size = sum(d.size for d in self.disks()) if mirror else 0
-            figures = await self._send(
+            figures: Any = await self._send(
                 {"instance": self.spec(), "target_ip": target_ip, "live": live,
                  "target_name": target.name, "nbd_port": nbd_port},
                 SEND_TIMEOUT + size / 10)
@@ -410,13 +410,25 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                 f"starting instance {inst.name} on node {target.name} "
                                 "after its migration")
         except BaseException as err:
-            await self._abort(target_spec, created)
-            if isinstance(err, CorralError):
-                raise OpExecError(
-                    f"{err.message}; instance {inst.name} stays on node {source.name}"
-                ) from None
-            raise
-        if isinstance(figures, dict) and figures.get("total_time") is not None:
+            if not isinstance(err, CorralError):
+                await self._abort(target_spec, created)
+                raise
+            if not await self._arrived():
+                resumed = await self._abort(target_spec, created)
+                where = (f"instance {inst.name} stays on node {source.name}" if resumed else
+                         f"instance {inst.name} may be paused on node {source.name} or run "
+                         f"on node {target.name}: run 'gnt-instance migrate --cleanup -n "
+                         f"{target.name} {inst.name}' once both nodes answer")
+                raise OpExecError(f"{err.message}; {where}") from None
+            self.feedback(f"WARNING: {err.message}; but the instance already runs on node "
+                          f"{target.name}: it stays there")
+            figures = None
+        if not isinstance(figures, dict) or figures.get("total_time") is None:
+            pass
+        elif not live:
+            self.feedback(f"migration done in {figures.get('elapsed', '?')} ms, the guest "
+                          "stopped throughout (non-live)")
+        else:
             self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
                           f"{figures['total_time']} ms), guest stopped for "
                           f"{figures.get('downtime', '?')} ms")
@@ -432,6 +444,15 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                     f"removing disk {spec.index} of instance {inst.name} "
                                     "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
+
+    async def _arrived(self) -> bool:
+        """Whether the guest already runs on the target (a migration that completed
+        although the source's node daemon could not say so): then it must stay there."""
+        try:
+            info = await self.instance_info(self.target)
+        except CorralError:
+            return False
+        return _state(info) == "running"
 
     async def _create_target_disks(self, created: list[DiskSpec]) -> dict[str, list[str]]:
         """Create the instance's local disks, empty, on the target (listed in
@@ -480,11 +501,11 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 with contextlib.suppress(BaseException):
                     await send
 
-    async def _abort(self, target_spec: dict[str, Any], created: list[DiskSpec]) -> None:
+    async def _abort(self, target_spec: dict[str, Any], created: list[DiskSpec]) -> bool:
         """Undo a failed migration: the target's qemu and disks go, then the instance
         runs on the source again. When the target cannot be told to drop its copy, the
         source is left as it is (a completed migration may run the guest there): the
-        job log says to run ``--cleanup``."""
+        job log says to run ``--cleanup``. Whether the source was resumed."""
         inst, source, target = self.instance, self.primary, self.target
         self.feedback(f"migration of instance {inst.name} failed: aborting")
         dropped = await self.try_call(target, "migration_finish",
@@ -495,14 +516,15 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 f"WARNING: instance {inst.name} is not resumed on node {source.name} as "
                 f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
                 f"{inst.name}' once node {target.name} answers")
-            return
-        await self.try_call(source, "migration_finish_source",
-                            {"instance": self.spec(), "success": False},
-                            f"resuming instance {inst.name} on node {source.name}")
+            return False
+        resumed = await self.try_call(source, "migration_finish_source",
+                                      {"instance": self.spec(), "success": False},
+                                      f"resuming instance {inst.name} on node {source.name}")
         for spec in created:
             await self.try_call(target, "blockdev_remove", {"disk": _to_builtins(spec)},
                                 f"removing the copy of disk {spec.index} on node "
                                 f"{target.name}")
+        return resumed
 
     async def _cleanup(self) -> None:
         """After a failed migration: find where the instance runs and record that.

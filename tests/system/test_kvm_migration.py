@@ -1,33 +1,29 @@
 """Live migration of real kvm guests (qemu under TCG) between two testbed nodes, through
 ``gnt-instance migrate`` as an administrator runs it.
 
-One 2-node testbed for the module, with the kvm hypervisor enabled and the tiny guest as
-kernel and initrd; each test boots its own small guest (128 MiB, no NICs). Whatever
-happens, the module stops every qemu of the testbed's nodes by pid and the testbed.
+The module shares one 2-node kvm testbed (``kvm_testbed`` of the system conftest, which
+kills every guest by pid at the end whatever happened); each test boots its own small
+guest (128 MiB, no NICs) and removes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
-import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm.migration import MigrationFiles
 from corral.hypervisor.kvm.monitor import monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, open_unix_connection
 from corral.paths import Paths
 from corral.testbed import guest as tiny_guest
-from tests.conftest import BIN, TestbedHandle, run_testbed
+from tests.conftest import BIN
+from tests.system.conftest import KvmTestbed
 
 pytestmark = pytest.mark.system
 
@@ -36,47 +32,29 @@ BOOT = 120.0
 TICK = re.compile(r"corral-tiny-guest: tick (\d+)")
 
 
-@pytest.fixture(scope="module")
-def kvm_testbed(guest: tiny_guest.TinyGuest) -> Iterator[TestbedHandle]:
-    """Two nodes with kvm enabled, booting the tiny guest; torn down even on failure."""
-    if shutil.which("qemu-system-x86_64") is None:
-        pytest.fail("qemu-system-x86_64 is missing: 'make sysdeps' installs it")
-    directory = Path(tempfile.mkdtemp(prefix="corral-mig-", dir="/tmp"))
-    proc = run_testbed("up", "--nodes", "2", "--dir", str(directory / "tb"))
-    handle = None
-    try:
-        assert proc.returncode == 0, proc.stderr
-        handle = TestbedHandle(directory / "tb",
-                               json.loads((directory / "tb" / "testbed.json").read_text()))
-        handle.run("gnt-cluster", "modify", "--enabled-hypervisors", "fake,kvm", "-H",
-                   f"kvm:kernel_path={guest.kernel},initrd_path={guest.initrd},"
-                   "kernel_args=quiet,root_path=,kvm_flag=disabled,migration_downtime=30,"
-                   "migration_bandwidth=1000")
-        yield handle
-    finally:
-        if handle is not None:
-            for node in handle.state["nodes"]:
-                asyncio.run(KvmHypervisor(Paths(Path(node["root"]))).stop_all())
-        run_testbed("down", "--dir", str(directory / "tb"))
-        shutil.rmtree(directory, ignore_errors=True)
+@pytest.fixture(scope="module", autouse=True)
+def _fast_migrations(kvm_testbed: KvmTestbed) -> None:
+    """Migrations at loopback speed (the default 32 MiB/s would only make them slow)."""
+    kvm_testbed.run("gnt-cluster", "modify", "-H",
+                    "kvm:migration_bandwidth=1000,migration_downtime=30")
 
 
-def _paths(testbed: TestbedHandle, node: int) -> Paths:
+def _paths(testbed: KvmTestbed, node: int) -> Paths:
     return Paths(Path(testbed.state["nodes"][node - 1]["root"]))
 
 
-def _runtime(testbed: TestbedHandle, node: int, name: str) -> InstanceRuntime:
+def _runtime(testbed: KvmTestbed, node: int, name: str) -> InstanceRuntime:
     return InstanceRuntime(_paths(testbed, node), name)
 
 
-def _console(testbed: TestbedHandle, node: int, name: str) -> str:
+def _console(testbed: KvmTestbed, node: int, name: str) -> str:
     try:
         return _runtime(testbed, node, name).serial_log.read_text(errors="replace")
     except FileNotFoundError:
         return ""
 
 
-def _wait_console(testbed: TestbedHandle, node: int, name: str, pattern: str,
+def _wait_console(testbed: KvmTestbed, node: int, name: str, pattern: str,
                   since: int = 0) -> re.Match[str]:
     regex = re.compile(pattern)
     deadline = time.monotonic() + BOOT
@@ -91,7 +69,7 @@ def _wait_console(testbed: TestbedHandle, node: int, name: str, pattern: str,
         time.sleep(0.1)
 
 
-def _type(testbed: TestbedHandle, node: int, name: str, text: str) -> None:
+def _type(testbed: KvmTestbed, node: int, name: str, text: str) -> None:
     """Type ``text`` on the guest's serial console."""
     async def run() -> None:
         _, writer = await open_unix_connection(_runtime(testbed, node, name).serial_socket)
@@ -106,26 +84,26 @@ def _ticks(text: str) -> list[int]:
     return [int(n) for n in TICK.findall(text)]
 
 
-def _rows(testbed: TestbedHandle) -> dict[str, list[str]]:
+def _rows(testbed: KvmTestbed) -> dict[str, list[str]]:
     out = testbed.run("gnt-instance", "list", "--no-headers", "--separator", "|", "-o",
                       "name,pnode,status").stdout
     return {line.split("|")[0]: line.split("|")[1:] for line in out.splitlines() if line}
 
 
-def _add(testbed: TestbedHandle, name: str, template: str, disk: str = "16M") -> None:
+def _add(testbed: KvmTestbed, name: str, template: str, disk: str = "16M") -> None:
     testbed.run("gnt-instance", "add", "-t", template, "--no-install", "-o", "corral-ext4",
                 "-H", "kvm", "-B", "memory=128M", "--disk", f"0:size={disk}", "--no-nics",
                 "--no-name-check", "--no-ip-check", "-n", "node1.testbed", name)
     testbed.run("gnt-instance", "startup", name)
 
 
-def _migrate(testbed: TestbedHandle, name: str, node: str) -> str:
+def _migrate(testbed: KvmTestbed, name: str, node: str) -> str:
     proc = testbed.run("gnt-instance", "migrate", "-f", "-n", node, name)
     return proc.stdout + proc.stderr
 
 
 def test_live_migration_of_a_shared_disk_guest_keeps_it_counting(
-        kvm_testbed: TestbedHandle) -> None:
+        kvm_testbed: KvmTestbed) -> None:
     tb, name = kvm_testbed, "mig-shared"
     _add(tb, name, "sharedfile")
     _wait_console(tb, 1, name, r"tick 2\b")
@@ -142,7 +120,7 @@ def test_live_migration_of_a_shared_disk_guest_keeps_it_counting(
     tb.run("gnt-instance", "remove", "-f", name)
 
 
-def test_live_migration_copies_a_local_disk(kvm_testbed: TestbedHandle) -> None:
+def test_live_migration_copies_a_local_disk(kvm_testbed: KvmTestbed) -> None:
     tb, name = kvm_testbed, "mig-local"
     _add(tb, name, "file", disk="64M")
     _wait_console(tb, 1, name, r"tick 2\b")
@@ -167,7 +145,7 @@ def test_live_migration_copies_a_local_disk(kvm_testbed: TestbedHandle) -> None:
     tb.run("gnt-instance", "remove", "-f", name)
 
 
-def test_failed_migration_leaves_the_guest_on_the_source(kvm_testbed: TestbedHandle) -> None:
+def test_failed_migration_leaves_the_guest_on_the_source(kvm_testbed: KvmTestbed) -> None:
     tb, name = kvm_testbed, "mig-fail"
     _add(tb, name, "sharedfile")
     _wait_console(tb, 1, name, r"tick 2\b")

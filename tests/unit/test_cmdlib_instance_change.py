@@ -733,8 +733,11 @@ def test_failed_kvm_migration_removes_the_target_copy(cl: Cluster) -> None:
 
 def test_unreachable_target_after_a_failure_leaves_the_source_alone(cl: Cluster) -> None:
     seen = _kvm_instance(cl, "shared", template="sharedfile")
-    cl.fail["send"] = NodeUnreachableError("node node1 is unreachable")
-    cl.rpc.down.add("node2")
+
+    async def send(node: str, args: Mapping[str, Any]) -> Any:
+        cl.rpc.down.add("node2")  # the target's node daemon dies while it receives
+        raise NodeUnreachableError("node node1 is unreachable")
+    cl.rpc.nodes.overrides["migration_send"] = send
     with pytest.raises(OpExecError, match=r"may be paused on node node1 or run on node "
                                           r"node2: run 'gnt-instance migrate --cleanup"):
         cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")

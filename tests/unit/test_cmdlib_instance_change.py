@@ -606,7 +606,8 @@ def test_migrate_running_instance(cl: Cluster) -> None:
            mode="non-live")
     steps = [(c.node, c.procedure) for c in cl.rpc.calls
              if c.procedure.startswith("migration_")]
-    assert steps == [("node2", "migration_accept"), ("node1", "migration_send"),
+    assert steps == [("node1", "migration_info"), ("node2", "migration_accept"),
+                     ("node1", "migration_send"),
                      ("node2", "migration_finish"), ("node1", "migration_finish_source")]
     send = cl.calls("migration_send")[0][1]
     assert send["target_ip"] == "192.0.2.2" and send["live"] is False
@@ -713,6 +714,24 @@ def test_kvm_migrates_local_disks_with_progress_in_the_job_log(cl: Cluster) -> N
     assert cl.store.get("disk", inst.disks[0]).nodes == [inst.primary_node]
     assert _disk_file(cl, "node2", "local").exists() and not source_disk.exists()
     assert [n for n, a in seen["migration_finish_source"] if a["success"]] == ["node1"]
+
+
+def test_the_target_starts_the_machine_the_source_runs(cl: Cluster) -> None:
+    """As in Ganeti, the target starts from what the source's qemu was started with; the
+    cluster's migration settings of now apply to the migration itself."""
+    seen = _kvm_instance(cl, "shared", template="sharedfile")
+    spec = cl._spec("shared")
+    started = {"hvparams": {**spec["hvparams"], "kernel_args": "old args",
+                            "migration_bandwidth": 1},
+               "beparams": {**spec["beparams"], "maxmem": 96}}
+    cl.rpc.nodes.overrides["migration_info"] = lambda node, args: started
+    log = _run_logged(cl, "OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    [(_, accept)] = seen["migration_accept"]
+    assert accept["instance"]["hvparams"]["kernel_args"] == "old args"
+    assert accept["instance"]["hvparams"]["migration_bandwidth"] == \
+        spec["hvparams"]["migration_bandwidth"]
+    assert accept["instance"]["beparams"]["maxmem"] == 96
+    assert any("(kernel_args, maxmem changed since)" in line for line in log), log
 
 
 def test_failed_kvm_migration_removes_the_target_copy(cl: Cluster) -> None:

@@ -70,6 +70,7 @@ __all__ = [
     "read_status",
     "resume_source",
     "send",
+    "started_with",
 ]
 
 #: The id of the ``tls-creds-x509`` object on both ends.
@@ -449,6 +450,15 @@ async def _wait_migrated(monitor: MonitorFactory, spec: InstanceSpec, progress: 
                                   f"failed: {reason}")
         progress.check("the migration")
         await asyncio.sleep(POLL_INTERVAL)
+
+
+def started_with(runtime: InstanceRuntime) -> dict[str, Any] | None:
+    """The hypervisor and backend parameters the instance's running qemu was started
+    with (as Ganeti's target starts from the source's runtime), or ``None``."""
+    record = runtime.read()
+    if record is None or not runtime.live_pid(record):
+        return None
+    return {"hvparams": dict(record.spec.hvparams), "beparams": dict(record.spec.beparams)}
 
 
 def read_status(paths: Paths, name: str) -> dict[str, Any]:

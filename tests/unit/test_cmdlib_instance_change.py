@@ -779,6 +779,15 @@ def test_a_migration_that_arrived_despite_a_failed_send_stays(cl: Cluster) -> No
     assert cl.node_name(cl.instance("shared")) == "node2"
 
 
+def test_kvm_migration_to_a_node_short_of_memory_starts_nothing(cl: Cluster) -> None:
+    seen = _kvm_instance(cl, "local")
+    cl.rpc.nodes.overrides["node_info"] = lambda node, args: {"memory_free": 64}
+    with pytest.raises(OpPrereqError, match="needs 128 MiB, 64 MiB free"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="local", target_node="node2")
+    assert "migration_accept" not in seen and not cl.calls("blockdev_create")
+    assert not _disk_file(cl, "node2", "local").exists()
+
+
 def test_kvm_allows_file_disks_in_migrations_only(cl: Cluster) -> None:
     _kvm_instance(cl, "local")
     with pytest.raises(OpPrereqError, match="gnt-instance move"):

@@ -29,7 +29,7 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
 from corral.hypervisor.fake import read_meminfo
 from corral.hypervisor.kvm import migration, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
-from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
     InstanceRuntime,
     RuntimeRecord,
@@ -99,8 +99,9 @@ class KvmHypervisor(Hypervisor):
     async def start(
         self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
     ) -> None:
-        """Start qemu for ``spec``; refuses an instance already here, missing files and
-        too little free memory. A failed start leaves nothing behind."""
+        """Start qemu for ``spec``; refuses an instance already here (a qemu whose guest
+        powered itself off is ended first), missing files and too little free memory.
+        A failed start leaves nothing behind."""
         await self.launch(spec, disk_paths, paused=paused)
 
     async def launch(
@@ -118,9 +119,13 @@ class KvmHypervisor(Hypervisor):
             record = runtime.read()
             if runtime.live_pid(record):
                 state = await self._state(runtime)
-                raise HypervisorError(
-                    f"cannot start instance {spec.name}: it is already {state or 'running'}"
-                    " on this node")
+                if state != "shutdown":
+                    raise HypervisorError(
+                        f"cannot start instance {spec.name}: it is already"
+                        f" {state or 'running'} on this node")
+                # Powered off by its user (user_shutdown): end that qemu first, as
+                # Ganeti's startup cleans up a USER_down instance.
+                await self._kill(runtime, record)
             await self._cleanup(runtime, record)
             missing = missing_files(spec)
             if missing:
@@ -318,7 +323,7 @@ class KvmHypervisor(Hypervisor):
                     balloon = await qmp.execute("query-balloon")
                     if isinstance(balloon, dict) and balloon.get("actual"):
                         memory = int(balloon["actual"]) // _MIB
-        except (MonitorUnavailable, OSError, EOFError):
+        except (HypervisorError, OSError, EOFError):
             if not runtime.live_pid(record):
                 return None
             # Alive but its monitor is busy or not up yet (a start in progress).

@@ -379,10 +379,7 @@ def _registry() -> dict[str, type[CorralError]]:
     pending: list[type[CorralError]] = [CorralError]
     while pending:
         cls = pending.pop()
-        # A subclass without a code of its own (kvm's MonitorUnavailable) travels as
-        # the class whose code it inherits.
-        if "code" in vars(cls):
-            found[cls.code] = cls
+        found[cls.code] = cls
         pending.extend(cls.__subclasses__())
     return found
 

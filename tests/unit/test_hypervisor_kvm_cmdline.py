@@ -51,7 +51,8 @@ def test_defaults_follow_ganeti(tmp_path: Path) -> None:
     assert _after(command, "-kernel") == ["/boot/vmlinuz-3-kvmU"]
     assert "-initrd" not in command
     assert "virtio-balloon-pci,id=balloon0" in _after(command, "-device")
-    assert "-daemonize" in command and "-S" in command  # continued after set-up
+    assert "-daemonize" in command and "-S" not in command
+    assert "-S" in _command(tmp_path, _spec(), paused=True)
     assert _after(command, "-serial") == ["chardev:serial0"]
     assert _after(command, "-display") == ["none"]
     for flag in ("-no-reboot", "-no-shutdown", "-incoming", "-vnc"):

@@ -187,6 +187,13 @@ class Paths:
         return self.run_dir / "hypervisor"
 
     @property
+    def kvm_ifup_custom(self) -> Path:
+        """The administrator's hook that sets up a kvm guest's tap devices, run (when
+        executable) instead of corral's own bridged/routed set-up, as Ganeti's
+        ``kvm-ifup-custom``."""
+        return self.data_dir / "kvm-ifup-custom"
+
+    @property
     def os_log_dir(self) -> Path:
         """Output of OS definition scripts, one file per script run."""
         return self.log_dir / "os"

@@ -169,4 +169,5 @@ def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = No
         primary_node=node.name,
         admin_state=instance.admin_state,
         network_port=instance.network_port,
+        tags=sorted(instance.tags),
     )

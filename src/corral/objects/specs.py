@@ -66,3 +66,5 @@ class InstanceSpec(msgspec.Struct, kw_only=True):
     """Name of the primary node."""
     admin_state: str = "down"
     network_port: int | None = None
+    tags: list[str] = msgspec.field(default_factory=list)
+    """The instance's tags (for hooks on the node, such as the kvm NIC hook)."""

@@ -27,8 +27,11 @@ from typing import Any
 
 import pytest
 
-from corral.hypervisor.kvm import KvmHypervisor
+from corral.errors import HypervisorError
+from corral.hypervisor.kvm import KvmHypervisor, hotplug
 from corral.hypervisor.kvm.runtime import InstanceRuntime
+from corral.objects.params import HV_PARAMS
+from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.testbed import guest as tiny_guest
 from corral.testbed.guest import MARKER, TinyGuest
@@ -90,13 +93,12 @@ def _ip(*args: str, check: bool = True) -> None:
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
+def bed(guest: TinyGuest) -> Iterator[Bed]:
     """A one-node testbed running kvm guests of the tiny guest, with a bridge."""
     if os.geteuid() != 0:
         pytest.skip("kvm guests with tap devices need root")
     if not os.path.exists("/dev/net/tun"):
         pytest.skip("the host has no /dev/net/tun, so no tap devices")
-    guest: TinyGuest = tiny_guest.build(tmp_path_factory.mktemp("tiny-guest"))
     qemu = shutil.which("qemu-system-x86_64")
     assert qemu, "qemu-system-x86_64 is missing: run 'make sysdeps'"
     # A short directory: the testbed's node roots go into qemu's file names.
@@ -192,3 +194,37 @@ def test_hotplug_on_the_fake_hypervisor_is_refused(bed: Bed) -> None:
     assert "Modification will take place without hotplugging" in fallback.stdout + \
         fallback.stderr
     assert bed.info("fake1.testbed")["nics"] == 1
+
+
+async def test_a_guest_that_does_not_release_a_device_fails_the_removal(
+        guest: TinyGuest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the node: a guest whose CPUs do not run (started paused) never answers the
+    unplug request, so the removal fails after the release timeout naming the device,
+    and the runtime record still holds it (the master then keeps its configuration)."""
+    if os.geteuid() != 0:
+        pytest.skip("qemu's runtime directory under /run needs root")
+    qemu = shutil.which("qemu-system-x86_64")
+    assert qemu, "qemu-system-x86_64 is missing: run 'make sysdeps'"
+    monkeypatch.setattr(hotplug, "RELEASE_TIMEOUT", 3.0)
+    root = Path(tempfile.mkdtemp(prefix="corral-hp-", dir="/tmp"))
+    hvparams = {name: spec.default for name, spec in HV_PARAMS["kvm"].items()}
+    hvparams.update(kernel_path=str(guest.kernel), initrd_path=str(guest.initrd),
+                    kvm_path=qemu, kvm_flag="disabled")
+    spec = InstanceSpec(name="stuck", uuid=str(uuid.uuid4()), hypervisor="kvm",
+                        hvparams=hvparams, beparams={"maxmem": 64, "minmem": 64, "vcpus": 1})
+    kvm = KvmHypervisor(Paths(root))
+    image = root / "disk1"
+    image.write_bytes(b"")
+    os.truncate(image, 8 << 20)
+    disk = DiskSpec(uuid=str(uuid.uuid4()), index=0, dev_type="file", size=8,
+                    logical_id=["loop", str(image)])
+    try:
+        await kvm.start(spec, [], paused=True)
+        await kvm.hotplug_device(spec, "hotadd", "disk", disk, str(image))
+        with pytest.raises(HypervisorError, match="did not release disk/0 within 3 s"):
+            await kvm.hotplug_device(spec, "hotremove", "disk", disk)
+        record = kvm.runtime("stuck").read()
+        assert record is not None and [d.uuid for d in record.spec.disks] == [disk.uuid]
+    finally:
+        await kvm.stop_all()
+        shutil.rmtree(root, ignore_errors=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from corral.errors import HypervisorError, OpPrereqError
+from corral.errors import HypervisorError, NodeUnreachableError, OpPrereqError
 from corral.objects import NIC, Node
 
 from .config_helpers import snapshot
@@ -33,12 +33,18 @@ class HotNode:
         #: Refuse this many-th hotplug_device call (1-based), like a guest that
         #: never releases a device.
         self.fail_at: int | None = None
+        #: What that call raises after the node did the step (default: a refusal
+        #: before it did anything).
+        self.lost_answer = False
         cl.rpc.handlers["hotplug_supported"] = lambda node, args: None
         cl.rpc.handlers["hotplug_device"] = self._device
 
     def _device(self, node: Node, args: Mapping[str, Any]) -> Any:
         device = args[args["target"]]
         self.steps.append((args["action"], args["target"], device["uuid"]))
+        if self.fail_at == len(self.steps) and self.lost_answer:
+            self.devices.add(device["uuid"])
+            raise NodeUnreachableError("connection reset by peer")
         if self.fail_at == len(self.steps):
             raise HypervisorError(f"instance web1: the guest did not release "
                                   f"{args['target']}/{device['index']} within 30 seconds")
@@ -186,3 +192,18 @@ def test_hotplug_of_a_stopped_instance_is_refused(cl: Cluster) -> None:
                                             "supported: instance web1 is not running"):
         _run(cl, hotplug=True, nics=[["add", -1, {}]])
     assert cl.instance("web1").nics == []
+
+
+def test_a_step_without_answer_is_undone_too(cl: Cluster) -> None:
+    """noded died after plugging the device in: the master takes it out again when the
+    node answers, and the configuration stays as it was."""
+    cl.add_instance("web1", up=True)
+    node = HotNode(cl, "web1")
+    devices = set(node.devices)
+    node.fail_at, node.lost_answer = 1, True
+    before = snapshot(cl.store)
+    with pytest.raises(NodeUnreachableError):
+        _run(cl, hotplug=True, nics=[["add", -1, {}]])
+    assert snapshot(cl.store) == before
+    assert [action for action, _t, _u in node.steps] == ["hotadd", "hotremove"]
+    assert node.devices == devices

@@ -24,7 +24,7 @@ import msgspec
 
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.instance_base import RPC_QUICK, call_node
-from corral.errors import CorralError, OpPrereqError
+from corral.errors import CorralError, OpPrereqError, RpcError
 from corral.hypervisor.base import HotplugAction, HotplugTarget
 from corral.objects import Node
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
@@ -137,7 +137,13 @@ class HotplugRun:
         for step in steps:
             self.lu.feedback(f"Hotplug: {_VERB[step.action]} {step.what} of the running "
                              "instance")
-            await self._call(step.action, step, _wire(step.spec))
+            try:
+                await self._call(step.action, step, _wire(step.spec))
+            except RpcError:
+                # No answer: the node may have done the step. Undoing it is safe either
+                # way, as the node's steps are idempotent.
+                self.done.append(step)
+                raise
             self.done.append(step)
             self.lu.feedback(f"Hotplug: {step.what} done")
 

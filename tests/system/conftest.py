@@ -152,13 +152,20 @@ class KvmTestbed(TestbedHandle):
         runtime = self.runtime(name)
         return 0 if runtime is None else runtime.live_pid(runtime.read())
 
+    def serial_log(self, name: str) -> Path | None:
+        """Instance ``name``'s serial console log on the node that wrote it last."""
+        logs = [InstanceRuntime(paths, name).serial_log for paths in self.node_paths()]
+        existing = [log for log in logs if log.exists()]
+        return max(existing, key=lambda log: log.stat().st_mtime) if existing else None
+
     def console(self, name: str) -> str:
-        """What instance ``name`` wrote on its serial console so far ("" if nothing)."""
-        runtime = self.runtime(name)
-        if runtime is None:
+        """What instance ``name`` wrote on its serial console so far, over all its runs
+        on its latest node ("" if nothing)."""
+        log = self.serial_log(name)
+        if log is None:
             return ""
         try:
-            return runtime.serial_log.read_bytes().decode(errors="replace")
+            return log.read_bytes().decode(errors="replace")
         except FileNotFoundError:
             return ""
 

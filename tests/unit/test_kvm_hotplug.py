@@ -42,6 +42,8 @@ class FakeQmp:
             return [{"name": d, "type": "child<virtio-blk-pci>"} for d in self.devices]
         if command == "device_add":
             self.devices.add(arguments["id"])  # type: ignore[index]
+        if command == "add-fd":
+            return {"fdset-id": 3, "fd": 27}
         return {}
 
     def send_fd_scm(self, fd: int) -> None:
@@ -68,23 +70,30 @@ def _disk(index: int = 1, mode: str = "rw") -> DiskSpec:
     return DiskSpec(uuid=DISK_UUID, index=index, dev_type="file", size=8, mode=mode)
 
 
-def test_disk_add_opens_the_file_with_the_instance_settings_then_plugs_it(
+def _file(tmp_path: Path) -> str:
+    path = tmp_path / "disk1"
+    path.write_bytes(b"\0" * 4096)
+    return str(path)
+
+
+def test_disk_add_hands_qemu_the_file_with_the_instance_settings_then_plugs_it(
         tmp_path: Path) -> None:
     runtime, record = _record(tmp_path, disk_cache="none", disk_aio="native")
     qmp = FakeQmp({"disk-0000aaaa"})
-    asyncio.run(hotplug._disk(qmp, runtime, record, "hotadd", _disk(mode="ro"),
-                              "/d/disk1"))
-    assert qmp.names() == ["blockdev-add", "device_add"]
-    node = qmp.commands[1][1]
+    path = _file(tmp_path)
+    asyncio.run(hotplug._disk(qmp, runtime, record, "hotadd", _disk(mode="ro"), path))
+    assert qmp.names() == ["(fd)", "add-fd", "blockdev-add", "remove-fd", "device_add"]
+    node = qmp.commands[3][1]
     assert node == {"driver": "raw", "node-name": "disk-6f1c2a9e-drive", "read-only": True,
-                    "file": {"driver": "file", "filename": "/d/disk1", "aio": "native"},
+                    "file": {"driver": "file", "filename": "/dev/fdset/3", "aio": "native"},
                     "cache": {"direct": True}}
+    assert qmp.commands[4][1] == {"fdset-id": 3}
     assert qmp.commands[-1][1] == {"driver": "virtio-blk-pci", "id": "disk-6f1c2a9e",
                                    "drive": "disk-6f1c2a9e-drive"}
     saved = runtime.read()
     assert saved is not None
     assert [d.uuid for d in saved.spec.disks] == ["0000aaaa-x", DISK_UUID]
-    assert saved.disk_paths == ["/d/disk0", "/d/disk1"]
+    assert saved.disk_paths == ["/d/disk0", path]
 
 
 def test_a_refused_disk_add_takes_its_block_node_back(tmp_path: Path) -> None:
@@ -93,8 +102,9 @@ def test_a_refused_disk_add_takes_its_block_node_back(tmp_path: Path) -> None:
     qmp.refuse = "device_add"
     with pytest.raises(HypervisorError, match="qemu refused to add disk/1: no room"):
         asyncio.run(hotplug._disk(qmp, runtime, record, "hotadd", _disk(),
-                                  "/d/disk1"))
-    assert qmp.names() == ["blockdev-add", "device_add", "blockdev-del"]
+                                  _file(tmp_path)))
+    assert qmp.names() == ["(fd)", "add-fd", "blockdev-add", "remove-fd", "device_add",
+                           "blockdev-del"]
     saved = runtime.read()
     assert saved is not None and saved.disk_paths == ["/d/disk0"]  # nothing recorded
 

@@ -6,13 +6,15 @@ The devices have the ids every qemu command line of corral gives them
 ``disk-<uuid8>-drive``, ``nic-<uuid8>`` on netdev ``nic-<uuid8>-net``), so a device
 present at start is removed the same way as a hot-added one.
 
-* Disk add: ``blockdev-add`` (raw over the node-local file, with the instance's cache,
-  aio and discard settings) then ``device_add`` ``virtio-blk-pci``.
+* Disk add: the node-local file opened here and handed to qemu (``add-fd``),
+  ``blockdev-add`` (raw over ``/dev/fdset/N``, with the instance's cache, aio and discard
+  settings) then ``device_add`` ``virtio-blk-pci``.
 * NIC add: a tap made and configured by :mod:`.netdev` (bridge or route, or the
   administrator's hook), opened here and handed to qemu over the monitor socket
-  (``getfd``: qemu may run as another user or chrooted, where it cannot open
-  ``/dev/net/tun`` itself), ``netdev_add`` on that descriptor, ``device_add`` with the
-  NIC's MAC and model.
+  (``getfd``), ``netdev_add`` on that descriptor, ``device_add`` with the NIC's MAC and
+  model. qemu may run as another user or chrooted (:mod:`.security`), where it could
+  open neither the disk's file nor ``/dev/net/tun`` itself; passing descriptors works
+  either way.
 * Remove: ``device_del``, then waiting for qemu's ``DEVICE_DELETED`` event, which
   comes once the guest has released the device (ACPI PCI hot-unplug); a guest that
   does not within :data:`RELEASE_TIMEOUT` fails the call. Then ``blockdev-del`` or
@@ -148,9 +150,11 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
             f"instance {record.name}: disks of disk_type {disk_type} cannot be hot-plugged;"
             f" hot-pluggable: {', '.join(HOTPLUG_DISK_TYPES)}")
     is_block = await asyncio.to_thread(_is_block_device, path)
+    fdset = await _pass_file(qmp, record.name, path, disk)
     node: dict[str, Any] = {
         "driver": "raw", "node-name": f"{ident}-drive", "read-only": disk.mode == "ro",
-        "file": {"driver": "host_device" if is_block else "file", "filename": path},
+        "file": {"driver": "host_device" if is_block else "file",
+                 "filename": f"/dev/fdset/{fdset}"},
     }
     cache = str(hvparams.get("disk_cache") or "default")
     if cache == "none":
@@ -170,6 +174,10 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
     except ExecuteError as err:
         raise HypervisorError(f"instance {record.name}: qemu cannot open the new "
                               f"disk/{disk.index} ({path}): {_refused(err)}") from None
+    finally:
+        # The block node holds its own copy of the descriptor.
+        with contextlib.suppress(ExecuteError):
+            await qmp.execute("remove-fd", {"fdset-id": fdset})
     try:
         await qmp.execute("device_add", dev)
     except ExecuteError as err:
@@ -177,6 +185,30 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
             await qmp.execute("blockdev-del", {"node-name": f"{ident}-drive"})
         raise HypervisorError(f"instance {record.name}: qemu refused to add disk/"
                               f"{disk.index}: {_refused(err)}") from None
+
+
+async def _pass_file(qmp: QMPClient, name: str, path: str, disk: DiskSpec) -> int:
+    """Open the disk's file here and hand it to qemu (``add-fd``); its fd set's id.
+
+    qemu may run as another user or chrooted, where it cannot open the file itself.
+    """
+    flags = (os.O_RDONLY if disk.mode == "ro" else os.O_RDWR) | os.O_CLOEXEC
+    try:
+        fd = await asyncio.to_thread(os.open, path, flags)
+    except OSError as err:
+        raise HypervisorError(f"instance {name}: cannot open the new disk/{disk.index} "
+                              f"({path}): {err.strerror}") from None
+    try:
+        qmp.send_fd_scm(fd)
+        added = await qmp.execute("add-fd", {"opaque": f"{disk_device_id(disk)} {path}"})
+    except ExecuteError as err:
+        raise HypervisorError(f"instance {name}: qemu did not take the file of disk/"
+                              f"{disk.index}: {_refused(err)}") from None
+    finally:
+        os.close(fd)
+    if not isinstance(added, dict) or not isinstance(added.get("fdset-id"), int):
+        raise HypervisorError(f"instance {name}: qemu answered add-fd with {added!r}")
+    return int(added["fdset-id"])
 
 
 def _is_block_device(path: str) -> bool:

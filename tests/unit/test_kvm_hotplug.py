@@ -154,7 +154,8 @@ def test_nic_add_hands_qemu_the_tap_and_records_it(tmp_path: Path,
     assert qmp.commands[-2][1] == {"type": "tap", "id": "nic-a0b1c2d3-net",
                                    "fd": "nic-a0b1c2d3-fd"}
     assert qmp.commands[-1][1] == {"driver": "virtio-net-pci", "id": "nic-a0b1c2d3",
-                                   "netdev": "nic-a0b1c2d3-net", "mac": "aa:00:00:00:00:07"}
+                                   "netdev": "nic-a0b1c2d3-net", "mac": "aa:00:00:00:00:07",
+                                   "romfile": ""}
     saved = runtime.read()
     assert saved is not None
     assert saved.taps == ["tapfeed"]

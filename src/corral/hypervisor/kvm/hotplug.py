@@ -281,8 +281,11 @@ async def _plug_nic(qmp: QMPClient, runtime: InstanceRuntime, record: RuntimeRec
             raise HypervisorError(f"instance {record.name}: qemu refused the tap of "
                                   f"nic/{nic.index}: {_refused(err)}") from None
         try:
+            # No option ROM: a hot-added NIC boots nothing, and a chrooted qemu could
+            # not read the ROM file.
             await qmp.execute("device_add", {"driver": model, "id": ident,
-                                             "netdev": f"{ident}-net", "mac": nic.mac})
+                                             "netdev": f"{ident}-net", "mac": nic.mac,
+                                             "romfile": ""})
         except ExecuteError as err:
             with contextlib.suppress(ExecuteError):
                 await qmp.execute("netdev_del", {"id": f"{ident}-net"})

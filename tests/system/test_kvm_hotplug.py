@@ -13,6 +13,7 @@ qemu by :meth:`KvmHypervisor.stop_all` (by pid), and the bridge the test made.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import pytest
 
 from corral.errors import HypervisorError
 from corral.hypervisor.kvm import KvmHypervisor, hotplug
+from corral.hypervisor.kvm.monitor import qmp_command
 from corral.objects.params import HV_PARAMS
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -107,6 +109,17 @@ def test_hotplug_a_disk_and_a_nic_into_a_running_guest(kvm_testbed: KvmTestbed,
     assert record.spec.nics[0].mac == "aa:00:00:4b:00:01"
     # The guest's new interface is on the bridge through its tap.
     assert _ports(bridge).startswith(record.taps[0]), _ports(bridge)
+
+    # A changed NIC is replaced: qemu's device gets the new MAC, under the same id.
+    changed = tb.run("gnt-instance", "modify", "--hotplug", "-f", "--net",
+                     "0:mac=aa:00:00:4b:00:02", NAME)
+    assert "nic/0 -> hotplug:done" in changed.stdout
+    assert runtime is not None
+    device = f"/machine/peripheral/nic-{record.spec.nics[0].uuid[:8]}"
+    mac = asyncio.run(qmp_command(runtime.qmp_socket, "qom-get",
+                                  {"path": device, "property": "mac"}))
+    assert mac == "aa:00:00:4b:00:02"
+    assert _config(tb, NAME)["macs"] == "aa:00:00:4b:00:02"
 
     removed = tb.run("gnt-instance", "modify", "--hotplug", "--allow-diskless", "--disk",
                      "0:remove", "--net", "0:remove", NAME)

@@ -116,7 +116,7 @@ def test_hook_environment_has_ganetis_names() -> None:
         "INSTANCE": "inst1.example.com", "MAC": "aa:00:00:00:00:00", "MODE": "bridged",
         "INTERFACE": "tap0123456789ab", "INTERFACE_INDEX": "0", "INTERFACE_UUID": UUID_A,
         "TAGS": "b a", "VLAN": ".100", "IP": "192.0.2.10", "INTERFACE_NAME": "front",
-        "LINK": "br0", "BRIDGE": "br0",
+        "LINK": "br0", "BRIDGE": "br0", "ACTION": "up",
     }
 
 
@@ -128,3 +128,34 @@ def test_hook_environment_leaves_out_what_the_nic_lacks() -> None:
     assert env["MODE"] == "routed"
     assert env["INTERFACE_INDEX"] == "2"
     assert env["VLAN"] == ""
+
+
+# -- VLANs on a bridged NIC ------------------------------------------------------
+def test_vlan_notation_follows_ganeti() -> None:
+    assert netdev.vlan_commands("tapx", ".100") == [
+        ["bridge", "vlan", "add", "dev", "tapx", "vid", "100", "pvid", "untagged", "master"]]
+    assert netdev.vlan_commands("tapx", "100:200") == [
+        ["bridge", "vlan", "add", "dev", "tapx", "vid", "100", "pvid", "untagged", "master"],
+        ["bridge", "vlan", "add", "dev", "tapx", "vid", "200", "master"]]
+    assert netdev.vlan_commands("tapx", ":200:300") == [
+        ["bridge", "vlan", "add", "dev", "tapx", "vid", "200", "master"],
+        ["bridge", "vlan", "add", "dev", "tapx", "vid", "300", "master"]]
+    for bad in ("x", "5000", ":", "100::200", "0"):
+        with pytest.raises(HypervisorError, match=r"invalid vlan.*1 to 4094"):
+            netdev.vlan_commands("tapx", bad)
+
+
+def test_vlan_needs_a_vlan_aware_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    sys_net = tmp_path / "sys"
+    (sys_net / "br0" / "bridge").mkdir(parents=True)
+    (sys_net / "br0" / "bridge" / "vlan_filtering").write_text("0\n")
+    monkeypatch.setattr(netdev, "SYS_CLASS_NET", sys_net)
+    paths = Paths(tmp_path / "root")
+    spec = _spec(_nic(0, mode="bridged", link="br0", vlan=".100"))
+    (problem,) = netdev.check_nics(paths, spec)
+    assert problem.startswith("NIC 0: vlan .100 needs VLAN filtering on bridge br0")
+    (sys_net / "br0" / "bridge" / "vlan_filtering").write_text("1\n")
+    assert netdev.check_nics(paths, spec) == []
+    bad = _spec(_nic(0, mode="bridged", link="br0", vlan="1.5"))
+    assert "invalid vlan '1.5'" in netdev.check_nics(paths, bad)[0]

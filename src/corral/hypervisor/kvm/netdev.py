@@ -14,7 +14,8 @@ and target of a migration hold a tap for the same NIC at once). They start with 
 like the kernel's own names, which network scripts written for Ganeti expect.
 
 Modes, as in Ganeti: ``bridged`` enslaves the tap to the bridge named by the NIC's
-``link``; ``routed`` (design 2.1, non-bridged NICs) brings the tap up with proxy ARP and
+``link`` (a ``vlan`` puts the port in those VLANs of a VLAN-filtering bridge);
+``routed`` (design 2.1, non-bridged NICs) brings the tap up with proxy ARP and
 forwarding and routes the NIC's IP through it in the routing table named by ``link``
 (the main table when empty), with a rule sending what comes from the tap to that table.
 ``openvswitch`` is left to the administrator's hook.
@@ -66,6 +67,7 @@ __all__ = [
     "setup_taps",
     "tap_name",
     "teardown_taps",
+    "vlan_commands",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,8 @@ NIC_MODELS: Final[dict[str, str]] = {
 SYS_CLASS_NET: Final = Path("/sys/class/net")
 #: Per-interface IPv4 settings (proxy ARP, forwarding).
 PROC_IPV4_CONF: Final = Path("/proc/sys/net/ipv4/conf")
+#: Per-interface IPv6 settings (proxy NDP, forwarding).
+PROC_IPV6_CONF: Final = Path("/proc/sys/net/ipv6/conf")
 
 #: The longest interface name Linux accepts (IFNAMSIZ - 1).
 IFNAME_MAX: Final = 15
@@ -100,6 +104,7 @@ class Tap(msgspec.Struct, frozen=True, kw_only=True):
     link: str = ""
     ip: str | None = None
     mac: str = ""
+    vlan: str = ""
     configured: bool = True
     """False for a routed NIC on a migration target until :func:`configure_routed`."""
 
@@ -133,8 +138,8 @@ def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
     removes by), with the NIC's MAC and the model ``nic_type`` asks for.
     """
     model = nic_model(str(spec.hvparams.get("nic_type") or "paravirtual"))
-    vhost = ",vhost=on" if spec.hvparams.get("vhost_net") and model == NIC_MODELS[
-        "paravirtual"] else ""
+    virtio = model == NIC_MODELS["paravirtual"]
+    vhost = ",vhost=on" if virtio and spec.hvparams.get("vhost_net") else ""
     by_index = {tap.nic_index: tap for tap in taps}
     args: list[str] = []
     for nic in spec.nics:
@@ -142,8 +147,8 @@ def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
         if tap is None:
             raise HypervisorError(f"instance {spec.name}: NIC {nic.index} has no tap device")
         dev = nic_device_id(nic)
-        args += ["-netdev", f"tap,id={dev}-net,ifname={tap.name},script=no,downscript=no"
-                            f"{vhost}",
+        netdev = f"tap,id={dev}-net,ifname={tap.name},script=no,downscript=no{vhost}"
+        args += ["-netdev", netdev,
                  "-device", f"{model},id={dev},netdev={dev}-net,mac={nic.mac}"]
     return args
 
@@ -180,6 +185,8 @@ def check_nics(paths: Paths, spec: InstanceSpec) -> list[str]:
                 problems.append(f"{where} is bridged but names no bridge (link)")
             elif hook is None and not (SYS_CLASS_NET / nic.link / "bridge").is_dir():
                 problems.append(f"{where}: bridge {nic.link} does not exist on this node")
+            elif hook is None and nic.vlan:
+                problems += [f"{where}: {line}" for line in _vlan_problems(nic)]
         elif nic.mode == "routed":
             if not nic.ip:
                 problems.append(f"{where} is routed but has no IP address")
@@ -194,12 +201,29 @@ def check_nics(paths: Paths, spec: InstanceSpec) -> list[str]:
     return problems
 
 
+def _vlan_problems(nic: NicSpec) -> list[str]:
+    try:
+        vlan_commands("tap", nic.vlan)
+    except HypervisorError as err:
+        return [err.message]
+    filtering = SYS_CLASS_NET / nic.link / "bridge" / "vlan_filtering"
+    try:
+        enabled = filtering.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    if not enabled:
+        return [f"vlan {nic.vlan} needs VLAN filtering on bridge {nic.link} "
+                f"(ip link set {nic.link} type bridge vlan_filtering 1)"]
+    return []
+
+
 # -- the hook environment -------------------------------------------------------
 def hook_environment(spec: InstanceSpec, nic: NicSpec, tap: str) -> dict[str, str]:
     """The environment of the NIC-up hook for ``nic`` on ``tap``, as Ganeti gives it.
 
     ``INSTANCE``, ``MAC``, ``MODE``, ``INTERFACE`` (the tap), ``INTERFACE_INDEX``,
-    ``INTERFACE_UUID``, ``TAGS`` (space separated), ``VLAN``, and where set ``IP``,
+    ``INTERFACE_UUID``, ``TAGS`` (space separated), ``VLAN``, ``ACTION`` (``up``; Ganeti
+    3.1 added it for its down scripts), and where set ``IP``,
     ``INTERFACE_NAME``, ``LINK``, ``BRIDGE`` (bridged mode: the link); ``PATH`` is
     noded's with ``/sbin:/usr/sbin`` appended.
     """
@@ -212,6 +236,7 @@ def hook_environment(spec: InstanceSpec, nic: NicSpec, tap: str) -> dict[str, st
         "INTERFACE_INDEX": str(nic.index),
         "INTERFACE_UUID": nic.uuid,
         "TAGS": " ".join(spec.tags),
+        "ACTION": "up",
         "VLAN": nic.vlan,
     }
     if nic.ip:
@@ -285,7 +310,8 @@ async def setup_taps(paths: Paths, spec: InstanceSpec, *, user: int | None = Non
         for nic in spec.nics:
             tap = Tap(name=tap_name(paths, spec.uuid, nic), nic_index=nic.index,
                       nic_uuid=nic.uuid, mode=nic.mode, link=nic.link, ip=nic.ip,
-                      mac=nic.mac, configured=not (incoming and nic.mode == "routed"))
+                      mac=nic.mac, vlan=nic.vlan,
+                      configured=not (incoming and nic.mode == "routed"))
             await _create(tap.name, user)
             taps.append(tap)
             if tap.configured:
@@ -341,12 +367,35 @@ async def _create(name: str, user: int | None) -> None:
 
 async def _configure(spec: InstanceSpec, nic: NicSpec, tap: Tap, hook: Path | None) -> None:
     if hook is not None:
-        await _run([str(hook)], env=hook_environment(spec, nic, tap.name),
+        # noded's own environment below Ganeti's variables, as Ganeti runs it
+        await _run([str(hook)], env={**os.environ, **hook_environment(spec, nic, tap.name)},
                    what=f"the NIC hook {hook} for NIC {nic.index} ({tap.name})")
     elif nic.mode == "bridged":
         await _bridge(tap)
     elif nic.mode == "routed":
         await _route(tap)
+
+
+def vlan_commands(tap: str, vlan: str) -> list[list[str]]:
+    """The ``bridge vlan`` commands that put ``tap`` in the VLANs of a NIC's ``vlan``.
+
+    Ganeti's notation: ``.100`` or ``100`` is an untagged (access) VLAN, ``:200:300``
+    tagged (trunk) VLANs, ``100:200`` both; the first, untagged one becomes the port's
+    PVID. Raises :class:`HypervisorError` for anything else.
+    """
+    parts = vlan.split(":")
+    untagged, tagged = parts[0], parts[1:]
+    vids = [untagged.removeprefix(".")] if untagged else []
+    vids += tagged
+    if not vids or not all(v.isdigit() and 1 <= int(v) <= 4094 for v in vids):
+        raise HypervisorError(
+            f"invalid vlan {vlan!r}: accepted are .ID or ID (untagged), :ID[:ID…] (tagged)"
+            f" and ID:ID[:ID…] (both), IDs from 1 to 4094")
+    commands = []
+    for position, vid in enumerate(vids):
+        extra = ["pvid", "untagged"] if position == 0 and untagged else []
+        commands.append(["bridge", "vlan", "add", "dev", tap, "vid", vid, *extra, "master"])
+    return commands
 
 
 async def _bridge(tap: Tap) -> None:
@@ -356,10 +405,16 @@ async def _bridge(tap: Tap) -> None:
     mtu = (await asyncio.to_thread((SYS_CLASS_NET / tap.link / "mtu").read_text)).strip()
     await _ip("link", "set", "dev", tap.name, "address", "fe" + address[2:], "mtu", mtu)
     await _ip("link", "set", "dev", tap.name, "master", tap.link, "up")
+    for command in vlan_commands(tap.name, tap.vlan) if tap.vlan else []:
+        await _run(command)
 
 
 def _table(link: str) -> list[str]:
     return ["table", link] if link else []
+
+
+def _family(tap: Tap) -> list[str]:
+    return ["-6"] if tap.ip and ":" in tap.ip else []
 
 
 async def _route(tap: Tap) -> None:
@@ -367,12 +422,14 @@ async def _route(tap: Tap) -> None:
     await _ip("link", "set", "dev", tap.name, "up")
     if tap.link:
         await _delete_rules(tap)
-        await _ip("rule", "add", "iif", tap.name, "table", tap.link)
-    await _ip("route", "replace", tap.ip, "proto", "static", "dev", tap.name,
+        await _ip(*_family(tap), "rule", "add", "iif", tap.name, "table", tap.link)
+    await _ip(*_family(tap), "route", "replace", tap.ip, "proto", "static", "dev", tap.name,
               *_table(tap.link))
-    conf = PROC_IPV4_CONF / tap.name
-    for setting in ("proxy_arp", "forwarding"):
-        await asyncio.to_thread(_write_sysctl, conf / setting, "1")
+    # as Ganeti: proxy ARP (IPv4) or NDP (IPv6) and forwarding, where the kernel has them
+    for conf, settings in ((PROC_IPV4_CONF, ("proxy_arp", "forwarding")),
+                           (PROC_IPV6_CONF, ("proxy_ndp", "forwarding"))):
+        for setting in settings:
+            await asyncio.to_thread(_write_sysctl, conf / tap.name / setting, "1")
 
 
 async def _delete_rules(tap: Tap) -> None:
@@ -380,10 +437,9 @@ async def _delete_rules(tap: Tap) -> None:
         return
     for _ in range(16):
         try:
-            await _ip("rule", "del", "iif", tap.name, "table", tap.link)
+            await _ip(*_family(tap), "rule", "del", "iif", tap.name, "table", tap.link)
         except HypervisorError:
             return
-
 
 
 # -- what the kvm hypervisor calls ------------------------------------------------------

@@ -17,8 +17,10 @@ import asyncio
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from corral import daemons
 from corral.errors import HypervisorError
 from corral.hypervisor.kvm import KvmHypervisor, hotplug
 from corral.hypervisor.kvm.monitor import qmp_command
@@ -33,6 +36,7 @@ from corral.objects.params import HV_PARAMS
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.testbed.guest import MARKER, TinyGuest
+from corral.utils.process import running_pid
 from tests.system.conftest import KvmTestbed
 
 pytestmark = pytest.mark.system
@@ -184,3 +188,46 @@ async def test_a_guest_that_does_not_release_a_device_fails_the_removal(
     finally:
         await kvm.stop_all()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_noded_killed_during_a_removal_keeps_the_configuration_true(
+        kvm_testbed: KvmTestbed) -> None:
+    """noded killed (SIGKILL) while it waits for a guest to release a disk: the job
+    fails, the guest keeps running (the same qemu) with the disk it has not released,
+    and the configuration still lists the disk; the restarted noded finds it all."""
+    tb, name = kvm_testbed, "hotkill.testbed"
+    tb.add(name, "--no-start", node="node1.testbed")
+    # Paused CPUs: the guest cannot answer the unplug request, so the removal waits.
+    tb.run("gnt-instance", "startup", "--paused", name)
+    tb.run("gnt-instance", "modify", "--hotplug", "--disk", "add:size=8M,dev_type=file",
+           name)
+    pid = tb.qemu_pid(name)
+    assert pid
+    submitted = tb.run("gnt-instance", "modify", "--submit", "--print-jobid", "--hotplug",
+                       "--allow-diskless", "--disk", "0:remove", name)
+    job = submitted.stdout.split()[0]
+    deadline = time.monotonic() + SEEN
+    while "Hotplug: removing disk/0" not in tb.run("gnt-job", "info", job).stdout:
+        assert time.monotonic() < deadline, "the removal never started"
+        time.sleep(0.2)
+    time.sleep(1)  # noded has sent device_del and waits for the guest
+    paths = Paths(Path(tb.state["nodes"][0]["root"]))
+    noded = running_pid(paths.pid_file("noded"))
+    assert noded is not None
+    os.kill(noded, signal.SIGKILL)
+    deadline = time.monotonic() + SEEN
+    while tb.run("gnt-job", "list", "--no-headers", "-o", "status", job).stdout.strip() \
+            in ("queued", "waiting", "running"):
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.2)
+    assert tb.run("gnt-job", "list", "--no-headers", "-o", "status", job).stdout.strip() \
+        == "error"
+    assert _config(tb, name)["disks"] == 1
+    daemons.start(paths)
+    assert tb.qemu_pid(name) == pid
+    runtime = tb.runtime(name)
+    record = runtime.read() if runtime is not None else None
+    assert record is not None and len(record.spec.disks) == 1
+    tb.wait_status(name, "running")
+    tb.run("gnt-instance", "remove", "-f", "--shutdown-timeout", "0", name)
+    assert tb.qemu_pid(name) == 0

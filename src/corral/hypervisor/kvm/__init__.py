@@ -28,7 +28,7 @@ from corral.hypervisor.base import REBOOT_TYPES, HotplugAction, HotplugTarget, H
 from corral.hypervisor.fake import read_meminfo
 from corral.hypervisor.kvm import hotplug, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
-from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
     InstanceRuntime,
     RuntimeRecord,
@@ -317,7 +317,7 @@ class KvmHypervisor(Hypervisor):
                     balloon = await qmp.execute("query-balloon")
                     if isinstance(balloon, dict) and balloon.get("actual"):
                         memory = int(balloon["actual"]) // _MIB
-        except (MonitorUnavailable, OSError, EOFError):
+        except (HypervisorError, OSError, EOFError):
             if not runtime.live_pid(record):
                 return None
             # Alive but its monitor is busy or not up yet (a start in progress).

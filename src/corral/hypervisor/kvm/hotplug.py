@@ -38,13 +38,13 @@ import struct
 from typing import Any, Final
 
 import msgspec
-from qemu.qmp import EventListener, QMPClient
+from qemu.qmp import EventListener, QMPClient, QMPError
 
 from corral.errors import HypervisorError
 from corral.hypervisor.base import HotplugAction, HotplugTarget
 from corral.hypervisor.kvm import netdev
 from corral.hypervisor.kvm.cmdline import disk_device_id
-from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, RuntimeRecord
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
@@ -88,9 +88,12 @@ async def hotplug_supported(runtime: InstanceRuntime) -> None:
     try:
         async with monitor(runtime.qmp_socket) as qmp:
             await present_devices(qmp)
-    except MonitorUnavailable as err:
+    except HypervisorError as err:
         raise HypervisorError(f"instance {runtime.name}'s qemu does not answer: "
                               f"{err.message}") from None
+    except (QMPError, OSError, EOFError) as err:
+        raise HypervisorError(f"instance {runtime.name}'s qemu does not answer: "
+                              f"{err or type(err).__name__}") from None
 
 
 async def hotplug_device(runtime: InstanceRuntime, spec: InstanceSpec,
@@ -111,9 +114,12 @@ async def hotplug_device(runtime: InstanceRuntime, spec: InstanceSpec,
                 else:
                     raise HypervisorError(f"hotplug target {target} does not match the "
                                           f"device given ({type(device).__name__})")
-        except MonitorUnavailable as err:
-            raise HypervisorError(f"cannot hot-plug into instance {spec.name}: "
-                                  f"{err.message}") from None
+        except ExecuteError as err:
+            raise HypervisorError(f"instance {spec.name}: qemu refused: {_refused(err)}"
+                                  ) from None
+        except (QMPError, OSError, EOFError) as err:
+            raise HypervisorError(f"instance {spec.name}: lost the connection to qemu's "
+                                  f"monitor: {err or type(err).__name__}") from None
 
 
 # -- disks --------------------------------------------------------------------------------

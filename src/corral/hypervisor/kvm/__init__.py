@@ -98,8 +98,9 @@ class KvmHypervisor(Hypervisor):
     async def start(
         self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
     ) -> None:
-        """Start qemu for ``spec``; refuses an instance already here, missing files and
-        too little free memory. A failed start leaves nothing behind."""
+        """Start qemu for ``spec``; refuses an instance already here (a qemu whose guest
+        powered itself off is ended first), missing files and too little free memory.
+        A failed start leaves nothing behind."""
         await self.launch(spec, disk_paths, paused=paused)
 
     async def launch(
@@ -117,9 +118,13 @@ class KvmHypervisor(Hypervisor):
             record = runtime.read()
             if runtime.live_pid(record):
                 state = await self._state(runtime)
-                raise HypervisorError(
-                    f"cannot start instance {spec.name}: it is already {state or 'running'}"
-                    " on this node")
+                if state != "shutdown":
+                    raise HypervisorError(
+                        f"cannot start instance {spec.name}: it is already"
+                        f" {state or 'running'} on this node")
+                # Powered off by its user (user_shutdown): end that qemu first, as
+                # Ganeti's startup cleans up a USER_down instance.
+                await self._kill(runtime, record)
             await self._cleanup(runtime, record)
             missing = missing_files(spec)
             if missing:

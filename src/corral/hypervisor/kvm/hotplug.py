@@ -373,5 +373,6 @@ async def _unplug(qmp: QMPClient, name: str, ident: str, what: str) -> None:
         except TimeoutError:
             raise HypervisorError(
                 f"instance {name}: the guest did not release {what} within "
-                f"{RELEASE_TIMEOUT:.0f} s (it must accept ACPI PCI hot-unplug); the "
-                "device stays until the guest releases it or the instance restarts") from None
+                f"{RELEASE_TIMEOUT:.0f} s (it must accept ACPI PCI hot-unplug, and a request"
+                " made while it boots is lost); the device stays until the guest releases"
+                " it or the instance restarts") from None

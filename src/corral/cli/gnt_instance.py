@@ -441,6 +441,12 @@ def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
 @click.option("--allow-diskless", "allow_diskless", is_flag=True,
               help="Allow removing the instance's last disk: it becomes diskless "
                    "(corral; Ganeti does this without asking).")
+@click.option("--hotplug", is_flag=True,
+              help="Add and remove disks and NICs of the running instance now (refused "
+                   "when its hypervisor cannot).")
+@click.option("--hotplug-if-possible", "hotplug_if_possible", is_flag=True,
+              help="Hotplug when the hypervisor can; otherwise the change waits for the "
+                   "next start.")
 @force_option
 @_job_options()
 @click.argument("instance_name")
@@ -448,7 +454,7 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
            osparams: KeyValDict | None, os_name: str | None, force_variant: bool,
            disk_items: tuple[tuple[str, IdentValue], ...],
            net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None,
-           allow_diskless: bool, force: bool,
+           allow_diskless: bool, hotplug: bool, hotplug_if_possible: bool, force: bool,
            submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
            dry_run: bool) -> None:
     """Change parameters, disks or NICs of INSTANCE_NAME."""
@@ -473,6 +479,14 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
         body["disks"] = convert_modifications("--disk", disk_items, disks=True)
     if net_items:
         body["nics"] = convert_modifications("--net", net_items, disks=False)
+        if hotplug and any(action == "modify" for action, _i, _p in body["nics"]):
+            _confirm("Hot-modifying a NIC removes it from the running instance and adds it "
+                     "again with the new parameters: its network connection may drop. "
+                     "Continue?", force)
+    if hotplug:
+        body["hotplug"] = True
+    if hotplug_if_possible:
+        body["hotplug_if_possible"] = True
     if offline is not None:
         body["offline"] = offline
     result = _submit("modify", "OP_INSTANCE_SET_PARAMS", body, reason=reason,

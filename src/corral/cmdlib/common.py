@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from corral.errors import NotFoundError, OpPrereqError, ParameterError, did_you_mean
 from corral.hypervisor.kvm.security import check_security_params
-from corral.objects import Instance, Node, NodeGroup, fill_params
+from corral.objects import NIC, Instance, Node, NodeGroup, fill_params
 from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
@@ -30,6 +30,7 @@ __all__ = [
     "fill_osparams",
     "instance_spec",
     "lower_os_params",
+    "nic_spec",
     "os_state_listed",
     "split_os_name",
 ]
@@ -165,6 +166,17 @@ async def check_hv_on_nodes(master: MasterContext, nodes: Sequence[Node], hyperv
         results[node.name].get(f"checking the {hypervisor} hypervisor parameters")
 
 
+def nic_spec(nic: NIC, index: int, defaults: Mapping[str, Any]) -> NicSpec:
+    """What a node needs to know about NIC ``index``, its parameters filled from
+    ``defaults`` (the cluster's, then its group's)."""
+    params = fill_params(defaults, nic.nicparams)
+    return NicSpec(
+        index=index, mac=nic.mac, uuid=nic.uuid, ip=nic.ip, mode=params.get("mode", ""),
+        link=params.get("link", ""), vlan=params.get("vlan", ""), name=nic.name,
+        network=nic.network,
+    )
+
+
 def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = None
                   ) -> InstanceSpec:
     """Everything a node needs about ``instance``, parameters filled.
@@ -177,14 +189,7 @@ def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = No
     group = store.get("nodegroup", node.group)
     disks = [store.get("disk", uuid) for uuid in instance.disks]
     nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
-    nics = []
-    for index, nic in enumerate(instance.nics):
-        params = fill_params(nic_defaults, nic.nicparams)
-        nics.append(NicSpec(
-            index=index, mac=nic.mac, uuid=nic.uuid, ip=nic.ip, mode=params.get("mode", ""),
-            link=params.get("link", ""), vlan=params.get("vlan", ""), name=nic.name,
-            network=nic.network,
-        ))
+    nics = [nic_spec(nic, index, nic_defaults) for index, nic in enumerate(instance.nics)]
     return InstanceSpec(
         name=instance.name,
         uuid=instance.uuid,

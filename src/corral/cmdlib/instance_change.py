@@ -29,6 +29,7 @@ from corral.cmdlib.common import (
     fill_hvparams,
     fill_osparams,
     lower_os_params,
+    nic_spec,
     os_state_listed,
     split_os_name,
 )
@@ -50,6 +51,13 @@ from corral.cmdlib.instance_disks import (
     LUInstanceDeactivateDisks,
     LUInstanceGrowDisk,
 )
+from corral.cmdlib.instance_hotplug import (
+    HotplugRun,
+    HotplugStep,
+    check_hotplug,
+    insert_results,
+    resolve,
+)
 from corral.cmdlib.instance_migration import LUInstanceFailover, LUInstanceMigrate, LUInstanceMove
 from corral.errors import (
     AlreadyExistsError,
@@ -59,7 +67,9 @@ from corral.errors import (
     ParameterError,
     UnknownParameterError,
 )
+from corral.hypervisor.base import HotplugAction, HotplugTarget
 from corral.objects import NIC, Disk, Node, fill_params, params
+from corral.objects.specs import InstanceSpec
 from corral.opcodes.instance_change_ops import (
     MAX_DISKS,
     MAX_NICS,
@@ -200,7 +210,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             "runtime_mem": op.runtime_mem, "ext_params": op.ext_params,
             "file_driver": op.file_driver, "file_storage_dir": op.file_storage_dir,
             "remote_node": op.remote_node or op.remote_node_uuid,
-            "iallocator": op.iallocator, "hotplug": op.hotplug,
+            "iallocator": op.iallocator,
             "instance_communication": op.instance_communication,
             "osparams_private": op.osparams_private,
         }
@@ -249,6 +259,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         super().check_prereq()
         op, inst = self.op, self.instance
         self.changes: list[list[Any]] = []
+        #: What ``--hotplug`` would do to the running instance, in request order.
+        self.hot_steps: list[HotplugStep] = []
         self.new_inst = msgspec.structs.replace(
             inst, hvparams=dict(inst.hvparams), beparams=dict(inst.beparams),
             osparams=dict(inst.osparams), nics=[msgspec.structs.replace(
@@ -357,6 +369,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         pnode_uuid = self.new_inst.primary_node
         disks: list[Disk] = [msgspec.structs.replace(d, params=dict(d.params))
                              for d in self.disks()]
+        self.instance_disks = list(disks)
         template = inst.disk_template
         self.added_disks: list[Disk] = []
         self.modified_disks: list[Disk] = []
@@ -396,14 +409,18 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 disks.insert(index, disk)
                 self.added_disks.append(disk)
                 self.changes.append([f"disk/{index}", f"add:size={size},mode={mode}"])
+                self._hot("hotadd", "disk", disk.uuid, f"disk/{index}")
             elif action == "remove":
                 index = _find_index("disk", ident, disks)
                 disk = disks.pop(index)
                 if disk in self.added_disks:
                     self.added_disks.remove(disk)
+                    self._unhot(disk.uuid)
                 else:
                     self.removed_disks.append((index, disk))
                 self.changes.append([f"disk/{index}", "remove"])
+                if disk in self.instance_disks:
+                    self._hot("hotremove", "disk", disk.uuid, f"disk/{index}")
             else:
                 index = _find_index("disk", ident, disks)
                 disk = disks[index]
@@ -450,6 +467,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             template = "diskless"
         self.new_inst.disks = [d.uuid for d in disks]
         self.new_inst.disk_template = template
+        self.new_disks = disks
 
     def _check_nics(self) -> None:
         inst, store = self.instance, self.master.store
@@ -468,11 +486,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 other_macs[nic.mac.lower()] = other.name
                 if nic.ip:
                     other_ips[nic.ip] = other.name
+        running = {nic.uuid for nic in inst.nics}
         for action, ident, values in self.nic_mods:
             if action == "remove":
                 index = _find_index("NIC", ident, nics)
-                nics.pop(index)
+                removed = nics.pop(index)
                 self.changes.append([f"NIC/{index}", "remove"])
+                self._unhot(removed.uuid)
+                if removed.uuid in running:
+                    self._hot("hotremove", "nic", removed.uuid, f"NIC/{index}")
                 continue
             overrides = self._nic_overrides(values)
             if action == "add":
@@ -491,6 +513,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                     f"nic.{index}", f"add:mac={nic.mac},ip={nic.ip},mode={filled['mode']},"
                     f"link={filled['link']},network=None",
                 ])
+                self._hot("hotadd", "nic", nic.uuid, f"nic.{index}")
                 continue
             index = _find_index("NIC", ident, nics)
             nic = nics[index]
@@ -517,6 +540,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             self._check_routed(nic, filled, index)
             if overrides:
                 self.changes.extend([f"nic.{k}/{index}", v] for k, v in sorted(filled.items()))
+            if nic.uuid in running and not any(s.uuid == nic.uuid for s in self.hot_steps):
+                self._hot("hotmod", "nic", nic.uuid, f"nic/{index}")
         if len(nics) > MAX_NICS:
             raise OpPrereqError(f"instance {inst.name} would have {len(nics)} NICs; at most "
                                 f"{MAX_NICS} are possible")
@@ -542,6 +567,25 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                              f"named {nic.name!r}")
                 names.add(nic.name)
 
+    def _hot(self, action: HotplugAction, target: HotplugTarget, uuid: str, key: str) -> None:
+        """Record a hotplug step whose result entry follows the changes so far."""
+        self.hot_steps.append(HotplugStep(action=action, target=target, uuid=uuid, key=key,
+                                          position=len(self.changes)))
+
+    def _unhot(self, uuid: str) -> None:
+        """A device added (or changed) earlier in this request is removed again."""
+        self.hot_steps = [s for s in self.hot_steps if s.uuid != uuid]
+
+    def _new_spec(self) -> InstanceSpec:
+        """The instance spec as it will be after the change (new disks included)."""
+        store = self.master.store
+        spec = self.instance_spec()
+        group = store.get("nodegroup", self.primary.group)
+        defaults = fill_params(store.cluster.nicparams.get("default", {}), group.nicparams)
+        spec.disks = [disk_spec(d, i) for i, d in enumerate(self.new_disks)]
+        spec.nics = [nic_spec(n, i, defaults) for i, n in enumerate(self.new_inst.nics)]
+        return spec
+
     @staticmethod
     def _nic_overrides(values: dict[str, Any]) -> dict[str, Any]:
         raw: dict[str, Any] = {k: values[k] for k in ("mode", "link", "vlan") if k in values}
@@ -564,7 +608,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     async def _live_checks(self) -> None:
         inst, op = self.instance, self.op
         primary = self.primary
-        must_be_down = bool(self.removed_disks) or op.offline is not None
+        self.hotplug = False
+        if op.hotplug or op.hotplug_if_possible:
+            self.hotplug = await check_hotplug(self, primary, self.spec(),
+                                               required=op.hotplug)
+        must_be_down = (bool(self.removed_disks) and not self.hotplug) \
+            or op.offline is not None
         if self.new_pnode is not None and not op.force:
             try:
                 running = is_running(await self.instance_info(primary))
@@ -577,9 +626,10 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                     f"{primary.name}: stop it first (or force)")
         if must_be_down and not primary.offline \
                 and is_running(await self.instance_info(primary)):
-            what = "remove disks of" if self.removed_disks else "change the state of"
+            what = ("remove disks of it (or hot-remove them with --hotplug)"
+                    if self.removed_disks else "change the state of it")
             raise OpPrereqError(f"instance {inst.name} is running on node {primary.name}: "
-                                f"stop it first to {what} it")
+                                f"stop it first to {what}")
         if self.new_maxmem is not None and not op.force:
             group = self.master.store.get("node", self.new_inst.primary_node).group
             await check_memory_fits_group(self, group, inst.hypervisor, self.new_maxmem)
@@ -615,13 +665,18 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             )
 
     async def execute(self) -> list[list[Any]] | None:
-        """Check on the nodes, create new disks, commit, remove old disk files."""
+        """Check on the nodes, create new disks, hot-plug, commit, remove old disk
+        files."""
         await self._live_checks()
         if self.op.dry_run:
             return self.changes
         pnode = self.master.store.get("node", self.new_inst.primary_node)
         indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
         created: list[dict[str, Any]] = []
+        hot: HotplugRun | None = None
+        if self.hotplug and self.hot_steps:
+            resolve(self.hot_steps, self.instance_spec(), self._new_spec())
+            hot = HotplugRun(self, self.primary, self.spec())
         try:
             for disk in self.added_disks:
                 spec = msgspec.to_builtins(disk_spec(disk, indexes[disk.uuid]))
@@ -629,8 +684,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                     f"creating disk {indexes[disk.uuid]} of instance "
                                     f"{self.instance.name}")
                 created.append(spec)
+            if hot is not None:
+                await hot.apply(self.hot_steps)
             await self._commit()
         except BaseException:
+            if hot is not None:
+                await hot.undo()
             for spec in created:
                 await self.try_call(pnode, "blockdev_remove", {"disk": spec},
                                     f"removing new disk {spec['index']} again")
@@ -640,6 +699,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                 {"disk": msgspec.to_builtins(disk_spec(disk, index))},
                                 f"removing the file of disk {index} (now removed from the "
                                 f"configuration)")
+        if hot is not None:
+            return insert_results(self.changes, self.hot_steps)
         return self.changes
 
     async def _commit(self) -> None:

@@ -18,13 +18,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Literal
 
-from corral.objects.specs import InstanceSpec
+from corral.errors import HypervisorError
+from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 __all__ = [
     "CONSOLE_KINDS",
+    "HOTPLUG_ACTIONS",
+    "HOTPLUG_NOT_SUPPORTED",
+    "HOTPLUG_TARGETS",
     "INSTANCE_STATES",
     "REBOOT_TYPES",
     "ConsoleKind",
+    "HotplugAction",
+    "HotplugTarget",
     "Hypervisor",
     "InstanceState",
     "RebootType",
@@ -42,6 +48,18 @@ INSTANCE_STATES: Final[tuple[InstanceState, ...]] = ("running", "paused", "migra
 #: Ganeti's console kinds; a console dict carries only the keys of its kind.
 ConsoleKind = Literal["msg", "ssh", "vnc", "spice"]
 CONSOLE_KINDS: Final[tuple[ConsoleKind, ...]] = ("msg", "ssh", "vnc", "spice")
+
+#: Ganeti's hotplug actions: add a device, remove it, or change it (remove and add
+#: again with the new parameters).
+HotplugAction = Literal["hotadd", "hotremove", "hotmod"]
+HOTPLUG_ACTIONS: Final[tuple[HotplugAction, ...]] = ("hotadd", "hotremove", "hotmod")
+
+#: What can be hot-plugged.
+HotplugTarget = Literal["disk", "nic"]
+HOTPLUG_TARGETS: Final[tuple[HotplugTarget, ...]] = ("disk", "nic")
+
+#: What a hypervisor without hotplug answers (Ganeti's words).
+HOTPLUG_NOT_SUPPORTED: Final = "Hotplug is not supported by this hypervisor"
 
 
 class Hypervisor(ABC):
@@ -174,3 +192,28 @@ class Hypervisor(ABC):
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """How to reach the instance's console: Ganeti's console dict
         (``{"instance", "kind", ...}`` with the keys of its kind)."""
+
+    # Hotplug is optional: a hypervisor without it keeps these two (Ganeti's base
+    # hypervisor refuses the same way; its fake hypervisor does not override them).
+    async def hotplug_supported(self, spec: InstanceSpec) -> None:
+        """Refuse (:class:`~corral.errors.HypervisorError`) when devices of ``spec``
+        cannot be hot-plugged here now: the hypervisor cannot, or the instance does
+        not run here."""
+        raise HypervisorError(HOTPLUG_NOT_SUPPORTED)
+
+    async def hotplug_device(
+        self,
+        spec: InstanceSpec,
+        action: HotplugAction,
+        target: HotplugTarget,
+        device: DiskSpec | NicSpec,
+        disk_path: str | None = None,
+    ) -> None:
+        """Add, remove or change one disk or NIC of running instance ``spec``.
+
+        ``device`` is a :class:`~corral.objects.specs.DiskSpec` for ``disk`` and a
+        :class:`~corral.objects.specs.NicSpec` for ``nic``; ``disk_path`` is where an
+        added disk is on this node. Returns once the guest has accepted (or released)
+        the device; otherwise raises, leaving the instance as it was.
+        """
+        raise HypervisorError(HOTPLUG_NOT_SUPPORTED)

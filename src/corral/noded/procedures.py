@@ -28,6 +28,7 @@ import aiohttp
 from corral import __version__, hypervisor, osapi, storage
 from corral.errors import (
     CorralError,
+    HypervisorError,
     InternalError,
     NodeUnreachableError,
     ParameterError,
@@ -46,6 +47,7 @@ from corral.rpc.args import (
     BlockdevGrowArgs,
     DiskArgs,
     DisksArgs,
+    HotplugDeviceArgs,
     HypervisorParamsArgs,
     HypervisorsArgs,
     InstanceArgs,
@@ -331,6 +333,33 @@ async def instance_console(paths: Paths, args: InstanceArgs) -> Any:
     return await _hv(paths, spec.hypervisor).console(spec)
 
 
+async def hotplug_supported(paths: Paths, args: InstanceArgs) -> Any:
+    """Refuse when devices of the instance cannot be hot-plugged here now (its
+    hypervisor cannot, or it does not run here)."""
+    spec = args.instance
+    try:
+        await _hv(paths, spec.hypervisor).hotplug_supported(spec)
+    except HypervisorError as err:
+        raise HypervisorError(f"Hotplug is not supported: {err.message}") from None
+    return None
+
+
+async def hotplug_device(paths: Paths, args: HotplugDeviceArgs) -> Any:
+    """Add, remove or change one disk or NIC of the running instance; an added disk
+    is assembled here first. Answers once the guest accepted (or released) it."""
+    spec = args.instance
+    device = args.disk if args.target == "disk" else args.nic
+    if device is None:
+        raise ParameterError(f"procedure hotplug_device: target {args.target} needs the "
+                             f"argument {args.target!r}")
+    disk_path = None
+    if args.disk is not None and args.target == "disk" and args.action != "hotremove":
+        disk_path = (await _assemble(paths, [args.disk]))[0]
+    await _hv(paths, spec.hypervisor).hotplug_device(spec, args.action, args.target, device,
+                                                     disk_path)
+    return None
+
+
 # -- storage -------------------------------------------------------------------
 async def blockdev_create(paths: Paths, args: DiskArgs) -> Any:
     """Create a disk; answer its node-local path."""
@@ -514,6 +543,8 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "migration_status": migration_status,
     "migration_info": migration_info,
     "instance_console": instance_console,
+    "hotplug_supported": hotplug_supported,
+    "hotplug_device": hotplug_device,
     "blockdev_create": blockdev_create,
     "blockdev_remove": blockdev_remove,
     "blockdev_grow": blockdev_grow,

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Final, TypeVar
 import msgspec
 
 from corral.errors import ParameterError
-from corral.hypervisor.base import RebootType
-from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.hypervisor.base import HotplugAction, HotplugTarget, RebootType
+from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ConfigRow",
     "DiskArgs",
     "DisksArgs",
+    "HotplugDeviceArgs",
     "HypervisorParamsArgs",
     "HypervisorsArgs",
     "InstanceArgs",
@@ -162,6 +163,16 @@ class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknow
     the migration succeeded."""
 
     success: bool
+
+
+class HotplugDeviceArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One hotplug step on a running instance: ``disk`` for target ``disk``, ``nic``
+    for target ``nic`` (the instance spec is the one that runs now)."""
+
+    action: HotplugAction
+    target: HotplugTarget
+    disk: DiskSpec | None = None
+    nic: NicSpec | None = None
 
 
 class DiskArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -348,6 +359,8 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "migration_status": InstanceInfoArgs,
     "migration_info": InstanceInfoArgs,
     "instance_console": InstanceArgs,
+    "hotplug_supported": InstanceArgs,
+    "hotplug_device": HotplugDeviceArgs,
     "blockdev_create": DiskArgs,
     "blockdev_remove": DiskArgs,
     "blockdev_grow": BlockdevGrowArgs,

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from corral.errors import HypervisorError, ParameterError
-from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
+from corral.hypervisor.base import REBOOT_TYPES, HotplugAction, HotplugTarget, Hypervisor
 from corral.hypervisor.fake import read_meminfo
-from corral.hypervisor.kvm import migration, netdev, security
+from corral.hypervisor.kvm import hotplug, migration, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
@@ -36,7 +36,7 @@ from corral.hypervisor.kvm.runtime import (
     instance_names,
     wait_exit,
 )
-from corral.objects.specs import InstanceSpec
+from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
 
 __all__ = ["QEMU_STATES", "KvmHypervisor", "missing_files"]
@@ -433,6 +433,24 @@ class KvmHypervisor(Hypervisor):
             "message": f"instance {spec.name}'s serial console is the unix socket"
                        f" {runtime.serial_socket} on its primary node",
         }
+
+    # -- hotplug (hotplug.py) -------------------------------------------------------------
+    async def hotplug_supported(self, spec: InstanceSpec) -> None:
+        """Refuse unless ``spec``'s qemu runs here and answers (see :mod:`.hotplug`)."""
+        await hotplug.hotplug_supported(self.runtime(spec.name))
+
+    async def hotplug_device(
+        self,
+        spec: InstanceSpec,
+        action: HotplugAction,
+        target: HotplugTarget,
+        device: DiskSpec | NicSpec,
+        disk_path: str | None = None,
+    ) -> None:
+        """Add, remove or change one disk or NIC of the running guest (see
+        :mod:`.hotplug`)."""
+        await hotplug.hotplug_device(self.runtime(spec.name), spec, action, target, device,
+                                     disk_path)
 
     # -- the whole node --------------------------------------------------------------------
     async def stop_all(self) -> list[str]:

@@ -9,29 +9,21 @@ crosses from the master's CLI to another node's daemon).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from corral.hypervisor.kvm import KvmHypervisor
-from corral.hypervisor.kvm.runtime import InstanceRuntime
-from corral.paths import Paths
 from corral.testbed import guest as tiny_guest
-from tests.conftest import BIN, TestbedHandle, assert_no_daemons, run_testbed
+from tests.conftest import BIN
+from tests.system.conftest import KvmTestbed
 
 #: How long the tiny guest may take to print something under TCG on a busy machine.
 BOOT_TIMEOUT = 120.0
@@ -42,92 +34,35 @@ VNC_VM = "vnc1.testbed"
 PASSWORD_FILE = "/etc/corral-test/vnc-cluster-password"
 
 
-class ConsoleTestbed(TestbedHandle):
-    """The module's testbed with kvm enabled and helpers for its guests."""
-
-    __test__ = False
-
-    def node_paths(self) -> list[Paths]:
-        """Every node's paths."""
-        return [Paths(Path(node["root"])) for node in self.state["nodes"]]
-
-    def add(self, name: str, *hv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """The tiny guest on node2 (diskless, no NIC, 128 MiB, extra kvm parameters),
-        then started; the start's result."""
-        self.run("gnt-instance", "add", "-t", "diskless", "--no-install",
-                 "--no-ip-check", "--no-name-check", "-o", "corral-ext4+default",
-                 "--no-nics", "-H", "kvm" + (":" + ",".join(hv) if hv else ""),
-                 "-B", "maxmem=128,minmem=128", "-n", NODE, name)
-        return self.run("gnt-instance", "startup", name, check=check)
-
-    def runtime(self, name: str) -> InstanceRuntime:
-        """The instance's runtime files on node2."""
-        return InstanceRuntime(self.node_paths()[1], name)
-
-    def wait_log(self, name: str, pattern: str, since: int = 0) -> int:
-        """Wait for ``pattern`` in the serial log of ``name`` after offset ``since``;
-        the offset after the match."""
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + BOOT_TIMEOUT
-        text = ""
-        while time.monotonic() < deadline:
-            try:
-                text = self.runtime(name).serial_log.read_bytes().decode(errors="replace")
-            except FileNotFoundError:
-                text = ""
-            match = regex.search(text, since)
-            if match:
-                return match.end()
-            time.sleep(0.2)
-        raise AssertionError(f"no {pattern!r} on the console of {name}; its end:\n"
-                             + "\n".join(text.splitlines()[-10:]))
-
-    def rapi(self, path: str) -> Any:
-        """GET ``path`` from the testbed's RAPI as its administrator."""
-        rapi = self.state["rapi"]
-        request = urllib.request.Request(rapi["url"] + path)
-        token = base64.b64encode(f"{rapi['user']}:{rapi['password']}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-        context = ssl.create_default_context(cafile=rapi["ca"])
-        context.check_hostname = False
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                             urllib.request.HTTPSHandler(context=context))
-        with opener.open(request, timeout=60) as response:
-            return json.loads(response.read())
+def _add(testbed: KvmTestbed, name: str, *hv: str,
+         check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The tiny guest on node2 with extra kvm parameters ``hv``, then started; the
+    start's result."""
+    testbed.run("gnt-instance", "add", "-t", "diskless", "--no-install", "--no-ip-check",
+                "--no-name-check", "-o", "corral-ext4+default", "--no-nics",
+                "-H", "kvm:" + ",".join(hv), "-B", "maxmem=128,minmem=128", "-n", NODE, name)
+    return testbed.run("gnt-instance", "startup", name, check=check)
 
 
-@pytest.fixture(scope="module")
-def testbed(tmp_path_factory: pytest.TempPathFactory,
-            guest: tiny_guest.TinyGuest) -> Iterator[ConsoleTestbed]:
-    """Two nodes, kvm enabled next to fake with the tiny guest as kernel and initrd
-    (TCG), the VNC password file on the master. Guests are killed by their pids and
-    the daemons stopped afterwards, whatever happened."""
-    qemu = shutil.which("qemu-system-x86_64")
-    if qemu is None:
-        pytest.fail("qemu-system-x86_64 is missing: run 'make sysdeps'")
-    directory = tmp_path_factory.mktemp("console") / "tb"
-    proc = run_testbed("up", "--nodes", "2", "--dir", str(directory))
-    handle: ConsoleTestbed | None = None
-    try:
-        assert proc.returncode == 0, proc.stderr
-        handle = ConsoleTestbed(directory, json.loads((directory / "testbed.json").read_text()))
-        handle.run("gnt-cluster", "modify", "--enabled-hypervisors", "fake,kvm", "-H",
-                   f"kvm:kvm_flag=disabled,kvm_path={qemu},kernel_path={guest.kernel},"
-                   f"initrd_path={guest.initrd},root_path=,kernel_args=quiet")
-        yield handle
-    finally:
-        if handle is not None:
-            for paths in handle.node_paths():
-                asyncio.run(KvmHypervisor(paths).stop_all())  # qemu by its pid
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+def _rapi(testbed: KvmTestbed, path: str) -> Any:
+    """GET ``path`` from the testbed's RAPI as its administrator."""
+    rapi = testbed.state["rapi"]
+    request = urllib.request.Request(rapi["url"] + path)
+    token = base64.b64encode(f"{rapi['user']}:{rapi['password']}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    context = ssl.create_default_context(cafile=rapi["ca"])
+    context.check_hostname = False
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPSHandler(context=context))
+    with opener.open(request, timeout=60) as response:
+        return json.loads(response.read())
 
 
 class Console:
     """``gnt-instance console NAME`` with a pipe for standard input; its output is
     collected by a thread."""
 
-    def __init__(self, testbed: ConsoleTestbed, name: str) -> None:
+    def __init__(self, testbed: KvmTestbed, name: str) -> None:
         self.proc = subprocess.Popen([str(BIN / "gnt-instance"), "console", name],
                                      env=testbed.env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -167,10 +102,11 @@ class Console:
         self.proc.wait(10)
 
 
-def test_console_streams_the_guest_detaches_and_refuses(testbed: ConsoleTestbed) -> None:
-    testbed.add(SERIAL_VM)
-    testbed.wait_log(SERIAL_VM, re.escape(tiny_guest.MARKER))
-    console = Console(testbed, SERIAL_VM)
+def test_console_streams_the_guest_detaches_and_refuses(kvm_testbed: KvmTestbed) -> None:
+    tb = kvm_testbed
+    tb.add(SERIAL_VM, node=NODE)
+    tb.wait_console(SERIAL_VM, re.escape(tiny_guest.MARKER))
+    console = Console(tb, SERIAL_VM)
     try:
         # The counter arrives through the node daemon's stream.
         seen = console.wait_for(rb"corral-tiny-guest: tick \d+")
@@ -187,29 +123,27 @@ def test_console_streams_the_guest_detaches_and_refuses(testbed: ConsoleTestbed)
     finally:
         console.close()
     # The guest keeps running after the detach: the counter goes on.
-    size = testbed.runtime(SERIAL_VM).serial_log.stat().st_size
-    testbed.wait_log(SERIAL_VM, re.escape(tiny_guest.TICK), since=size)
-    assert testbed.run("gnt-instance", "list", "--no-headers", "-o", "status",
-                       SERIAL_VM).stdout.split() == ["running"]
+    tb.wait_console(SERIAL_VM, re.escape(tiny_guest.TICK), since=len(tb.console(SERIAL_VM)))
+    assert tb.instances()[SERIAL_VM]["status"] == "running"
 
     # --show-cmd: the ssh line Ganeti's client would run, with socat on the node.
-    shown = testbed.run("gnt-instance", "console", "--show-cmd", SERIAL_VM).stdout
+    shown = tb.run("gnt-instance", "console", "--show-cmd", SERIAL_VM).stdout
     assert shown.startswith("ssh ")
     assert f"root@{NODE}" in shown
     assert "socat STDIO,raw,echo=0,escape=0x1d UNIX-CONNECT:" in shown
     # RAPI: Ganeti's keys for an ssh console, nothing else (Ganeti's client builds its
     # InstanceConsole object from exactly these).
-    answer = testbed.rapi(f"/2/instances/{SERIAL_VM}/console")
+    answer = _rapi(tb, f"/2/instances/{SERIAL_VM}/console")
     assert set(answer) == {"instance", "kind", "host", "port", "user", "command"}
     assert (answer["instance"], answer["kind"], answer["host"], answer["user"],
             answer["port"]) == (SERIAL_VM, "ssh", NODE, "root", 22)
     assert answer["command"][0] == "socat"
     # Refusals: an unknown instance, a stopped one.
-    unknown = testbed.run("gnt-instance", "console", "nosuch.testbed", check=False)
+    unknown = tb.run("gnt-instance", "console", "nosuch.testbed", check=False)
     assert unknown.returncode != 0
     assert "nosuch.testbed" in unknown.stderr
-    testbed.run("gnt-instance", "shutdown", "--timeout=0", SERIAL_VM)
-    down = testbed.run("gnt-instance", "console", SERIAL_VM, check=False)
+    tb.run("gnt-instance", "shutdown", "--timeout=0", SERIAL_VM)
+    down = tb.run("gnt-instance", "console", SERIAL_VM, check=False)
     assert down.returncode != 0
     assert f"{SERIAL_VM} is not running" in down.stderr
 
@@ -227,34 +161,40 @@ def _rfb_security_types(host: str, port: int) -> tuple[bytes, list[int]]:
     return banner, list(types)
 
 
-def test_vnc_port_info_password_and_missing_password_file(testbed: ConsoleTestbed) -> None:
-    master = testbed.node_paths()[0]
+def test_vnc_port_info_password_and_missing_password_file(kvm_testbed: KvmTestbed) -> None:
+    tb = kvm_testbed
+    master, node2 = tb.node_paths()
     secret = master.node_path(PASSWORD_FILE)
     secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_text("corral1\n")
-    testbed.run("gnt-cluster", "modify", "-H", f"kvm:vnc_password_file={PASSWORD_FILE}")
-    testbed.run("gnt-cluster", "redistribute-conf")
-    assert testbed.node_paths()[1].node_path(PASSWORD_FILE).read_text() == "corral1\n"
+    tb.run("gnt-cluster", "modify", "-H", f"kvm:vnc_password_file={PASSWORD_FILE}")
+    try:
+        tb.run("gnt-cluster", "redistribute-conf")
+        assert node2.node_path(PASSWORD_FILE).read_text() == "corral1\n"
 
-    testbed.add(VNC_VM, "vnc_bind_address=127.0.1.2", "serial_console=false")
-    info = testbed.run("gnt-instance", "info", VNC_VM).stdout
-    port = int(re.search(r"Allocated network port: (\d+)", info).group(1))  # type: ignore[union-attr]
-    assert port > 5900
-    assert (f"console connection: vnc to 127.0.1.2:{port} (node {NODE}) "
-            f"(display {port - 5900})") in info
-    banner, types = _rfb_security_types("127.0.1.2", port)
-    assert banner == b"RFB 003.008\n"
-    assert 2 in types and 1 not in types  # VNC authentication, never "None"
-    answer = testbed.rapi(f"/2/instances/{VNC_VM}/console")
-    assert answer == {"instance": VNC_VM, "kind": "vnc", "host": "127.0.1.2", "port": port,
-                      "display": port - 5900}
+        _add(tb, VNC_VM, "vnc_bind_address=127.0.1.2", "serial_console=false")
+        info = tb.run("gnt-instance", "info", VNC_VM).stdout
+        found = re.search(r"Allocated network port: (\d+)", info)
+        assert found is not None, info
+        port = int(found.group(1))
+        assert port > 5900
+        assert (f"console connection: vnc to 127.0.1.2:{port} (node {NODE}) "
+                f"(display {port - 5900})") in info
+        banner, types = _rfb_security_types("127.0.1.2", port)
+        assert banner == b"RFB 003.008\n"
+        assert 2 in types and 1 not in types  # VNC authentication, never "None"
+        assert _rapi(tb, f"/2/instances/{VNC_VM}/console") == {
+            "instance": VNC_VM, "kind": "vnc", "host": "127.0.1.2", "port": port,
+            "display": port - 5900}
 
-    # A password file that is not there fails the start, naming the file, and leaves no
-    # qemu behind.
-    failed = testbed.add("vnc2.testbed", "vnc_bind_address=127.0.1.2", "serial_console=false",
-                         "vnc_password_file=/etc/corral-test/missing", check=False)
-    assert failed.returncode != 0
-    assert "/etc/corral-test/missing" in failed.stderr
-    runtime = testbed.runtime("vnc2.testbed")
-    assert not runtime.live_pid(runtime.read())
-    assert not runtime.dir.exists()
+        # A password file that is not there fails the start, naming the file, and
+        # leaves no qemu behind.
+        failed = _add(tb, "vnc2.testbed", "vnc_bind_address=127.0.1.2",
+                      "serial_console=false", "vnc_password_file=/etc/corral-test/missing",
+                      check=False)
+        assert failed.returncode != 0
+        assert "/etc/corral-test/missing" in failed.stderr
+        assert tb.qemu_pid("vnc2.testbed") == 0
+        assert tb.runtime("vnc2.testbed") is None
+    finally:
+        tb.run("gnt-cluster", "modify", "-H", "kvm:vnc_password_file=", check=False)

@@ -9,18 +9,28 @@ crosses from the master's CLI to another node's daemon).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
+import pty
 import re
+import select
 import socket
 import ssl
 import subprocess
+import termios
 import threading
 import time
 import urllib.request
 from typing import Any
 
+import aiohttp
+import pytest
+
+from corral.cli.console_attach import ConsoleEndpoint, connect
+from corral.errors import AccessDeniedError
+from corral.rpc.client import node_client_context
 from corral.testbed import guest as tiny_guest
 from tests.conftest import BIN
 from tests.system.conftest import KvmTestbed
@@ -138,6 +148,12 @@ def test_console_streams_the_guest_detaches_and_refuses(kvm_testbed: KvmTestbed)
     assert (answer["instance"], answer["kind"], answer["host"], answer["user"],
             answer["port"]) == (SERIAL_VM, "ssh", NODE, "root", 22)
     assert answer["command"][0] == "socat"
+    # A cluster member without the master's certificate may not attach (it would write
+    # to the guest): node1's node certificate is refused by node2's daemon.
+    with pytest.raises(AccessDeniedError, match="only the master"):
+        asyncio.run(_attach_as_node(tb))
+    # On a terminal: raw mode while attached, the terminal's settings back after Ctrl-].
+    _attach_on_a_terminal(tb)
     # Refusals: an unknown instance, a stopped one.
     unknown = tb.run("gnt-instance", "console", "nosuch.testbed", check=False)
     assert unknown.returncode != 0
@@ -146,6 +162,47 @@ def test_console_streams_the_guest_detaches_and_refuses(kvm_testbed: KvmTestbed)
     down = tb.run("gnt-instance", "console", SERIAL_VM, check=False)
     assert down.returncode != 0
     assert f"{SERIAL_VM} is not running" in down.stderr
+
+
+async def _attach_as_node(tb: KvmTestbed) -> None:
+    endpoint = ConsoleEndpoint(SERIAL_VM, NODE, "127.0.1.2", tb.state["ports"]["noded"])
+    ctx = node_client_context(tb.node_paths()[0], as_master=False)
+    async with aiohttp.ClientSession() as session:
+        ws = await connect(session, endpoint, ctx)
+        await ws.close()
+
+
+def _attach_on_a_terminal(tb: KvmTestbed) -> None:
+    """``gnt-instance console`` on a pseudo-terminal: echo, line mode and signals are
+    off while attached, and the terminal is as before once Ctrl-] detached, or once the
+    command was terminated (SIGTERM)."""
+    for ending in ("detach", "terminate"):
+        controller, terminal = pty.openpty()
+        before = termios.tcgetattr(terminal)
+        proc = subprocess.Popen([str(BIN / "gnt-instance"), "console", SERIAL_VM],
+                                env=tb.env, stdin=terminal, stdout=terminal, stderr=terminal)
+        try:
+            seen = b""
+            deadline = time.monotonic() + BOOT_TIMEOUT
+            while b"tick" not in seen and time.monotonic() < deadline:
+                if select.select([controller], [], [], 1)[0]:
+                    seen += os.read(controller, 4096)
+            assert b"tick" in seen, seen[-500:]
+            raw = termios.tcgetattr(terminal)
+            assert not raw[3] & (termios.ECHO | termios.ICANON | termios.ISIG)
+            if ending == "detach":
+                os.write(controller, b"\x1d")
+                assert proc.wait(60) == 0
+            else:
+                proc.terminate()
+                assert proc.wait(60) != 0
+            assert termios.tcgetattr(terminal) == before, ending
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            os.close(controller)
+            os.close(terminal)
 
 
 def _rfb_security_types(host: str, port: int) -> tuple[bytes, list[int]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import ssl
 import sys
 import termios
@@ -34,7 +35,7 @@ from corral.paths import Paths
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import CONSOLE_STREAM_PATH
 
-__all__ = ["DETACH_BYTE", "EOF_GRACE", "ConsoleEndpoint", "Ending", "attach",
+__all__ = ["DETACH_BYTE", "EOF_GRACE", "ConsoleEndpoint", "Ending", "attach", "connect",
            "relay", "split_at_detach"]
 
 #: ``Ctrl-]``: detaches from the console instead of going to the guest.
@@ -141,7 +142,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-async def _connect(session: aiohttp.ClientSession, endpoint: ConsoleEndpoint,
+async def connect(session: aiohttp.ClientSession, endpoint: ConsoleEndpoint,
                    ctx: ssl.SSLContext) -> aiohttp.ClientWebSocketResponse:
     """The console WebSocket; the node's own error when it refuses the upgrade."""
     try:
@@ -162,12 +163,16 @@ async def _connect(session: aiohttp.ClientSession, endpoint: ConsoleEndpoint,
 async def _session(endpoint: ConsoleEndpoint, ctx: ssl.SSLContext, stdin: int,
                    stdout: int, on_attached: Callable[[], None]) -> Ending:
     async with aiohttp.ClientSession() as session:
-        ws = await _connect(session, endpoint, ctx)
+        ws = await connect(session, endpoint, ctx)
         on_attached()
         keys: asyncio.Queue[bytes | None] = asyncio.Queue()
         threading.Thread(target=_read_input, args=(stdin, asyncio.get_running_loop(), keys),
                          name="console-input", daemon=True).start()
         return await relay(ws, keys, lambda data: _write_all(stdout, data))
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def attach(paths: Paths, endpoint: ConsoleEndpoint, *, stdin: int | None = None,
@@ -196,11 +201,17 @@ def attach(paths: Paths, endpoint: ConsoleEndpoint, *, stdin: int | None = None,
         if saved is not None:
             tty.setraw(stdin, termios.TCSANOW)
 
+    # Being terminated or losing the terminal must still restore it: end by SystemExit.
+    previous = {signum: signal.signal(signum, _exit_on_signal)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         ending = asyncio.run(_session(endpoint, ctx, stdin, stdout, attached))
     finally:
         if saved is not None:
-            termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if ending == "detached":
         sys.stderr.write(f"{newline}Detached from the console of instance "
                          f"{endpoint.instance}.\n")

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from corral.cli.gnt_instance_query import vnc_console_info
 from corral.errors import HypervisorError
+from corral.hypervisor.kvm.cmdline import build_command
 from corral.hypervisor.kvm.console import console_info, vnc_password
 from corral.hypervisor.kvm.runtime import InstanceRuntime
 from corral.noded.console import relay_console
@@ -169,3 +170,24 @@ def test_info_console_connection_line_is_ganetis() -> None:
         "vnc to 192.0.2.5:11003 (node node2) (display 5103)")
     assert vnc_console_info({**base, "hv_actual": {"vnc_bind_address": "/run/vnc"}}) == (
         "vnc to node2:/run/vnc")
+
+
+def _vnc(tmp_path: Path, **hv: Any) -> list[str]:
+    spec = _spec(serial_console=False, **hv)
+    command = build_command(spec, [], InstanceRuntime(Paths(tmp_path), "vm1"),
+                            binary="/usr/bin/qemu-system-x86_64")
+    objects = [command[i + 1] for i, arg in enumerate(command) if arg == "-object"
+               and "vnctls0" in command[i + 1]]
+    return [*objects, command[command.index("-vnc") + 1]]
+
+
+def test_vnc_command_line_display_password_and_tls(tmp_path: Path) -> None:
+    assert _vnc(tmp_path, vnc_bind_address="0.0.0.0") == [":5100"]
+    assert _vnc(tmp_path, vnc_bind_address="127.0.0.1", vnc_password_file="/p") == [
+        "127.0.0.1:5100,password=on"]
+    assert _vnc(tmp_path, vnc_bind_address="127.0.0.1", vnc_tls=True) == [
+        "tls-creds-anon,id=vnctls0,endpoint=server", "127.0.0.1:5100,tls-creds=vnctls0"]
+    assert _vnc(tmp_path, vnc_bind_address="127.0.0.1", vnc_tls=True,
+                vnc_x509_path="/etc/x509", vnc_x509_verify=True) == [
+        "tls-creds-x509,id=vnctls0,endpoint=server,dir=/etc/x509,verify-peer=yes",
+        "127.0.0.1:5100,tls-creds=vnctls0"]

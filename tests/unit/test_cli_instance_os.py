@@ -359,6 +359,7 @@ def test_info_shows_ganeti_layout_and_last_reason(master: Callable[..., FakeMast
     assert "  State: configured to be up, actual state is running\n" in out
     assert "  Nodes: \n    - primary: node1\n      group: default (UUID g-1)\n" in out
     assert "    a: 1\n    b: default (2)\n" in out
+    assert "  Allocated network port: None\n  Hypervisor: fake\n" in out
     assert "    maxmem: 256\n    vcpus: default (1)\n" in out
     assert "      MAC: aa:00:00:00:00:01\n" in out
     assert "    - disk/0: file, size 1.0G\n      access mode: rw\n" in out

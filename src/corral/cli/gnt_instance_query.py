@@ -144,7 +144,7 @@ def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Operating system parameters",
          _params_info(inst.get("os_instance") or {}, inst.get("os_actual") or {})),
     ]
-    if inst.get("network_port") is not None:
+    if "network_port" in inst:  # "None" without one, as Ganeti prints it
         layout.append(("Allocated network port", str(inst["network_port"])))
     layout.append(("Hypervisor", inst.get("hypervisor")))
     vnc = vnc_console_info(inst)

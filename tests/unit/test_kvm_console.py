@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from corral.cli.gnt_instance_query import vnc_console_info
-from corral.errors import HypervisorError
+from corral.errors import HypervisorError, OpPrereqError
 from corral.hypervisor.kvm.cmdline import build_command
 from corral.hypervisor.kvm.console import console_info, vnc_password
 from corral.hypervisor.kvm.runtime import InstanceRuntime
@@ -191,3 +191,10 @@ def test_vnc_command_line_display_password_and_tls(tmp_path: Path) -> None:
                 vnc_x509_path="/etc/x509", vnc_x509_verify=True) == [
         "tls-creds-x509,id=vnctls0,endpoint=server,dir=/etc/x509,verify-peer=yes",
         "127.0.0.1:5100,tls-creds=vnctls0"]
+
+
+def test_console_of_an_instance_on_an_offline_node_is_refused(cl: Cluster) -> None:
+    cl.create("web1", disk_template="diskless", disks=[], nics=[])
+    cl.set_node("node1", offline=True)
+    with pytest.raises(OpPrereqError, match="console of web1: node node1 is offline"):
+        cl.run("OP_INSTANCE_CONSOLE", instance_name="web1")

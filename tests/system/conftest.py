@@ -122,18 +122,20 @@ class KvmTestbed(TestbedHandle):
         """Every node's :class:`~corral.paths.Paths`, in node order."""
         return [Paths(Path(node["root"])) for node in self.state["nodes"]]
 
-    def add(self, name: str, *options: str, node: str | None = None,
+    def add(self, name: str, *options: str, node: str | None = None, hvparams: str = "",
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """``gnt-instance add`` of the tiny guest (diskless, kvm, no OS install, 128 MiB,
         on ``node`` or where the cluster chooses, with extra ``options``; no NICs unless
-        they include ``--net``), then ``gnt-instance startup`` unless ``--no-start``
-        (``--no-install`` implies no start, as in Ganeti)."""
+        they include ``--net``; ``hvparams`` such as ``user_shutdown=true`` go to
+        ``-H kvm:...``), then ``gnt-instance startup`` unless ``--no-start`` (as in
+        Ganeti, ``--no-install`` implies no start)."""
         where = ["-n", node] if node else []
         if not any(option.startswith("--net") for option in options):
             where.append("--no-nics")
         added = self.run("gnt-instance", "add", "-t", "diskless", "--no-install",
                          "--no-ip-check", "--no-name-check", "-o", "corral-ext4+default",
-                         "-H", "kvm", "-B", "maxmem=128,minmem=128", *where, *options, name,
+                         "-H", f"kvm:{hvparams}" if hvparams else "kvm",
+                         "-B", "maxmem=128,minmem=128", *where, *options, name,
                          check=check)
         if added.returncode != 0 or "--no-start" in options:
             return added

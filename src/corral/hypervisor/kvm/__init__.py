@@ -28,7 +28,7 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
 from corral.hypervisor.fake import read_meminfo
 from corral.hypervisor.kvm import console, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
-from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
     InstanceRuntime,
     RuntimeRecord,
@@ -135,7 +135,8 @@ class KvmHypervisor(Hypervisor):
                       start_memory: int) -> RuntimeRecord:
         await asyncio.to_thread(runtime.prepare)
         record = RuntimeRecord(name=spec.name, spec=spec, disk_paths=list(disk_paths),
-                               memory=maxmem(spec), incoming=incoming)
+                               memory=maxmem(spec), incoming=incoming,
+                               vnc_port=_vnc_port(spec))
         try:
             runtime.write(record)
             secured = await security.prepare_security(spec, runtime)
@@ -318,7 +319,7 @@ class KvmHypervisor(Hypervisor):
                     balloon = await qmp.execute("query-balloon")
                     if isinstance(balloon, dict) and balloon.get("actual"):
                         memory = int(balloon["actual"]) // _MIB
-        except (MonitorUnavailable, OSError, EOFError):
+        except (HypervisorError, OSError, EOFError):
             if not runtime.live_pid(record):
                 return None
             # Alive but its monitor is busy or not up yet (a start in progress).
@@ -406,6 +407,12 @@ class KvmHypervisor(Hypervisor):
             await self._kill(runtime, record)
             await self._release(runtime, record)
         return stopped
+
+
+def _vnc_port(spec: InstanceSpec) -> int | None:
+    """The TCP port qemu's VNC server listens on, if it has one."""
+    bind = str(hv(spec, "vnc_bind_address") or "")
+    return spec.network_port if bind and not bind.startswith("/") else None
 
 
 async def _run_qemu(name: str, command: list[str], runtime: InstanceRuntime) -> None:

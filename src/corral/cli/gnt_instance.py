@@ -23,7 +23,6 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.console_attach import ConsoleEndpoint, attach
 from corral.cli.gnt_instance_power import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     backend_overrides,
@@ -650,6 +649,10 @@ def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
         name = str(data.get("instance", instance_name))
         endpoint = None
         if kind == "ssh":
+            # Here, not at the top: aiohttp takes a noticeable time to import, and only
+            # attaching needs it.
+            from corral.cli.console_attach import ConsoleEndpoint, attach
+
             cluster_name, noded_port = client.call("QueryConfigValues",
                                                    ["cluster_name", "noded_port"])
             if show_cmd:

@@ -256,13 +256,15 @@ def build_command(
     nic_args: Sequence[str] = (),
     security_args: Sequence[str] = (),
     incoming: str | None = None,
+    paused: bool = False,
 ) -> list[str]:
     """qemu's argument list for ``spec`` (see the module's docstring).
 
-    qemu always starts with its CPUs stopped (``-S``): the hypervisor sets the balloon
-    (and the other parts their passwords) and then continues it, unless the start was
-    asked paused. ``incoming`` (a URI such as ``tcp:0:PORT`` or ``defer``) starts it to
-    receive a migration instead.
+    ``paused`` starts it with its CPUs stopped (``-S``). Otherwise the guest runs at
+    once (the balloon and a VNC password are set right after, over QMP; a VNC server
+    with ``password=on`` lets nobody in until a password is set): a noded that dies
+    mid-start leaves a running guest, not one stopped forever. ``incoming`` (a URI such
+    as ``tcp:0:PORT`` or ``defer``) starts it to receive a migration instead.
     """
     command = [binary, "-name", spec.name, "-nodefaults", "-no-user-config"]
     flag = _str(spec, "kvm_flag")
@@ -330,7 +332,7 @@ def build_command(
     command += list(security_args)
     if incoming is not None:
         command += ["-incoming", incoming]
-    else:
+    elif paused:
         command.append("-S")
     extra = _str(spec, "kvm_extra")
     if extra:

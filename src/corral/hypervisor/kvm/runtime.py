@@ -80,7 +80,8 @@ class RuntimeRecord(msgspec.Struct, kw_only=True):
     started: float = 0.0
     """When qemu started (``time.time()``)."""
     memory: int = 0
-    """MiB the instance was started with (``maxmem``) and that the node reserves."""
+    """MiB the instance was started with (``maxmem``, or less through the balloon when
+    the node had less free) and that the node reserves for it."""
     incoming: str | None = None
     """The ``-incoming`` URI when started to receive a migration."""
     taps: list[str] = msgspec.field(default_factory=list)

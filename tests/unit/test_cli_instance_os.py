@@ -359,6 +359,7 @@ def test_info_shows_ganeti_layout_and_last_reason(master: Callable[..., FakeMast
     assert "  State: configured to be up, actual state is running\n" in out
     assert "  Nodes: \n    - primary: node1\n      group: default (UUID g-1)\n" in out
     assert "    a: 1\n    b: default (2)\n" in out
+    assert "  Allocated network port: None\n  Hypervisor: fake\n" in out
     assert "    maxmem: 256\n    vcpus: default (1)\n" in out
     assert "      MAC: aa:00:00:00:00:01\n" in out
     assert "    - disk/0: file, size 1.0G\n      access mode: rw\n" in out
@@ -414,9 +415,15 @@ def test_console_message_and_ssh(master: Callable[..., FakeMaster]) -> None:
     fake.results["OP_INSTANCE_CONSOLE"] = {
         "instance": "inst1", "kind": "ssh", "host": "node1", "port": 22, "user": "root",
         "command": ["xl", "console", "inst1"]}
+    fake.handlers["QueryConfigValues"] = lambda fields: [
+        {"cluster_name": "cluster1", "noded_port": 1811}[f] for f in fields]
     shown = run(gnt_instance.cli, "console", "--show-cmd", "inst1")
+    # Ganeti's ssh options: no escape character, batch mode, the cluster's host key
+    # alias, a forced terminal; then user@host and the quoted command.
     assert shown.output.strip() == (
-        "ssh -t -q -oBatchMode=yes -p 22 root@node1 'xl console inst1'")
+        "ssh -oEscapeChar=none -oHashKnownHosts=no -oUserKnownHostsFile=/dev/null "
+        "-oCheckHostIp=no -oConnectTimeout=10 -oHostKeyAlias=cluster1 -oPort=22 "
+        "-oBatchMode=yes -oStrictHostKeyChecking=yes -t -t root@node1 'xl console inst1'")
 
 
 def test_tags(master: Callable[..., FakeMaster]) -> None:

@@ -18,6 +18,7 @@ from corral.jobs import JobStore
 from corral.jobs.store import JobReplica
 from corral.masterd.replication import ConfigReplicator, JobReplicator
 from corral.noded import replication as node_side
+from corral.noded.files import read_ancillary_files
 from corral.noded.procedures import PROCEDURES
 from corral.objects import Node
 from corral.paths import Paths
@@ -256,3 +257,29 @@ def test_upload_files_writes_known_files_and_paths_the_nodes_own_list_names(
     assert paths.node_path("/etc/motd").read_bytes() == b"hello\n"
     assert paths.user_file_list.read_text() == "/etc/motd\n"
     assert not paths.node_path("/etc/shadow").exists()
+
+
+def test_vnc_password_files_travel_to_the_path_the_configuration_names(
+        tmp_path: Path) -> None:
+    master, node = Paths(tmp_path / "master"), Paths(tmp_path / "node")
+    node.data_dir.mkdir(parents=True)
+    secret = master.node_path("/etc/corral/vnc-cluster-password")
+    secret.parent.mkdir(parents=True)
+    secret.write_text("s3cret\n")
+    files = [f for f in read_ancillary_files(master, ["/etc/corral/vnc-cluster-password",
+                                                      "/etc/corral/missing"])
+             if f.get("name") == "vnc_password_file"]
+    assert [(f["path"], f["candidates_only"]) for f in files] == [
+        ("/etc/corral/vnc-cluster-password", False)]  # a missing one is left out
+    upload = PROCEDURES["upload_files"]
+    wire = [{k: v for k, v in f.items() if k != "candidates_only"} for f in files]
+    assert _run_sync(upload(node, {"files": wire})) == [
+        "vnc_password_file /etc/corral/vnc-cluster-password"]
+    copy = node.node_path("/etc/corral/vnc-cluster-password")
+    assert copy.read_text() == "s3cret\n"
+    assert copy.stat().st_mode & 0o777 == 0o400
+    with pytest.raises(ParameterError, match="not an absolute path"):
+        _run_sync(upload(node, {"files": [{"name": "vnc_password_file", "path": "../x",
+                                           "data": "eA=="}]}))
+    with pytest.raises(ParameterError, match="needs the 'path'"):
+        _run_sync(upload(node, {"files": [{"name": "vnc_password_file", "data": "eA=="}]}))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import shlex
-import subprocess
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -44,6 +43,7 @@ from corral.cli.jobs import (
     submit_op,
 )
 from corral.cli.keyval import IdentValue, KeyValDict
+from corral.cli.lookup import query_named
 from corral.cli.options import (
     IdentKeyValType,
     KeyValType,
@@ -57,6 +57,7 @@ from corral.cli.options import (
 from corral.cli.tags import add_tag_commands
 from corral.errors import CorralError, OpExecError, ParameterError
 from corral.objects.params import DISK_TEMPLATES, parse_size
+from corral.paths import Paths
 
 __all__ = ["LIST_DEFAULT_FIELDS", "convert_modifications", "main", "parse_disks", "parse_nics"]
 
@@ -646,40 +647,65 @@ def grow_disk(instance_name: str, disk: str, amount: str, absolute: bool, submit
 @priority_option
 @click.argument("instance_name")
 def console(instance_name: str, show_cmd: bool, priority: int | None) -> None:
-    """Connect to the console of INSTANCE_NAME (or say how to)."""
+    """Connect to the console of INSTANCE_NAME (or say how to).
+
+    A kvm serial console is attached to this terminal through the primary node's
+    daemon (Ctrl-] detaches); standard input may be a pipe.
+    """
     op = make_op("OP_INSTANCE_CONSOLE", {"instance_name": instance_name},
                  trail=reason_trail(TOOL, "console"), priority=priority)
     with get_client() as client:
         results = submit_and_wait(client, [op])
-    data = results[0] if results else None
-    if not isinstance(data, dict):
-        raise OpExecError(f"no console information for instance {instance_name}")
-    kind = data.get("kind")
-    name = data.get("instance", instance_name)
+        data = results[0] if results else None
+        if not isinstance(data, dict):
+            raise OpExecError(f"no console information for instance {instance_name}")
+        kind = data.get("kind")
+        name = str(data.get("instance", instance_name))
+        endpoint = None
+        if kind == "ssh":
+            # Here, not at the top: aiohttp takes a noticeable time to import, and only
+            # attaching needs it.
+            from corral.cli.console_attach import ConsoleEndpoint, attach
+
+            cluster_name, noded_port = client.call("QueryConfigValues",
+                                                   ["cluster_name", "noded_port"])
+            if show_cmd:
+                click.echo(shlex.join(ssh_console_command(data, cluster_name)))
+                return
+            (node,) = query_named(client, "node", "node", [str(data.get("host"))], ["pip"])
+            endpoint = ConsoleEndpoint(name, str(node["name"]), str(node["pip"]),
+                                       int(noded_port))
     if kind == "msg":
         click.echo(str(data.get("message", "")))
     elif kind == "vnc":
         click.echo(f"Instance {name} has VNC listening on {data.get('host')}:"
-                   f"{data.get('port')}, URL <vnc://{data.get('host')}:{data.get('port')}/>")
+                   f"{data.get('port')} (display {data.get('display')}), URL "
+                   f"<vnc://{data.get('host')}:{data.get('port')}/>")
     elif kind == "spice":
         click.echo(f"Instance {name} has SPICE listening on {data.get('host')}:"
                    f"{data.get('port')}")
-    elif kind == "ssh":
-        command = data.get("command") or []
-        remote = command if isinstance(command, str) else shlex.join(map(str, command))
-        argv = ["ssh", "-t", "-q", "-oBatchMode=yes"]
-        if data.get("port"):
-            argv += ["-p", str(data["port"])]
-        argv += [f"{data.get('user', 'root')}@{data.get('host')}", remote]
-        if show_cmd:
-            click.echo(shlex.join(argv))
-            return
-        code = subprocess.call(argv)
-        if code:
-            raise OpExecError(f"connection to the console of instance {name} failed "
-                              f"(ssh exit code {code})")
+    elif endpoint is not None:
+        if attach(Paths.from_env(), endpoint) == "closed":
+            raise OpExecError(f"the console of instance {name} was closed by node "
+                              f"{endpoint.node} (did the instance stop?)")
     else:
         raise OpExecError(f"unknown console kind {kind!r} for instance {name}")
+
+
+def ssh_console_command(data: dict[str, Any], cluster_name: str) -> list[str]:
+    """The ssh command line Ganeti's client runs for an ``ssh`` console: its options
+    (batch mode, the cluster's host key alias, a forced terminal) and the console
+    dict's user, host, port and command."""
+    command = data.get("command") or []
+    remote = command if isinstance(command, str) else shlex.join(map(str, command))
+    argv = ["ssh", "-oEscapeChar=none", "-oHashKnownHosts=no",
+            "-oUserKnownHostsFile=/dev/null", "-oCheckHostIp=no", "-oConnectTimeout=10",
+            f"-oHostKeyAlias={cluster_name}"]
+    if data.get("port"):
+        argv.append(f"-oPort={data['port']}")
+    argv += ["-oBatchMode=yes", "-oStrictHostKeyChecking=yes", "-t", "-t",
+             f"{data.get('user', 'root')}@{data.get('host')}", remote]
+    return argv
 
 
 add_tag_commands(cli, TOOL, "instance", "INSTANCE_NAME")

@@ -9,6 +9,7 @@ adds these commands (and the alias ``show``) to the tool.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import click
@@ -32,7 +33,8 @@ from corral.cli.options import (
 )
 from corral.cli.output import format_info, format_unit
 
-__all__ = ["LIST_DEFAULT_FIELDS", "info", "instance_info_layout", "list_", "list_fields"]
+__all__ = ["LIST_DEFAULT_FIELDS", "VNC_BASE_PORT", "info", "instance_info_layout", "list_",
+           "list_fields", "vnc_console_info"]
 
 TOOL = "gnt-instance"
 
@@ -142,9 +144,12 @@ def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Operating system parameters",
          _params_info(inst.get("os_instance") or {}, inst.get("os_actual") or {})),
     ]
-    if inst.get("network_port") is not None:
+    if "network_port" in inst:  # "None" without one, as Ganeti prints it
         layout.append(("Allocated network port", str(inst["network_port"])))
     layout.append(("Hypervisor", inst.get("hypervisor")))
+    vnc = vnc_console_info(inst)
+    if vnc:
+        layout.append(("console connection", vnc))
     layout.extend([
         ("Hypervisor parameters",
          _params_info(inst.get("hv_instance") or {}, inst.get("hv_actual") or {})),
@@ -158,6 +163,36 @@ def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
     if trail:
         layout.append(("Last state change reason", trail))
     return layout
+
+
+#: VNC display 0 is this port; an instance's display is its network port minus it.
+VNC_BASE_PORT = 5900
+
+
+def vnc_console_info(inst: dict[str, Any]) -> str | None:
+    """Ganeti's "console connection" line of an instance with a VNC bind address:
+    where to point a VNC viewer (address, port and display), or ``None``."""
+    address = (inst.get("hv_actual") or {}).get("vnc_bind_address")
+    if not address:
+        return None
+    port = inst.get("network_port")
+    display = int(port) - VNC_BASE_PORT if isinstance(port, int) else 0
+    node = inst.get("pnode")
+    if display > 0 and address == "0.0.0.0":
+        where = f"{node}:{port} (display {display})"
+    elif display > 0 and _is_ipv4(address):
+        where = f"{address}:{port} (node {node}) (display {display})"
+    else:
+        where = f"{node}:{address}"
+    return f"vnc to {where}"
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _time(value: Any) -> str:

@@ -19,15 +19,27 @@ from typing import Any
 
 from corral import uidpool
 from corral.cmdlib.base import MasterContext
+from corral.config import ConfigStore
 from corral.objects import Cluster, Node
 
-__all__ = ["config_files", "online_nodes", "send_config_files", "warn_missing"]
+__all__ = ["config_files", "online_nodes", "send_config_files", "vnc_password_files",
+           "warn_missing"]
 
 
 def config_files(cluster: Cluster) -> list[dict[str, Any]]:
     """The files every node keeps, made from ``cluster``, as ``upload_files`` entries."""
     data = uidpool.format_uid_pool_file(cluster.uid_pool).encode()
     return [{"name": "uid_pool", "data": base64.b64encode(data).decode("ascii")}]
+
+
+def vnc_password_files(store: ConfigStore) -> list[str]:
+    """The VNC password files the configuration names (the kvm cluster default and
+    every kvm instance's own ``vnc_password_file``), sorted: design 2.1 has
+    redistribute-config ship them all to every node."""
+    names = {store.cluster.hvparams.get("kvm", {}).get("vnc_password_file") or ""}
+    names.update(inst.hvparams.get("vnc_password_file") or "" for inst in store.all("instance")
+                 if inst.hypervisor == "kvm")
+    return sorted(name for name in names if name)
 
 
 def online_nodes(master: MasterContext) -> list[Node]:

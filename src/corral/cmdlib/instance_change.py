@@ -758,6 +758,14 @@ class LUInstanceConsole(InstanceLU[OpInstanceConsole]):
             primary, "instance_console", {"instance": self.spec()},
             f"asking for the console of instance {inst.name}",
         )
+        if console.get("kind") == "ssh":
+            # As in Ganeti, an ssh console names the primary node and its ssh port
+            # (node parameter ssh_port), which the master knows and the node does not.
+            store = self.master.store
+            group = store.get("nodegroup", primary.group)
+            ndparams = fill_params(store.cluster.ndparams, group.ndparams, primary.ndparams)
+            console["host"] = primary.name
+            console["port"] = ndparams.get("ssh_port")
         return console
 
 

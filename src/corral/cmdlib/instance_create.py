@@ -107,6 +107,32 @@ def _used_addresses(master: MasterContext) -> tuple[set[str], set[str]]:
     return macs, ips
 
 
+# -- network port -------------------------------------------------------------------
+
+#: Hypervisors whose instances get a network port when created (Ganeti's
+#: ``HTS_REQ_PORT``): kvm serves an instance's VNC display on it.
+PORT_HYPERVISORS = frozenset({"kvm"})
+#: The range Ganeti takes network ports from when the cluster's port pool is empty.
+FIRST_NETWORK_PORT, LAST_NETWORK_PORT = 11000, 14999
+#: Ports handed to instances being created but not committed yet (one master).
+_ports_in_creation: set[int] = set()
+
+
+def allocate_network_port(master: MasterContext) -> int:
+    """The lowest port of Ganeti's range that no instance holds; ports of removed
+    instances are taken again, as Ganeti takes them back into its pool.
+
+    :raises OpPrereqError: every port of the range is taken.
+    """
+    used = {inst.network_port for inst in master.store.all("instance")} | _ports_in_creation
+    for port in range(FIRST_NETWORK_PORT, LAST_NETWORK_PORT + 1):
+        if port not in used:
+            return port
+    raise OpPrereqError(
+        f"no free network port for the instance's console: ports {FIRST_NETWORK_PORT}-"
+        f"{LAST_NETWORK_PORT} are all taken")
+
+
 # -- disks and NICs of a new instance ------------------------------------------
 
 def _parse_disks(template: str, disks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -429,6 +455,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if op.dry_run:
             await self.abort()  # nothing was created: the new name's lock goes again
             return [node.name]
+        port = None
+        if self.hypervisor in PORT_HYPERVISORS:
+            port = self.instance.network_port = allocate_network_port(self.master)
+            _ports_in_creation.add(port)
         spec = self._spec()
         created: list[DiskSpec] = []
         try:
@@ -451,6 +481,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         except BaseException:
             await remove_disks(self, node, created, best_effort=True)
             raise
+        finally:
+            if port is not None:
+                _ports_in_creation.discard(port)
         # Design 2.1 reports the new uuid on creation; in the job log (shown by the CLI,
         # gnt-job info and RAPI's oplog), as the result stays Ganeti's list of nodes.
         self.feedback(f"Added instance {name} with UUID {self.instance.uuid}")

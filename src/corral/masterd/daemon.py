@@ -9,7 +9,6 @@ file, logs to its own file and shuts down cleanly on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import sys
@@ -17,6 +16,7 @@ import sys
 import click
 
 from corral import __version__
+from corral.cmdlib.config_files import vnc_password_files
 from corral.config import ConfigStore
 from corral.errors import CorralError, NotClusterError
 from corral.jobs import JobStore
@@ -50,7 +50,8 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     client = RpcClient(paths)
     state = MasterState(store, JobStore.open(paths.jobs_db),
                         rpc=MasterRpc(store, paths, client))
-    state.context.ancillary_files = functools.partial(read_ancillary_files, paths)
+    state.context.ancillary_files = lambda: read_ancillary_files(
+        paths, vnc_password_files(store))
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch,

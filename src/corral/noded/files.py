@@ -6,8 +6,9 @@ Besides the configuration, every node keeps copies of a few files the master own
 the cluster CA certificate and the confd HMAC key on every node, the RAPI users file
 and the master's client certificate on the master candidates (any of them may become
 the master). Every node also keeps files made from the configuration
-(:data:`CONFIG_FILES`: the user-id pool), which the master sends when they change. A
-file travels as ``{"name": known name}`` with its ``data`` (base64).
+(:data:`CONFIG_FILES`: the user-id pool), which the master sends when they change,
+and the VNC password files the configuration names (:data:`PATH_FILES`). A file
+travels as ``{"name": known name}`` with its ``data`` (base64).
 
 What a node lets the master write is decided on the node, never by the request:
 the known files are a fixed table of this node's own :class:`Paths`, each with the
@@ -22,6 +23,7 @@ set-group-ID or sticky bit.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -30,8 +32,8 @@ from corral.paths import Paths
 from corral.rpc.args import UploadFilesArgs
 from corral.utils.files import write_private, write_public
 
-__all__ = ["CONFIG_FILES", "KNOWN_FILES", "read_ancillary_files", "read_user_list",
-           "upload_files"]
+__all__ = ["CONFIG_FILES", "KNOWN_FILES", "PATH_FILES", "read_ancillary_files",
+           "read_user_list", "upload_files"]
 
 #: Known files by name: (``Paths`` attribute, mode, master candidates only). The only
 #: files of the node's own places that ``upload_files`` writes.
@@ -47,6 +49,13 @@ KNOWN_FILES: dict[str, tuple[str, int, bool]] = {
 #: changes, so :func:`read_ancillary_files` does not read them from its own disk.
 CONFIG_FILES: dict[str, tuple[str, int]] = {
     "uid_pool": ("uid_pool", 0o444),
+}
+
+#: Known files written where the configuration names them (a hypervisor parameter's
+#: path, below this node's root): name -> mode. They travel with ``name`` and
+#: ``path``; the VNC password files of design 2.1 are read by noded only.
+PATH_FILES: dict[str, int] = {
+    "vnc_password_file": 0o400,
 }
 
 #: Mode bits a file of the user list may not carry: set-user-ID, set-group-ID, sticky.
@@ -72,10 +81,19 @@ def _entry(data: bytes, mode: int, **where: Any) -> dict[str, Any]:
     return {**where, "data": base64.b64encode(data).decode("ascii"), "mode": mode}
 
 
-def read_ancillary_files(paths: Paths) -> list[dict[str, Any]]:
+def read_ancillary_files(paths: Paths, vnc_password_files: Iterable[str] = ()
+                         ) -> list[dict[str, Any]]:
     """The master's ancillary files as ``upload_files`` entries, each with
-    ``candidates_only``; missing optional files are left out."""
+    ``candidates_only``; missing optional files are left out. ``vnc_password_files``
+    are the cluster-wide paths the configuration's ``vnc_password_file`` parameters
+    name (design 2.1: redistribute-config ships them to every node)."""
     files: list[dict[str, Any]] = []
+    for name in sorted(set(vnc_password_files)):
+        password_file = paths.node_path(name)
+        if password_file.is_file():
+            files.append(_entry(password_file.read_bytes(), PATH_FILES["vnc_password_file"],
+                                name="vnc_password_file", path=name,
+                                candidates_only=False))
     for name, (attribute, mode, candidates_only) in KNOWN_FILES.items():
         source: Path = getattr(paths, attribute)
         if source.exists():
@@ -88,6 +106,16 @@ def read_ancillary_files(paths: Paths) -> list[dict[str, Any]]:
                 files.append(_entry(source.read_bytes(), source.stat().st_mode & 0o777,
                                     path=entry, candidates_only=False))
     return files
+
+
+def _configured_path(paths: Paths, name: str, path: str | None) -> Path:
+    """Where this node keeps the file ``name`` a configuration parameter puts at
+    ``path``: an absolute path without ``..``, below the node's root."""
+    if path is None or not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(
+            path).parts:
+        raise ParameterError(f"procedure upload_files: {name} path {path!r} is not an "
+                             "absolute path without '..'")
+    return paths.node_path(path)
 
 
 def _write(target: Path, data: bytes, mode: int) -> None:
@@ -110,6 +138,10 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
     plan: list[tuple[str, Path, bytes, int]] = []
     for entry in args.files:
         name, path, data, mode = entry.name, entry.path, entry.data, entry.mode
+        if name is not None and name in PATH_FILES:
+            plan.append((f"{name} {path}", _configured_path(paths, name, path), data,
+                         PATH_FILES[name]))
+            continue
         if name is not None:
             if name in CONFIG_FILES:
                 attribute, known_mode = CONFIG_FILES[name]
@@ -118,7 +150,8 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
             else:
                 raise ParameterError(
                     f"procedure upload_files: this node does not accept the file {name!r}; "
-                    f"it accepts {', '.join(sorted([*KNOWN_FILES, *CONFIG_FILES]))} and the "
+                    f"it accepts {', '.join(sorted([*KNOWN_FILES, *CONFIG_FILES, *PATH_FILES]))}"
+                    " and the "
                     f"paths its own user file list ({paths.user_file_list}) names")
             plan.append((name, getattr(paths, attribute), data, known_mode))
             continue

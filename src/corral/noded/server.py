@@ -2,14 +2,15 @@
 
 *Joined* (the node has the cluster CA, its certificate and its membership): mutual
 TLS, so only peers holding a certificate the cluster CA signed get past the
-handshake; ``POST /rpc/1/<procedure>`` runs a procedure and ``GET /stream/1/disk``
-streams a disk to another node. Any cluster certificate may call the procedures
-that only read (:data:`OPEN_PROCEDURES`) and stream disks (the target of a copy
-fetches with its node certificate); every other procedure changes the node and is
-refused (HTTP 403) unless the caller presents the master's client certificate,
-which only the master and the master candidates hold (see
-:func:`corral.x509.is_master_client`). A new procedure is therefore closed until it
-is listed as open.
+handshake; ``POST /rpc/1/<procedure>`` runs a procedure, ``GET /stream/1/disk``
+streams a disk to another node and ``GET /stream/1/console`` attaches to an
+instance's serial console (a WebSocket, master certificate only). Any cluster
+certificate may call the procedures that only read (:data:`OPEN_PROCEDURES`) and
+stream disks (the target of a copy fetches with its node certificate); every other
+procedure changes the node and is refused (HTTP 403) unless the caller presents the
+master's client certificate, which only the master and the master candidates hold
+(see :func:`corral.x509.is_master_client`). A new procedure is therefore closed
+until it is listed as open.
 
 *Unjoined*: a throwaway self-signed certificate encrypts the connection, a one-time
 token bound to it is made and printed, and only ``POST /join`` is served. A proof
@@ -46,7 +47,7 @@ from corral.errors import (
     ProtocolError,
     unexpected,
 )
-from corral.noded import join, procedures
+from corral.noded import console, join, procedures
 from corral.paths import Paths
 from corral.rpc.chunks import max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
@@ -255,6 +256,7 @@ class NodeServer:
         app.router.add_post("/rpc/{version}/{procedure}", self._rpc)
         app.router.add_post(JOIN_PATH, self._join_when_joined)
         app.router.add_get(procedures.STREAM_DISK_PATH, self._stream_disk)
+        app.router.add_get(console.CONSOLE_STREAM_PATH, self._console)
         return app
 
     def _unjoined_app(self) -> web.Application:
@@ -374,6 +376,18 @@ class NodeServer:
             await response.write_eof()
         log.info("streamed %s to %s", cluster_path, request.remote)
         return response
+
+    async def _console(self, request: web.Request) -> web.StreamResponse:
+        """An instance's serial console as a WebSocket (:mod:`corral.noded.console`);
+        it writes to the guest, so only for the master's client certificate."""
+        instance = request.query.get("instance", "")
+        try:
+            check_caller(console.CONSOLE_CALLER, _peer_certificate(request))
+            socket_path = await asyncio.to_thread(console.serial_socket, self.paths, instance)
+            return await console.relay_console(request, socket_path, instance)
+        except CorralError as err:
+            log.warning("console of %r for %s refused: %s", instance, request.remote, err)
+            return _error(err)
 
 
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:

@@ -140,8 +140,17 @@ REINSTALL_BODY: Final = obj({
     "osparams": nullable(obj(doc="OS parameters for this installation only")),
 }, additional=False)
 
-CONSOLE: Final = obj({"instance": string(), "kind": string()},
-                     doc="How to reach the console (Ganeti's console description)")
+CONSOLE: Final = obj({
+    "instance": string(), "kind": string("msg, ssh, vnc or spice"),
+    "message": string("kind msg: why there is nothing to connect to"),
+    "host": string("ssh: the primary node; vnc, spice: the address listened on"),
+    "port": nullable(integer("ssh: the node's ssh port; vnc, spice: the TCP port")),
+    "user": string("ssh: the user to log in as"),
+    "command": array(string(), doc="ssh: the command attaching to the serial console"),
+    "display": integer("vnc: the display number (port - 5900)"),
+}, required=("instance", "kind"), additional=False,
+    doc="How to reach the console (Ganeti's console description: only the keys of its "
+        "kind)")
 
 _FIELD_DEF: Final = obj({"name": string(), "title": string(), "kind": string(),
                          "doc": string()}, required=("name", "title", "kind", "doc"))

@@ -30,6 +30,7 @@ __all__ = [
     "ARGS",
     "DEFAULT_HANDOVER_WAIT",
     "MAX_DELAY",
+    "PATH_NAMED_FILES",
     "ArchiveRow",
     "BlockdevCopyFromArgs",
     "BlockdevGrowArgs",
@@ -313,6 +314,11 @@ class MasterDemoteArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_
 
 
 # -- ancillary files (corral.noded.files) ---------------------------------------------
+#: Known files ``upload_files`` writes at the path the master's configuration names
+#: (a hypervisor parameter), so they travel with ``name`` and ``path``.
+PATH_NAMED_FILES: Final = frozenset({"vnc_password_file"})
+
+
 class UploadFile(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """One file of ``upload_files``: a known file by ``name`` or a file of the user
     file list by ``path``, its contents (base64 on the wire) and, for a path, its
@@ -324,10 +330,15 @@ class UploadFile(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_field
     mode: Annotated[int, msgspec.Meta(ge=0, le=0o7777)] = 0o644
 
     def __post_init__(self) -> None:
-        """Exactly one of ``name`` and ``path``."""
+        """Exactly one of ``name`` and ``path``, except for the known files that live
+        where the configuration says (:data:`PATH_NAMED_FILES`), which carry both."""
         if self.name is None and self.path is None:
             raise ValueError("a file needs 'name' (a known file) or 'path' (a file of "
                              "the user file list)")
+        if self.name in PATH_NAMED_FILES:
+            if self.path is None:
+                raise ValueError(f"a {self.name} needs the 'path' the configuration names")
+            return
         if self.name is not None and self.path is not None:
             raise ValueError(f"a file has both 'name' ({self.name!r}) and 'path' "
                              f"({self.path!r}); it is one or the other")

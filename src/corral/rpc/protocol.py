@@ -14,13 +14,17 @@ from typing import Any
 
 from corral.errors import CorralError, NodeUnreachableError, RpcError
 
-__all__ = ["JOIN_PATH", "RPC_VERSION", "RpcResult", "rpc_path"]
+__all__ = ["CONSOLE_STREAM_PATH", "JOIN_PATH", "RPC_VERSION", "RpcResult", "rpc_path"]
 
 #: Version of the procedure set; a node refuses calls for another version.
 RPC_VERSION = 1
 
 #: Where a node daemon without a cluster accepts the master's join request.
 JOIN_PATH = "/join"
+
+#: Where a node daemon serves an instance's serial console as a WebSocket
+#: (``?instance=NAME``; the master's client certificate only).
+CONSOLE_STREAM_PATH = f"/stream/{RPC_VERSION}/console"
 
 
 def rpc_path(procedure: str, version: int = RPC_VERSION) -> str:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from corral.errors import HypervisorError, ParameterError
 from corral.hypervisor.base import REBOOT_TYPES, HotplugAction, HotplugTarget, Hypervisor
 from corral.hypervisor.fake import read_meminfo
-from corral.hypervisor.kvm import hotplug, migration, netdev, security
+from corral.hypervisor.kvm import console, hotplug, migration, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
@@ -131,6 +131,7 @@ class KvmHypervisor(Hypervisor):
             if missing:
                 raise HypervisorError(
                     f"cannot start instance {spec.name}: {'; '.join(missing)}")
+            console.vnc_password(self.paths, spec)  # a missing file fails before anything
             start_memory = await self._check_memory(spec)
             return await self._launch(runtime, spec, disk_paths, paused=paused,
                                       incoming=incoming, start_memory=start_memory)
@@ -158,6 +159,7 @@ class KvmHypervisor(Hypervisor):
             runtime.write(record)
             await _run_qemu(spec.name, record.command, runtime)
             secured.started()
+            await console.set_vnc_password(self.paths, spec, runtime)
             record.pid = runtime.read_pid()
             record.started = time.time()
             runtime.write(record)
@@ -425,14 +427,9 @@ class KvmHypervisor(Hypervisor):
         security.validate_security_params(hvparams)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
-        """A message console until the console part lands."""
-        runtime = self.runtime(spec.name)
-        return {
-            "instance": spec.name,
-            "kind": "msg",
-            "message": f"instance {spec.name}'s serial console is the unix socket"
-                       f" {runtime.serial_socket} on its primary node",
-        }
+        """Ganeti's console dict: serial (``ssh``), else VNC, else a message (see
+        :mod:`.console`)."""
+        return console.console_info(spec, self.runtime(spec.name))
 
     # -- hotplug (hotplug.py) -------------------------------------------------------------
     async def hotplug_supported(self, spec: InstanceSpec) -> None:

@@ -235,6 +235,17 @@ def _vnc_args(spec: InstanceSpec) -> list[str]:
         host = "" if str(address) == "0.0.0.0" else (
             f"[{address}]" if address.version == 6 else str(address))
     vnc = f"{host}:{display}"
+    if _bool(spec, "vnc_tls"):
+        # As Ganeti: anonymous TLS, or x509 from vnc_x509_path (verifying the viewer's
+        # certificate with vnc_x509_verify).
+        x509 = _str(spec, "vnc_x509_path")
+        creds = "tls-creds-anon,id=vnctls0,endpoint=server"
+        if x509:
+            verify = "yes" if _bool(spec, "vnc_x509_verify") else "no"
+            creds = (f"tls-creds-x509,id=vnctls0,endpoint=server,dir={_opts(x509)},"
+                     f"verify-peer={verify}")
+        args += ["-object", creds]
+        vnc += ",tls-creds=vnctls0"
     if _str(spec, "vnc_password_file"):
         vnc += ",password=on"
     return [*args, "-vnc", vnc]

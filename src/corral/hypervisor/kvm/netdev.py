@@ -3,9 +3,10 @@
 noded creates a *persistent* tap for each NIC (``ip tuntap add``) before qemu starts and
 qemu opens it by name (``-netdev tap,ifname=…,script=no,downscript=no``). Named taps
 rather than inherited file descriptors because the tap must outlive the call that made
-it: the migration target needs its taps before ``-incoming`` starts, hotplug adds one to
-a qemu that runs as another user (``user UID`` lets that user open it), and whoever finds
-a dead qemu can delete its taps by the names in the runtime record.
+it: the migration target needs its taps before ``-incoming`` starts, hotplug makes one
+for a running qemu (noded opens it and passes the descriptor, which a qemu confined to
+another user or a chroot could not open by name), and whoever finds a dead qemu can
+delete its taps by the names in the runtime record.
 
 Tap names (:func:`tap_name`) are ``tap`` and 12 hex digits of a hash of the node's state
 directory, the instance and the NIC: at most 15 characters, the same after a noded
@@ -292,7 +293,7 @@ async def setup_taps(paths: Paths, spec: InstanceSpec, *, user: int | None = Non
                      incoming: bool = False) -> list[Tap]:
     """Create and configure a tap for each of ``spec``'s NICs; the taps, in NIC order.
 
-    ``user`` is the uid qemu runs as (the tap is then opened by it, e.g. on hotplug).
+    ``user`` is the uid qemu runs as (the tap then belongs to it).
     ``incoming`` is for a migration target: routed NICs get their tap but no route yet,
     so that the IP is not announced before the guest has moved; call
     :func:`configure_routed` once the migration has succeeded (Ganeti does the same).

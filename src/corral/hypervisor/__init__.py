@@ -14,12 +14,14 @@ from typing import Final
 from corral.errors import HypervisorError
 from corral.hypervisor.base import Hypervisor
 from corral.hypervisor.fake import FakeHypervisor
+from corral.hypervisor.kvm import KvmHypervisor
 from corral.paths import Paths
 
 __all__ = ["HYPERVISOR_NAMES", "Hypervisor", "get_hypervisor"]
 
 _IMPLEMENTATIONS: Final[dict[str, Callable[[Paths], Hypervisor]]] = {
     FakeHypervisor.name: FakeHypervisor,
+    KvmHypervisor.name: KvmHypervisor,
 }
 
 #: The hypervisors this node can run, by configuration name.

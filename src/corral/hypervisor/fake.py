@@ -33,7 +33,7 @@ from corral.paths import Paths
 from corral.serializer import dumps_pretty, loads
 from corral.utils.files import write_public
 
-__all__ = ["FakeHypervisor"]
+__all__ = ["FakeHypervisor", "read_meminfo"]
 
 _MIB = 1024 * 1024
 _STATE_SUFFIX = ".json"
@@ -182,7 +182,7 @@ class FakeHypervisor(Hypervisor):
         )
 
     def _node_info(self) -> dict[str, Any]:
-        total, available = _read_meminfo(self._meminfo)
+        total, available = read_meminfo(self._meminfo)
         held = sum(int(record.get("memory", 0)) for record in self._records().values())
         return {
             "memory_total": total,
@@ -327,7 +327,7 @@ def _info(name: str, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read_meminfo(meminfo: Path) -> tuple[int, int]:
+def read_meminfo(meminfo: Path) -> tuple[int, int]:
     """``(total, available)`` in MiB from a ``/proc/meminfo`` style file."""
     try:
         text = meminfo.read_text()

@@ -1,0 +1,440 @@
+"""The ``kvm`` hypervisor: instances are real qemu processes, controlled over QMP.
+
+qemu starts daemonized (``-daemonize``: it leaves noded's session, so it outlives a
+noded restart) with a QMP socket, a serial console on a unix socket logged to a file,
+and a pid file; :mod:`.runtime` says where these live. What an instance *is* comes
+from the running qemu: it is held here when its pid is alive and that process's
+command line names the instance's QMP socket, and its state is QMP ``query-status``.
+A qemu that is gone is not listed; its runtime files (and taps, and a pool uid) are
+cleaned up the next time anything looks.
+
+Parts: :mod:`.cmdline` (the command line), :mod:`.monitor` (QMP connections),
+:mod:`.runtime` (files and locks), :mod:`.netdev` (taps), :mod:`.security` (run-as
+user, chroot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from corral.errors import HypervisorError, ParameterError
+from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
+from corral.hypervisor.fake import read_meminfo
+from corral.hypervisor.kvm import netdev, security
+from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
+from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.runtime import (
+    InstanceRuntime,
+    RuntimeRecord,
+    instance_names,
+    wait_exit,
+)
+from corral.objects.specs import InstanceSpec
+from corral.paths import Paths
+
+__all__ = ["QEMU_STATES", "KvmHypervisor", "missing_files"]
+
+_MIB = 1024 * 1024
+
+#: qemu run states (QMP ``query-status``) and what corral reports for each; any other
+#: state is ``paused`` (the guest is not executing).
+QEMU_STATES: dict[str, str] = {
+    "running": "running",
+    "inmigrate": "migrating",
+    "postmigrate": "migrating",
+    "finish-migrate": "migrating",
+    "shutdown": "shutdown",
+}
+
+#: How often a stop presses the ACPI power button again (an early press can be lost).
+POWERDOWN_INTERVAL = 3.0
+#: How long qemu may take to exit after ``quit`` before it is killed.
+QUIT_GRACE = 5.0
+#: How long qemu may take to start (to daemonize, after checking its command line).
+START_TIMEOUT = 60.0
+#: How long a status query may wait for qemu's monitor.
+QUERY_TIMEOUT = 5.0
+
+
+def missing_files(spec: InstanceSpec) -> list[str]:
+    """What of the files ``spec`` needs this node lacks: the qemu binary
+    (``kvm_path``), the kernel and the initrd; one line per lack."""
+    missing = []
+    binary = str(hv(spec, "kvm_path") or "")
+    if not binary:
+        missing.append("kvm_path is empty: it must name the qemu binary")
+    elif not os.access(binary, os.X_OK) or not Path(binary).is_file():
+        missing.append(f"qemu binary {binary} (kvm_path) not found or not executable")
+    for key, what in (("kernel_path", "kernel"), ("initrd_path", "initrd")):
+        path = str(hv(spec, key) or "")
+        if path and not Path(path).is_file():
+            missing.append(f"{what} {path} ({key}) not found")
+    return missing
+
+
+class KvmHypervisor(Hypervisor):
+    """Instances as qemu processes on this node; see the module's docstring.
+
+    ``meminfo`` is where the node's memory is read from (``/proc/meminfo`` format).
+    """
+
+    name: ClassVar[str] = "kvm"
+
+    def __init__(self, paths: Paths, *, meminfo: Path = Path("/proc/meminfo")) -> None:
+        self.paths = paths
+        self._meminfo = meminfo
+
+    def runtime(self, name: str) -> InstanceRuntime:
+        """The runtime files of instance ``name`` on this node."""
+        return InstanceRuntime(self.paths, name)
+
+    # -- start -----------------------------------------------------------------------------
+    async def start(
+        self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
+    ) -> None:
+        """Start qemu for ``spec``; refuses an instance already here, missing files and
+        too little free memory. A failed start leaves nothing behind."""
+        await self.launch(spec, disk_paths, paused=paused)
+
+    async def launch(
+        self,
+        spec: InstanceSpec,
+        disk_paths: list[str],
+        *,
+        paused: bool = False,
+        incoming: str | None = None,
+    ) -> RuntimeRecord:
+        """Start qemu for ``spec`` (``incoming``: to receive a migration at that URI,
+        left in state ``inmigrate``); the runtime record of the running qemu."""
+        runtime = self.runtime(spec.name)
+        async with runtime.alock():
+            record = runtime.read()
+            if runtime.live_pid(record):
+                state = await self._state(runtime)
+                raise HypervisorError(
+                    f"cannot start instance {spec.name}: it is already {state or 'running'}"
+                    " on this node")
+            await self._cleanup(runtime, record)
+            missing = missing_files(spec)
+            if missing:
+                raise HypervisorError(
+                    f"cannot start instance {spec.name}: {'; '.join(missing)}")
+            start_memory = await self._check_memory(spec)
+            return await self._launch(runtime, spec, disk_paths, paused=paused,
+                                      incoming=incoming, start_memory=start_memory)
+
+    async def _launch(self, runtime: InstanceRuntime, spec: InstanceSpec,
+                      disk_paths: list[str], *, paused: bool, incoming: str | None,
+                      start_memory: int) -> RuntimeRecord:
+        await asyncio.to_thread(runtime.prepare)
+        record = RuntimeRecord(name=spec.name, spec=spec, disk_paths=list(disk_paths),
+                               memory=maxmem(spec), incoming=incoming)
+        try:
+            runtime.write(record)
+            secured = await security.prepare_security(spec, runtime)
+            record.uid = secured.uid
+            record.extra["security"] = secured.extra
+            runtime.write(record)
+            nics = await netdev.prepare_nics(spec, runtime, incoming=incoming is not None)
+            record.taps = list(nics.taps)
+            record.extra["netdev"] = nics.extra
+            record.command = build_command(
+                spec, disk_paths, runtime, binary=str(hv(spec, "kvm_path")),
+                nic_args=nics.args, security_args=secured.args, incoming=incoming)
+            runtime.write(record)
+            await _run_qemu(spec.name, record.command, runtime)
+            record.pid = runtime.read_pid()
+            record.started = time.time()
+            runtime.write(record)
+            if incoming is None:
+                await self._resume(runtime, spec, paused=paused, start_memory=start_memory)
+        except BaseException:
+            await self._kill(runtime, record)
+            await self._release(runtime, record)
+            raise
+        return record
+
+    async def _resume(self, runtime: InstanceRuntime, spec: InstanceSpec, *, paused: bool,
+                      start_memory: int) -> None:
+        """Set the balloon to the start memory when it is below ``maxmem`` (as Ganeti
+        does), then let the CPUs run unless the start was asked paused."""
+        async with monitor(runtime.qmp_socket) as qmp:
+            if start_memory < maxmem(spec):
+                await qmp.execute("balloon", {"value": start_memory * _MIB})
+            if not paused:
+                await qmp.execute("cont")
+
+    async def _check_memory(self, spec: InstanceSpec) -> int:
+        """The memory ``spec`` starts with: ``maxmem`` when the node has it free, else
+        what is free but at least ``minmem``; refuses when not even that fits."""
+        free = (await self.node_info())["memory_free"]
+        low, high = minmem(spec), maxmem(spec)
+        if high > free and low > free:
+            raise HypervisorError(
+                f"not enough memory to start instance {spec.name}: it needs {low} MiB"
+                f" (minmem; maxmem {high} MiB) but the node has only {free} MiB free")
+        return int(max(low, min(high, free)))
+
+    # -- stop ------------------------------------------------------------------------------
+    async def stop(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        # The guest's grace period before it is killed, not a limit on the call.
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """Power the guest off by ACPI (pressed again every few seconds), after
+        ``timeout`` ``quit`` it, then kill it; ``force`` (or ``acpi`` off) kills at once.
+        Its taps, uid and runtime files are released."""
+        runtime = self.runtime(name)
+        async with runtime.alock(timeout + 60):
+            record = runtime.read()
+            if runtime.live_pid(record):
+                acpi = record is None or bool(hv(record.spec, "acpi"))
+                if force or not acpi:
+                    await self._kill(runtime, record)
+                else:
+                    await self._powerdown(runtime, record, timeout)
+            await self._release(runtime, record)
+
+    async def _powerdown(self, runtime: InstanceRuntime, record: RuntimeRecord | None,
+                         timeout: float) -> None:  # noqa: ASYNC109
+        deadline = time.monotonic() + timeout
+        pressed = 0.0
+        while runtime.live_pid(record):
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if now - pressed >= POWERDOWN_INTERVAL:
+                pressed = now
+                state = await self._state(runtime)
+                if state == "shutdown":  # -no-shutdown: the guest is off, qemu waits
+                    break
+                with contextlib.suppress(HypervisorError, ExecuteError):
+                    async with monitor(runtime.qmp_socket, timeout=2) as qmp:
+                        await qmp.execute("system_powerdown")
+            await asyncio.sleep(0.1)
+        await self._kill(runtime, record)
+
+    async def _kill(self, runtime: InstanceRuntime, record: RuntimeRecord | None) -> None:
+        """End qemu if it still runs: QMP ``quit``, then SIGKILL by pid."""
+        pid = runtime.live_pid(record)
+        if not pid:
+            return
+        with contextlib.suppress(HypervisorError, ExecuteError, OSError, EOFError):
+            async with monitor(runtime.qmp_socket, timeout=2) as qmp:
+                await qmp.execute("quit")
+        if await wait_exit(pid, QUIT_GRACE):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not await wait_exit(pid, QUIT_GRACE):
+            raise HypervisorError(
+                f"qemu of instance {runtime.name} (pid {pid}) did not die after SIGKILL")
+
+    async def _release(self, runtime: InstanceRuntime, record: RuntimeRecord | None) -> None:
+        """Give back the taps and uid of a qemu that is gone; remove its runtime files."""
+        if record is not None:
+            await netdev.release_nics(runtime, record)
+            await security.release_security(runtime, record)
+        await asyncio.to_thread(runtime.remove)
+
+    async def _cleanup(self, runtime: InstanceRuntime, record: RuntimeRecord | None) -> None:
+        """Release what a dead qemu left (the caller holds the instance's lock)."""
+        if (record is not None or runtime.dir.exists()) and not runtime.live_pid(record):
+            await self._release(runtime, record)
+
+    async def _cleanup_if_idle(self, runtime: InstanceRuntime) -> None:
+        """Clean up after a dead qemu unless another operation holds the instance."""
+        with runtime.locked(blocking=False) as taken:
+            if taken:
+                await self._cleanup(runtime, runtime.read())
+
+    # -- reboot ----------------------------------------------------------------------------
+    async def reboot(
+        self,
+        spec: InstanceSpec,
+        disk_paths: list[str],
+        reboot_type: str,
+        *,
+        timeout: float = 120.0,  # noqa: ASYNC109
+    ) -> None:
+        """``hard``: QMP ``system_reset``. ``soft``: as Ganeti's kvm, power the guest off
+        by ACPI and start the same qemu command again (qemu's own Ctrl-Alt-Del would
+        power some guests off for good). ``full``: stop, then start with ``spec``."""
+        if reboot_type not in REBOOT_TYPES:
+            raise ParameterError(
+                f"invalid reboot type {reboot_type!r}: expected one of {', '.join(REBOOT_TYPES)}")
+        runtime = self.runtime(spec.name)
+        record = runtime.read()
+        if not runtime.live_pid(record) or record is None:
+            raise HypervisorError(
+                f"cannot reboot instance {spec.name}: it is not running on this node")
+        if reboot_type == "hard":
+            async with monitor(runtime.qmp_socket) as qmp:
+                await qmp.execute("system_reset")
+            return
+        again, again_disks = ((record.spec, record.disk_paths) if reboot_type == "soft"
+                              else (spec, disk_paths))
+        await self.stop(spec.name, timeout=timeout)
+        await self.start(again, list(again_disks))
+
+    # -- state -----------------------------------------------------------------------------
+    async def _state(self, runtime: InstanceRuntime) -> str | None:
+        """corral's state of the instance from ``query-status``, or ``None`` when its
+        monitor does not answer."""
+        try:
+            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+                status = await qmp.execute("query-status")
+        except (HypervisorError, ExecuteError, OSError, EOFError):
+            return None
+        qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
+        return QEMU_STATES.get(qemu_state, "paused")
+
+    async def _info(self, name: str) -> dict[str, Any] | None:
+        runtime = self.runtime(name)
+        record = runtime.read()
+        if not runtime.live_pid(record):
+            await self._cleanup_if_idle(runtime)
+            return None
+        spec = record.spec if record is not None else None
+        memory = record.memory if record is not None else 0
+        state = "running"
+        try:
+            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+                status = await qmp.execute("query-status")
+                qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
+                state = QEMU_STATES.get(qemu_state, "paused")
+                with contextlib.suppress(ExecuteError):
+                    balloon = await qmp.execute("query-balloon")
+                    if isinstance(balloon, dict) and balloon.get("actual"):
+                        memory = int(balloon["actual"]) // _MIB
+        except (MonitorUnavailable, OSError, EOFError):
+            if not runtime.live_pid(record):
+                return None
+            # Alive but its monitor is busy or not up yet (a start in progress).
+            state = "paused" if record is None or not record.pid else "running"
+        except ExecuteError:
+            pass
+        started = record.started if record is not None and record.started else time.time()
+        return {
+            "name": name,
+            "state": state,
+            "memory": memory,
+            "vcpus": vcpus(spec) if spec is not None else 1,
+            "time": max(0.0, time.time() - started),
+        }
+
+    async def list_instances(self) -> list[str]:
+        """Names of the instances whose qemu runs here, sorted."""
+        return sorted((await self.all_instances_info()).keys())
+
+    async def instance_info(self, name: str) -> dict[str, Any] | None:
+        """The info dict of ``name`` from its running qemu, or ``None``."""
+        return await self._info(name)
+
+    async def all_instances_info(self) -> dict[str, dict[str, Any]]:
+        """Info dicts of every instance whose qemu runs here, asked concurrently."""
+        names = await asyncio.to_thread(instance_names, self.paths)
+        infos = await asyncio.gather(*(self._info(name) for name in names))
+        return {name: info for name, info in zip(names, infos, strict=True)
+                if info is not None}
+
+    async def node_info(self) -> dict[str, Any]:
+        """Memory from ``/proc/meminfo`` less what the qemus started here hold
+        (their ``maxmem``); CPUs from :func:`os.cpu_count`."""
+        return await asyncio.to_thread(self._node_info)
+
+    def _node_info(self) -> dict[str, Any]:
+        total, available = read_meminfo(self._meminfo)
+        held = 0
+        for name in instance_names(self.paths):
+            runtime = self.runtime(name)
+            record = runtime.read()
+            if record is not None and (not record.pid or runtime.live_pid(record)):
+                held += record.memory
+        return {
+            "memory_total": total,
+            "memory_free": max(0, available - held),
+            "memory_hv": held,
+            "cpu_count": os.cpu_count() or 1,
+        }
+
+    # -- migration and console: the other parts -----------------------------------------
+    async def accept_migration(self, spec: InstanceSpec) -> None:
+        """Not implemented yet (the migration part)."""
+        raise HypervisorError(
+            f"cannot migrate instance {spec.name}: live migration of kvm instances is not"
+            " implemented yet")
+
+    async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
+        """Not implemented yet (the migration part)."""
+        raise HypervisorError(
+            f"cannot migrate instance {spec.name}: live migration of kvm instances is not"
+            " implemented yet")
+
+    async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
+        """Not implemented yet (the migration part)."""
+        raise HypervisorError(
+            f"cannot finish the migration of instance {spec.name}: live migration of kvm"
+            " instances is not implemented yet")
+
+    async def console(self, spec: InstanceSpec) -> dict[str, Any]:
+        """A message console until the console part lands."""
+        runtime = self.runtime(spec.name)
+        return {
+            "instance": spec.name,
+            "kind": "msg",
+            "message": f"instance {spec.name}'s serial console is the unix socket"
+                       f" {runtime.serial_socket} on its primary node",
+        }
+
+    # -- the whole node --------------------------------------------------------------------
+    async def stop_all(self) -> list[str]:
+        """Kill every qemu of this node's kvm instances and remove their runtime files
+        (for tearing down a testbed); the names of the instances that ran."""
+        stopped = []
+        for name in await asyncio.to_thread(instance_names, self.paths):
+            runtime = self.runtime(name)
+            record = runtime.read()
+            if runtime.live_pid(record):
+                stopped.append(name)
+            await self._kill(runtime, record)
+            await self._release(runtime, record)
+        return stopped
+
+
+async def _run_qemu(name: str, command: list[str], runtime: InstanceRuntime) -> None:
+    """Run qemu until it has daemonized; fail quoting qemu's own error message."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    except OSError as err:
+        raise HypervisorError(f"cannot run qemu ({command[0]}) for instance {name}: {err}"
+                              ) from err
+    try:
+        async with asyncio.timeout(START_TIMEOUT):
+            out, errors = await process.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        raise HypervisorError(
+            f"qemu for instance {name} did not start within {START_TIMEOUT:.0f} s") from None
+    message = (errors or out).decode(errors="replace").strip()
+    if process.returncode != 0:
+        raise HypervisorError(
+            f"qemu refused to start instance {name} (exit status {process.returncode}):"
+            f" {message or 'no message'}")
+    if not runtime.read_pid():
+        raise HypervisorError(
+            f"qemu for instance {name} exited without writing its pid file"
+            f" {runtime.pid_file}{': ' + message if message else ''}")

@@ -36,8 +36,9 @@ definition (``share/os/corral-tiny``) configures an instance: a virtio disk whos
 4 KiB hold the text :data:`DISK_CONFIG_MAGIC` on the first line, then ``hostname=``,
 ``ip=`` and ``gw=`` lines and ``end`` (NUL padding after it). The first disk with that
 header is read at boot; a setting on the kernel command line wins over the disk's. The
-guest then prints ``corral-tiny-guest: config from vda`` and, when it set a host name,
-``corral-tiny-guest: hostname NAME``.
+guest then prints ``corral-tiny-guest: config from vda: hostname=NAME ip=...`` and, when
+it set a host name, ``corral-tiny-guest: hostname NAME``; an address without a NIC to put
+it on gives ``corral-tiny-guest: no eth0 for ADDRESS``.
 
 The ACPI power button (QMP ``system_powerdown``) powers the guest off through init, so qemu
 exits about 2 s later. A press before the marker is lost, as it is for a real guest whose
@@ -133,16 +134,21 @@ disk() {{
 setting() {{
     value=$(arg "corral.$1"); [ -n "$value" ] || value=$(disk "$1"); echo "$value"
 }}
-from=$(disk disk); [ -n "$from" ] && echo "{_PREFIX} config from $from"
+from=$(disk disk)
+[ -n "$from" ] && echo "{_PREFIX} config from $from:" $(grep -v '^disk=' /tmp/diskconfig)
 name=$(setting hostname)
 [ -n "$name" ] && hostname "$name" && echo "{_PREFIX} hostname $name"
 ip link set lo up
 address=$(setting ip); gateway=$(setting gw)
 if [ -n "$address" ]; then
     case "$address" in */*) ;; *) address="$address/24";; esac
-    ip link set eth0 up && ip addr add "$address" dev eth0 \\
-        && echo "{_PREFIX} eth0 $address"
-    [ -n "$gateway" ] && ip route add default via "$gateway"
+    if [ -e /sys/class/net/eth0 ]; then
+        ip link set eth0 up && ip addr add "$address" dev eth0 \\
+            && echo "{_PREFIX} eth0 $address"
+        [ -n "$gateway" ] && ip route add default via "$gateway"
+    else
+        echo "{_PREFIX} no eth0 for $address"
+    fi
 fi
 /bin/powerbutton
 echo "{MARKER}"

@@ -36,9 +36,17 @@ def cli() -> None:
 @cli.command("up")
 @_dir_option
 @click.option("--nodes", default=3, show_default=True, help="Number of nodes.")
-def up_command(directory: Path, nodes: int) -> None:
+@click.option("--hypervisors", default="fake", show_default=True, metavar="NAME[,NAME]",
+              help="The cluster's enabled hypervisors, the first the default (fake, kvm).")
+@click.option("--tiny-guest", type=click.Path(file_okay=False, path_type=Path),
+              help="Build the tiny guest in this directory and make its kernel and initrd"
+                   " the cluster's kvm kernel_path and initrd_path.")
+def up_command(directory: Path, nodes: int, hypervisors: str,
+               tiny_guest: Path | None) -> None:
     """Create the cluster in DIR and start its daemons."""
-    testbed = up(directory, nodes)
+    testbed = up(directory, nodes,
+                 hypervisors=[name.strip() for name in hypervisors.split(",") if name.strip()],
+                 tiny_guest=tiny_guest)
     click.echo(f"testbed up: {len(testbed.nodes)} node(s), master {testbed.master}; "
                f"state in {Path(testbed.dir) / STATE_FILE}")
 

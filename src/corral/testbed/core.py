@@ -37,6 +37,7 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,13 @@ from corral.cmdlib.cluster import ClusterSetParams
 from corral.confd.daemon import settings_file as confd_settings_file
 from corral.config import load_readonly
 from corral.errors import CorralError, DaemonError, NotFoundError, ParameterError
+from corral.hypervisor import HYPERVISOR_NAMES
+from corral.hypervisor.kvm import KvmHypervisor
 from corral.luxi.client import Client
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
 from corral.serializer import dumps, dumps_pretty, loads
+from corral.testbed import guest
 from corral.utils.files import write_public
 from corral.utils.process import running_pid, stop_daemon
 
@@ -182,10 +186,26 @@ def _running(testbed: Testbed) -> list[str]:
     ]
 
 
-def up(directory: Path, nodes: int = 3) -> Testbed:
-    """Create and start a testbed of ``nodes`` nodes in ``directory``."""
+def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",),
+       tiny_guest: Path | None = None) -> Testbed:
+    """Create and start a testbed of ``nodes`` nodes in ``directory``.
+
+    ``hypervisors`` are the cluster's enabled hypervisors, the first the default (only
+    ``fake`` unless asked). With ``kvm`` among them the cluster's kvm parameters ask for
+    TCG (``kvm_flag=disabled``: this machine has no usable KVM) and, with
+    ``tiny_guest`` (a directory :func:`corral.testbed.guest.build` fills), boot the tiny
+    guest's kernel and initrd, so ``gnt-instance add -t diskless --no-install -H kvm``
+    boots it. :func:`down` kills every kvm guest of the testbed's nodes.
+    """
     if not 1 <= nodes <= MAX_NODES:
         raise ParameterError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
+    hypervisors = list(hypervisors)
+    unknown = [name for name in hypervisors if name not in HYPERVISOR_NAMES]
+    if not hypervisors or unknown:
+        raise ParameterError(
+            f"--hypervisors: unknown {', '.join(unknown) or '(none given)'}; corral"
+            f" implements {', '.join(HYPERVISOR_NAMES)}")
+    hvparams = _kvm_params(tiny_guest) if "kvm" in hypervisors else {}
     directory = directory.resolve()
     old = load(directory)
     if old is not None:
@@ -219,7 +239,8 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
         cluster_name=CLUSTER_NAME, master_name=master.name, primary_ip=master.ip,
         noded_port=ports["noded"],
         params=ClusterSetParams(
-            enabled_hypervisors=["fake"],
+            enabled_hypervisors=hypervisors,
+            hvparams=hvparams or None,
             enabled_disk_templates=["file", "sharedfile", "diskless"],
         ),
     ))
@@ -242,6 +263,27 @@ def up(directory: Path, nodes: int = 3) -> Testbed:
     finally:
         _save(testbed)
     return testbed
+
+
+def _kvm_params(tiny_guest: Path | None) -> dict[str, dict[str, Any]]:
+    """The testbed's cluster-wide kvm parameters: TCG, and the tiny guest when given
+    (no ``root_path``: its initramfs is the root)."""
+    params: dict[str, Any] = {"kvm_flag": "disabled", "kvm_path": _qemu_binary()}
+    if tiny_guest is not None:
+        built = guest.build(tiny_guest)
+        params.update(kernel_path=str(built.kernel), initrd_path=str(built.initrd),
+                      kernel_args=guest.kernel_args(), root_path="")
+    return {"kvm": params}
+
+
+def _qemu_binary() -> str:
+    """qemu's binary here (``kvm_path``): Ganeti's default ``/usr/bin/kvm`` is not on
+    every host."""
+    found = shutil.which("qemu-system-x86_64")
+    if found is None:
+        raise NotFoundError(
+            "qemu-system-x86_64 is not installed: 'make sysdeps' installs qemu-system-x86")
+    return found
 
 
 def _wait_for_confd(member: TestbedNode, timeout: float = 30.0) -> None:
@@ -350,6 +392,8 @@ def down(directory: Path) -> list[str]:
     stopped = []
     for node in testbed.nodes:
         paths = Paths(Path(node.root))
+        guests = asyncio.run(KvmHypervisor(paths).stop_all())
+        stopped += [f"kvm guest {name} on {node.name}" for name in guests]
         for daemon in daemons.DAEMONS:
             pid = stop_daemon(paths.pid_file(daemon.name))
             if pid is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shlex
 import ssl
 import subprocess
@@ -121,6 +122,10 @@ def _rapi_get(rapi: dict[str, str], path: str) -> str:
         return text
 
 
+#: Terminal control sequences (CSI ... letter) and other control characters but newline.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x09\x0b-\x1f\x7f]")
+
+
 def _show_console(testbed: Testbed, node: str, instance: str, ticks: int = 3,
                   timeout: float = 180.0) -> None:
     """Wait until ``instance``'s guest has booted and counted to ``ticks``, then print what
@@ -145,7 +150,10 @@ def _show_console(testbed: Testbed, node: str, instance: str, ticks: int = 3,
             text = log.read_bytes().decode(errors="replace")
         except FileNotFoundError:
             text = ""
-    click.echo(text[:text.index(wanted) + len(wanted)].replace("\r\n", "\n").rstrip())
+    shown = text[:text.index(wanted) + len(wanted)].replace("\r\n", "\n").rstrip()
+    # Without terminal control sequences (the guest's shell asks the terminal where its
+    # cursor is, and a real terminal would type the answer into this one).
+    click.echo(_CONTROL.sub("", shown))
 
 
 @cli.command("demo")

@@ -122,18 +122,20 @@ class KvmTestbed(TestbedHandle):
         """Every node's :class:`~corral.paths.Paths`, in node order."""
         return [Paths(Path(node["root"])) for node in self.state["nodes"]]
 
-    def add(self, name: str, *options: str, node: str | None = None,
+    def add(self, name: str, *options: str, node: str | None = None, hvparams: str = "",
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """``gnt-instance add`` of the tiny guest (diskless, kvm, no OS install, 128 MiB,
         on ``node`` or where the cluster chooses, with extra ``options``; no NICs unless
-        they include ``--net``), then ``gnt-instance startup`` unless ``--no-start``
-        (``--no-install`` implies no start, as in Ganeti)."""
+        they include ``--net``; ``hvparams`` such as ``user_shutdown=true`` go to
+        ``-H kvm:...``), then ``gnt-instance startup`` unless ``--no-start`` (as in
+        Ganeti, ``--no-install`` implies no start)."""
         where = ["-n", node] if node else []
         if not any(option.startswith("--net") for option in options):
             where.append("--no-nics")
         added = self.run("gnt-instance", "add", "-t", "diskless", "--no-install",
                          "--no-ip-check", "--no-name-check", "-o", "corral-ext4+default",
-                         "-H", "kvm", "-B", "maxmem=128,minmem=128", *where, *options, name,
+                         "-H", f"kvm:{hvparams}" if hvparams else "kvm",
+                         "-B", "maxmem=128,minmem=128", *where, *options, name,
                          check=check)
         if added.returncode != 0 or "--no-start" in options:
             return added
@@ -152,13 +154,20 @@ class KvmTestbed(TestbedHandle):
         runtime = self.runtime(name)
         return 0 if runtime is None else runtime.live_pid(runtime.read())
 
+    def serial_log(self, name: str) -> Path | None:
+        """Instance ``name``'s serial console log on the node that wrote it last."""
+        logs = [InstanceRuntime(paths, name).serial_log for paths in self.node_paths()]
+        existing = [log for log in logs if log.exists()]
+        return max(existing, key=lambda log: log.stat().st_mtime) if existing else None
+
     def console(self, name: str) -> str:
-        """What instance ``name`` wrote on its serial console so far ("" if nothing)."""
-        runtime = self.runtime(name)
-        if runtime is None:
+        """What instance ``name`` wrote on its serial console so far, over all its runs
+        on its latest node ("" if nothing)."""
+        log = self.serial_log(name)
+        if log is None:
             return ""
         try:
-            return runtime.serial_log.read_bytes().decode(errors="replace")
+            return log.read_bytes().decode(errors="replace")
         except FileNotFoundError:
             return ""
 

@@ -129,3 +129,30 @@ def test_query_through_opquery_rows(cl: Cluster) -> None:
     cl.create()
     answer = cl.run("OP_QUERY", what="instance", fields=["name", "os"])
     assert answer["data"] == [[[0, "web1"], [0, "corral-ext4+default"]]]
+
+
+def test_status_of_a_guest_that_powered_itself_off(cl: Cluster) -> None:
+    """A hypervisor reporting a guest ``shutdown`` while it should run: ``USER_down`` for
+    a kvm instance with ``user_shutdown`` (as Ganeti), ``ERROR_down`` without it, and
+    ``ADMIN_down`` when it should not run anyway."""
+    cl.set_cluster(enabled_hypervisors=["fake", "kvm"])
+    for name, hvparams in (("plain", {}), ("user", {"user_shutdown": True}),
+                           ("down", {"user_shutdown": True})):
+        cl.create(name, start=False, hypervisor="kvm", hvparams=hvparams,
+                  disk_template="diskless", disks=[], nics=[])
+    for name in ("plain", "user"):
+        with cl.store.transaction() as txn:
+            inst = txn.get("instance", name)
+            inst.admin_state = "up"
+            txn.update(inst)
+
+    async def all_instances_info(node: str, args: object) -> object:
+        if node != "node1":
+            return {}
+        return {name: {"name": name, "state": "shutdown", "memory": 128, "vcpus": 1,
+                       "time": 1.0} for name in ("plain", "user", "down")}
+
+    cl.rpc.nodes.overrides["all_instances_info"] = all_instances_info
+    rows = query_rows(cl, ["name", "status"])
+    assert {row[0][1]: row[1][1] for row in rows} == {
+        "down": "ADMIN_down", "plain": "ERROR_down", "user": "USER_down"}

@@ -159,13 +159,25 @@ def instance_status(ctx: InstanceQueryContext, inst: Instance) -> str:
         if inst.uuid in ctx.wrong_node:
             return "ERROR_wrongnode"
         if is_shut_down(info):
-            return "ERROR_down" if inst.admin_state == "up" else "ADMIN_down"
+            if inst.admin_state != "up":
+                return "ADMIN_down"
+            return "USER_down" if _user_shutdown_allowed(ctx, inst) else "ERROR_down"
         return "running" if inst.admin_state == "up" else "ERROR_up"
     if inst.admin_state == "up":
         return "ERROR_down"
     if inst.admin_state == "down":
         return "ADMIN_down"
     return "ADMIN_offline"
+
+
+def _user_shutdown_allowed(ctx: InstanceQueryContext, inst: Instance) -> bool:
+    """Whether a guest that powered itself off is ``USER_down`` rather than
+    ``ERROR_down``: as Ganeti, any hypervisor but kvm, and kvm with ``user_shutdown``
+    (Ganeti also wants the cluster's ``enabled_user_shutdown``, which corral lacks)."""
+    if inst.hypervisor != "kvm":
+        return True
+    value = ctx.row(inst).hvparams.get("user_shutdown", False)
+    return value is True or str(value).lower() in ("true", "yes", "on", "1")
 
 
 def _oper_state(ctx: InstanceQueryContext, inst: Instance) -> Any:

@@ -34,6 +34,8 @@ from corral.errors import (
     RpcError,
 )
 from corral.hypervisor import Hypervisor
+from corral.hypervisor.kvm import KvmHypervisor
+from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.noded import debug, files, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -199,7 +201,8 @@ def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
 
 async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
     """What of what the instance needs this node lacks, before it is moved here: its
-    hypervisor, the bridges of its bridged NICs, its shared disks' files.
+    hypervisor (for kvm also the qemu binary, kernel and initrd its parameters name),
+    the bridges of its bridged NICs, its shared disks' files.
 
     Answers ``{"missing": [one line per lack]}``; empty when the node has it all.
     """
@@ -208,6 +211,8 @@ async def instance_check_host(paths: Paths, args: InstanceArgs) -> Any:
     if spec.hypervisor not in hypervisor.HYPERVISOR_NAMES:
         missing.append(f"hypervisor {spec.hypervisor!r} is not available (this node has "
                        f"{', '.join(hypervisor.HYPERVISOR_NAMES)})")
+    if spec.hypervisor == KvmHypervisor.name:
+        missing.extend(await asyncio.to_thread(kvm_missing_files, spec))
     bridges = await asyncio.to_thread(_missing_bridges, spec)
     if bridges:
         missing.append(f"missing bridges {', '.join(bridges)}")

@@ -315,7 +315,7 @@ def build_command(
     if _bool(spec, "user_shutdown"):
         command.append("-no-shutdown")
     command += ["-pidfile", str(runtime.pid_file), "-daemonize",
-                "-D", str(runtime.dir / "qemu.log")]
+                "-D", str(runtime.qemu_log)]
     command += list(security_args)
     if incoming is not None:
         command += ["-incoming", incoming]

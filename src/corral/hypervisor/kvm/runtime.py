@@ -10,8 +10,10 @@ again. Per instance, under ``paths.hypervisor_state_dir / "kvm" / NAME``:
     before qemu starts (``pid`` 0) and again once qemu runs.
 ``qemu.pid``
     Written by qemu itself (``-pidfile``).
-``serial.log``
-    Everything the guest wrote on its serial console (the chardev's ``logfile``).
+
+Logs outlive the instance's runs and are appended to, in ``paths.log_dir / "kvm"``:
+``NAME.serial.log``, everything the guest wrote on its serial console (the chardev's
+``logfile``), and ``NAME.qemu.log``, qemu's own log (``-D``).
 
 The unix sockets (QMP and the serial console) cannot live there: a unix socket's
 path has at most 107 bytes and testbed roots are deep. They live in a short
@@ -168,8 +170,13 @@ class InstanceRuntime:
 
     @property
     def serial_log(self) -> Path:
-        """Everything the guest wrote on its serial console."""
-        return self.dir / "serial.log"
+        """Everything the guest wrote on its serial console, over all its runs here."""
+        return self.paths.log_dir / "kvm" / f"{self.name}.serial.log"
+
+    @property
+    def qemu_log(self) -> Path:
+        """qemu's own log (``-D``), over all its runs here."""
+        return self.paths.log_dir / "kvm" / f"{self.name}.qemu.log"
 
     @property
     def pid_file(self) -> Path:
@@ -191,10 +198,11 @@ class InstanceRuntime:
         """Create the instance's directories (fresh: stale sockets and logs go)."""
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+            self.serial_log.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
             sockets = self.socket_dir
             sockets.mkdir(mode=0o750, exist_ok=True)
             for stale in (sockets / "qmp.sock", sockets / "serial.sock",
-                          sockets / "vnc.sock", self.pid_file, self.serial_log):
+                          sockets / "vnc.sock", self.pid_file):
                 stale.unlink(missing_ok=True)
             link = self.dir / "sockets"
             if link.is_symlink() or link.exists():

@@ -18,6 +18,7 @@ import pytest
 
 from corral.cmdlib import Processor
 from corral.cmdlib.common import instance_spec
+from corral.cmdlib.instance_migration import progress_line
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -38,7 +39,7 @@ from corral.opcodes import op_from_dict
 from corral.paths import Paths
 
 from .config_helpers import new_store, snapshot
-from .lu_helpers import LocalRpc, make_processor, run_op
+from .lu_helpers import JobCtx, LocalRpc, make_processor, run_op
 
 REASON = [["gnt:client:gnt-instance", "modify", 1700000000000000000]]
 FILE_DIR = "/srv/corral/file-storage"
@@ -606,7 +607,7 @@ def test_migrate_running_instance(cl: Cluster) -> None:
     steps = [(c.node, c.procedure) for c in cl.rpc.calls
              if c.procedure.startswith("migration_")]
     assert steps == [("node2", "migration_accept"), ("node1", "migration_send"),
-                     ("node2", "migration_finish")]
+                     ("node2", "migration_finish"), ("node1", "migration_finish_source")]
     send = cl.calls("migration_send")[0][1]
     assert send["target_ip"] == "192.0.2.2" and send["live"] is False
     inst = cl.instance("shared")
@@ -624,6 +625,8 @@ def test_failed_migration_leaves_instance_on_source(cl: Cluster) -> None:
     assert snapshot(cl.store) == before
     [(node, args)] = cl.calls("migration_finish")
     assert node == "node2" and args["success"] is False
+    [(node, args)] = cl.calls("migration_finish_source")
+    assert node == "node1" and args["success"] is False
 
 
 def test_migrating_a_stopped_instance(cl: Cluster) -> None:
@@ -635,6 +638,136 @@ def test_migrating_a_stopped_instance(cl: Cluster) -> None:
     assert cl.node_name(cl.instance("shared")) == "node2"
     assert not cl.calls("migration_accept") and cl.calls("instance_shutdown")
     assert not cl.calls("instance_start")
+
+
+def _kvm_instance(cl: Cluster, name: str, template: str = "file") -> dict[str, list[Any]]:
+    """A running kvm instance on node1 whose node procedures are scripted: the kvm
+    hypervisor itself runs in the system tests. Returns the calls made, by procedure."""
+    cl.add_instance(name, template=template)
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.enabled_hypervisors = ["fake", "kvm"]
+        txn.update(cluster)
+        record = txn.get("instance", cl.instance(name).uuid)
+        record.hypervisor, record.admin_state = "kvm", "up"
+        txn.update(record)
+    seen: dict[str, list[Any]] = {}
+    where = {"node": "node1"}
+
+    def script(proc: str, answer: Any) -> None:
+        async def handle(node: str, args: Mapping[str, Any]) -> Any:
+            seen.setdefault(proc, []).append((node, args))
+            return answer(node, args) if callable(answer) else answer
+        cl.rpc.nodes.overrides[proc] = handle
+
+    script("instance_check_host", {"missing": []})
+    script("node_info", {"memory_free": 4096})
+    script("instance_info", lambda node, args: {"state": "running", "memory": 128}
+           if node == where["node"] else None)
+    script("migration_accept", {"port": 8102, "nbd_port": 10809})
+    script("migration_status", {"status": "active", "expected_downtime": 30,
+                                "ram": {"transferred": 50 << 20, "remaining": 70 << 20,
+                                        "total": 128 << 20}})
+    script("migration_finish", None)
+    script("migration_finish_source", None)
+
+    async def send(node: str, args: Mapping[str, Any]) -> Any:
+        seen.setdefault("migration_send", []).append((node, args))
+        await asyncio.sleep(1.2)  # long enough for the master to ask for progress
+        if "send" in cl.fail:
+            raise cl.fail["send"]
+        where["node"] = "node2"
+        return {"total_time": 300, "downtime": 10, "elapsed": 900}
+    cl.rpc.nodes.overrides["migration_send"] = send
+    return seen
+
+
+def _run_logged(cl: Cluster, op_id: str, **params: Any) -> list[str]:
+    job = JobCtx()
+    if cl._processor is None:
+        cl._processor, _ctx = make_processor(cl.store, cl.rpc)
+    run_op(cl._processor, {"OP_ID": op_id, "reason": REASON, **params}, job)
+    return [str(line) for line in job.log]
+
+
+def _disk_file(cl: Cluster, node: str, name: str) -> Path:
+    disk = cl.store.get("disk", cl.instance(name).disks[0])
+    return cl.rpc.nodes.paths(node).node_path(disk.logical_id[1])
+
+
+def test_kvm_migrates_local_disks_with_progress_in_the_job_log(cl: Cluster) -> None:
+    seen = _kvm_instance(cl, "local")
+    source_disk = _disk_file(cl, "node1", "local")
+    assert source_disk.exists()
+    log = _run_logged(cl, "OP_INSTANCE_MIGRATE", instance_name="local", target_node="node2")
+    [(node, accept)] = seen["migration_accept"]
+    assert node == "node2" and accept["mirror_disks"] is True
+    assert accept["address"] == "192.0.2.2"
+    [(node, send)] = seen["migration_send"]
+    assert node == "node1" and send["nbd_port"] == 10809 and send["target_name"] == "node2"
+    assert "migration active: memory: 50.0 MiB sent (39.1%), 70.0 MiB remaining, expected " \
+        "downtime 30 ms" in log
+    assert "migration done in 900 ms (memory 300 ms), guest stopped for 10 ms" in log
+    inst = cl.instance("local")
+    assert cl.node_name(inst) == "node2"
+    assert cl.store.get("disk", inst.disks[0]).nodes == [inst.primary_node]
+    assert _disk_file(cl, "node2", "local").exists() and not source_disk.exists()
+    assert [n for n, a in seen["migration_finish_source"] if a["success"]] == ["node1"]
+
+
+def test_failed_kvm_migration_removes_the_target_copy(cl: Cluster) -> None:
+    seen = _kvm_instance(cl, "local")
+    before = snapshot(cl.store)
+    cl.fail["send"] = HypervisorError("sending instance local's memory to 192.0.2.2 "
+                                      "failed: Connection reset by peer")
+    with pytest.raises(OpExecError, match=r"Connection reset by peer; instance local stays "
+                                          r"on node node1"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="local", target_node="node2")
+    assert snapshot(cl.store) == before
+    assert _disk_file(cl, "node1", "local").exists()
+    assert not _disk_file(cl, "node2", "local").exists()
+    assert [(n, a["success"]) for n, a in seen["migration_finish"]] == [("node2", False)]
+    assert [(n, a["success"]) for n, a in seen["migration_finish_source"]] == [
+        ("node1", False)]
+
+
+def test_unreachable_target_after_a_failure_leaves_the_source_alone(cl: Cluster) -> None:
+    seen = _kvm_instance(cl, "shared", template="sharedfile")
+    cl.fail["send"] = NodeUnreachableError("node node1 is unreachable")
+    cl.rpc.down.add("node2")
+    with pytest.raises(OpExecError, match=r"may be paused on node node1 or run on node "
+                                          r"node2: run 'gnt-instance migrate --cleanup"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    assert "migration_finish_source" not in seen
+    assert cl.node_name(cl.instance("shared")) == "node1"
+
+
+def test_a_migration_that_arrived_despite_a_failed_send_stays(cl: Cluster) -> None:
+    """The source's node daemon died after qemu completed the migration: the guest
+    runs on the target, so the target keeps it."""
+    _kvm_instance(cl, "shared", template="sharedfile")
+
+    async def send(node: str, args: Mapping[str, Any]) -> Any:
+        cl.rpc.nodes.overrides["instance_info"] = (
+            lambda n, a: {"state": "running"} if n == "node2" else None)
+        raise NodeUnreachableError("node node1 is unreachable: connection closed")
+    cl.rpc.nodes.overrides["migration_send"] = send
+    log = _run_logged(cl, "OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    assert any("already runs on node node2: it stays there" in line for line in log)
+    assert cl.node_name(cl.instance("shared")) == "node2"
+
+
+def test_kvm_allows_file_disks_in_migrations_only(cl: Cluster) -> None:
+    _kvm_instance(cl, "local")
+    with pytest.raises(OpPrereqError, match="gnt-instance move"):
+        cl.run("OP_INSTANCE_FAILOVER", instance_name="local", target_node="node2")
+
+
+def test_progress_lines() -> None:
+    assert progress_line({}) == ""
+    assert progress_line({"status": "copying disks", "disks": [
+        {"index": 0, "done": 1 << 20, "total": 4 << 20}]}) == (
+        "migration copying disks: disk 0: 1.0 MiB of 4.0 MiB copied")
 
 
 def test_failover_stops_switches_and_starts(cl: Cluster) -> None:

@@ -14,6 +14,8 @@ The single-instance base class they build on is
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any, ClassVar, TypeVar
 
@@ -25,6 +27,7 @@ from corral.cmdlib.common import (
     fill_hvparams,
 )
 from corral.cmdlib.instance_base import (
+    RPC_START,
     InstanceLU,
     check_node_takes_instance,
     disk_spec,
@@ -61,6 +64,14 @@ _Op = TypeVar("_Op", bound=InstanceOp)
 SHARED_TEMPLATES = frozenset({"sharedfile", "diskless"})
 #: Disk templates whose data ``move`` copies (an instance without disks moves too).
 COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
+#: Disk templates a live migration takes along (qemu mirrors them), by hypervisor.
+MIRRORED_TEMPLATES = frozenset({"file"})
+MIRRORING_HYPERVISORS = frozenset({"kvm"})
+#: How often the master asks the source for a running migration's progress (s).
+PROGRESS_INTERVAL = 0.5
+#: How long the master waits for ``migration_send`` beyond the disks' copy time: the
+#: source itself gives up on a migration that stops making progress.
+SEND_TIMEOUT = 900.0
 
 
 # -- moving instances between nodes ------------------------------------------------
@@ -263,11 +274,20 @@ def _to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def _check_shared(instance: Instance, verb: str, noun: str) -> None:
+def _check_shared(instance: Instance, verb: str, noun: str, *,
+                  mirrored: bool = False) -> None:
+    """Refuse disks a migration or failover cannot reach on the target; ``mirrored``
+    (a live migration under kvm) also takes local ``file`` disks, whose data qemu
+    copies to the target while the guest runs."""
     template = instance.disk_template
+    if mirrored and template in MIRRORED_TEMPLATES:
+        return
     if template not in SHARED_TEMPLATES:
         hint = (" its disks' data lives on the primary node only: use 'gnt-instance move'"
                 " to copy it to another node" if template == "file" else "")
+        if template == "file" and noun == "migrations":
+            hint += (f" (or the kvm hypervisor, which migrates them; this instance uses "
+                     f"{instance.hypervisor!r})")
         raise OpPrereqError(
             f"cannot {verb} instance {instance.name}: disk template {template!r} does not "
             f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES))} do);{hint}".rstrip(";")
@@ -301,7 +321,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                           f"{self.instance.admin_state}; failing it over instead")
             self.as_failover = True
         _check_shared(self.instance, "migrate" if not self.as_failover else "fail over",
-                      "migrations" if not self.as_failover else "failovers")
+                      "migrations" if not self.as_failover else "failovers",
+                      mirrored=not self.as_failover and self.mirrors_disks())
         if not self.op.cleanup and not self.as_failover and self.beparams()["always_failover"]:
             self.feedback(f"instance {self.instance.name} is set to always fail over "
                           "(always_failover); failing it over instead")
@@ -348,55 +369,236 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
         await self._migrate()
         return None
 
+    def mirrors_disks(self) -> bool:
+        """Whether this migration copies local disks (kvm, ``file`` template)."""
+        return (self.instance.hypervisor in MIRRORING_HYPERVISORS
+                and self.instance.disk_template in MIRRORED_TEMPLATES
+                and bool(self.instance.disks))
+
     async def _migrate(self) -> None:
+        """Create the disks on the target (local disks), accept there, send from the
+        source while reporting its progress, finish on both; then commit. A failure in
+        any step drops the target's copy and resumes the instance on the source."""
         inst, source, target = self.instance, self.primary, self.target
         live = self.live()
-        target_spec = self.spec(target)
+        mirror = self.mirrors_disks()
+        target_ip = target.secondary_ip or target.primary_ip
         self.feedback(f"migrating instance {inst.name} from {source.name} to {target.name} "
-                      f"({'live' if live else 'non-live'})")
-        await self.call_one(target, "migration_accept", {"instance": target_spec},
-                            f"preparing node {target.name} to receive instance {inst.name}")
+                      f"({'live' if live else 'non-live'}"
+                      f"{', copying its local disks' if mirror else ''})")
+        created: list[DiskSpec] = []
+        new_ids: dict[str, list[str]] = {}
+        target_spec = self.spec(target)
         try:
-            await self.call_one(
-                source, "migration_send",
-                {"instance": self.spec(), "target_ip": target.secondary_ip or target.primary_ip,
-                 "live": live},
-                f"migrating instance {inst.name}",
-            )
+            if mirror:
+                new_ids = await self._create_target_disks(created)
+                for disk in target_spec["disks"]:
+                    disk["logical_id"] = new_ids.get(disk["uuid"], disk["logical_id"])
+            accepted = await self.call_one(
+                target, "migration_accept",
+                {"instance": target_spec, "address": target_ip, "mirror_disks": mirror},
+                f"preparing node {target.name} to receive instance {inst.name}",
+                rpc_timeout=RPC_START)
+            nbd_port = accepted.get("nbd_port") if isinstance(accepted, dict) else None
+            size = sum(d.size for d in self.disks()) if mirror else 0
+            figures: Any = await self._send(
+                {"instance": self.spec(), "target_ip": target_ip, "live": live,
+                 "target_name": target.name, "nbd_port": nbd_port},
+                SEND_TIMEOUT + size / 10)
             await self.call_one(target, "migration_finish",
                                 {"instance": target_spec, "success": True},
-                                f"finishing the migration of instance {inst.name}")
-        except CorralError as err:
-            await self.try_call(target, "migration_finish",
-                                {"instance": target_spec, "success": False},
-                                f"aborting the migration of instance {inst.name}")
-            raise OpExecError(
-                f"{err.message}; instance {inst.name} stays on node {source.name}"
-            ) from None
-        await self.switch_primary()
+                                f"starting instance {inst.name} on node {target.name} "
+                                "after its migration")
+        except BaseException as err:
+            if not isinstance(err, CorralError):
+                await self._abort(target_spec, created)
+                raise
+            if not await self._arrived():
+                resumed = await self._abort(target_spec, created)
+                where = (f"instance {inst.name} stays on node {source.name}" if resumed else
+                         f"instance {inst.name} may be paused on node {source.name} or run "
+                         f"on node {target.name}: run 'gnt-instance migrate --cleanup -n "
+                         f"{target.name} {inst.name}' once both nodes answer")
+                raise OpExecError(f"{err.message}; {where}") from None
+            self.feedback(f"WARNING: {err.message}; but the instance already runs on node "
+                          f"{target.name}: it stays there")
+            figures = None
+        if not isinstance(figures, dict) or figures.get("total_time") is None:
+            pass
+        elif not live:
+            self.feedback(f"migration done in {figures.get('elapsed', '?')} ms, the guest "
+                          "stopped throughout (non-live)")
+        else:
+            self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
+                          f"{figures['total_time']} ms), guest stopped for "
+                          f"{figures.get('downtime', '?')} ms")
+        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        await self.try_call(source, "migration_finish_source",
+                            {"instance": self.spec(), "success": True},
+                            f"stopping the migrated instance {inst.name} on node "
+                            f"{source.name}")
+        await self.switch_primary(new_ids or None)
+        if mirror:
+            for spec in old_specs:
+                await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
+                                    f"removing disk {spec.index} of instance {inst.name} "
+                                    "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
 
-    async def _cleanup(self) -> None:
-        """After a failed migration: find where the instance runs and record that."""
+    async def _arrived(self) -> bool:
+        """Whether the guest already runs on the target (a migration that completed
+        although the source's node daemon could not say so): then it must stay there."""
+        try:
+            info = await self.instance_info(self.target)
+        except CorralError:
+            return False
+        return _state(info) == "running"
+
+    async def _create_target_disks(self, created: list[DiskSpec]) -> dict[str, list[str]]:
+        """Create the instance's local disks, empty, on the target (listed in
+        ``created`` as they are made, for the caller to remove on failure)."""
+        inst, target = self.instance, self.target
+        new_ids: dict[str, list[str]] = {}
+        for index, disk in enumerate(self.disks()):
+            directory = storage_dir(self.master.store, inst, disk.dev_type)
+            new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+            new = disk_spec(disk, index, new_id)
+            self.feedback(f"creating disk {index} ({disk.size} MiB) on node {target.name}")
+            await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
+                                f"creating disk {index} of instance {inst.name} on node "
+                                f"{target.name}")
+            created.append(new)
+            new_ids[disk.uuid] = new_id
+        return new_ids
+
+    async def _send(self, args: dict[str, Any], rpc_timeout: float) -> Any:
+        """``migration_send`` on the source; meanwhile its progress goes to the job log
+        (the source answers ``migration_status`` while it migrates)."""
+        inst, source = self.instance, self.primary
+        send = asyncio.ensure_future(self.call_one(
+            source, "migration_send", args, f"migrating instance {inst.name}",
+            rpc_timeout=rpc_timeout))
+        last = ""
+        try:
+            while True:
+                done, _ = await asyncio.wait({send}, timeout=PROGRESS_INTERVAL)
+                if done:
+                    return send.result()
+                try:
+                    status = await self.call_one(
+                        source, "migration_status",
+                        {"instance": inst.name, "hypervisor": inst.hypervisor},
+                        f"asking node {source.name} how the migration goes")
+                except CorralError:
+                    continue
+                line = progress_line(status)
+                if line and line != last:
+                    self.feedback(line)
+                    last = line
+        finally:
+            if not send.done():
+                send.cancel()
+                with contextlib.suppress(BaseException):
+                    await send
+
+    async def _abort(self, target_spec: dict[str, Any], created: list[DiskSpec]) -> bool:
+        """Undo a failed migration: the target's qemu and disks go, then the instance
+        runs on the source again. When the target cannot be told to drop its copy, the
+        source is left as it is (a completed migration may run the guest there): the
+        job log says to run ``--cleanup``. Whether the source was resumed."""
         inst, source, target = self.instance, self.primary, self.target
-        on_source = is_running(await self.instance_info(source))
-        on_target = is_running(await self.instance_info(target))
+        self.feedback(f"migration of instance {inst.name} failed: aborting")
+        dropped = await self.try_call(target, "migration_finish",
+                                      {"instance": target_spec, "success": False},
+                                      f"dropping instance {inst.name} on node {target.name}")
+        if not dropped:
+            self.feedback(
+                f"WARNING: instance {inst.name} is not resumed on node {source.name} as "
+                f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
+                f"{inst.name}' once node {target.name} answers")
+            return False
+        resumed = await self.try_call(source, "migration_finish_source",
+                                      {"instance": self.spec(), "success": False},
+                                      f"resuming instance {inst.name} on node {source.name}")
+        for spec in created:
+            await self.try_call(target, "blockdev_remove", {"disk": _to_builtins(spec)},
+                                f"removing the copy of disk {spec.index} on node "
+                                f"{target.name}")
+        return resumed
+
+    async def _cleanup(self) -> None:
+        """After a failed migration: find where the instance runs and record that.
+
+        A copy still waiting for (or holding, paused) incoming data is ``migrating``:
+        it is dropped unless the source holds nothing; a source left paused by the
+        migration is resumed.
+        """
+        inst, source, target = self.instance, self.primary, self.target
+        self.feedback("checking where the instance actually runs")
+        source_state = _state(await self.instance_info(source))
+        target_state = _state(await self.instance_info(target))
+        self.feedback(f"instance {inst.name}: {source_state or 'absent'} on {source.name}, "
+                      f"{target_state or 'absent'} on {target.name}")
         target_spec = self.spec(target)
-        if on_source and on_target:
+        if source_state in _RUNS and target_state in _RUNS:
             raise OpExecError(f"instance {inst.name} runs on both {source.name} and "
                               f"{target.name}: stop one of them by hand")
-        if on_target:
+        if target_state in _RUNS or (target_state and not source_state):
             await self.call_one(target, "migration_finish",
                                 {"instance": target_spec, "success": True},
                                 f"finishing the migration of instance {inst.name}")
+            if source_state:
+                await self.try_call(source, "migration_finish_source",
+                                    {"instance": self.spec(), "success": True},
+                                    f"stopping instance {inst.name} on node {source.name}")
             await self.switch_primary()
             self.feedback(f"instance {inst.name} runs on {target.name}: now its primary node")
             return
         await self.try_call(target, "migration_finish",
                             {"instance": target_spec, "success": False},
                             f"cleaning up instance {inst.name}")
-        where = "runs" if on_source else "does not run anywhere; it stays"
+        if source_state:
+            await self.try_call(source, "migration_finish_source",
+                                {"instance": self.spec(), "success": False},
+                                f"resuming instance {inst.name} on node {source.name}")
+        where = "runs" if source_state else "does not run anywhere; it stays"
         self.feedback(f"instance {inst.name} {where} on node {source.name}")
+
+
+#: The states of a copy that really runs the guest (``migrating`` is a copy that
+#: sends or waits for it).
+_RUNS = frozenset({"running", "paused"})
+
+
+def _state(info: Any) -> str:
+    """An ``instance_info`` answer's state; empty when the instance is not there."""
+    if not is_running(info):
+        return ""
+    return str(info.get("state") or "running")
+
+
+def _mib(value: Any) -> str:
+    return f"{value / 1048576:.1f} MiB" if isinstance(value, int | float) else "?"
+
+
+def progress_line(status: Any) -> str:
+    """One job-log line from a ``migration_status`` answer (empty when it says nothing):
+    the disks being copied, then memory sent and remaining, the expected downtime."""
+    if not isinstance(status, dict) or not status.get("status"):
+        return ""
+    parts: list[str] = []
+    for disk in status.get("disks") or []:
+        if isinstance(disk, dict):
+            parts.append(f"disk {disk.get('index', '?')}: {_mib(disk.get('done'))} of "
+                         f"{_mib(disk.get('total'))} copied")
+    ram = status.get("ram")
+    if isinstance(ram, dict) and ram.get("total"):
+        share = 100.0 * float(ram.get("transferred") or 0) / float(ram["total"])
+        parts.append(f"memory: {_mib(ram.get('transferred'))} sent ({share:.1f}%), "
+                     f"{_mib(ram.get('remaining'))} remaining")
+    if status.get("expected_downtime") is not None:
+        parts.append(f"expected downtime {status['expected_downtime']} ms")
+    return f"migration {status['status']}" + (": " + ", ".join(parts) if parts else "")
 
 
 class LUInstanceMove(_MoveBase[OpInstanceMove]):

@@ -15,6 +15,7 @@ runs in a worker thread.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final, Literal
 
 from corral.objects.specs import InstanceSpec
@@ -115,16 +116,45 @@ class Hypervisor(ABC):
         ``cpu_count``."""
 
     @abstractmethod
-    async def accept_migration(self, spec: InstanceSpec) -> None:
-        """Prepare this node (the target) to receive ``spec`` by migration."""
+    async def accept_migration(
+        self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
+        mirror_disks: bool = False,
+    ) -> dict[str, Any] | None:
+        """Prepare this node (the target) to receive ``spec`` by migration.
+
+        ``disk_paths`` are the instance's disks here (node-local, in order),
+        ``address`` the IP the incoming migration listens on. ``mirror_disks``: the
+        disks are local and empty here; the source copies their data while the guest
+        runs (the answer says where: ``{"nbd_port": …}``).
+        """
 
     @abstractmethod
-    async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
-        """Send running instance ``spec`` from this node (the source) to ``target_ip``."""
+    async def migrate(
+        self, spec: InstanceSpec, target_ip: str, *, live: bool, target_name: str = "",
+        nbd_port: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Send running instance ``spec`` from this node (the source) to ``target_ip``.
+
+        ``target_name`` is the name the target's certificate carries; ``nbd_port`` (when
+        the target accepted with ``mirror_disks``) where it takes the disks' data. The
+        answer may report figures (``total_time``/``downtime`` in ms). On success the
+        instance still exists here, stopped, until :meth:`finish_migration_source`.
+        """
 
     @abstractmethod
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
         """On the target: make a received instance run (``success``) or drop it."""
+
+    async def finish_migration_source(self, spec: InstanceSpec, *, success: bool) -> None:
+        """On the source: after ``success`` drop what is left of the instance here,
+        else make it run here again. Nothing is left by default."""
+        del spec, success
+
+    async def migration_status(self, name: str) -> dict[str, Any]:
+        """The progress of an outgoing migration of ``name``: ``{"status", …}`` with
+        whatever figures the hypervisor knows (empty when it has none)."""
+        del name
+        return {}
 
     @abstractmethod
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -274,16 +275,24 @@ class FakeHypervisor(Hypervisor):
         the instances held here use; CPUs from :func:`os.cpu_count`."""
         return await asyncio.to_thread(self._node_info)
 
-    async def accept_migration(self, spec: InstanceSpec) -> None:
+    async def accept_migration(
+        self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
+        mirror_disks: bool = False,
+    ) -> dict[str, Any] | None:
         """Reserve the instance here in state ``migrating``.
 
-        The disk paths are not known on the target; the state file records none.
+        The state file records no disk paths; there is no data to receive.
         """
         await asyncio.to_thread(self._accept, spec)
+        return None
 
-    async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
+    async def migrate(
+        self, spec: InstanceSpec, target_ip: str, *, live: bool, target_name: str = "",
+        nbd_port: int | None = None,
+    ) -> dict[str, Any] | None:
         """The fake migration always succeeds: the instance leaves this node."""
         await asyncio.to_thread(self._migrate, spec, target_ip)
+        return None
 
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
         """Mark the received instance running, or drop it when the migration failed."""

@@ -53,6 +53,7 @@ from corral.rpc.args import (
     InstanceRunRenameArgs,
     InstanceShutdownArgs,
     InstanceStartArgs,
+    MigrationAcceptArgs,
     MigrationFinishArgs,
     MigrationSendArgs,
     NoArgs,
@@ -266,24 +267,41 @@ async def all_instances_info(paths: Paths, args: HypervisorsArgs) -> Any:
     return result
 
 
-async def migration_accept(paths: Paths, args: InstanceArgs) -> Any:
-    """On the target node: get ready to receive the instance."""
+async def migration_accept(paths: Paths, args: MigrationAcceptArgs) -> Any:
+    """On the target node: get ready to receive the instance (its disks assembled
+    here first); the answer says where the disks' data goes when they are mirrored."""
     spec = args.instance
-    await _hv(paths, spec.hypervisor).accept_migration(spec)
-    return None
+    disk_paths = await _assemble(paths, spec.disks)
+    return await _hv(paths, spec.hypervisor).accept_migration(
+        spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks)
 
 
 async def migration_send(paths: Paths, args: MigrationSendArgs) -> Any:
-    """On the source node: send the running instance to the target."""
+    """On the source node: send the running instance to the target; answers when the
+    migration completed (or failed), with the hypervisor's figures."""
     spec = args.instance
-    await _hv(paths, spec.hypervisor).migrate(spec, args.target_ip, live=args.live)
-    return None
+    return await _hv(paths, spec.hypervisor).migrate(
+        spec, args.target_ip, live=args.live, target_name=args.target_name,
+        nbd_port=args.nbd_port)
+
+
+async def migration_status(paths: Paths, args: InstanceInfoArgs) -> Any:
+    """On the source node: the progress of an outgoing migration (read only)."""
+    return await _hv(paths, args.hypervisor).migration_status(args.instance)
 
 
 async def migration_finish(paths: Paths, args: MigrationFinishArgs) -> Any:
     """On the target node: run the received instance, or drop it after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration(spec, success=args.success)
+    return None
+
+
+async def migration_finish_source(paths: Paths, args: MigrationFinishArgs) -> Any:
+    """On the source node: drop the migrated instance's remains, or resume it here
+    after a failure."""
+    spec = args.instance
+    await _hv(paths, spec.hypervisor).finish_migration_source(spec, success=args.success)
     return None
 
 
@@ -471,6 +489,8 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "migration_accept": migration_accept,
     "migration_send": migration_send,
     "migration_finish": migration_finish,
+    "migration_finish_source": migration_finish_source,
+    "migration_status": migration_status,
     "instance_console": instance_console,
     "blockdev_create": blockdev_create,
     "blockdev_remove": blockdev_remove,

@@ -49,6 +49,7 @@ __all__ = [
     "JobsReplicateArgs",
     "MasterDemoteArgs",
     "MetaRow",
+    "MigrationAcceptArgs",
     "MigrationFinishArgs",
     "MigrationSendArgs",
     "NoArgs",
@@ -129,15 +130,27 @@ class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown
     timeout: float = 120.0
 
 
+class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``migration_accept``: on the target, the address to listen on and whether the
+    disks' data comes along (local disks, created empty here beforehand)."""
+
+    address: str = ""
+    mirror_disks: bool = False
+
+
 class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``migration_send``: on the source, where to send the instance."""
+    """``migration_send``: on the source, where to send the instance: the target's
+    address and name (its certificate's), and its disk port when disks are mirrored."""
 
     target_ip: str
     live: bool = True
+    target_name: str = ""
+    nbd_port: int | None = None
 
 
 class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``migration_finish``: on the target, whether the migration succeeded."""
+    """``migration_finish`` (target) and ``migration_finish_source`` (source): whether
+    the migration succeeded."""
 
     success: bool
 
@@ -318,9 +331,11 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_info": InstanceInfoArgs,
     "all_instances_info": HypervisorsArgs,
     "instance_check_host": InstanceArgs,
-    "migration_accept": InstanceArgs,
+    "migration_accept": MigrationAcceptArgs,
     "migration_send": MigrationSendArgs,
     "migration_finish": MigrationFinishArgs,
+    "migration_finish_source": MigrationFinishArgs,
+    "migration_status": InstanceInfoArgs,
     "instance_console": InstanceArgs,
     "blockdev_create": DiskArgs,
     "blockdev_remove": DiskArgs,

@@ -20,13 +20,14 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from corral.errors import HypervisorError, ParameterError
 from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
 from corral.hypervisor.fake import read_meminfo
-from corral.hypervisor.kvm import netdev, security
+from corral.hypervisor.kvm import migration, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
 from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
 from corral.hypervisor.kvm.runtime import (
@@ -367,24 +368,35 @@ class KvmHypervisor(Hypervisor):
             "cpu_count": os.cpu_count() or 1,
         }
 
-    # -- migration and console: the other parts -----------------------------------------
-    async def accept_migration(self, spec: InstanceSpec) -> None:
-        """Not implemented yet (the migration part)."""
-        raise HypervisorError(
-            f"cannot migrate instance {spec.name}: live migration of kvm instances is not"
-            " implemented yet")
+    # -- migration (see .migration) and console: the other parts ----------------------
+    async def accept_migration(
+        self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
+        mirror_disks: bool = False,
+    ) -> dict[str, Any] | None:
+        """Start qemu waiting for the instance's state on ``address`` (see
+        :func:`.migration.accept`)."""
+        return await migration.accept(self, spec, list(disk_paths), address=address,
+                                      mirror_disks=mirror_disks)
 
-    async def migrate(self, spec: InstanceSpec, target_ip: str, *, live: bool) -> None:
-        """Not implemented yet (the migration part)."""
-        raise HypervisorError(
-            f"cannot migrate instance {spec.name}: live migration of kvm instances is not"
-            " implemented yet")
+    async def migrate(
+        self, spec: InstanceSpec, target_ip: str, *, live: bool, target_name: str = "",
+        nbd_port: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Send the guest (and its mirrored disks) to the target over TLS."""
+        return await migration.migrate(self, spec, target_ip, live=live,
+                                       target_name=target_name, nbd_port=nbd_port)
 
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
-        """Not implemented yet (the migration part)."""
-        raise HypervisorError(
-            f"cannot finish the migration of instance {spec.name}: live migration of kvm"
-            " instances is not implemented yet")
+        """On the target: make the received guest run, or kill the waiting qemu."""
+        await migration.finish_target(self, spec, success=success)
+
+    async def finish_migration_source(self, spec: InstanceSpec, *, success: bool) -> None:
+        """On the source: quit the qemu the guest left, or resume the guest."""
+        await migration.finish_source(self, spec, success=success)
+
+    async def migration_status(self, name: str) -> dict[str, Any]:
+        """The outgoing migration's latest figures."""
+        return await asyncio.to_thread(migration.read_status, self.paths, name)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """A message console until the console part lands."""

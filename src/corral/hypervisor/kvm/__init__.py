@@ -135,7 +135,8 @@ class KvmHypervisor(Hypervisor):
                       start_memory: int) -> RuntimeRecord:
         await asyncio.to_thread(runtime.prepare)
         record = RuntimeRecord(name=spec.name, spec=spec, disk_paths=list(disk_paths),
-                               memory=maxmem(spec), incoming=incoming)
+                               memory=maxmem(spec), incoming=incoming,
+                               vnc_port=_vnc_port(spec))
         try:
             runtime.write(record)
             secured = await security.prepare_security(spec, runtime)
@@ -421,6 +422,12 @@ class KvmHypervisor(Hypervisor):
             await self._kill(runtime, record)
             await self._release(runtime, record)
         return stopped
+
+
+def _vnc_port(spec: InstanceSpec) -> int | None:
+    """The TCP port qemu's VNC server listens on, if it has one."""
+    bind = str(hv(spec, "vnc_bind_address") or "")
+    return spec.network_port if bind and not bind.startswith("/") else None
 
 
 async def _run_qemu(name: str, command: list[str], runtime: InstanceRuntime) -> None:

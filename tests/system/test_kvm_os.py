@@ -32,6 +32,8 @@ def test_the_os_install_configures_the_guest(kvm_testbed: KvmTestbed) -> None:
     assert (f"corral-tiny-guest: config from vda: hostname={name} ip=192.0.2.77/25 "
             "gw=192.0.2.1\r\n") in console
     assert f"corral-tiny-guest: hostname {name}\r\n" in console
+    # The address is on the guest's NIC, a tap routed to it on the node (the net part).
+    assert "corral-tiny-guest: eth0 192.0.2.77/25\r\n" in console
 
     kvm_testbed.run("gnt-instance", "shutdown", "--timeout", "0", name)
     kvm_testbed.run("gnt-instance", "rename", name, "tinyos2.testbed")

@@ -22,7 +22,7 @@ Issue 13's figures, one JSON line:
 
 The guest is built (or found in its cache) and the testbed started before any clock
 starts; the testbed (with every guest it started) is stopped at the end however the run
-ends. Run: ``.venv/bin/python bench/kvm.py [--runs 3] [--guests 10]``.
+ends. Run: ``.venv/bin/python bench/kvm.py [--runs 5] [--guests 10]``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import testbed
+from _common import follow_job, testbed
 from corral.hypervisor.kvm.runtime import InstanceRuntime
 from corral.luxi import AsyncClient
 from corral.paths import Paths
@@ -110,6 +110,26 @@ class Bench:
                        "--no-ip-check", name)
         await self.run("gnt-instance", "startup", name)
 
+    async def create_by_luxi(self, name: str, node: str, memory: int) -> None:
+        """The same guest as :meth:`add`, created and started by one job of two opcodes
+        sent over luxi (no command started): ``no_install`` makes the create itself not
+        start the instance, as in Ganeti."""
+        ops = [{"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
+                "disk_template": "diskless", "pnode": node, "os_type": "corral-tiny",
+                "hypervisor": "kvm", "disks": [], "nics": [], "start": False,
+                "no_install": True, "name_check": False, "ip_check": False,
+                "beparams": {"maxmem": memory, "minmem": memory}},
+               {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": name}]
+        client = AsyncClient(self.master_socket)
+        try:
+            job_id = await client.call("SubmitJob", ops)
+            status = await follow_job(client, job_id)
+            if status != "success":
+                [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
+                raise RuntimeError(f"creating {name} over luxi ended {status}: {result}")
+        finally:
+            await client.close()
+
     async def remove(self, *names: str) -> None:
         """Remove instances (stopping their guests), all at once."""
         await asyncio.gather(*(self.run("gnt-instance", "remove", "-f", "--shutdown-timeout",
@@ -137,6 +157,7 @@ async def _overhead(bench: Bench, guest: tiny_guest.TinyGuest, work: Path, runs:
     before_s: list[float] = []
     boot_s: list[float] = []
     bare_s: list[float] = []
+    luxi_s: list[float] = []
     for i in range(runs):
         async with BareQemu(guest, work / f"bare{i}", tiny_guest.kernel_args()) as vm:
             await vm.wait_for(re.escape(tiny_guest.MARKER), BOOT_TIMEOUT)
@@ -154,11 +175,22 @@ async def _overhead(bench: Bench, guest: tiny_guest.TinyGuest, work: Path, runs:
         finally:
             seen.cancel()
             await bench.remove(name)
+        name = f"luxi{i}.testbed"
+        started = time.monotonic()
+        seen = asyncio.ensure_future(bench.wait_marker(node, name))
+        try:
+            await bench.create_by_luxi(name, node, 128)
+            luxi_s.append(await seen - started)
+        finally:
+            seen.cancel()
+            await bench.remove(name)
     return {"runs": runs, "corral_add_to_marker_ms": _median_ms(corral_s),
             "bare_qemu_to_marker_ms": _median_ms(bare_s),
             "overhead_ms": round(_median_ms(corral_s) - _median_ms(bare_s), 1),
             "corral_commands_to_qemu_ms": _median_ms(before_s),
             "corral_qemu_to_marker_ms": _median_ms(boot_s),
+            "luxi_create_to_marker_ms": _median_ms(luxi_s),
+            "luxi_overhead_ms": round(_median_ms(luxi_s) - _median_ms(bare_s), 1),
             "corral_all_ms": [round(s * 1000) for s in corral_s],
             "bare_all_ms": [round(s * 1000) for s in bare_s]}
 
@@ -289,7 +321,7 @@ async def _main(runs: int, count: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3,
+    parser.add_argument("--runs", type=int, default=5,
                         help="boots per side for (a); (d) lists 3 times as often")
     parser.add_argument("--guests", type=int, default=10, help="guests for (c) and (d)")
     args = parser.parse_args()

@@ -81,8 +81,8 @@ def test_killed_qemu_is_error_down(kvm_testbed: KvmTestbed) -> None:
 
 def test_guest_powering_off_under_user_shutdown_is_user_down(kvm_testbed: KvmTestbed) -> None:
     """With ``user_shutdown`` a guest that powers itself off (its ACPI power button,
-    pressed straight through QMP) stays a qemu in state shutdown: USER_down. A shutdown
-    through corral then ends that qemu."""
+    pressed straight through QMP) stays a qemu in state shutdown: USER_down. A startup
+    boots it again in a fresh qemu; a shutdown through corral ends it."""
     name = "user.testbed"
     kvm_testbed.add(name, node=NODE, hvparams="user_shutdown=true")
     kvm_testbed.wait_console(name, MARKER)
@@ -101,7 +101,14 @@ def test_guest_powering_off_under_user_shutdown_is_user_down(kvm_testbed: KvmTes
 
     asyncio.run(press_until_off())
     kvm_testbed.wait_status(name, "USER_down")
-    assert kvm_testbed.qemu_pid(name)  # -no-shutdown: qemu waits
+    off_pid = kvm_testbed.qemu_pid(name)
+    assert off_pid  # -no-shutdown: qemu waits
+    # starting it again ends that qemu and boots a fresh one
+    since = len(kvm_testbed.console(name))
+    kvm_testbed.run("gnt-instance", "startup", name)
+    kvm_testbed.wait_console(name, re.escape(MARKER), since=since)
+    assert kvm_testbed.qemu_pid(name) not in (0, off_pid)
+    assert kvm_testbed.instances()[name]["status"] == "running"
     kvm_testbed.run("gnt-instance", "shutdown", name)
     assert kvm_testbed.qemu_pid(name) == 0
     assert kvm_testbed.instances()[name]["status"] == "ADMIN_down"

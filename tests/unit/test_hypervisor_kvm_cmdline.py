@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from corral.errors import HypervisorError
@@ -14,6 +15,7 @@ from corral.hypervisor import get_hypervisor
 from corral.hypervisor.kvm import KvmHypervisor, missing_files
 from corral.hypervisor.kvm.cmdline import build_command
 from corral.hypervisor.kvm.runtime import SOCKET_PATH_MAX, InstanceRuntime
+from corral.noded import procedures
 from corral.objects.params import HV_PARAMS
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -51,7 +53,8 @@ def test_defaults_follow_ganeti(tmp_path: Path) -> None:
     assert _after(command, "-kernel") == ["/boot/vmlinuz-3-kvmU"]
     assert "-initrd" not in command
     assert "virtio-balloon-pci,id=balloon0" in _after(command, "-device")
-    assert "-daemonize" in command and "-S" in command  # continued after set-up
+    assert "-daemonize" in command and "-S" not in command
+    assert "-S" in _command(tmp_path, _spec(), paused=True)
     assert _after(command, "-serial") == ["chardev:serial0"]
     assert _after(command, "-display") == ["none"]
     for flag in ("-no-reboot", "-no-shutdown", "-incoming", "-vnc"):
@@ -109,8 +112,9 @@ def test_vnc_and_incoming(tmp_path: Path) -> None:
     assert _after(command, "-incoming") == ["tcp:0:4000"] and "-S" not in command
     anywhere = _command(tmp_path, _spec({"vnc_bind_address": "0.0.0.0"}, network_port=5901))
     assert _after(anywhere, "-vnc") == [":1"]
-    with pytest.raises(HypervisorError, match="network port of at least 5900"):
-        _command(tmp_path, _spec({"vnc_bind_address": "127.0.0.1"}))
+    # no port allocated: no VNC server, the instance still starts (as Ganeti)
+    assert _after(_command(tmp_path, _spec({"vnc_bind_address": "127.0.0.1"})), "-vnc") == [
+        "none"]
     with pytest.raises(HypervisorError, match=r"kvm_extra .* cannot be split"):
         _command(tmp_path, _spec({"kvm_extra": "-name 'open"}))
 
@@ -141,3 +145,11 @@ def test_start_refuses_missing_files_before_running_anything(tmp_path: Path) -> 
         asyncio.run(hypervisor.start(spec, []))
     assert asyncio.run(hypervisor.list_instances()) == []
     assert not (Paths(tmp_path).hypervisor_state_dir / "kvm" / spec.name).exists()
+
+
+def test_check_host_names_missing_kvm_files(tmp_path: Path) -> None:
+    """Before an instance moves to a node, the node says which of its kvm files it lacks."""
+    spec = _spec({"kernel_path": "/no/kernel", "kvm_path": QEMU}, nics=[])
+    answer = asyncio.run(procedures.dispatch(
+        Paths(tmp_path), "instance_check_host", {"instance": msgspec.to_builtins(spec)}))
+    assert "kernel /no/kernel (kernel_path) not found" in answer["missing"]

@@ -29,7 +29,7 @@ from corral.hypervisor.base import REBOOT_TYPES, Hypervisor
 from corral.hypervisor.fake import read_meminfo
 from corral.hypervisor.kvm import migration, netdev, security
 from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
-from corral.hypervisor.kvm.monitor import ExecuteError, MonitorUnavailable, monitor
+from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
     InstanceRuntime,
     RuntimeRecord,
@@ -99,8 +99,9 @@ class KvmHypervisor(Hypervisor):
     async def start(
         self, spec: InstanceSpec, disk_paths: list[str], *, paused: bool = False
     ) -> None:
-        """Start qemu for ``spec``; refuses an instance already here, missing files and
-        too little free memory. A failed start leaves nothing behind."""
+        """Start qemu for ``spec``; refuses an instance already here (a qemu whose guest
+        powered itself off is ended first), missing files and too little free memory.
+        A failed start leaves nothing behind."""
         await self.launch(spec, disk_paths, paused=paused)
 
     async def launch(
@@ -118,9 +119,13 @@ class KvmHypervisor(Hypervisor):
             record = runtime.read()
             if runtime.live_pid(record):
                 state = await self._state(runtime)
-                raise HypervisorError(
-                    f"cannot start instance {spec.name}: it is already {state or 'running'}"
-                    " on this node")
+                if state != "shutdown":
+                    raise HypervisorError(
+                        f"cannot start instance {spec.name}: it is already"
+                        f" {state or 'running'} on this node")
+                # Powered off by its user (user_shutdown): end that qemu first, as
+                # Ganeti's startup cleans up a USER_down instance.
+                await self._kill(runtime, record)
             await self._cleanup(runtime, record)
             missing = missing_files(spec)
             if missing:
@@ -135,7 +140,7 @@ class KvmHypervisor(Hypervisor):
                       start_memory: int) -> RuntimeRecord:
         await asyncio.to_thread(runtime.prepare)
         record = RuntimeRecord(name=spec.name, spec=spec, disk_paths=list(disk_paths),
-                               memory=maxmem(spec), incoming=incoming,
+                               memory=start_memory, incoming=incoming,
                                vnc_port=_vnc_port(spec))
         try:
             runtime.write(record)
@@ -148,29 +153,26 @@ class KvmHypervisor(Hypervisor):
             record.extra["netdev"] = nics.extra
             record.command = build_command(
                 spec, disk_paths, runtime, binary=str(hv(spec, "kvm_path")),
-                nic_args=nics.args, security_args=secured.args, incoming=incoming)
+                nic_args=nics.args, security_args=secured.args, incoming=incoming,
+                paused=paused)
             runtime.write(record)
             await _run_qemu(spec.name, record.command, runtime)
             record.pid = runtime.read_pid()
             record.started = time.time()
             runtime.write(record)
-            if incoming is None:
-                await self._resume(runtime, spec, paused=paused, start_memory=start_memory)
+            if incoming is None and start_memory < maxmem(spec):
+                await self._balloon(runtime, start_memory)
         except BaseException:
             await self._kill(runtime, record)
             await self._release(runtime, record)
             raise
         return record
 
-    async def _resume(self, runtime: InstanceRuntime, spec: InstanceSpec, *, paused: bool,
-                      start_memory: int) -> None:
-        """Set the balloon to the start memory when it is below ``maxmem`` (as Ganeti
-        does), then let the CPUs run unless the start was asked paused."""
+    async def _balloon(self, runtime: InstanceRuntime, memory: int) -> None:
+        """Set the balloon target to ``memory`` MiB (a start with less than ``maxmem``
+        free, as Ganeti does)."""
         async with monitor(runtime.qmp_socket) as qmp:
-            if start_memory < maxmem(spec):
-                await qmp.execute("balloon", {"value": start_memory * _MIB})
-            if not paused:
-                await qmp.execute("cont")
+            await qmp.execute("balloon", {"value": memory * _MIB})
 
     async def _check_memory(self, spec: InstanceSpec) -> int:
         """The memory ``spec`` starts with: ``maxmem`` when the node has it free, else
@@ -293,7 +295,7 @@ class KvmHypervisor(Hypervisor):
         """corral's state of the instance from ``query-status``, or ``None`` when its
         monitor does not answer."""
         try:
-            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+            async with monitor(runtime.status_socket, timeout=QUERY_TIMEOUT) as qmp:
                 status = await qmp.execute("query-status")
         except (HypervisorError, ExecuteError, OSError, EOFError):
             return None
@@ -310,7 +312,7 @@ class KvmHypervisor(Hypervisor):
         memory = record.memory if record is not None else 0
         state = "running"
         try:
-            async with monitor(runtime.qmp_socket, timeout=QUERY_TIMEOUT) as qmp:
+            async with monitor(runtime.status_socket, timeout=QUERY_TIMEOUT) as qmp:
                 status = await qmp.execute("query-status")
                 qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
                 state = QEMU_STATES.get(qemu_state, "paused")
@@ -318,7 +320,7 @@ class KvmHypervisor(Hypervisor):
                     balloon = await qmp.execute("query-balloon")
                     if isinstance(balloon, dict) and balloon.get("actual"):
                         memory = int(balloon["actual"]) // _MIB
-        except (MonitorUnavailable, OSError, EOFError):
+        except (HypervisorError, OSError, EOFError):
             if not runtime.live_pid(record):
                 return None
             # Alive but its monitor is busy or not up yet (a start in progress).
@@ -351,7 +353,8 @@ class KvmHypervisor(Hypervisor):
 
     async def node_info(self) -> dict[str, Any]:
         """Memory from ``/proc/meminfo`` less what the qemus started here hold
-        (their ``maxmem``); CPUs from :func:`os.cpu_count`."""
+        (what each was started with: ``maxmem``, or less with the balloon); CPUs from
+        :func:`os.cpu_count`."""
         return await asyncio.to_thread(self._node_info)
 
     def _node_info(self) -> dict[str, Any]:

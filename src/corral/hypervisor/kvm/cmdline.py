@@ -24,6 +24,7 @@ Device ids follow the contract the hotplug and migration parts rely on:
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import shlex
 import stat
@@ -55,6 +56,8 @@ DISK_DEVICES: dict[str, str] = {
 
 #: VNC display 0 is this TCP port (an instance's ``network_port`` is 5900 + display).
 VNC_BASE_PORT = 5900
+
+log = logging.getLogger(__name__)
 
 _BOOT_DEVICES = {"disk": "c", "cdrom": "d", "floppy": "a", "network": "n"}
 
@@ -219,9 +222,10 @@ def _vnc_args(spec: InstanceSpec) -> list[str]:
         return [*args, "-vnc", f"unix:{bind}/{spec.name}.vnc"]
     port = spec.network_port
     if port is None or port < VNC_BASE_PORT:
-        raise HypervisorError(
-            f"instance {spec.name}: VNC on {bind} needs a network port of at least"
-            f" {VNC_BASE_PORT}, the instance has {port}")
+        # As Ganeti: no VNC server rather than no instance.
+        log.warning("instance %s has no network port of at least %d (it has %s): starting"
+                    " it without VNC", spec.name, VNC_BASE_PORT, port)
+        return [*args, "-vnc", "none"]
     display = port - VNC_BASE_PORT
     try:
         address = ipaddress.ip_address(bind)
@@ -245,13 +249,15 @@ def build_command(
     nic_args: Sequence[str] = (),
     security_args: Sequence[str] = (),
     incoming: str | None = None,
+    paused: bool = False,
 ) -> list[str]:
     """qemu's argument list for ``spec`` (see the module's docstring).
 
-    qemu always starts with its CPUs stopped (``-S``): the hypervisor sets the balloon
-    (and the other parts their passwords) and then continues it, unless the start was
-    asked paused. ``incoming`` (a URI such as ``tcp:0:PORT`` or ``defer``) starts it to
-    receive a migration instead.
+    ``paused`` starts it with its CPUs stopped (``-S``). Otherwise the guest runs at
+    once (the balloon and a VNC password are set right after, over QMP; a VNC server
+    with ``password=on`` lets nobody in until a password is set): a noded that dies
+    mid-start leaves a running guest, not one stopped forever. ``incoming`` (a URI such
+    as ``tcp:0:PORT`` or ``defer``) starts it to receive a migration instead.
     """
     command = [binary, "-name", spec.name, "-nodefaults", "-no-user-config"]
     flag = _str(spec, "kvm_flag")
@@ -308,7 +314,9 @@ def build_command(
         ]
     else:
         command += ["-serial", "none"]
-    command += ["-qmp", f"unix:{runtime.qmp_socket},server=on,wait=off"]
+    command += ["-qmp", f"unix:{runtime.qmp_socket},server=on,wait=off",
+                "-chardev", f"socket,id=status,path={runtime.status_socket},server=on,wait=off",
+                "-mon", "chardev=status,mode=control"]
     command += _vnc_args(spec)
     if _str(spec, "reboot_behavior") == "exit":
         command.append("-no-reboot")
@@ -319,7 +327,7 @@ def build_command(
     command += list(security_args)
     if incoming is not None:
         command += ["-incoming", incoming]
-    else:
+    elif paused:
         command.append("-S")
     extra = _str(spec, "kvm_extra")
     if extra:

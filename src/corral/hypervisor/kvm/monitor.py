@@ -7,9 +7,10 @@ previous one has gone::
     async with monitor(runtime.qmp_socket) as qmp:
         status = await qmp.execute("query-status")
 
-A qemu that is not there (no socket, connection refused, gone mid-way) is a
-:class:`MonitorUnavailable` (a :class:`~corral.errors.HypervisorError`), so a caller can
-tell "this qemu is gone" from "qemu refused the command" (``qemu.qmp.ExecuteError``).
+A qemu that is not there (no socket, connection refused) is a
+:class:`~corral.errors.HypervisorError` naming the socket; qemu refusing a command is
+``qemu.qmp.ExecuteError`` (:func:`qmp_command` turns it into a HypervisorError quoting
+qemu).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from qemu.qmp import ExecuteError, QMPClient
 
 from corral.errors import HypervisorError
 
-__all__ = ["ExecuteError", "MonitorUnavailable", "monitor", "qmp_command"]
+__all__ = ["ExecuteError", "monitor", "qmp_command"]
 
 #: How long connecting to a live qemu's QMP socket may take, in seconds.
 CONNECT_TIMEOUT = 10.0
@@ -33,10 +34,6 @@ CONNECT_TIMEOUT = 10.0
 # qemu.qmp logs every connection and disconnection at INFO or WARNING; noded's log
 # needs none of it.
 logging.getLogger("qemu.qmp").setLevel(logging.ERROR)
-
-
-class MonitorUnavailable(HypervisorError):
-    """qemu's QMP socket does not answer: the qemu is gone or never started."""
 
 
 @contextlib.asynccontextmanager
@@ -55,13 +52,13 @@ async def monitor(
     except (OSError, TimeoutError, EOFError) as err:
         with contextlib.suppress(Exception):
             await client.disconnect()
-        raise MonitorUnavailable(
+        raise HypervisorError(
             f"cannot connect to qemu's monitor at {socket_path}: {err or type(err).__name__}"
         ) from err
     except Exception as err:  # qemu.qmp's ConnectError and negotiation errors
         with contextlib.suppress(Exception):
             await client.disconnect()
-        raise MonitorUnavailable(
+        raise HypervisorError(
             f"cannot connect to qemu's monitor at {socket_path}: {err}") from err
     try:
         yield client

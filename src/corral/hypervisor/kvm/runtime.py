@@ -80,7 +80,8 @@ class RuntimeRecord(msgspec.Struct, kw_only=True):
     started: float = 0.0
     """When qemu started (``time.time()``)."""
     memory: int = 0
-    """MiB the instance was started with (``maxmem``) and that the node reserves."""
+    """MiB the instance was started with (``maxmem``, or less through the balloon when
+    the node had less free) and that the node reserves for it."""
     incoming: str | None = None
     """The ``-incoming`` URI when started to receive a migration."""
     taps: list[str] = msgspec.field(default_factory=list)
@@ -159,6 +160,13 @@ class InstanceRuntime:
         return self.socket_dir / "qmp.sock"
 
     @property
+    def status_socket(self) -> Path:
+        """A second QMP monitor, only for status queries: qemu serves one client per
+        monitor, so a long operation on :attr:`qmp_socket` (a migration, a hotplug)
+        does not hold up ``gnt-instance list``."""
+        return self.socket_dir / "status.sock"
+
+    @property
     def serial_socket(self) -> Path:
         """The serial console's unix socket (qemu listens; one client at a time)."""
         return self.socket_dir / "serial.sock"
@@ -201,8 +209,8 @@ class InstanceRuntime:
             self.serial_log.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
             sockets = self.socket_dir
             sockets.mkdir(mode=0o750, exist_ok=True)
-            for stale in (sockets / "qmp.sock", sockets / "serial.sock",
-                          sockets / "vnc.sock", self.pid_file):
+            for stale in (sockets / "qmp.sock", sockets / "status.sock",
+                          sockets / "serial.sock", sockets / "vnc.sock", self.pid_file):
                 stale.unlink(missing_ok=True)
             link = self.dir / "sockets"
             if link.is_symlink() or link.exists():

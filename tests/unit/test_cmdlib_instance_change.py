@@ -606,7 +606,8 @@ def test_migrate_running_instance(cl: Cluster) -> None:
            mode="non-live")
     steps = [(c.node, c.procedure) for c in cl.rpc.calls
              if c.procedure.startswith("migration_")]
-    assert steps == [("node2", "migration_accept"), ("node1", "migration_send"),
+    assert steps == [("node1", "migration_info"), ("node2", "migration_accept"),
+                     ("node1", "migration_send"),
                      ("node2", "migration_finish"), ("node1", "migration_finish_source")]
     send = cl.calls("migration_send")[0][1]
     assert send["target_ip"] == "192.0.2.2" and send["live"] is False
@@ -715,6 +716,24 @@ def test_kvm_migrates_local_disks_with_progress_in_the_job_log(cl: Cluster) -> N
     assert [n for n, a in seen["migration_finish_source"] if a["success"]] == ["node1"]
 
 
+def test_the_target_starts_the_machine_the_source_runs(cl: Cluster) -> None:
+    """As in Ganeti, the target starts from what the source's qemu was started with; the
+    cluster's migration settings of now apply to the migration itself."""
+    seen = _kvm_instance(cl, "shared", template="sharedfile")
+    spec = cl._spec("shared")
+    started = {"hvparams": {**spec["hvparams"], "kernel_args": "old args",
+                            "migration_bandwidth": 1},
+               "beparams": {**spec["beparams"], "maxmem": 96}}
+    cl.rpc.nodes.overrides["migration_info"] = lambda node, args: started
+    log = _run_logged(cl, "OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
+    [(_, accept)] = seen["migration_accept"]
+    assert accept["instance"]["hvparams"]["kernel_args"] == "old args"
+    assert accept["instance"]["hvparams"]["migration_bandwidth"] == \
+        spec["hvparams"]["migration_bandwidth"]
+    assert accept["instance"]["beparams"]["maxmem"] == 96
+    assert any("(kernel_args, maxmem changed since)" in line for line in log), log
+
+
 def test_failed_kvm_migration_removes_the_target_copy(cl: Cluster) -> None:
     seen = _kvm_instance(cl, "local")
     before = snapshot(cl.store)
@@ -733,8 +752,11 @@ def test_failed_kvm_migration_removes_the_target_copy(cl: Cluster) -> None:
 
 def test_unreachable_target_after_a_failure_leaves_the_source_alone(cl: Cluster) -> None:
     seen = _kvm_instance(cl, "shared", template="sharedfile")
-    cl.fail["send"] = NodeUnreachableError("node node1 is unreachable")
-    cl.rpc.down.add("node2")
+
+    async def send(node: str, args: Mapping[str, Any]) -> Any:
+        cl.rpc.down.add("node2")  # the target's node daemon dies while it receives
+        raise NodeUnreachableError("node node1 is unreachable")
+    cl.rpc.nodes.overrides["migration_send"] = send
     with pytest.raises(OpExecError, match=r"may be paused on node node1 or run on node "
                                           r"node2: run 'gnt-instance migrate --cleanup"):
         cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
@@ -755,6 +777,15 @@ def test_a_migration_that_arrived_despite_a_failed_send_stays(cl: Cluster) -> No
     log = _run_logged(cl, "OP_INSTANCE_MIGRATE", instance_name="shared", target_node="node2")
     assert any("already runs on node node2: it stays there" in line for line in log)
     assert cl.node_name(cl.instance("shared")) == "node2"
+
+
+def test_kvm_migration_to_a_node_short_of_memory_starts_nothing(cl: Cluster) -> None:
+    seen = _kvm_instance(cl, "local")
+    cl.rpc.nodes.overrides["node_info"] = lambda node, args: {"memory_free": 64}
+    with pytest.raises(OpPrereqError, match="needs 128 MiB, 64 MiB free"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="local", target_node="node2")
+    assert "migration_accept" not in seen and not cl.calls("blockdev_create")
+    assert not _disk_file(cl, "node2", "local").exists()
 
 
 def test_kvm_allows_file_disks_in_migrations_only(cl: Cluster) -> None:

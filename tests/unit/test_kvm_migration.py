@@ -23,12 +23,20 @@ class ScriptedQmp:
     """A monitor that records every command and answers from ``answers`` (a value, or a
     function of the call count)."""
 
-    def __init__(self, answers: dict[str, Any]) -> None:
+    def __init__(self, answers: dict[str, Any], root: Path | None = None) -> None:
         self.answers = answers
         self.sent: list[tuple[str, dict[str, Any] | None]] = []
+        #: Where qemu's ``/`` is on the host (a chroot), and what the TLS directory
+        #: held (with modes) when the credentials object was made.
+        self.root = root
+        self.tls_files: dict[str, int] = {}
 
     async def execute(self, cmd: str, arguments: dict[str, Any] | None = None) -> object:
         self.sent.append((cmd, arguments))
+        if cmd == "object-add" and arguments is not None:
+            seen = Path(arguments["dir"])
+            host = self.root / seen.relative_to("/") if self.root else seen
+            self.tls_files = {f.name: stat.S_IMODE(f.stat().st_mode) for f in host.iterdir()}
         answer = self.answers.get(cmd, {})
         if callable(answer):
             return answer(sum(1 for c, _ in self.sent if c == cmd))
@@ -88,10 +96,9 @@ def test_a_live_migration_sends_with_the_cluster_limits_over_tls(paths: Paths) -
     assert params == {"tls-creds": migration.TLS_OBJECT, "tls-hostname": "node2.testbed",
                       "max-bandwidth": 32 << 20, "downtime-limit": 30}
     assert qmp.args("migrate") == [{"uri": "tcp:127.0.1.2:8102"}]
-    directory = Path(tls["dir"])
-    assert sorted(p.name for p in directory.iterdir()) == [
-        "ca-cert.pem", "client-cert.pem", "client-key.pem"]
-    assert stat.S_IMODE((directory / "client-key.pem").stat().st_mode) == 0o600
+    assert sorted(qmp.tls_files) == ["ca-cert.pem", "client-cert.pem", "client-key.pem"]
+    assert qmp.tls_files["client-key.pem"] == 0o600
+    assert not Path(tls["dir"]).exists(), "the key is not left lying around"
     assert read_status(paths, "vm1")["status"] == "completed"
 
 
@@ -158,3 +165,17 @@ def test_a_failed_source_resumes_the_guest(paths: Paths) -> None:
     running = ScriptedQmp({"query-status": {"status": "running"}, "query-block-jobs": []})
     asyncio.run(resume_source(running, paths, "vm1"))
     assert "cont" not in running.commands()
+
+
+def test_a_chrooted_qemu_reads_its_credentials_inside_its_chroot(paths: Paths,
+                                                                 tmp_path: Path) -> None:
+    chroot = tmp_path / "chroot"
+    chroot.mkdir()
+    qmp = ScriptedQmp({"query-migrate": _migrating(1)}, root=chroot)
+    asyncio.run(send(qmp.factory(), paths, _spec(), target_ip="127.0.1.2",
+                     target_name="node2", live=True, nbd_port=None,
+                     confined=migration.Confinement(chroot=chroot)))
+    [tls] = qmp.args("object-add")
+    assert tls is not None and tls["dir"] == f"/{migration.TLS_OBJECT}"
+    assert sorted(qmp.tls_files) == ["ca-cert.pem", "client-cert.pem", "client-key.pem"]
+    assert list(chroot.iterdir()) == [], "the chroot is left empty"

@@ -394,6 +394,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 new_ids = await self._create_target_disks(created)
                 for disk in target_spec["disks"]:
                     disk["logical_id"] = new_ids.get(disk["uuid"], disk["logical_id"])
+            await self._same_machine(target_spec)
             accepted = await self.call_one(
                 target, "migration_accept",
                 {"instance": target_spec, "address": target_ip, "mirror_disks": mirror},
@@ -444,6 +445,31 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                     f"removing disk {spec.index} of instance {inst.name} "
                                     "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
+
+    async def _same_machine(self, target_spec: dict[str, Any]) -> None:
+        """Make the target start the machine the source runs: the parameters it was
+        started with (as Ganeti's target starts from the source's runtime), save the
+        cluster-wide migration settings, which apply to this migration."""
+        inst, source = self.instance, self.primary
+        started = await self.call_one(
+            source, "migration_info", {"instance": inst.name, "hypervisor": inst.hypervisor},
+            f"asking node {source.name} what instance {inst.name} was started with")
+        if not isinstance(started, dict):
+            return
+        hvparams = dict(started.get("hvparams") or {})
+        hvparams.update({k: v for k, v in target_spec["hvparams"].items()
+                         if k.startswith("migration_")})
+        changed = sorted(k for k in set(hvparams) | set(target_spec["hvparams"])
+                         if hvparams.get(k) != target_spec["hvparams"].get(k))
+        changed += sorted(k for k, v in (started.get("beparams") or {}).items()
+                          if target_spec["beparams"].get(k) != v)
+        if changed:
+            self.feedback(f"instance {inst.name} keeps the parameters it was started with "
+                          f"on node {self.target.name} "
+                          f"({', '.join(changed)} changed since); they apply at its next "
+                          "start")
+        target_spec["hvparams"] = hvparams
+        target_spec["beparams"] = dict(started.get("beparams") or target_spec["beparams"])
 
     async def _arrived(self) -> bool:
         """Whether the guest already runs on the target (a migration that completed

@@ -150,6 +150,13 @@ class Hypervisor(ABC):
         else make it run here again. Nothing is left by default."""
         del spec, success
 
+    async def migration_info(self, name: str) -> dict[str, Any] | None:
+        """What the running instance ``name`` was started with, for the target to start
+        the same machine: ``{"hvparams", "beparams"}``, or ``None`` when the hypervisor
+        keeps nothing of the kind (the configuration's values are used)."""
+        del name
+        return None
+
     async def migration_status(self, name: str) -> dict[str, Any]:
         """The progress of an outgoing migration of ``name``: ``{"status", …}`` with
         whatever figures the hypervisor knows (empty when it has none)."""

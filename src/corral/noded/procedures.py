@@ -285,6 +285,12 @@ async def migration_send(paths: Paths, args: MigrationSendArgs) -> Any:
         nbd_port=args.nbd_port)
 
 
+async def migration_info(paths: Paths, args: InstanceInfoArgs) -> Any:
+    """On the source node: the parameters the running instance was started with, for
+    the target to start the same machine (read only; ``None`` when not kept)."""
+    return await _hv(paths, args.hypervisor).migration_info(args.instance)
+
+
 async def migration_status(paths: Paths, args: InstanceInfoArgs) -> Any:
     """On the source node: the progress of an outgoing migration (read only)."""
     return await _hv(paths, args.hypervisor).migration_status(args.instance)
@@ -491,6 +497,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "migration_finish": migration_finish,
     "migration_finish_source": migration_finish_source,
     "migration_status": migration_status,
+    "migration_info": migration_info,
     "instance_console": instance_console,
     "blockdev_create": blockdev_create,
     "blockdev_remove": blockdev_remove,

@@ -67,6 +67,7 @@ SHUTDOWN_TIMEOUT = 5.0
 OPEN_PROCEDURES = frozenset({
     "version", "node_info", "instance_list", "instance_info", "all_instances_info",
     "instance_check_host", "os_diagnose", "os_get", "master_info", "migration_status",
+    "migration_info",
 })
 
 

@@ -336,6 +336,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "migration_finish": MigrationFinishArgs,
     "migration_finish_source": MigrationFinishArgs,
     "migration_status": InstanceInfoArgs,
+    "migration_info": InstanceInfoArgs,
     "instance_console": InstanceArgs,
     "blockdev_create": DiskArgs,
     "blockdev_remove": DiskArgs,

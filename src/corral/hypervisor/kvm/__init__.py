@@ -398,6 +398,10 @@ class KvmHypervisor(Hypervisor):
         """On the source: quit the qemu the guest left, or resume the guest."""
         await migration.finish_source(self, spec, success=success)
 
+    async def migration_info(self, name: str) -> dict[str, Any] | None:
+        """The parameters the running qemu was started with (its runtime record)."""
+        return await asyncio.to_thread(migration.started_with, self.runtime(name))
+
     async def migration_status(self, name: str) -> dict[str, Any]:
         """The outgoing migration's latest figures."""
         return await asyncio.to_thread(migration.read_status, self.paths, name)

@@ -18,11 +18,13 @@ for the job log), so the QMP socket is held only for each short exchange and the
 instance stays queryable while it migrates.
 
 The stream is always encrypted: both ends get a ``tls-creds-x509`` object over a
-per-migration directory holding the cluster CA and the node's own certificate and
-key under qemu's names (``ca-cert.pem``, ``server-*.pem`` on the target,
-``client-*.pem`` on the source), both verify their peer, and the source checks the
-target's certificate against the target node's name (``tls-hostname``). The NBD
-disk stream uses the same credentials.
+directory holding the cluster CA and the node's own certificate and key under qemu's
+names (``ca-cert.pem``, ``server-*.pem`` on the target, ``client-*.pem`` on the
+source); qemu reads them when the object is made, so the directory exists only for
+that moment (inside the chroot of a ``use_chroot`` qemu, readable by the uid it runs
+as). Both ends verify their peer, and the source checks the target's certificate
+against the target node's name (``tls-hostname``). The NBD disk stream uses the same
+credentials.
 
 Non-live migration stops the guest's CPUs first (as Ganeti does). After success
 the target resumes the guest if needed (``cont``) and the source's qemu is quit;
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from corral.errors import HypervisorError
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
-from corral.hypervisor.kvm.runtime import InstanceRuntime
+from corral.hypervisor.kvm.runtime import InstanceRuntime, RuntimeRecord
 from corral.objects.specs import InstanceSpec
 from corral.paths import Paths
 
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STALL_TIMEOUT",
     "TLS_OBJECT",
+    "Confinement",
     "MigrationFiles",
     "Monitor",
     "accept",
@@ -70,6 +73,8 @@ __all__ = [
     "read_status",
     "resume_source",
     "send",
+    "started_with",
+    "write_tls",
 ]
 
 #: The id of the ``tls-creds-x509`` object on both ends.
@@ -110,7 +115,7 @@ class MigrationFiles:
 
     @property
     def tls(self) -> Path:
-        """The directory qemu's ``tls-creds-x509`` object reads."""
+        """The directory qemu's ``tls-creds-x509`` object reads (while it is made)."""
         return self.root / "tls"
 
     @property
@@ -122,28 +127,6 @@ class MigrationFiles:
     def incoming(self) -> Path:
         """The target's record of an accepted migration (JSON): mirrored disks, ports."""
         return self.root / "incoming.json"
-
-    def write_tls(self, paths: Paths, endpoint: str, owner: int | None = None) -> Path:
-        """Fill :attr:`tls` with the cluster CA and this node's certificate and key as
-        qemu's ``endpoint`` (``server`` or ``client``) expects them; ``owner`` (a uid
-        qemu runs as) gets to read them."""
-        tls = self.tls
-        shutil.rmtree(tls, ignore_errors=True)
-        tls.mkdir(parents=True, mode=0o700)
-        try:
-            shutil.copyfile(paths.ca_cert, tls / "ca-cert.pem")
-            shutil.copyfile(paths.node_cert, tls / f"{endpoint}-cert.pem")
-            shutil.copyfile(paths.node_key, tls / f"{endpoint}-key.pem")
-        except OSError as err:
-            raise HypervisorError(
-                f"cannot prepare the migration's TLS credentials from this node's "
-                f"certificates: {err}") from err
-        (tls / f"{endpoint}-key.pem").chmod(0o600)
-        if owner is not None:
-            for entry in (tls, *tls.iterdir()):
-                with contextlib.suppress(OSError):
-                    os.chown(entry, owner, -1)
-        return tls
 
     def write_json(self, path: Path, record: dict[str, Any]) -> None:
         """Write ``record`` to ``path`` whole (a reader never sees half of it)."""
@@ -200,13 +183,62 @@ def _uri(address: str, port: int) -> str:
     return f"tcp:[{address}]:{port}" if ":" in address else f"tcp:{address}:{port}"
 
 
-async def _tls_object(qmp: Monitor, directory: Path, endpoint: str) -> None:
-    """(Re)create the TLS credentials object over ``directory``."""
-    with contextlib.suppress(Exception):
-        await qmp.execute("object-del", {"id": TLS_OBJECT})
-    await qmp.execute("object-add", {"qom-type": "tls-creds-x509", "id": TLS_OBJECT,
-                                     "dir": str(directory), "endpoint": endpoint,
-                                     "verify-peer": True})
+@dataclass(frozen=True)
+class Confinement:
+    """How the instance's qemu reads files (see :mod:`.security`): as ``uid`` (``None``:
+    root) and inside ``chroot`` (a host directory it is confined to, or ``None``)."""
+
+    uid: int | None = None
+    chroot: Path | None = None
+
+    @classmethod
+    def of(cls, record: RuntimeRecord | None) -> Confinement:
+        """The confinement of the qemu ``record`` describes."""
+        if record is None:
+            return cls()
+        security = record.extra.get("security")
+        chroot = security.get("chroot") if isinstance(security, dict) else None
+        return cls(uid=record.uid, chroot=Path(chroot) if chroot else None)
+
+
+def write_tls(paths: Paths, directory: Path, endpoint: str, owner: int | None) -> None:
+    """Fill ``directory`` with the cluster CA and this node's certificate and key under
+    the names qemu's ``endpoint`` (``server`` or ``client``) reads; ``owner`` (the uid
+    qemu runs as) may read them."""
+    shutil.rmtree(directory, ignore_errors=True)
+    try:
+        directory.mkdir(parents=True, mode=0o700)
+        shutil.copyfile(paths.ca_cert, directory / "ca-cert.pem")
+        shutil.copyfile(paths.node_cert, directory / f"{endpoint}-cert.pem")
+        shutil.copyfile(paths.node_key, directory / f"{endpoint}-key.pem")
+        (directory / f"{endpoint}-key.pem").chmod(0o600)
+    except OSError as err:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise HypervisorError(f"cannot prepare the migration's TLS credentials from this "
+                              f"node's certificates: {err}") from err
+    if owner is not None:
+        for entry in (directory, *directory.iterdir()):
+            with contextlib.suppress(OSError):
+                os.chown(entry, owner, -1)
+
+
+async def _load_tls(qmp: Monitor, paths: Paths, files: MigrationFiles, endpoint: str,
+                    confined: Confinement) -> None:
+    """(Re)create the TLS credentials object. qemu reads the files when the object is
+    made, so they exist only for that moment: inside the chroot of a confined qemu."""
+    if confined.chroot is not None:
+        host, seen = confined.chroot / TLS_OBJECT, Path("/") / TLS_OBJECT
+    else:
+        host = seen = files.tls
+    write_tls(paths, host, endpoint, confined.uid)
+    try:
+        with contextlib.suppress(Exception):
+            await qmp.execute("object-del", {"id": TLS_OBJECT})
+        await qmp.execute("object-add", {"qom-type": "tls-creds-x509", "id": TLS_OBJECT,
+                                         "dir": str(seen), "endpoint": endpoint,
+                                         "verify-peer": True})
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
 
 
 def _capabilities(spec: InstanceSpec) -> list[dict[str, Any]]:
@@ -219,13 +251,13 @@ def _capabilities(spec: InstanceSpec) -> list[dict[str, Any]]:
 
 
 async def prepare_incoming(qmp: Monitor, paths: Paths, spec: InstanceSpec, *, address: str,
-                           mirror_disks: bool, owner: int | None = None) -> dict[str, Any]:
+                           mirror_disks: bool, confined: Confinement | None = None,
+                           ) -> dict[str, Any]:
     """On the target, in a qemu started with ``-incoming defer``: credentials, the disk
     exports when ``mirror_disks``, then listen. Answers ``{"port", "nbd_port"}``."""
     files = MigrationFiles.of(paths, spec.name)
     port = int(spec.hvparams.get("migration_port") or 8102)
-    tls = files.write_tls(paths, "server", owner)
-    await _tls_object(qmp, tls, "server")
+    await _load_tls(qmp, paths, files, "server", confined or Confinement())
     nbd_port: int | None = None
     nodes = disk_node_names(spec) if mirror_disks else []
     if nodes:
@@ -377,7 +409,7 @@ async def _drop_mirrors(qmp: Monitor, jobs: list[str], *, force: bool) -> None:
 
 async def send(monitor: MonitorFactory, paths: Paths, spec: InstanceSpec, *,
                target_ip: str, target_name: str, live: bool, nbd_port: int | None,
-               owner: int | None = None) -> dict[str, Any]:
+               confined: Confinement | None = None) -> dict[str, Any]:
     """Migrate ``spec`` from this node's qemu to ``target_ip`` and wait for the end;
     answers ``{"total_time", "downtime", "elapsed"}`` (ms: qemu's memory transfer,
     the guest's pause, and the whole of it with the disk copy). A failure cancels what was started
@@ -391,9 +423,8 @@ async def send(monitor: MonitorFactory, paths: Paths, spec: InstanceSpec, *,
     jobs: list[str] = []
     began = time.monotonic()
     try:
-        tls = files.write_tls(paths, "client", owner)
         async with monitor() as qmp:
-            await _tls_object(qmp, tls, "client")
+            await _load_tls(qmp, paths, files, "client", confined or Confinement())
         if nbd_port:
             jobs = await _mirror(monitor, spec, progress, target_ip, target_name, nbd_port)
         async with monitor() as qmp:
@@ -449,6 +480,15 @@ async def _wait_migrated(monitor: MonitorFactory, spec: InstanceSpec, progress: 
                                   f"failed: {reason}")
         progress.check("the migration")
         await asyncio.sleep(POLL_INTERVAL)
+
+
+def started_with(runtime: InstanceRuntime) -> dict[str, Any] | None:
+    """The hypervisor and backend parameters the instance's running qemu was started
+    with (as Ganeti's target starts from the source's runtime), or ``None``."""
+    record = runtime.read()
+    if record is None or not runtime.live_pid(record):
+        return None
+    return {"hvparams": dict(record.spec.hvparams), "beparams": dict(record.spec.beparams)}
 
 
 def read_status(paths: Paths, name: str) -> dict[str, Any]:
@@ -518,7 +558,8 @@ async def accept(hv: KvmHypervisor, spec: InstanceSpec, disk_paths: list[str], *
         async with _step(f"preparing to receive instance {spec.name}"), \
                 monitor(runtime.qmp_socket) as qmp:
             return await prepare_incoming(qmp, hv.paths, spec, address=address,
-                                          mirror_disks=mirror_disks, owner=record.uid)
+                                          mirror_disks=mirror_disks,
+                                          confined=Confinement.of(record))
     except BaseException:
         await hv.stop(spec.name, force=True)
         MigrationFiles.of(hv.paths, spec.name).remove()
@@ -536,7 +577,7 @@ async def migrate(hv: KvmHypervisor, spec: InstanceSpec, target_ip: str, *, live
     async with _step(f"migrating instance {spec.name} to {target_ip}"):
         return await send(_monitor(runtime), hv.paths, spec, target_ip=target_ip,
                           target_name=target_name, live=live, nbd_port=nbd_port,
-                          owner=record.uid if record is not None else None)
+                          confined=Confinement.of(record))
 
 
 async def finish_target(hv: KvmHypervisor, spec: InstanceSpec, *, success: bool) -> None:

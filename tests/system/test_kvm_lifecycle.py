@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,7 @@ from corral.hypervisor.kvm.monitor import qmp_command
 from corral.paths import Paths
 from corral.testbed.guest import MARKER, TICK
 from corral.utils.process import running_pid
+from tests.conftest import BIN
 from tests.system.conftest import KvmTestbed
 
 pytestmark = pytest.mark.system
@@ -135,6 +139,44 @@ def test_noded_kill_9_and_restart_finds_the_guest(kvm_testbed: KvmTestbed) -> No
     kvm_testbed.wait_console(name, re.escape(TICK) + r"\d+", since=since)
     kvm_testbed.run("gnt-instance", "remove", "-f", name)
     assert kvm_testbed.qemu_pid(name) == 0
+
+
+def test_noded_killed_during_a_start_loses_no_guest(kvm_testbed: KvmTestbed,
+                                                  tmp_path: Path) -> None:
+    """noded killed with SIGKILL while qemu is starting (a slow qemu wrapper gives the
+    time): the start job fails, but the qemu that comes up is found by the restarted
+    noded, listed running as the configuration wants, and stops cleanly."""
+    qemu = shutil.which("qemu-system-x86_64")
+    assert qemu is not None
+    wrapper = tmp_path / "slow-qemu"
+    wrapper.write_text(f"#!/bin/sh\nsleep 3\nexec {qemu} \"$@\"\n")
+    wrapper.chmod(0o755)
+    name = "midstart.testbed"
+    kvm_testbed.add(name, "--no-start", node=NODE, hvparams=f"kvm_path={wrapper}")
+    paths = _node_paths(kvm_testbed)
+    noded = running_pid(paths.pid_file("noded"))
+    assert noded is not None
+    starting = subprocess.Popen(
+        [str(BIN / "gnt-instance"), "startup", name], env=kvm_testbed.env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while kvm_testbed.runtime(name) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(noded, signal.SIGKILL)
+        starting.communicate(timeout=120)
+    finally:
+        if starting.poll() is None:
+            starting.kill()
+    assert starting.returncode != 0
+    daemons.start(paths)
+    kvm_testbed.wait_status(name, "running")
+    kvm_testbed.wait_console(name, MARKER)
+    pid = kvm_testbed.qemu_pid(name)
+    assert pid
+    kvm_testbed.run("gnt-instance", "remove", "-f", name)
+    assert kvm_testbed.qemu_pid(name) == 0
+    assert kvm_testbed.runtime(name) is None
 
 
 def test_bad_input_fails_naming_it_and_leaves_nothing(kvm_testbed: KvmTestbed) -> None:

@@ -256,10 +256,17 @@ class KvmHypervisor(Hypervisor):
             await self._release(runtime, record)
 
     async def _cleanup_if_idle(self, runtime: InstanceRuntime) -> None:
-        """Clean up after a dead qemu unless another operation holds the instance."""
+        """Clean up after a dead qemu unless another operation holds the instance or a
+        start may still be under way: a record without a pid younger than
+        :data:`START_TIMEOUT` is a start whose noded died while qemu was coming up, and
+        that qemu is about to need its files."""
         with runtime.locked(blocking=False) as taken:
-            if taken:
-                await self._cleanup(runtime, runtime.read())
+            if not taken:
+                return
+            record = runtime.read()
+            if record is not None and not record.pid and _age(runtime.record_file) < START_TIMEOUT:
+                return
+            await self._cleanup(runtime, record)
 
     # -- reboot ----------------------------------------------------------------------------
     async def reboot(
@@ -327,7 +334,12 @@ class KvmHypervisor(Hypervisor):
             state = "paused" if record is None or not record.pid else "running"
         except ExecuteError:
             pass
-        started = record.started if record is not None and record.started else time.time()
+        # A start whose noded died recorded no start time: qemu's pid file has it.
+        if record is not None and record.started:
+            started = record.started
+        else:
+            age = _age(runtime.pid_file)
+            started = time.time() - (age if age != float("inf") else 0.0)
         return {
             "name": name,
             "state": state,
@@ -429,6 +441,14 @@ class KvmHypervisor(Hypervisor):
             await self._kill(runtime, record)
             await self._release(runtime, record)
         return stopped
+
+
+def _age(path: Path) -> float:
+    """Seconds since ``path`` was last written (infinite when it is gone)."""
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def _vnc_port(spec: InstanceSpec) -> int | None:

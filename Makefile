@@ -4,6 +4,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO   := .demo
+# The tiny guest the demo's kvm instance boots, built once from the host's packages and
+# rebuilt only when they change (corral.testbed.guest); 'make clean' removes it.
+TINY_GUEST := build/tiny-guest
 
 .PHONY: all install sysdeps demo demo-down test lint unit integration system bench clean
 
@@ -78,6 +81,8 @@ system: $(STAMP) sysdeps
 
 # A running demo is never replaced without asking: on a terminal `make demo` asks, and
 # elsewhere (CI, no standard input) it refuses at once rather than wait for an answer.
+# The cluster runs fake instances and one real qemu guest (kvm hypervisor, TCG);
+# 'make demo-down' stops the daemons and every guest.
 demo: $(STAMP) sysdeps
 	@if live=$$($(PY) -m corral.testbed running --dir $(DEMO) 2>/dev/null); then \
 	  echo "A demo cluster is running in $(DEMO): $$live"; \
@@ -89,7 +94,8 @@ demo: $(STAMP) sysdeps
 	    echo "Refusing to replace it without asking; run 'make demo-down' first." >&2; exit 1; \
 	  fi; \
 	fi
-	$(PY) -m corral.testbed up --nodes 3 --dir $(DEMO)
+	$(PY) -m corral.testbed up --nodes 3 --dir $(DEMO) --hypervisors fake,kvm \
+	  --tiny-guest $(TINY_GUEST)
 	@$(PY) -m corral.testbed demo --dir $(DEMO)
 
 demo-down: $(STAMP)

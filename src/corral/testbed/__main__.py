@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shlex
 import ssl
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -17,8 +19,9 @@ from corral import serializer
 from corral.cli.common import CorralGroup
 from corral.daemons import status as daemon_status
 from corral.errors import NotFoundError
+from corral.hypervisor.kvm.runtime import InstanceRuntime
 from corral.paths import Paths
-from corral.testbed import STATE_FILE, down, failover, load, up
+from corral.testbed import STATE_FILE, Testbed, down, failover, load, up
 from corral.testbed import guest as tiny_guest
 
 _dir_option = click.option(
@@ -120,6 +123,38 @@ def _rapi_get(rapi: dict[str, str], path: str) -> str:
         return text
 
 
+#: Terminal control sequences (CSI ... letter) and other control characters but newline.
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def _show_console(testbed: Testbed, node: str, instance: str, ticks: int = 3,
+                  timeout: float = 180.0) -> None:
+    """Wait until ``instance``'s guest has written ``ticks`` counter lines on its serial
+    console on ``node`` (the kvm hypervisor logs it there), then print the console."""
+    root = next(Path(n.root) for n in testbed.nodes if n.name == node)
+    log = InstanceRuntime(Paths(root), instance).serial_log
+    click.echo(f"\n$ cat {log}   # {instance}'s serial console on {node}")
+    sys.stdout.flush()
+    deadline = time.monotonic() + timeout
+    tick = re.compile(re.escape(tiny_guest.TICK) + r"\d+")
+    text = ""
+    ends: list[int] = []
+    while len(ends) < ticks:
+        if time.monotonic() > deadline:
+            click.echo(_CONTROL.sub("", text))
+            raise click.ClickException(f"{instance} wrote fewer than {ticks} counter lines "
+                                       f"within {timeout:.0f} s (see {log})")
+        time.sleep(0.2)
+        try:
+            text = log.read_bytes().decode(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        ends = [match.end() for match in tick.finditer(text)]
+    # Without terminal control sequences (the guest's shell asks the terminal where its
+    # cursor is, and a real terminal would type the answer into this one).
+    click.echo(_CONTROL.sub("", text[:ends[ticks - 1]].replace("\r\n", "\n")).strip("\n"))
+
+
 @cli.command("demo")
 @_dir_option
 def demo_command(directory: Path) -> None:
@@ -155,7 +190,23 @@ def demo_command(directory: Path) -> None:
          "--net", "0:mode=routed,ip=192.0.2.12,link=100", "db1.testbed")
     show("gnt-instance", "add", "-t", "diskless", "--no-install", "-n", "node3.testbed",
          "--net", "0:mode=routed,ip=192.0.2.10,link=100", "--no-start", "light1.testbed")
-    show("gnt-instance", "list", "-o", "name,pnode,status,disk_template,os,disk.sizes,nic.ips")
+    # A real virtual machine next to the pretend ones: the kvm hypervisor runs the tiny
+    # guest in qemu (under TCG, software emulation, where the host has no usable KVM), and
+    # the corral-tiny OS definition wrote the guest's host name and address on its disk.
+    # Its NIC is a tap device routed to it (table 100 of the host, design 2.1's routed
+    # mode), which needs root and /dev/net/tun; without them the guest has no NIC.
+    can_tap = os.geteuid() == 0 and os.path.exists("/dev/net/tun")
+    show("gnt-instance", "add", "-t", "file", "-o", "corral-tiny", "-H", "kvm", "-n",
+         "node2.testbed", "--disk", "0:size=16M", "-B", "maxmem=128M,minmem=128M",
+         *(["--net", "0:mode=routed,ip=192.0.2.20,link=100"] if can_tap else ["--no-nics"]),
+         "tiny1.testbed")
+    _show_console(testbed, "node2.testbed", "tiny1.testbed")
+    show("gnt-instance", "list", "-o",
+         "name,hypervisor,pnode,status,disk_template,os,disk.sizes,nic.ips")
+    # Live migration of the running guest with its local disk (qemu mirrors the disk to
+    # the target over NBD, then the memory): it keeps counting on the other node.
+    show("gnt-instance", "migrate", "-f", "-n", "node3.testbed", "tiny1.testbed")
+    _show_console(testbed, "node3.testbed", "tiny1.testbed", ticks=2)
     show("gnt-instance", "migrate", "-f", "-n", "node3.testbed", "db1.testbed")
     show("gnt-instance", "shutdown", "--reason", "demo maintenance window", "web1.testbed")
     show("gnt-instance", "move", "-f", "-n", "node3.testbed", "web1.testbed")
@@ -194,7 +245,8 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
   gnt-cluster info --json
   gnt-node list && gnt-instance list
   gnt-instance add -t file -o corral-ext4+default -n node3.testbed --disk 0:size=1G web2.testbed
-  gnt-instance console web1.testbed && gnt-os diagnose
+  gnt-instance console tiny1.testbed   # the real guest's shell; Ctrl-] detaches
+  gnt-os diagnose
   gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
   gnt-debug delay --repeat 3 1 && gnt-job list
   gnt-filter add --action REJECT --predicates '[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]'

@@ -31,6 +31,15 @@ The kernel command line configures it (:func:`kernel_args` writes it):
 
 (Not the kernel's own ``ip=``, which the kernel itself would try to act on.)
 
+The same settings can come from the guest's disks, which is how the ``corral-tiny`` OS
+definition (``share/os/corral-tiny``) configures an instance: a virtio disk whose first
+4 KiB hold the text :data:`DISK_CONFIG_MAGIC` on the first line, then ``hostname=``,
+``ip=`` and ``gw=`` lines and ``end`` (NUL padding after it). The first disk with that
+header is read at boot; a setting on the kernel command line wins over the disk's. The
+guest then prints ``corral-tiny-guest: config from vda: hostname=NAME ip=...`` and, when
+it set a host name, ``corral-tiny-guest: hostname NAME``; an address without a NIC to put
+it on gives ``corral-tiny-guest: no eth0 for ADDRESS``.
+
 The ACPI power button (QMP ``system_powerdown``) powers the guest off through init, so qemu
 exits about 2 s later. A press before the marker is lost, as it is for a real guest whose
 init does not listen yet: repeat it until qemu exits, as Ganeti's shutdown does.
@@ -59,8 +68,8 @@ from typing import Literal
 from corral.errors import CorralError, NotFoundError
 
 __all__ = [
-    "KERNEL_PACKAGE", "MARKER", "MODULES", "TICK", "TinyGuest", "build", "find_busybox",
-    "find_kernel", "kernel_args",
+    "DISK_CONFIG_MAGIC", "KERNEL_PACKAGE", "MARKER", "MODULES", "TICK", "TinyGuest", "build",
+    "find_busybox", "find_kernel", "kernel_args",
 ]
 
 #: The line the guest prints on its serial console once it is up.
@@ -74,6 +83,26 @@ KERNEL_PACKAGE = "linux-image-cloud-amd64"
 MODULES = ("virtio_pci", "virtio_net", "virtio_blk", "virtio_balloon", "button", "evdev")
 
 _PREFIX = "corral-tiny-guest:"
+
+#: The first line of the configuration block the ``corral-tiny`` OS definition writes at
+#: the start of an instance's disk (format version 1).
+DISK_CONFIG_MAGIC = "corral-tiny-config 1"
+
+# Prints the key=value lines of the configuration block on the first of the given disks
+# (default: every virtio disk) that has one; nothing when none has. Lines after "end" and
+# lines that are not key=value with a lower-case key are ignored.
+_DISKCONFIG = f"""\
+#!/bin/sh
+[ $# -gt 0 ] || set -- /dev/vd?
+for disk in "$@"; do
+    [ -r "$disk" ] || continue
+    text=$(head -c 4096 "$disk" 2>/dev/null | tr -d '\\000')
+    [ "$(printf '%s\\n' "$text" | head -n 1)" = "{DISK_CONFIG_MAGIC}" ] || continue
+    echo "disk=${{disk##*/}}"
+    printf '%s\\n' "$text" | sed -n '2,/^end$/{{/^[a-z][a-z0-9_]*=/p}}'
+    exit 0
+done
+"""
 
 _INITTAB = """\
 # busybox init of the corral tiny guest
@@ -98,14 +127,28 @@ arg() {{
         case "$word" in "$1"=*) echo "${{word#*=}}";; esac
     done
 }}
-name=$(arg corral.hostname); [ -n "$name" ] && hostname "$name"
+/bin/diskconfig > /tmp/diskconfig
+disk() {{
+    sed -n "s/^$1=//p" /tmp/diskconfig | head -n 1
+}}
+setting() {{
+    value=$(arg "corral.$1"); [ -n "$value" ] || value=$(disk "$1"); echo "$value"
+}}
+from=$(disk disk)
+[ -n "$from" ] && echo "{_PREFIX} config from $from:" $(grep -v '^disk=' /tmp/diskconfig)
+name=$(setting hostname)
+[ -n "$name" ] && hostname "$name" && echo "{_PREFIX} hostname $name"
 ip link set lo up
-address=$(arg corral.ip); gateway=$(arg corral.gw)
+address=$(setting ip); gateway=$(setting gw)
 if [ -n "$address" ]; then
     case "$address" in */*) ;; *) address="$address/24";; esac
-    ip link set eth0 up && ip addr add "$address" dev eth0 \\
-        && echo "{_PREFIX} eth0 $address"
-    [ -n "$gateway" ] && ip route add default via "$gateway"
+    if [ -e /sys/class/net/eth0 ]; then
+        ip link set eth0 up && ip addr add "$address" dev eth0 \\
+            && echo "{_PREFIX} eth0 $address"
+        [ -n "$gateway" ] && ip route add default via "$gateway"
+    else
+        echo "{_PREFIX} no eth0 for $address"
+    fi
 fi
 /bin/powerbutton
 echo "{MARKER}"
@@ -359,6 +402,7 @@ def _initramfs(busybox: Path, modules_dir: Path, modules: list[str]) -> bytes:
     archive.file("etc/rc.shutdown", _RC_SHUTDOWN.encode(), 0o755)
     archive.file("bin/ticker", _TICKER.encode(), 0o755)
     archive.file("bin/powerbutton", _POWERBUTTON.encode(), 0o755)
+    archive.file("bin/diskconfig", _DISKCONFIG.encode(), 0o755)
     names = []
     for module in modules:
         name = Path(module).name.removesuffix(".xz")

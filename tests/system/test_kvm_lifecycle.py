@@ -149,7 +149,8 @@ def test_noded_killed_during_a_start_loses_no_guest(kvm_testbed: KvmTestbed,
     qemu = shutil.which("qemu-system-x86_64")
     assert qemu is not None
     wrapper = tmp_path / "slow-qemu"
-    wrapper.write_text(f"#!/bin/sh\nsleep 3\nexec {qemu} \"$@\"\n")
+    spawned = tmp_path / "spawned"
+    wrapper.write_text(f"#!/bin/sh\n: > {spawned}\nsleep 3\nexec {qemu} \"$@\"\n")
     wrapper.chmod(0o755)
     name = "midstart.testbed"
     kvm_testbed.add(name, "--no-start", node=NODE, hvparams=f"kvm_path={wrapper}")
@@ -160,9 +161,12 @@ def test_noded_killed_during_a_start_loses_no_guest(kvm_testbed: KvmTestbed,
         [str(BIN / "gnt-instance"), "startup", name], env=kvm_testbed.env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while kvm_testbed.runtime(name) is None and time.monotonic() < deadline:
+        # Killed once noded has run the (slow) qemu, not before: a noded killed before
+        # it ran qemu started nothing, and the instance is rightly ERROR_down.
+        deadline = time.monotonic() + 60
+        while not spawned.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert spawned.exists(), "noded did not run qemu within 60 s"
         os.kill(noded, signal.SIGKILL)
         starting.communicate(timeout=120)
     finally:

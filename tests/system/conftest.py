@@ -77,16 +77,22 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
-@pytest.fixture
-def netns() -> Iterator[Netns]:
-    """A fresh namespace ``corral-test-<id>`` with bridge ``ctbr<id>`` at 192.0.2.1/24 and
-    tap ``cttap<id>`` on it, names unique to the test; removed afterwards."""
+def require_taps() -> None:
+    """Skip, saying why, unless this host can make network namespaces and tap devices:
+    root, ``/dev/net/tun`` and the ``ip`` command."""
     if os.geteuid() != 0:
         pytest.skip("network namespaces and tap devices need root")
     if not os.path.exists("/dev/net/tun"):
         pytest.skip("the host has no /dev/net/tun, so no tap devices")
     if shutil.which("ip") is None:
         pytest.skip("no ip command (iproute2)")
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    """A fresh namespace ``corral-test-<id>`` with bridge ``ctbr<id>`` at 192.0.2.1/24 and
+    tap ``cttap<id>`` on it, names unique to the test; removed afterwards."""
+    require_taps()
     token = uuid.uuid4().hex[:6]
     ns = Netns(name=f"corral-test-{token}", bridge=f"ctbr{token}", tap=f"cttap{token}",
                address="192.0.2.1")

@@ -25,7 +25,7 @@ import pytest
 
 from corral.testbed import guest as tiny_guest
 from tests.conftest import assert_no_daemons
-from tests.system.conftest import KvmTestbed
+from tests.system.conftest import KvmTestbed, require_taps
 
 pytestmark = pytest.mark.system
 
@@ -81,10 +81,7 @@ def _in_ns(ns: str, *argv: str, timeout: float = 180) -> subprocess.CompletedPro
 def net(tmp_path_factory: pytest.TempPathFactory,
         guest: tiny_guest.TinyGuest) -> Iterator[NetTestbed]:
     """The module's testbed in its own namespace (see :class:`NetTestbed`)."""
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces and tap devices need root")
-    if not os.path.exists("/dev/net/tun"):
-        pytest.skip("the host has no /dev/net/tun, so no tap devices")
+    require_taps()
     if shutil.which("qemu-system-x86_64") is None:
         pytest.fail("qemu-system-x86_64 is missing: run 'make sysdeps'")
     token = uuid.uuid4().hex[:6]

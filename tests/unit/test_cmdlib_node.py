@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from corral import x509
+from corral.cmdlib.config_files import vnc_password_files
 from corral.config import ConfigStore
 from corral.errors import (
     AlreadyExistsError,
@@ -26,7 +27,9 @@ from corral.errors import (
 from corral.locking import LockLevel
 from corral.masterd.local_rpc import in_process_token
 from corral.noded import join
+from corral.noded.files import read_ancillary_files
 from corral.objects import Instance, Node, NodeGroup
+from corral.paths import Paths
 from corral.qlang import ResultStatus
 from corral.rpc.protocol import RpcResult
 from tests.unit.config_helpers import check_invariants, new_store
@@ -606,3 +609,32 @@ def test_tags_of_nodes_groups_and_instances(tmp_path: Path) -> None:
         run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "instance"})
     with pytest.raises(ParameterError, match="kind"):
         run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "network", "name": "n"})
+
+
+def test_add_gives_the_new_node_the_vnc_password_files(tmp_path: Path) -> None:
+    """A node that joins gets the VNC password files the configuration names at once
+    (as from redistribute-conf), so a kvm guest with VNC can start there; files of the
+    user-files list, which the new node has not agreed to, are not sent."""
+    store = _store(tmp_path, nodes=1)
+    master_paths = Paths(tmp_path / "master-files")
+    secret = master_paths.node_path("/etc/corral/vnc-cluster-password")
+    secret.parent.mkdir(parents=True)
+    secret.write_text("s3cret\n")
+    with store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.hvparams.setdefault("kvm", {})["vnc_password_file"] = \
+            "/etc/corral/vnc-cluster-password"
+        txn.update(cluster)
+    rpc = _rpc(store)
+    processor, ctx = make_processor(store, rpc)
+    ctx.ancillary_files = lambda: [
+        *read_ancillary_files(master_paths, vnc_password_files(store)),
+        {"path": "/etc/motd", "data": "aGkK", "mode": 0o644, "candidates_only": False}]
+    job = JobCtx()
+    run_op(processor, _add("node2.example", "192.0.2.2"), job)
+    joined = rpc.nodes.paths("node2.example")
+    copy = joined.node_path("/etc/corral/vnc-cluster-password")
+    assert copy.read_text() == "s3cret\n"
+    assert copy.stat().st_mode & 0o777 == 0o400
+    assert not joined.node_path("/etc/motd").exists()
+    assert not any("Warning" in str(m) for m in job.log), job.log

@@ -7,8 +7,11 @@ node writes it to :attr:`corral.paths.Paths.uid_pool`, see
 :data:`corral.noded.files.CONFIG_FILES`) to every online node, the master included:
 when the pool changes (``gnt-cluster modify --uid-pool/--add-uids/--remove-uids``),
 to a node that joins or comes back online (an offline node is sent nothing), and on
-``gnt-cluster redistribute-conf``. A node that misses
-it is reported in the job log; ``redistribute-conf`` sends it again.
+``gnt-cluster redistribute-conf``. A node that joins also gets the master's own files
+every node keeps (the VNC password files the configuration names), as it would from
+``redistribute-conf``, so that kvm guests with VNC can start or arrive there at once.
+A node that misses them is reported in the job log; ``redistribute-conf`` sends them
+again.
 """
 
 from __future__ import annotations
@@ -47,17 +50,30 @@ def online_nodes(master: MasterContext) -> list[Node]:
     return [n for n in master.store.all("node") if not n.offline]
 
 
-async def send_config_files(master: MasterContext, nodes: Sequence[Node]) -> dict[str, str]:
-    """Send :func:`config_files` to ``nodes``; the nodes that failed, with the reason."""
+async def send_config_files(master: MasterContext, nodes: Sequence[Node], *,
+                            ancillary: bool = False) -> dict[str, str]:
+    """Send :func:`config_files` to ``nodes``; the nodes that failed, with the reason.
+
+    ``ancillary`` (for a node that joins) adds the master's ancillary files that the
+    cluster names (not those of the user-files list, which a new node has not agreed
+    to), the candidates' ones only to master candidates.
+    """
     if not nodes:
         return {}
-    results = await master.rpc.call(list(nodes), "upload_files",
-                                    {"files": config_files(master.store.cluster)})
+    files = config_files(master.store.cluster)
+    extra = [f for f in master.ancillary_files() if "name" in f] if ancillary else []
+
+    def args(node: Node) -> dict[str, Any]:
+        return {"files": files + [
+            {k: v for k, v in f.items() if k != "candidates_only"} for f in extra
+            if node.master_candidate or not f.get("candidates_only")]}
+    results = await master.rpc.call(list(nodes), "upload_files", args)
     return {name: r.error.message for name, r in results.items() if r.error is not None}
 
 
-def warn_missing(failed: dict[str, str], feedback: Callable[[str], None]) -> None:
-    """Report in the job log each node that did not get the files."""
+def warn_missing(failed: dict[str, str], feedback: Callable[[str], None],
+                 what: str = "the user-id pool") -> None:
+    """Report in the job log each node that did not get the files (``what``)."""
     for name, message in sorted(failed.items()):
-        feedback(f"Warning: node {name} did not get the user-id pool ({message}); "
+        feedback(f"Warning: node {name} did not get {what} ({message}); "
                  "'gnt-cluster redistribute-conf' sends it again")

@@ -267,7 +267,9 @@ class LUNodeAdd(LogicalUnit[OpNodeAdd]):
         if not self.op.readd:
             for level in (LockLevel.NODE, LockLevel.NODE_RES):
                 await self.master.locks.add(level, node.name, owner=self.owner, acquired=True)
-        warn_missing(await send_config_files(self.master, [node]), self.feedback)
+        added = self.master.store.get("node", node.uuid)  # as committed: a candidate?
+        warn_missing(await send_config_files(self.master, [added], ancillary=True),
+                     self.feedback, "the cluster's files (user-id pool, VNC passwords)")
         return None
 
     async def _commit(self, node: Node) -> None:

@@ -4,30 +4,14 @@ the job log of ``gnt-instance migrate``."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 import time
-from pathlib import Path
-from types import ModuleType
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the script imports _common from its directory
-    try:
-        spec = importlib.util.spec_from_file_location("bench_kvm", BENCH / "kvm.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from tests.unit.bench_helpers import load_bench
 
 
 def test_process_start_is_on_the_monotonic_clock() -> None:
-    bench = _load()
+    bench = load_bench("kvm")
     before = time.monotonic()
     child = subprocess.Popen(["sleep", "5"])
     try:
@@ -41,7 +25,7 @@ def test_process_start_is_on_the_monotonic_clock() -> None:
 
 
 def test_migration_figures_from_the_job_log() -> None:
-    figures = _load()._FIGURES
+    figures = load_bench("kvm")._FIGURES
     live = ("Wed Nov 25 00:53:11 2026 migration done in 3139 ms (memory 2878 ms), "
             "guest stopped for 7 ms\n")
     found = figures.search(live)

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "locks.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_locks", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.unit.bench_helpers import BENCH, load_bench
 
 
 def _best(run: object, times: int = 7) -> float:
@@ -35,7 +25,7 @@ def _best(run: object, times: int = 7) -> float:
 
 
 def test_the_work_takes_the_same_time_in_a_thread_and_in_a_task() -> None:
-    locks = _load()
+    locks = load_bench("locks")
     iterations = locks.calibrate(2000)
     in_thread: list[float] = []
     thread = threading.Thread(
@@ -58,8 +48,8 @@ def test_both_sides_report_the_same_work_and_latency_percentiles() -> None:
     if not ganeti.exists() or not Path("/usr/bin/python3").exists():
         pytest.skip("Ganeti 3.0 is not installed (apt-get install ganeti-3.0)")
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--seconds", "0.3", "--rounds", "1", "--owners", "20",
-         "--locks", "10", "--work-us", "300", "--wait-us", "2000"],
+        [sys.executable, str(BENCH / "locks.py"), "--seconds", "0.3", "--rounds", "1",
+         "--owners", "20", "--locks", "10", "--work-us", "300", "--wait-us", "2000"],
         capture_output=True, text=True, timeout=120, check=True)
     lines = {line["figure"]: line for line in map(json.loads, done.stdout.splitlines())}
     corral, ganeti_line = lines["contended_corral"], lines["contended_ganeti"]

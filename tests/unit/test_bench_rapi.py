@@ -3,27 +3,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 from corral.x509 import create_ca
 from tests.conftest import free_port
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the script imports _common from its directory
-    try:
-        spec = importlib.util.spec_from_file_location("bench_rapi", BENCH / "rapi.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from tests.unit.bench_helpers import load_bench
 
 
 def _figures(p50: float) -> dict[str, object]:
@@ -33,7 +17,7 @@ def _figures(p50: float) -> dict[str, object]:
 
 
 async def test_an_unreachable_ganeti_is_reported_with_the_reason(tmp_path: Path) -> None:
-    rapi = _load()
+    rapi = load_bench("rapi")
     cert, _ = create_ca("bench-test", 1)
     (tmp_path / "ca.pem").write_bytes(cert)
     url = f"https://127.0.0.1:{free_port()}"
@@ -43,7 +27,7 @@ async def test_an_unreachable_ganeti_is_reported_with_the_reason(tmp_path: Path)
 
 
 def test_without_ganeti_the_ratio_line_compares_nothing() -> None:
-    rapi = _load()
+    rapi = load_bench("rapi")
     line = rapi._ratio_line(_figures(1.0), None, "connection refused")
     assert line["ganeti"] == "unavailable" and line["reason"] == "connection refused"
     assert not [key for key in line if key.endswith(("_over_corral", "_over_ganeti"))]
@@ -51,7 +35,7 @@ def test_without_ganeti_the_ratio_line_compares_nothing() -> None:
 
 
 def test_the_new_connection_target_is_a_twentieth_of_the_measured_ganeti_time() -> None:
-    rapi = _load()
+    rapi = load_bench("rapi")
     line = rapi._ratio_line(_figures(1.0), _figures(30.0), None)
     assert line["target_ms"]["info_new_connection"] == 6.0  # 30 ms * 4 / 20
     assert line["meets_targets"]["info_new_connection"] is True  # 4 ms <= 6 ms

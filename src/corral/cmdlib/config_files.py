@@ -8,8 +8,9 @@ node writes it to :attr:`corral.paths.Paths.uid_pool`, see
 when the pool changes (``gnt-cluster modify --uid-pool/--add-uids/--remove-uids``),
 to a node that joins or comes back online (an offline node is sent nothing), and on
 ``gnt-cluster redistribute-conf``. A node that joins also gets the master's own files
-every node keeps (the VNC password files the configuration names), as it would from
-``redistribute-conf``, so that kvm guests with VNC can start or arrive there at once.
+every node keeps, as it would from ``redistribute-conf``: the VNC password files the
+configuration names, so that kvm guests with VNC can start or arrive there at once (and
+again the CA certificate and confd key, which the join already gave it).
 A node that misses them is reported in the job log; ``redistribute-conf`` sends them
 again.
 """

@@ -309,8 +309,7 @@ class KvmHypervisor(Hypervisor):
                 status = await qmp.execute("query-status")
         except (HypervisorError, ExecuteError, OSError, EOFError):
             return None
-        qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
-        return QEMU_STATES.get(qemu_state, "paused")
+        return _corral_state(status)
 
     async def _info(self, name: str) -> dict[str, Any] | None:
         runtime = self.runtime(name)
@@ -323,9 +322,7 @@ class KvmHypervisor(Hypervisor):
         state = "running"
         try:
             async with monitor(runtime.status_socket, timeout=QUERY_TIMEOUT) as qmp:
-                status = await qmp.execute("query-status")
-                qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
-                state = QEMU_STATES.get(qemu_state, "paused")
+                state = _corral_state(await qmp.execute("query-status"))
                 with contextlib.suppress(ExecuteError):
                     balloon = await qmp.execute("query-balloon")
                     if isinstance(balloon, dict) and balloon.get("actual"):
@@ -462,6 +459,13 @@ class KvmHypervisor(Hypervisor):
             await self._kill(runtime, record)
             await self._release(runtime, record)
         return stopped
+
+
+def _corral_state(status: object) -> str:
+    """corral's state for a ``query-status`` answer (:data:`QEMU_STATES`; any state
+    not listed there counts as ``paused``)."""
+    qemu_state = str(status.get("status", "")) if isinstance(status, dict) else ""
+    return QEMU_STATES.get(qemu_state, "paused")
 
 
 def _age(path: Path) -> float:

@@ -22,6 +22,7 @@ set-group-ID or sticky bit.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -166,6 +167,12 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
                 "set-group-ID or sticky bit, which a node never writes; use permission "
                 "bits only (at most 0777)")
         plan.append((path, paths.node_path(path), data, mode))
+    # Each file is written with fsync: off the event loop, so a slow disk does not
+    # stall this node's other calls.
+    await asyncio.to_thread(_write_plan, plan)
+    return [label for label, *_rest in plan]
+
+
+def _write_plan(plan: list[tuple[str, Path, bytes, int]]) -> None:
     for _label, target, data, mode in plan:
         _write(target, data, mode)
-    return [label for label, *_rest in plan]

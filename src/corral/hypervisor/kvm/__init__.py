@@ -144,11 +144,11 @@ class KvmHypervisor(Hypervisor):
                                memory=start_memory, incoming=incoming,
                                vnc_port=_vnc_port(spec))
         try:
-            runtime.write(record)
+            await asyncio.to_thread(runtime.write, record)
             secured = await security.prepare_security(spec, runtime)
             record.uid = secured.uid
             record.extra["security"] = secured.extra
-            runtime.write(record)
+            await asyncio.to_thread(runtime.write, record)
             nics = await netdev.prepare_nics(spec, runtime, incoming=incoming is not None)
             record.taps = list(nics.taps)
             record.extra["netdev"] = nics.extra
@@ -156,13 +156,13 @@ class KvmHypervisor(Hypervisor):
                 spec, disk_paths, runtime, binary=str(hv(spec, "kvm_path")),
                 nic_args=nics.args, security_args=secured.args, incoming=incoming,
                 paused=paused)
-            runtime.write(record)
+            await asyncio.to_thread(runtime.write, record)
             await _run_qemu(spec.name, record.command, runtime)
             secured.started()
             await console.set_vnc_password(self.paths, spec, runtime)
             record.pid = runtime.read_pid()
             record.started = time.time()
-            runtime.write(record)
+            await asyncio.to_thread(runtime.write, record)
             if incoming is None and start_memory < maxmem(spec):
                 await self._balloon(runtime, start_memory)
         except BaseException:

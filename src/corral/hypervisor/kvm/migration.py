@@ -602,7 +602,7 @@ async def finish_target(hv: KvmHypervisor, spec: InstanceSpec, *, success: bool)
         record = runtime.read()
         if record is not None:
             record.incoming = None
-            runtime.write(record)
+            await asyncio.to_thread(runtime.write, record)
 
 
 async def finish_source(hv: KvmHypervisor, spec: InstanceSpec, *, success: bool) -> None:

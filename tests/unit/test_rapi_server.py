@@ -4,6 +4,7 @@ opcodes handlers submit, against a fake master daemon."""
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from corral.errors import (
 )
 from corral.opcodes import op_from_dict
 from corral.rapi.auth import Users
+from corral.rapi.handlers.jobs import JOB_FIELDS_BULK
 from corral.rapi.server import build_app
 
 WRITER = "Basic " + base64.b64encode(b"admin:pw").decode()
@@ -156,18 +158,31 @@ async def test_operations_without_a_body_refuse_one(client: TestClient) -> None:
     assert (await call(client, "DELETE", "/2/jobs/3", body={}))[0] == 200
 
 
-async def test_query_arguments_are_declared_and_typed(client: TestClient) -> None:
-    status, body, _ = await call(client, "GET", "/2/info?verbose=1")
-    assert status == 400 and "unknown query argument 'verbose'" in body["message"]
-    assert "accepted: reason" in body["message"]
+async def test_query_arguments_are_declared_and_typed(client: TestClient, master: FakeMaster,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    # Unknown arguments are ignored, as Ganeti ignores them; the header names each once.
+    master.answers["QueryClusterInfo"] = {"name": "c"}
+    with caplog.at_level(logging.DEBUG, logger="corral.rapi.request"):
+        status, _, headers = await call(client, "GET", "/2/info?verbose=1&zz=2&verbose=3")
+    assert status == 200 and headers["X-Corral-Ignored-Arguments"] == "verbose, zz"
+    assert "ignoring the unknown query argument 'verbose'" in caplog.text
+    status, _, headers = await call(client, "GET", "/2/info?reason=x")
+    assert status == 200 and "X-Corral-Ignored-Arguments" not in headers
+    # ... also on a refusal of something else, so a developer sees what was dropped.
+    status, _, headers = await call(client, "GET", "/2/query/node?no-remember=1")
+    assert status == 400 and headers["X-Corral-Ignored-Arguments"] == "no-remember"
+    # Known arguments with bad values are refused with Ganeti's first words.
     status, body, _ = await call(client, "GET", "/2/jobs?bulk=yes")
-    assert status == 400 and "'bulk' must be 0 or 1" in body["message"]
+    assert status == 400 and "Invalid value for the 'bulk' parameter" in body["message"]
+    assert "0 for false" in body["message"] and "'yes'" in body["message"]
     status, body, _ = await call(client, "POST", "/2/instances/i1/reboot?type=gentle")
     assert status == 400 and "soft, hard, full" in body["message"]
     status, body, _ = await call(client, "GET", "/2/query/node")
     assert status == 400 and "missing the query argument 'fields'" in body["message"]
-    # Blank values count as absent, as in Ganeti.
+    # Blank values count as absent, and any integer is a flag, as in Ganeti.
     assert (await call(client, "GET", "/2/jobs?bulk="))[0] == 200
+    assert (await call(client, "GET", "/2/jobs?bulk=2"))[0] == 200
+    assert master.calls[-1] == ("QueryJobs", (None, list(JOB_FIELDS_BULK)))
 
 
 async def test_write_answers_the_job_id_as_a_string(client: TestClient,

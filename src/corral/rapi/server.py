@@ -6,7 +6,9 @@ Every request goes through :meth:`Dispatcher.handle`, in Ganeti's order:
 2. find the method (501 with ``Allow`` when the resource has no such method);
 3. authenticate and authorise (401 with ``WWW-Authenticate``, 403), then answer 501
    for a method Ganeti has there and corral does not serve yet;
-4. read the query arguments by their declared kinds and the body, which must be
+4. read the query arguments by their declared kinds (an argument the operation does
+   not take is ignored, as Ganeti ignores it: logged at debug level and named in the
+   ``X-Corral-Ignored-Arguments`` response header) and the body, which must be
    ``application/json`` (415) and well-formed (400), and check it where declared;
 5. run the handler and answer its result as JSON.
 
@@ -29,7 +31,7 @@ from corral.errors import CorralError, ParameterError, unexpected
 from corral.rapi.auth import Users, authorize
 from corral.rapi.errors import HttpError, error_body
 from corral.rapi.luxi_pool import LuxiPool
-from corral.rapi.request import RapiRequest, parse_args
+from corral.rapi.request import IGNORED_ARGS_HEADER, RapiRequest, ignored_args, parse_args
 from corral.rapi.routes import find
 from corral.rapi.schema import describe, validate
 from corral.rapi.spec import METHODS, NotServed, Operation
@@ -43,6 +45,8 @@ JSON: Final = "application/json"
 #: Largest request body accepted (bytes).
 MAX_BODY: Final = 16 * 1024 * 1024
 _SERVER: Final = f"corral-rapi/{__version__}"
+#: Where a request keeps the query arguments it gave and its operation does not take.
+_IGNORED_KEY: Final = web.RequestKey("corral_ignored_arguments", list[str])
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None, *,
@@ -105,7 +109,10 @@ class Dispatcher:
         if isinstance(entry, NotServed):
             raise HttpError(501, f"{method} {route.path} is not served by corral yet: "
                                  f"{entry.reason}", {"Allow": allow})
-        args = parse_args(entry, method, route.path, request.query.items())
+        ignored = ignored_args(entry, method, route.path, request.query.keys())
+        if ignored:
+            request[_IGNORED_KEY] = ignored
+        args = parse_args(entry, request.query.items())
         body = await self._body(request, entry, f"{method} {route.path}")
         req = RapiRequest(route=route, operation=entry, method=method, path=path,
                           path_args=path_args, args=args, body=body, user=user,
@@ -144,6 +151,9 @@ class Dispatcher:
 
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = _SERVER
+    ignored = request.get(_IGNORED_KEY)
+    if ignored:
+        response.headers[IGNORED_ARGS_HEADER] = ", ".join(ignored)
 
 
 def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:

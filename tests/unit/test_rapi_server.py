@@ -151,11 +151,18 @@ async def test_bodies_must_be_json(client: TestClient, master: FakeMaster) -> No
     assert not [c for c in master.calls if c[0] != "SubmitJob"]
 
 
-async def test_operations_without_a_body_refuse_one(client: TestClient) -> None:
-    status, body, _ = await call(client, "GET", "/2/info", body={"x": 1})
-    assert status == 400 and "takes no request body" in body["message"]
-    # An empty object is what some clients send anyway.
-    assert (await call(client, "DELETE", "/2/jobs/3", body={}))[0] == 200
+async def test_operations_without_a_body_ignore_one(client: TestClient,
+                                                   master: FakeMaster) -> None:
+    # As Ganeti does; the header says what was ignored.
+    master.answers["QueryClusterInfo"] = {"name": "c"}
+    status, body, headers = await call(client, "GET", "/2/info", body={"x": 1, "a": 2})
+    assert status == 200 and body["name"] == "c"
+    assert headers["X-Corral-Ignored-Body"] == "a, x"
+    status, _, headers = await call(client, "GET", "/2/info", body=[1])
+    assert status == 200 and headers["X-Corral-Ignored-Body"] == "(a JSON list)"
+    # An empty object is what some clients send anyway: nothing to report.
+    status, _, headers = await call(client, "DELETE", "/2/jobs/3", body={})
+    assert status == 200 and "X-Corral-Ignored-Body" not in headers
 
 
 async def test_query_arguments_are_declared_and_typed(client: TestClient, master: FakeMaster,
@@ -228,13 +235,18 @@ async def test_body_may_not_set_what_the_url_sets(client: TestClient,
 
 
 async def test_startup_body_takes_only_depends(client: TestClient, master: FakeMaster) -> None:
+    # Ganeti ignores the body of startup; corral uses its depends and ignores the rest.
+    status, _, headers = await call(client, "PUT", "/2/instances/web1/startup",
+                                    body={"hvparams": {"x": 1}, "force": True,
+                                          "depends": [[7, ["success"]]]})
+    assert status == 200 and headers["X-Corral-Ignored-Body"] == "force, hvparams"
+    (op,) = master.submitted()
+    assert op["depends"] == [[7, ["success"]]] and op["force"] is False
+    assert "hvparams" not in op
+    # depends itself is still checked.
     status, body, _ = await call(client, "PUT", "/2/instances/web1/startup",
-                                 body={"hvparams": {"x": 1}})
-    assert status == 400 and "unknown key 'hvparams'" in body["message"]
-    status, _, _ = await call(client, "PUT", "/2/instances/web1/startup",
-                              body={"depends": [[7, ["success"]]]})
-    assert status == 200
-    assert master.submitted()[0]["depends"] == [[7, ["success"]]]
+                                 body={"depends": [["x", ["success"]]]})
+    assert status == 400 and "depends" in body["message"]
 
 
 async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> None:
@@ -248,7 +260,10 @@ async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> Non
     assert op["os_type"] == "corral-ext4" and op["dry_run"] is True
     assert op["depends"] == [[3, ["success"]]]
     assert "__version__" not in op and "name" not in op and "os" not in op
-    for version, text in ((None, "version 0 is not supported"), (2, "unsupported")):
+    for version, text in ((None, "Instance creation request version 0 is no longer "
+                                 "supported"), (2, "Unsupported request data version 2"),
+                          ("1", "Unsupported request data version 1"),
+                          (True, "Unsupported request data version True")):
         bad = {k: v for k, v in body.items() if k != "__version__"}
         if version is not None:
             bad["__version__"] = version

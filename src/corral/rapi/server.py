@@ -9,7 +9,9 @@ Every request goes through :meth:`Dispatcher.handle`, in Ganeti's order:
 4. read the query arguments by their declared kinds (an argument the operation does
    not take is ignored, as Ganeti ignores it: logged at debug level and named in the
    ``X-Corral-Ignored-Arguments`` response header) and the body, which must be
-   ``application/json`` (415) and well-formed (400), and check it where declared;
+   ``application/json`` (415) and well-formed (400), and check it where declared (a
+   body where the operation takes none, or keys of a ``depends``-only body other than
+   ``depends``, are ignored as Ganeti ignores them, named in ``X-Corral-Ignored-Body``);
 5. run the handler and answer its result as JSON.
 
 Every failure, whichever step raised it, becomes ``{"code", "message", "explain",
@@ -36,7 +38,8 @@ from corral.rapi.routes import find
 from corral.rapi.schema import describe, validate
 from corral.rapi.spec import METHODS, NotServed, Operation
 
-__all__ = ["JSON", "MAX_BODY", "Dispatcher", "build_app", "error_response"]
+__all__ = ["IGNORED_BODY_HEADER", "JSON", "MAX_BODY", "Dispatcher", "build_app",
+           "error_response"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,10 @@ MAX_BODY: Final = 16 * 1024 * 1024
 _SERVER: Final = f"corral-rapi/{__version__}"
 #: Where a request keeps the query arguments it gave and its operation does not take.
 _IGNORED_KEY: Final = web.RequestKey("corral_ignored_arguments", list[str])
+#: Where a request keeps the body keys its operation ignores.
+_IGNORED_BODY_KEY: Final = web.RequestKey("corral_ignored_body", list[str])
+#: The response header naming them.
+IGNORED_BODY_HEADER: Final = "X-Corral-Ignored-Body"
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None, *,
@@ -135,8 +142,16 @@ class Dispatcher:
         spec = operation.body
         if spec is None:
             if body not in (None, {}):
-                raise ParameterError(f"{what} takes no request body")
+                # Ganeti ignores a body where it takes none; so does corral, saying so.
+                self._ignored_body(request, what, sorted(body) if isinstance(body, dict)
+                                   else [f"(a JSON {type(body).__name__})"])
             return None
+        if spec.ignore_unknown and isinstance(body, dict):
+            known = spec.schema.get("properties", {})
+            unknown = sorted(key for key in body if key not in known)
+            if unknown:
+                self._ignored_body(request, what, unknown)
+                body = {key: value for key, value in body.items() if key in known}
         if body is None:
             if spec.required:
                 raise ParameterError(f"{what} needs a JSON body: {describe(spec.schema)}")
@@ -149,11 +164,20 @@ class Dispatcher:
         return body
 
 
+    @staticmethod
+    def _ignored_body(request: web.Request, what: str, keys: list[str]) -> None:
+        log.debug("%s: ignoring the request body's %s", what, ", ".join(keys))
+        request[_IGNORED_BODY_KEY] = keys
+
+
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = _SERVER
     ignored = request.get(_IGNORED_KEY)
     if ignored:
         response.headers[IGNORED_ARGS_HEADER] = ", ".join(ignored)
+    ignored_body = request.get(_IGNORED_BODY_KEY)
+    if ignored_body:
+        response.headers[IGNORED_BODY_HEADER] = ", ".join(ignored_body)
 
 
 def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:

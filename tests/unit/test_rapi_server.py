@@ -159,7 +159,7 @@ async def test_operations_without_a_body_ignore_one(client: TestClient,
     assert status == 200 and body["name"] == "c"
     assert headers["X-Corral-Ignored-Body"] == "a, x"
     status, _, headers = await call(client, "GET", "/2/info", body=[1])
-    assert status == 200 and headers["X-Corral-Ignored-Body"] == "(a JSON list)"
+    assert status == 200 and headers["X-Corral-Ignored-Body"] == "(list)"
     # An empty object is what some clients send anyway: nothing to report.
     status, _, headers = await call(client, "DELETE", "/2/jobs/3", body={})
     assert status == 200 and "X-Corral-Ignored-Body" not in headers
@@ -173,6 +173,10 @@ async def test_query_arguments_are_declared_and_typed(client: TestClient, master
         status, _, headers = await call(client, "GET", "/2/info?verbose=1&zz=2&verbose=3")
     assert status == 200 and headers["X-Corral-Ignored-Arguments"] == "verbose, zz"
     assert "ignoring the unknown query argument 'verbose'" in caplog.text
+    # Names a header cannot carry as they are come percent-encoded (commas too).
+    status, _, headers = await call(client, "GET", "/2/info?a%0Ab=1&%C3%A9=2&x,y=3&p%25=4")
+    assert status == 200
+    assert headers["X-Corral-Ignored-Arguments"] == "a%0Ab, %C3%A9, x%2Cy, p%25"
     status, _, headers = await call(client, "GET", "/2/info?reason=x")
     assert status == 200 and "X-Corral-Ignored-Arguments" not in headers
     # ... also on a refusal of something else, so a developer sees what was dropped.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any, Final
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -54,6 +55,9 @@ _IGNORED_KEY: Final = web.RequestKey("corral_ignored_arguments", list[str])
 _IGNORED_BODY_KEY: Final = web.RequestKey("corral_ignored_body", list[str])
 #: The response header naming them.
 IGNORED_BODY_HEADER: Final = "X-Corral-Ignored-Body"
+#: Printable ASCII left as it is in those headers (not the comma, space or percent).
+_HEADER_SAFE: Final = "".join(c for c in map(chr, range(0x21, 0x7f))
+                              if c not in ",%" and not c.isalnum())
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None, *,
@@ -144,7 +148,7 @@ class Dispatcher:
             if body not in (None, {}):
                 # Ganeti ignores a body where it takes none; so does corral, saying so.
                 self._ignored_body(request, what, sorted(body) if isinstance(body, dict)
-                                   else [f"(a JSON {type(body).__name__})"])
+                                   else [f"({type(body).__name__})"])
             return None
         if spec.ignore_unknown and isinstance(body, dict):
             known = spec.schema.get("properties", {})
@@ -174,10 +178,16 @@ async def _server_header(request: web.Request, response: web.StreamResponse) -> 
     response.headers["Server"] = _SERVER
     ignored = request.get(_IGNORED_KEY)
     if ignored:
-        response.headers[IGNORED_ARGS_HEADER] = ", ".join(ignored)
+        response.headers[IGNORED_ARGS_HEADER] = _header_list(ignored)
     ignored_body = request.get(_IGNORED_BODY_KEY)
     if ignored_body:
-        response.headers[IGNORED_BODY_HEADER] = ", ".join(ignored_body)
+        response.headers[IGNORED_BODY_HEADER] = _header_list(ignored_body)
+
+
+def _header_list(names: list[str]) -> str:
+    """``names`` as one header value: ``a, b``, each name percent-encoded where it has
+    characters a header cannot carry (controls, non-ASCII) or that would split the list."""
+    return ", ".join(quote(name, safe=_HEADER_SAFE) for name in names)
 
 
 def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:

@@ -167,7 +167,6 @@ class Dispatcher:
                                  f"got {type(body).__name__}")
         return body
 
-
     @staticmethod
     def _ignored_body(request: web.Request, what: str, keys: list[str]) -> None:
         log.debug("%s: ignoring the request body's %s", what, ", ".join(keys))

@@ -10,7 +10,9 @@ client (``/usr/share/ganeti/3.0/ganeti/rapi/client.py``, on pycurl; the small
 It looks at the cluster (version, features, info, OS list, nodes, groups), runs an
 instance through its life (create, start, console, reboot, stop, reinstall, modify,
 rename, tags, remove), takes a node group through its life, tags the cluster and a
-node, round-trips a job filter, follows every job the way scripts do
+node, round-trips a job filter, has a job canceled by a REJECT filter at submission
+and follows it to ``canceled``, sends a query argument the resource does not take (it
+is ignored), follows every job the way scripts do
 (``WaitForJobChange``, once ``WaitForJobCompletion``), lists and cancels jobs, and
 queries nodes and instances with and without a filter. It prints one JSON report of
 what it saw. On the first failure it prints the report so far, then the failing step
@@ -220,7 +222,8 @@ def instance_life(s: Session, pnode: str) -> None:
                "reinstall instance")
         life["after_reinstall"] = c.GetInstance(name).get("status")
     with s.running(f"PUT /2/instances/{name}/modify"):
-        s.wait(c.ModifyInstance(name, beparams={"maxmem": 256, "minmem": 256}),
+        # Values inside beparams may be strings and sizes, as Ganeti converts them.
+        s.wait(c.ModifyInstance(name, beparams={"maxmem": "256M", "minmem": "256"}),
                "modify instance")
         life["beparams_after_modify"] = c.GetInstance(name).get("beparams")
     with s.running(f"PUT /2/instances/{name}/rename"):
@@ -328,6 +331,40 @@ def filters(s: Session) -> None:
         out["deleted_status"] = s.not_found(lambda: c.GetFilter(uuid), "GetFilter(deleted)")
 
 
+def rejected_job(s: Session) -> None:
+    """A job a REJECT filter matches at submission: it gets an id and ends canceled at
+    once (the filter matches only this session's reason text, and is removed after)."""
+    c = s.client
+    out: dict[str, Any] = {}
+    s.report["rejected"] = out
+    why = "rapi-session rejected job"
+    with s.running("POST /2/filters (REJECT)"):
+        uuid = c.AddFilter(0, [["reason", ["=", "reason", why]]], "REJECT")
+        out["uuid"] = uuid
+    try:
+        with s.running("PUT /2/tags (rejected)"):
+            job_id = c.AddClusterTags(["rejected"], reason=why)
+            s.expect(str(job_id).isdigit(), f"expected a job id, got {job_id!r}")
+            deadline = time.monotonic() + s.job_timeout
+            info: Any = None
+            while (info is None or info[0] not in FINAL) and time.monotonic() < deadline:
+                change = c.WaitForJobChange(job_id, ["status"], info, None)
+                info = info if change is None else change["job_info"]
+            job = c.GetJobStatus(job_id)
+            out["job"] = {k: job.get(k) for k in ("status", "opstatus", "opresult")}
+            out["tags"] = c.GetClusterTags()
+    finally:
+        with s.running(f"DELETE /2/filters/{uuid}"):
+            c.DeleteFilter(uuid)
+
+
+def unknown_query_argument(s: Session) -> None:
+    """A query argument the resource does not take is ignored, as Ganeti ignores it."""
+    with s.running("GET /2/info?no-remember=1"):
+        info = s.client._SendRequest("GET", "/2/info", [("no-remember", 1)], None)
+        s.report["unknown_argument_info_name"] = info.get("name")
+
+
 def jobs_and_queries(s: Session) -> None:
     """List jobs (plain and bulk) and query nodes and their fields."""
     c = s.client
@@ -392,6 +429,8 @@ def main() -> int:
             failed_job(session)
             groups_and_nodes(session, pnode)
             filters(session)
+            rejected_job(session)
+            unknown_query_argument(session)
             jobs_and_queries(session)
         except Exception as err:
             print(json.dumps(session.report, sort_keys=True, default=str))

@@ -141,13 +141,22 @@ def test_archive_and_autoarchive(testbed: TestbedHandle) -> None:
     assert testbed.run("gnt-job", "list", "--no-headers", str(second)).stdout == ""
 
 
-def test_reject_filter_refuses_submission(testbed: TestbedHandle) -> None:
+def test_reject_filter_cancels_the_submitted_job(testbed: TestbedHandle) -> None:
     predicates = json.dumps([["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]])
-    testbed.run("gnt-filter", "add", "--action", "REJECT", "--predicates", predicates)
-    before = testbed.run("gnt-job", "list", "--no-headers").stdout
-    proc = testbed.run("gnt-debug", "delay", "0", check=False)
-    assert proc.returncode != 0 and "reject" in proc.stderr.lower(), proc.stderr
-    assert testbed.run("gnt-job", "list", "--no-headers").stdout == before
+    rule = testbed.run("gnt-filter", "add", "--action", "REJECT",
+                       "--predicates", predicates).stdout.strip()
+    # Waiting for it: the job exists, ended canceled, and the error names the rule.
+    proc = testbed.run("gnt-debug", "delay", "--print-jobid", "0", check=False)
+    assert proc.returncode == 1 and f"filter rule {rule}" in proc.stderr, proc.stderr
+    waited = int(proc.stdout.split()[0])
+    # --submit: the id, as for any job; the job is canceled without running.
+    submitted = int(testbed.run("gnt-debug", "delay", "--submit", "--print-jobid",
+                                "0").stdout.split()[0])
+    listed = testbed.run("gnt-job", "list", "--no-headers", "--separator", "|", "-o",
+                         "id,status,opresult", str(waited), str(submitted)).stdout
+    assert listed.splitlines() == [f"{job}|canceled|['Job canceled by filter rule {rule}']"
+                                   for job in (waited, submitted)], listed
+    testbed.run("gnt-filter", "delete", rule)
 
 
 def test_drained_queue_refuses_submission(testbed: TestbedHandle) -> None:

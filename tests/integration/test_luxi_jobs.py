@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from corral.errors import JobRejectedError, NotFoundError, ParameterError
+from corral.errors import NotFoundError, ParameterError
 from corral.luxi import Client
 from tests.conftest import TestbedHandle
 
@@ -96,9 +96,16 @@ def test_reject_filter_and_max_running_jobs_from_the_cluster(testbed: TestbedHan
     with Client(testbed.paths.master_socket) as client:
         uuid = client.call("ReplaceFilter", None, 0,
                            [["opcode", ["=", "OP_ID", "OP_TAGS_SET"]]], "REJECT", [])
-        with pytest.raises(JobRejectedError, match=uuid):
-            client.call("SubmitJob", [{"OP_ID": "OP_TAGS_SET", "kind": "cluster",
-                                       "tags": ["x"]}])
+        # Rejected jobs get ids and end canceled at once, naming the rule (seed 000).
+        tag = {"OP_ID": "OP_TAGS_SET", "kind": "cluster", "tags": ["x"]}
+        rejected = [client.call("SubmitJob", [tag])]
+        many = client.call("SubmitManyJobs", [[tag], [tag]])
+        assert [ok for ok, _ in many] == [True, True], many
+        rejected += [job for _, job in many]
+        why = f"Job canceled by filter rule {uuid}"
+        assert client.call("QueryJobs", rejected, ["status", "opresult"]) == [
+            ["canceled", [why]]] * 3
+        assert client.call("QueryClusterInfo")["tags"] == []
         client.call("DeleteFilter", uuid)
         assert client.call("QueryFilters", None, ["uuid"]) == []
         job = client.call("SubmitJob", [{"OP_ID": "OP_CLUSTER_SET_PARAMS",

@@ -146,7 +146,9 @@ def test_protocol_authentication_jobs_filters_queries_and_tags(testbed: TestbedH
     assert status == 404 and "'nope.testbed' not found" in body["message"]
     assert api.request("GET", "/2/no/such/resource")[0] == 404
     status, body, _ = api.request("GET", "/2/instances?bulk=true")
-    assert status == 400 and "'bulk' must be 0 or 1" in body["message"]
+    assert status == 400 and "Invalid value for the 'bulk' parameter" in body["message"]
+    status, body, headers = api.request("GET", "/2/instances?bulk=1&no-remember=1")
+    assert status == 200 and headers["X-Corral-Ignored-Arguments"] == "no-remember"
 
     # Writes answer the job id as a bare JSON string; reason= lands in the opcode's trail.
     job_id = api.ok("PUT", f"/2/tags?tag=prod&tag=web&reason={quote('ticket 42')}")

@@ -1,17 +1,18 @@
 """RAPI v2 from the outside: existing clients, a fuzzer and the access rules.
 
-Each test starts a 3-node testbed (whose ``corral-rapi`` runs with
-``--require-authentication``) and talks to it over HTTPS on loopback, trusting only
-the cluster CA:
+Each test starts a 3-node testbed (the two Python client sessions share one), whose
+``corral-rapi`` runs with ``--require-authentication``, and talks to it over HTTPS on
+loopback, trusting only the cluster CA:
 
 * Ganeti's own Python client (Debian's ``ganeti-3.0``, run under the system python3)
   goes through a whole administrator's session (``rapi_session.py``);
 * ``curl`` makes the calls shell scripts make, with the CA, a user and JSON bodies,
   and meets the error answers scripts rely on (404, 401, 415, 400);
 * Ganeti's htools (``hscan``, Debian's ``ganeti-htools-3.0``) load the cluster
-  through RAPI as ``hbal -m`` and ``hspace -m`` do. (``gentleman``, the other
-  Python client on PyPI, cannot be installed: its 2015 source release lacks the
-  ``requirements.txt`` its setup.py reads.);
+  through RAPI as ``hbal -m`` and ``hspace -m`` do;
+* gentleman, the other Python client (PyPI, installed by ``make rapi-clients``), goes
+  through an administrator's session too (``gentleman_session.py``), on the testbed of
+  Ganeti's client session;
 * schemathesis fuzzes every operation of ``/openapi.json`` (valid and invalid
   input, on names that do not exist and then on real objects) and checks that
   nothing answers 5xx and that every error body has Ganeti's shape
@@ -40,7 +41,8 @@ import pytest
 import requests
 
 from corral.utils.process import running_pid
-from tests.conftest import TestbedHandle
+from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
+from tests.integration import gentleman_session
 
 pytestmark = pytest.mark.integration
 
@@ -115,8 +117,22 @@ def _ganeti_client_missing() -> str | None:
     return None
 
 
-def test_ganeti_rapi_client_session(testbed: TestbedHandle, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def clients_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedHandle]:
+    """One testbed for the two Python client sessions (each cleans up after itself)."""
+    directory = tmp_path_factory.mktemp("clients") / "tb"
+    proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
+    try:
+        assert proc.returncode == 0, proc.stderr
+        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+    finally:
+        run_testbed("down", "--dir", str(directory))
+        assert_no_daemons(directory)
+
+
+def test_ganeti_rapi_client_session(clients_testbed: TestbedHandle, tmp_path: Path) -> None:
     """A whole admin session through ganeti.rapi.client.GanetiRapiClient."""
+    testbed = clients_testbed
     reason = _ganeti_client_missing()
     if reason:
         print(f"skipping: {reason}")
@@ -137,6 +153,33 @@ def test_ganeti_rapi_client_session(testbed: TestbedHandle, tmp_path: Path) -> N
     wrong = [f"{what}: got {got!r}, expected {want}" for what, got, want, ok in
              session_expectations(report, testbed.state["cluster_name"]) if not ok]
     assert not wrong, "the session saw what Ganeti's RAPI would not answer:\n" + "\n".join(wrong)
+
+
+def test_gentleman_session(clients_testbed: TestbedHandle) -> None:
+    """An admin session through gentleman (PyPI), which sends query arguments corral
+    does not take and polls a job a REJECT filter canceled at submission."""
+    reason = gentleman_session.missing()
+    if reason:
+        print(f"skipping: {reason}")
+        pytest.skip(reason)
+    url = urlsplit(rapi_of(clients_testbed).url)
+    rapi = rapi_of(clients_testbed)
+    assert url.hostname and url.port
+    seen = gentleman_session.run(url.hostname, url.port, rapi.user, rapi.password,
+                                 "node2.testbed")
+    assert (seen["version"], seen["cluster"], seen["nodes"]) == (
+        2, clients_testbed.state["cluster_name"], NODES), seen
+    assert "instance-create-reqv1" in seen["features"]
+    assert any(os.split("+")[0] == "corral-ext4" for os in seen["os"]), seen["os"]
+    assert [seen["created"], seen["after_start"], seen["after_stop"]] == [
+        "ADMIN_down", "running", "ADMIN_down"], seen
+    assert seen["maxmem"] == 256 and seen["tags"] == ["gent:a", "gent:b"], seen
+    assert seen["rejected"] == {
+        "status": "canceled", "rule": seen["rejected"]["rule"],
+        "opresult": [f"Job canceled by filter rule {seen['rejected']['rule']}"]}, seen
+    assert seen["tags_after_reject"] == ["gent:a", "gent:b"], seen
+    assert seen["cancel_finished"][0] is False and seen["jobs_listed"], seen
+    assert seen["listed_after_remove"] is False, seen
 
 
 def session_expectations(report: dict[str, Any], cluster: str
@@ -233,6 +276,13 @@ def session_expectations(report: dict[str, Any], cluster: str
     holds("filters after delete", filters["after_delete"], "without the filter",
           filters["uuid"] not in filters["after_delete"])
     eq("GET deleted filter", filters["deleted_status"], 404)
+    rejected = report["rejected"]
+    eq("job rejected by a filter at submission", rejected["job"], {
+        "status": "canceled", "opstatus": ["canceled"],
+        "opresult": [f"Job canceled by filter rule {rejected['uuid']}"]})
+    holds("cluster tags after the rejected job", rejected["tags"], "without 'rejected'",
+          "rejected" not in rejected["tags"])
+    eq("GET /2/info?no-remember=1 (ignored)", report["unknown_argument_info_name"], cluster)
 
     holds("jobs followed", sorted(jobs), "some", bool(jobs))
     holds("job statuses", {k: v["status"] for k, v in jobs.items()}, "all success",

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from corral.errors import JobQueueDrainedError, JobRejectedError, NotFoundError, OpExecError
+from corral.errors import JobQueueDrainedError, NotFoundError, OpExecError
 from corral.jobs import CRASH_MESSAGE, JobQueue, JobStore, OpContext
-from corral.jobs.model import Job, QueuedOpCode, decode_job, timestamp_now
+from corral.jobs.model import Job, QueuedOpCode, decode_job, job_error, timestamp_now
 from corral.opcodes import OpCode, OpTestDelay, op_to_dict
 
 FINAL = {"success", "error", "canceled"}
@@ -374,13 +374,24 @@ async def test_change_priority(env: Env) -> None:
 # -- filters ---------------------------------------------------------------------------
 
 
-async def test_reject_at_submit_stores_nothing(env: Env) -> None:
+async def test_reject_at_submit_gives_a_canceled_job(env: Env) -> None:
     queue = await env.open(decider=lambda job_id, ops: Decision("REJECT", "rule-1"))
-    with pytest.raises(JobRejectedError, match="rule-1"):
-        await queue.submit([delay()])
-    assert await queue.query(None, ["id"]) == []
-    results = await queue.submit_many([[delay()]])
-    assert not results[0][0] and "rule-1" in str(results[0][1])
+    job_id = await queue.submit([delay(), delay()])
+    fields = ["status", "opstatus", "opresult", "start_ts"]
+    result = "Job canceled by filter rule rule-1"
+    assert await queue.query([job_id], fields) == [
+        ["canceled", ["canceled", "canceled"], [result, result], None]]
+    results = await queue.submit_many([[delay()], [delay(depends=[(-1, ["success"])])]])
+    assert [ok for ok, _ in results] == [True, True]
+    ids = [int(job) for _, job in results]
+    assert [await status(queue, job) for job in ids] == ["canceled", "canceled"]
+    assert not env.executor.started
+    # A client following the job is told why it ended.
+    (row,) = await queue.query([job_id], ["status", "opstatus", "opresult"])
+    assert job_error(job_id, *row).message == f"job {job_id} was canceled: {result}"
+    # Stored: a reopened queue still has them, still canceled.
+    reopened = await env.reopen()
+    assert [row[0] for row in await reopened.query(None, ["status"])] == ["canceled"] * 3
 
 
 async def test_pause_holds_then_releases(env: Env) -> None:

@@ -81,7 +81,7 @@ def test_query_argument_kinds() -> None:
     tags = {p["name"]: p for p in doc["paths"]["/2/tags"]["put"]["parameters"]}
     assert tags["tag"]["schema"] == {"type": "array", "items": {"type": "string"}}
     assert tags["tag"]["explode"] is True and tags["tag"]["required"] is True
-    assert tags["dry-run"]["schema"] == {"type": "integer", "enum": [0, 1]}
+    assert tags["dry-run"]["schema"]["type"] == "integer"
     reboot = {p["name"]: p for p in
               doc["paths"]["/2/instances/{instance_name}/reboot"]["post"]["parameters"]}
     assert reboot["type"]["schema"]["enum"] == ["soft", "hard", "full"]

@@ -4,6 +4,7 @@ opcodes handlers submit, against a fake master daemon."""
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from corral.errors import (
 )
 from corral.opcodes import op_from_dict
 from corral.rapi.auth import Users
+from corral.rapi.handlers.jobs import JOB_FIELDS_BULK
 from corral.rapi.server import build_app
 
 WRITER = "Basic " + base64.b64encode(b"admin:pw").decode()
@@ -149,25 +151,49 @@ async def test_bodies_must_be_json(client: TestClient, master: FakeMaster) -> No
     assert not [c for c in master.calls if c[0] != "SubmitJob"]
 
 
-async def test_operations_without_a_body_refuse_one(client: TestClient) -> None:
-    status, body, _ = await call(client, "GET", "/2/info", body={"x": 1})
-    assert status == 400 and "takes no request body" in body["message"]
-    # An empty object is what some clients send anyway.
-    assert (await call(client, "DELETE", "/2/jobs/3", body={}))[0] == 200
+async def test_operations_without_a_body_ignore_one(client: TestClient,
+                                                   master: FakeMaster) -> None:
+    # As Ganeti does; the header says what was ignored.
+    master.answers["QueryClusterInfo"] = {"name": "c"}
+    status, body, headers = await call(client, "GET", "/2/info", body={"x": 1, "a": 2})
+    assert status == 200 and body["name"] == "c"
+    assert headers["X-Corral-Ignored-Body"] == "a, x"
+    status, _, headers = await call(client, "GET", "/2/info", body=[1])
+    assert status == 200 and headers["X-Corral-Ignored-Body"] == "(list)"
+    # An empty object is what some clients send anyway: nothing to report.
+    status, _, headers = await call(client, "DELETE", "/2/jobs/3", body={})
+    assert status == 200 and "X-Corral-Ignored-Body" not in headers
 
 
-async def test_query_arguments_are_declared_and_typed(client: TestClient) -> None:
-    status, body, _ = await call(client, "GET", "/2/info?verbose=1")
-    assert status == 400 and "unknown query argument 'verbose'" in body["message"]
-    assert "accepted: reason" in body["message"]
+async def test_query_arguments_are_declared_and_typed(client: TestClient, master: FakeMaster,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    # Unknown arguments are ignored, as Ganeti ignores them; the header names each once.
+    master.answers["QueryClusterInfo"] = {"name": "c"}
+    with caplog.at_level(logging.DEBUG, logger="corral.rapi.request"):
+        status, _, headers = await call(client, "GET", "/2/info?verbose=1&zz=2&verbose=3")
+    assert status == 200 and headers["X-Corral-Ignored-Arguments"] == "verbose, zz"
+    assert "ignoring the unknown query argument 'verbose'" in caplog.text
+    # Names a header cannot carry as they are come percent-encoded (commas too).
+    status, _, headers = await call(client, "GET", "/2/info?a%0Ab=1&%C3%A9=2&x,y=3&p%25=4")
+    assert status == 200
+    assert headers["X-Corral-Ignored-Arguments"] == "a%0Ab, %C3%A9, x%2Cy, p%25"
+    status, _, headers = await call(client, "GET", "/2/info?reason=x")
+    assert status == 200 and "X-Corral-Ignored-Arguments" not in headers
+    # ... also on a refusal of something else, so a developer sees what was dropped.
+    status, _, headers = await call(client, "GET", "/2/query/node?no-remember=1")
+    assert status == 400 and headers["X-Corral-Ignored-Arguments"] == "no-remember"
+    # Known arguments with bad values are refused with Ganeti's first words.
     status, body, _ = await call(client, "GET", "/2/jobs?bulk=yes")
-    assert status == 400 and "'bulk' must be 0 or 1" in body["message"]
+    assert status == 400 and "Invalid value for the 'bulk' parameter" in body["message"]
+    assert "0 for false" in body["message"] and "'yes'" in body["message"]
     status, body, _ = await call(client, "POST", "/2/instances/i1/reboot?type=gentle")
     assert status == 400 and "soft, hard, full" in body["message"]
     status, body, _ = await call(client, "GET", "/2/query/node")
     assert status == 400 and "missing the query argument 'fields'" in body["message"]
-    # Blank values count as absent, as in Ganeti.
+    # Blank values count as absent, and any integer is a flag, as in Ganeti.
     assert (await call(client, "GET", "/2/jobs?bulk="))[0] == 200
+    assert (await call(client, "GET", "/2/jobs?bulk=2"))[0] == 200
+    assert master.calls[-1] == ("QueryJobs", (None, list(JOB_FIELDS_BULK)))
 
 
 async def test_write_answers_the_job_id_as_a_string(client: TestClient,
@@ -213,13 +239,18 @@ async def test_body_may_not_set_what_the_url_sets(client: TestClient,
 
 
 async def test_startup_body_takes_only_depends(client: TestClient, master: FakeMaster) -> None:
+    # Ganeti ignores the body of startup; corral uses its depends and ignores the rest.
+    status, _, headers = await call(client, "PUT", "/2/instances/web1/startup",
+                                    body={"hvparams": {"x": 1}, "force": True,
+                                          "depends": [[7, ["success"]]]})
+    assert status == 200 and headers["X-Corral-Ignored-Body"] == "force, hvparams"
+    (op,) = master.submitted()
+    assert op["depends"] == [[7, ["success"]]] and op["force"] is False
+    assert "hvparams" not in op
+    # depends itself is still checked.
     status, body, _ = await call(client, "PUT", "/2/instances/web1/startup",
-                                 body={"hvparams": {"x": 1}})
-    assert status == 400 and "unknown key 'hvparams'" in body["message"]
-    status, _, _ = await call(client, "PUT", "/2/instances/web1/startup",
-                              body={"depends": [[7, ["success"]]]})
-    assert status == 200
-    assert master.submitted()[0]["depends"] == [[7, ["success"]]]
+                                 body={"depends": [["x", ["success"]]]})
+    assert status == 400 and "depends" in body["message"]
 
 
 async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> None:
@@ -233,7 +264,10 @@ async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> Non
     assert op["os_type"] == "corral-ext4" and op["dry_run"] is True
     assert op["depends"] == [[3, ["success"]]]
     assert "__version__" not in op and "name" not in op and "os" not in op
-    for version, text in ((None, "version 0 is not supported"), (2, "unsupported")):
+    for version, text in ((None, "Instance creation request version 0 is no longer "
+                                 "supported"), (2, "Unsupported request data version 2"),
+                          ("1", "Unsupported request data version 1"),
+                          (True, "Unsupported request data version True")):
         bad = {k: v for k, v in body.items() if k != "__version__"}
         if version is not None:
             bad["__version__"] = version

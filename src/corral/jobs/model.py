@@ -92,7 +92,9 @@ def job_error(job_id: int, status: str, opstatus: Sequence[str],
     does.
     """
     if status in ("canceled", "canceling"):
-        return OpExecError(f"job {job_id} was canceled")
+        # Why, when the queue said so (by request, by filter rule X): the first text.
+        why = next((r for r in opresult if isinstance(r, str) and r), None)
+        return OpExecError(f"job {job_id} was canceled" + (f": {why}" if why else ""))
     has_ok = False
     for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=False)):
         if op_status == "success":

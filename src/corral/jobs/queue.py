@@ -30,7 +30,6 @@ from corral.errors import (
     ConfigStoreError,
     CorralError,
     JobQueueDrainedError,
-    JobRejectedError,
     NotMasterError,
     OpExecError,
     ParameterError,
@@ -225,7 +224,11 @@ class JobQueue:
 
     # -- submission ----------------------------------------------------------------
     async def submit(self, ops: Sequence[OpCode]) -> int:
-        """Submit one job; returns its id once the job is stored."""
+        """Submit one job; returns its id once the job is stored.
+
+        A job a REJECT filter rule matches is not refused: it is stored canceled,
+        its opcodes' result naming the rule (as Ganeti's queue cancels it).
+        """
         (result,) = await self._submit_jobs([ops], raise_errors=True)
         assert isinstance(result[1], int)
         return result[1]
@@ -258,7 +261,7 @@ class JobQueue:
         for position, ops in enumerate(jobs):
             try:
                 entry = self._create(ops, position, results)
-            except (ParameterError, JobRejectedError) as err:
+            except ParameterError as err:
                 if raise_errors:
                     raise
                 results.append((False, str(err)))
@@ -301,10 +304,14 @@ class JobQueue:
             )
         job = Job(id=job_id, ops=queued, received_timestamp=timestamp_now())
         action, rule, limit = self._decide(job)
-        if action == "REJECT":
-            raise JobRejectedError(f"job {job_id} was rejected by filter rule {rule}")
         entry = LiveJob(job, opcodes=opcodes, saved=False)
-        self._apply_decision(entry, action, rule, limit)
+        if action == "REJECT":
+            # Seed 000: entering the queue is filtered like being in it, so a rejected
+            # job gets its id, is stored and ends canceled at once, naming the rule.
+            job.finish_unfinished(CANCELED, _rejected_result(rule))
+            _log.info("job %s canceled at submission by filter rule %s", job_id, rule)
+        else:
+            self._apply_decision(entry, action, rule, limit)
         self._jobs[job_id] = entry
         self._depends.register(entry)
         self._touch(entry)

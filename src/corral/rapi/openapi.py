@@ -33,7 +33,7 @@ ERROR_STATUSES: Final = {
 }
 
 _ARG_SCHEMAS: Final[dict[str, Schema]] = {
-    "flag": {"type": "integer", "enum": [0, 1]},
+    "flag": {"type": "integer", "description": "0 for false, any other integer for true"},
     "int": {"type": "integer"},
     "text": {"type": "string"},
     "texts": {"type": "array", "items": {"type": "string"}},
@@ -128,7 +128,10 @@ def build_document(routes: Sequence[Route]) -> dict[str, Any]:
             "version": f"2 (corral {__version__})",
             "description": "Ganeti's Remote API v2, as corral serves it. Write operations "
                            "that run a job answer the job's id as a JSON string. Boolean "
-                           "query arguments are 0 or 1.",
+                           "query arguments are integers (0 false, any other true). A query "
+                           "argument an operation does not take is ignored, as Ganeti "
+                           "ignores it, and named in the X-Corral-Ignored-Arguments "
+                           "response header.",
         },
         "paths": paths,
         "components": {

@@ -9,6 +9,7 @@ body and fixed parameters) and talk to the master daemon through luxi.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -27,7 +28,12 @@ if TYPE_CHECKING:
     from corral.rapi.luxi_pool import LuxiPool
     from corral.rapi.spec import Operation, Route
 
-__all__ = ["RapiRequest", "job_error", "parse_args"]
+__all__ = ["IGNORED_ARGS_HEADER", "RapiRequest", "ignored_args", "job_error", "parse_args"]
+
+_log = logging.getLogger(__name__)
+
+#: The response header naming the query arguments a request gave and RAPI ignored.
+IGNORED_ARGS_HEADER: Final = "X-Corral-Ignored-Arguments"
 
 #: How the master names an opcode parameter when it refuses a submitted job.
 _SUBMIT_ERROR_RE: Final = re.compile(
@@ -37,41 +43,54 @@ _SUBMIT_ERROR_RE: Final = re.compile(
 WAIT_TIMEOUT: Final = 10.0
 
 
-def parse_args(operation: Operation, method: str, path: str,
-               pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def ignored_args(operation: Operation, method: str, path: str,
+                 names: Iterable[str]) -> list[str]:
+    """The query arguments given that ``operation`` does not take, each once, in order.
+
+    Ganeti's RAPI ignores them (clients send arguments of other versions, e.g.
+    gentleman's ``no-remember``), and so does corral; each is logged at debug level.
+    """
+    ignored: list[str] = []
+    for name in names:
+        if operation.arg(name) is None and name not in ignored:
+            _log.debug("%s %s: ignoring the unknown query argument %r (accepted: %s)",
+                       method, path, name, ", ".join(a.name for a in operation.args) or "none")
+            ignored.append(name)
+    return ignored
+
+
+def parse_args(operation: Operation, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     """Read query arguments by the kinds ``operation`` declares.
 
+    Arguments the operation does not take are skipped (see :func:`ignored_args`).
     Blank values count as absent (as Ganeti's parsing drops them); a repeated
-    argument that is not a list keeps its first value; flags are ``0`` or ``1``; an
-    argument the operation does not take, or a required one missing, is refused with
-    a message naming what is accepted.
+    argument that is not a list keeps its first value; flags are integers (``0``
+    false, any other true), as Ganeti reads them. A known argument with a bad value,
+    or a required one missing, is refused with a message naming what is accepted.
     """
     values: dict[str, Any] = {}
     for name, text in pairs:
         arg = operation.arg(name)
         if arg is None:
-            accepted = ", ".join(a.name for a in operation.args) or "none"
-            raise ParameterError(
-                f"unknown query argument {name!r} for {method} {path}; accepted: {accepted}")
+            continue
         if text == "":
             continue
         if arg.kind == "texts":
             values.setdefault(name, []).append(text)
         elif name in values:
             continue
-        elif arg.kind == "flag":
-            if text not in ("0", "1"):
-                raise ParameterError(f"query argument {name!r} must be 0 or 1, got {text!r}")
-            values[name] = text == "1"
-        elif arg.kind == "int":
+        elif arg.kind in ("flag", "int"):
             try:
-                values[name] = int(text)
+                number = int(text)
             except ValueError:
-                raise ParameterError(
-                    f"query argument {name!r} must be an integer, got {text!r}") from None
+                what = ("an integer: 0 for false, any other for true" if arg.kind == "flag"
+                        else "an integer")
+                raise ParameterError(f"Invalid value for the '{name}' parameter: it must be "
+                                     f"{what}, got {text!r}") from None
+            values[name] = number != 0 if arg.kind == "flag" else number
         elif arg.choices is not None and text not in arg.choices:
-            raise ParameterError(f"query argument {name!r} must be one of "
-                                 f"{', '.join(arg.choices)}, got {text!r}")
+            raise ParameterError(f"Invalid value for the '{name}' parameter: it must be one "
+                                 f"of {', '.join(arg.choices)}, got {text!r}")
         else:
             values[name] = text
     for arg in operation.args:

@@ -6,8 +6,12 @@ Every request goes through :meth:`Dispatcher.handle`, in Ganeti's order:
 2. find the method (501 with ``Allow`` when the resource has no such method);
 3. authenticate and authorise (401 with ``WWW-Authenticate``, 403), then answer 501
    for a method Ganeti has there and corral does not serve yet;
-4. read the query arguments by their declared kinds and the body, which must be
-   ``application/json`` (415) and well-formed (400), and check it where declared;
+4. read the query arguments by their declared kinds (an argument the operation does
+   not take is ignored, as Ganeti ignores it: logged at debug level and named in the
+   ``X-Corral-Ignored-Arguments`` response header) and the body, which must be
+   ``application/json`` (415) and well-formed (400), and check it where declared (a
+   body where the operation takes none, or keys of a ``depends``-only body other than
+   ``depends``, are ignored as Ganeti ignores them, named in ``X-Corral-Ignored-Body``);
 5. run the handler and answer its result as JSON.
 
 Every failure, whichever step raised it, becomes ``{"code", "message", "explain",
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any, Final
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -29,12 +34,13 @@ from corral.errors import CorralError, ParameterError, unexpected
 from corral.rapi.auth import Users, authorize
 from corral.rapi.errors import HttpError, error_body
 from corral.rapi.luxi_pool import LuxiPool
-from corral.rapi.request import RapiRequest, parse_args
+from corral.rapi.request import IGNORED_ARGS_HEADER, RapiRequest, ignored_args, parse_args
 from corral.rapi.routes import find
 from corral.rapi.schema import describe, validate
 from corral.rapi.spec import METHODS, NotServed, Operation
 
-__all__ = ["JSON", "MAX_BODY", "Dispatcher", "build_app", "error_response"]
+__all__ = ["IGNORED_BODY_HEADER", "JSON", "MAX_BODY", "Dispatcher", "build_app",
+           "error_response"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,15 @@ JSON: Final = "application/json"
 #: Largest request body accepted (bytes).
 MAX_BODY: Final = 16 * 1024 * 1024
 _SERVER: Final = f"corral-rapi/{__version__}"
+#: Where a request keeps the query arguments it gave and its operation does not take.
+_IGNORED_KEY: Final = web.RequestKey("corral_ignored_arguments", list[str])
+#: Where a request keeps the body keys its operation ignores.
+_IGNORED_BODY_KEY: Final = web.RequestKey("corral_ignored_body", list[str])
+#: The response header naming them.
+IGNORED_BODY_HEADER: Final = "X-Corral-Ignored-Body"
+#: Printable ASCII left as it is in those headers (not the comma, space or percent).
+_HEADER_SAFE: Final = "".join(c for c in map(chr, range(0x21, 0x7f))
+                              if c not in ",%" and not c.isalnum())
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None, *,
@@ -105,7 +120,10 @@ class Dispatcher:
         if isinstance(entry, NotServed):
             raise HttpError(501, f"{method} {route.path} is not served by corral yet: "
                                  f"{entry.reason}", {"Allow": allow})
-        args = parse_args(entry, method, route.path, request.query.items())
+        ignored = ignored_args(entry, method, route.path, request.query.keys())
+        if ignored:
+            request[_IGNORED_KEY] = ignored
+        args = parse_args(entry, request.query.items())
         body = await self._body(request, entry, f"{method} {route.path}")
         req = RapiRequest(route=route, operation=entry, method=method, path=path,
                           path_args=path_args, args=args, body=body, user=user,
@@ -128,8 +146,16 @@ class Dispatcher:
         spec = operation.body
         if spec is None:
             if body not in (None, {}):
-                raise ParameterError(f"{what} takes no request body")
+                # Ganeti ignores a body where it takes none; so does corral, saying so.
+                self._ignored_body(request, what, sorted(body) if isinstance(body, dict)
+                                   else [f"({type(body).__name__})"])
             return None
+        if spec.ignore_unknown and isinstance(body, dict):
+            known = spec.schema.get("properties", {})
+            unknown = sorted(key for key in body if key not in known)
+            if unknown:
+                self._ignored_body(request, what, unknown)
+                body = {key: value for key, value in body.items() if key in known}
         if body is None:
             if spec.required:
                 raise ParameterError(f"{what} needs a JSON body: {describe(spec.schema)}")
@@ -141,9 +167,26 @@ class Dispatcher:
                                  f"got {type(body).__name__}")
         return body
 
+    @staticmethod
+    def _ignored_body(request: web.Request, what: str, keys: list[str]) -> None:
+        log.debug("%s: ignoring the request body's %s", what, ", ".join(keys))
+        request[_IGNORED_BODY_KEY] = keys
+
 
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = _SERVER
+    ignored = request.get(_IGNORED_KEY)
+    if ignored:
+        response.headers[IGNORED_ARGS_HEADER] = _header_list(ignored)
+    ignored_body = request.get(_IGNORED_BODY_KEY)
+    if ignored_body:
+        response.headers[IGNORED_BODY_HEADER] = _header_list(ignored_body)
+
+
+def _header_list(names: list[str]) -> str:
+    """``names`` as one header value: ``a, b``, each name percent-encoded where it has
+    characters a header cannot carry (controls, non-ASCII) or that would split the list."""
+    return ", ".join(quote(name, safe=_HEADER_SAFE) for name in names)
 
 
 def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:

@@ -109,12 +109,18 @@ class Body:
     schema: Schema
     required: bool = False
     check: bool = True
+    #: Keys the schema does not name are dropped (and reported) before the check, as
+    #: Ganeti ignores the body of operations that take their parameters from the URL.
+    ignore_unknown: bool = False
 
 
-#: A request body that may only carry ``depends`` (a job dependency list), for
-#: operations whose opcode takes its parameters from the URL alone.
-DEPENDS_ONLY = Body(opcode_schema("OP_TEST_DELAY", only=("depends",),
-                                  doc="Only 'depends': [[job_id, [statuses]], ...]"))
+#: A request body whose only use is ``depends`` (a job dependency list), for
+#: operations whose opcode takes its parameters from the URL alone; other keys are
+#: ignored, as Ganeti ignores these bodies.
+DEPENDS_ONLY = Body({**opcode_schema("OP_TEST_DELAY", only=("depends",),
+                                     doc="Only 'depends': [[job_id, [statuses]], ...] is "
+                                         "used; other keys are ignored, as in Ganeti"),
+                     "additionalProperties": True}, ignore_unknown=True)
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,11 @@ async def create(req: RapiRequest) -> str:
     version = body.pop(VERSION_KEY, 0)
     if version == 0:
         raise ParameterError(
-            f"instance creation request version 0 is not supported: send the opcode's "
-            f"parameters with \"{VERSION_KEY}\": 1 (feature instance-create-reqv1)")
-    if version != 1:
-        raise ParameterError(f"unsupported instance creation request version {version!r}; "
-                             "supported: 1")
+            f"Instance creation request version 0 is no longer supported: send the "
+            f"opcode's parameters with \"{VERSION_KEY}\": 1 (feature instance-create-reqv1)")
+    if version != 1 or isinstance(version, bool):
+        raise ParameterError(f"Unsupported request data version {version}: the supported "
+                             f"version is the integer 1, got {version!r}")
     return await req.submit(req.opcode("OP_INSTANCE_CREATE", {"dry_run": req.flag("dry-run")},
                                        rename=CREATE_RENAME, body=body))
 

@@ -44,7 +44,7 @@ from corral.opcodes.network_ops import (
     OpNetworkRemove,
     OpNetworkSetParams,
 )
-from corral.qlang import FieldRegistry
+from corral.qlang import FieldRegistry, ResultStatus
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
@@ -483,15 +483,23 @@ class NetworkQueryData:
                  g.networks[net.uuid].vlan] for g in self.groups if net.uuid in g.networks]
 
 
+def _or_unavail(value: str | None) -> str | ResultStatus:
+    """Unset optional values are "not available" (``-`` in lists, null in RAPI)."""
+    return ResultStatus.UNAVAIL if value is None else value
+
+
 def _build_fields() -> FieldRegistry[NetworkQueryData, Network]:
     reg: FieldRegistry[NetworkQueryData, Network] = FieldRegistry("network")
     add = reg.add
     add("name", "Network", "text", "Name", lambda _c, n: n.name)
     add("network", "Subnet", "text", "IPv4 subnet", lambda _c, n: n.network)
-    add("gateway", "Gateway", "other", "IPv4 gateway", lambda _c, n: n.gateway)
-    add("network6", "IPv6Subnet", "other", "IPv6 subnet", lambda _c, n: n.network6)
-    add("gateway6", "IPv6Gateway", "other", "IPv6 gateway", lambda _c, n: n.gateway6)
-    add("mac_prefix", "MacPrefix", "other", "MAC address prefix", lambda _c, n: n.mac_prefix)
+    add("gateway", "Gateway", "other", "IPv4 gateway", lambda _c, n: _or_unavail(n.gateway))
+    add("network6", "IPv6Subnet", "other", "IPv6 subnet",
+        lambda _c, n: _or_unavail(n.network6))
+    add("gateway6", "IPv6Gateway", "other", "IPv6 gateway",
+        lambda _c, n: _or_unavail(n.gateway6))
+    add("mac_prefix", "MacPrefix", "other", "MAC address prefix",
+        lambda _c, n: _or_unavail(n.mac_prefix))
     add("free_count", "FreeCount", "number", "Number of available addresses",
         lambda c, n: c.pool(n).free_count)
     add("reserved_count", "ReservedCount", "number", "Number of reserved addresses",

@@ -249,7 +249,7 @@ def _usage_map(bitmap: str) -> list[str]:
     lines = []
     for start in range(0, len(bitmap), 64):
         chunk = bitmap[start:start + 64]
-        lines.append(f"    {start:>5} {chunk:<64} {start + len(chunk) - 1}")
+        lines.append(f"    {start:>5} {chunk:<64} {start + 63}")
     return lines
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from corral.errors import NotFoundError, OpPrereqError, ParameterError
-from tests.unit.instance_helpers import Cluster, open_cluster
+from tests.unit.instance_helpers import Cluster, open_cluster, query_rows
 from tests.unit.lu_helpers import JobCtx
 
 
@@ -46,6 +46,8 @@ def test_pool_addresses_and_the_connection_s_mode_and_link(cl: Cluster) -> None:
     assert inst.nics[0].nicparams == {"mode": "routed", "link": "rt-a", "vlan": ""}
     assert inst.nics[0].mac.startswith("aa:bb:cc:")
     assert "Chose IP 10.0.0.2 from network net-a" in job.log
+    assert query_rows(cl, ["nic.networks.names", "nic.network.name/1"]) == [
+        [[0, ["net-a", "net-a"]], [0, "net-a"]]]
     assert _free(cl) == 3
     with pytest.raises(OpPrereqError, match="already in use or does not belong to network"):
         _create(cl, "web2", [{"network": "net-a", "ip": "10.0.0.3"}])

@@ -6,13 +6,21 @@ same resources through RAPI (``/2/networks``...)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
 from tests.integration.test_rapi import _client
+from tests.integration.test_rapi_clients import (
+    GANETI_LIB,
+    SYSTEM_PYTHON,
+    _ganeti_client_missing,
+    rapi_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +159,42 @@ def test_rapi_resources(tb: TestbedHandle) -> None:
     api.run("PUT", "/2/networks/net-r/disconnect", {"group_name": "default"})
     api.run("DELETE", "/2/networks/net-r")
     assert api.ok("GET", "/2/networks") == []
+
+
+#: Ganeti's own client creating, connecting, changing, disconnecting and removing a
+#: network (run with the system Python, where the client lives); prints what it saw.
+_GANETI_CLIENT_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ganeti.rapi import client as rapi
+host, port, user, password, cafile = sys.argv[2:7]
+c = rapi.GanetiRapiClient(host, port=int(port), username=user, password=password,
+    curl_config_fn=rapi.GenericCurlConfig(cafile=cafile, proxy="", connect_timeout=10))
+def done(job):
+    assert c.WaitForJobCompletion(job, period=0.2, retries=150), c.GetJobStatus(job)
+done(c.CreateNetwork("net-g", "10.96.0.0/29", gateway="10.96.0.1"))
+done(c.ConnectNetwork("net-g", "default", "routed", "rt-g"))
+done(c.ModifyNetwork("net-g", add_reserved_ips=["10.96.0.4"]))
+seen = c.GetNetwork("net-g")
+done(c.DisconnectNetwork("net-g", "default"))
+done(c.DeleteNetwork("net-g"))
+print(json.dumps({"network": seen, "after": c.GetNetworks()}))
+"""
+
+
+def test_ganeti_rapi_client(tb: TestbedHandle) -> None:
+    missing = _ganeti_client_missing()
+    if missing:
+        pytest.skip(missing)
+    rapi = rapi_of(tb)
+    url = urlsplit(rapi.url)
+    proc = subprocess.run(
+        [SYSTEM_PYTHON, "-c", _GANETI_CLIENT_SCRIPT, str(GANETI_LIB), str(url.hostname),
+         str(url.port), rapi.user, rapi.password, str(rapi.cafile)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["network"]["group_list"] == [["default", "routed", "rt-g", ""]]
+    assert seen["network"]["external_reservations"] == \
+        "10.96.0.0, 10.96.0.1, 10.96.0.4, 10.96.0.7"
+    assert seen["after"] == []

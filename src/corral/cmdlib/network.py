@@ -151,7 +151,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
         self._gateway6 = parse_address(op.gateway6, 6, "IPv6 gateway") if op.gateway6 else None
         self._mac_prefix = check_mac_prefix(op.mac_prefix) if op.mac_prefix else None
         self._extra = [parse_address(ip) for ip in op.add_reserved_ips or ()]
-        for tag in op.tags:
+        for tag in op.tags or ():
             check_tag(tag)
 
     async def prepare(self) -> None:
@@ -211,7 +211,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
         net = Network(name=op.network_name, network=str(pool.subnet), gateway=self._gateway,
                       network6=self._network6, gateway6=self._gateway6,
                       mac_prefix=self._mac_prefix, ext_reservations=pool.external_list(),
-                      tags=list(dict.fromkeys(op.tags)))
+                      tags=list(dict.fromkeys(op.tags or ())))
         async with self.master.store.transaction() as txn:
             txn.add(net)
         return None

@@ -44,7 +44,8 @@ class OpNetworkAdd(OpCode, tag="OP_NETWORK_ADD"):
     mac_prefix: str | None = None
     add_reserved_ips: list[_NonEmpty] | None = None
     conflicts_check: bool = True
-    tags: list[str] = msgspec.field(default_factory=list)
+    #: Ganeti's RAPI client sends null when it has no tags.
+    tags: list[str] | None = None
 
 
 @register

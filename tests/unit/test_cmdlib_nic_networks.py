@@ -93,3 +93,18 @@ def test_modify_adds_and_removes_nics_and_the_pool_follows(cl: Cluster) -> None:
     assert _free(cl) == 5
     cl.run("OP_NETWORK_DISCONNECT", network_name="net-a", group_name="default")
     cl.run("OP_NETWORK_REMOVE", network_name="net-a")
+
+
+def test_an_instance_does_not_move_to_a_group_without_its_networks(cl: Cluster) -> None:
+    cl.run("OP_GROUP_ADD", group_name="other")
+    cl.run("OP_GROUP_ASSIGN_NODES", group_name="other", nodes=["node3"])
+    cl.create("web1", disk_template="diskless", disks=[], start=False,
+              nics=[{"network": "net-a", "ip": "pool"}])
+    with pytest.raises(OpPrereqError, match="node group other is not connected to"):
+        cl.run("OP_INSTANCE_FAILOVER", instance_name="web1", target_node="node3")
+    with pytest.raises(OpPrereqError, match="NIC 0 is on network net-a"):
+        cl.run("OP_INSTANCE_SET_PARAMS", instance_name="web1", pnode="node3")
+    cl.run("OP_NETWORK_CONNECT", network_name="net-a", group_name="other",
+           network_mode="routed", network_link="rt-b")
+    cl.run("OP_INSTANCE_FAILOVER", instance_name="web1", target_node="node3")
+    assert cl.store.get("instance", "web1").primary_node == cl.store.get("node", "node3").uuid

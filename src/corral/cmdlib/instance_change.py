@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from corral.cmdlib import nic_networks as nicnet
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
     check_hv_on_nodes,
@@ -58,7 +59,6 @@ from corral.cmdlib.instance_hotplug import (
     resolve,
 )
 from corral.cmdlib.instance_migration import LUInstanceFailover, LUInstanceMigrate, LUInstanceMove
-from corral.cmdlib.nic_networks import NicNetworks, change_nic, network_lock_names
 from corral.errors import (
     AlreadyExistsError,
     CorralError,
@@ -254,7 +254,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
         """The instance's locks, and the networks NIC changes name, exclusively."""
         locks = super().declare_locks()
-        networks = network_lock_names(self.master.store,
+        networks = nicnet.network_lock_names(self.master.store,
                                       [values for _a, _i, values in self.nic_mods])
         if networks:
             locks[LockLevel.NETWORK] = LockRequest(networks)
@@ -308,6 +308,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         check_node_online(node, f"make node {node.name} the primary node of {inst.name}")
         if not node.vm_capable:
             raise OpPrereqError(f"node {node.name} is not vm_capable")
+        nicnet.check_networks_reach(self.master.store, inst, node)
         self.new_inst.primary_node = node.uuid
         self.changes.append(["pnode", node.name])
 
@@ -494,7 +495,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if nic.ip:
                     other_ips[nic.ip] = other.name
         running = {nic.uuid for nic in inst.nics}
-        nets = NicNetworks(store, group, self.primary.name, self.feedback,
+        nets = nicnet.NicNetworks(store, group, self.primary.name, self.feedback,
                            instance_uuid=inst.uuid, conflicts_check=self.op.conflicts_check)
         for nic in nics:
             if nic.network and nic.ip:
@@ -513,7 +514,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 index = _add_index("NIC", ident, len(nics))
                 nic = NIC(name=_none_word(values.get("name")),
                           nicparams=params.update_params({}, overrides))
-                change_nic(nets, nic, index, {**values, "ip": values.get("ip")})
+                nicnet.change_nic(nets, nic, index, {**values, "ip": values.get("ip")})
                 nic.mac = check_mac(values.get("mac"))
                 nics.insert(index, nic)
                 filled = fill_params(defaults, nic.nicparams)
@@ -543,7 +544,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                                              "change to; give an address or 'generate'")
                 self.changes.append([f"nic.mac/{index}", nic.mac])
             if "ip" in values or "network" in values:
-                self.changes.extend(change_nic(nets, nic, index, values))
+                self.changes.extend(nicnet.change_nic(nets, nic, index, values))
             if "name" in values:
                 nic.name = _none_word(values["name"])
                 self.changes.append([f"nic.name/{index}", nic.name])

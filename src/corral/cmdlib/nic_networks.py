@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.network import expand_network
 from corral.errors import OpPrereqError, ParameterError
-from corral.objects import NIC, Network, NodeGroup
+from corral.objects import NIC, Instance, Network, Node, NodeGroup
 from corral.objects.network_pool import AddressPool
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
 
-__all__ = ["NicNetworks", "change_nic", "network_lock_names", "none_word"]
+__all__ = ["NicNetworks", "change_nic", "check_networks_reach", "network_lock_names",
+           "none_word"]
 
 
 def none_word(value: Any) -> Any:
@@ -178,3 +179,17 @@ def _canonical(address: str) -> str | None:
         return str(ipaddress.ip_address(address))
     except ValueError:
         return None
+
+
+def check_networks_reach(store: ConfigStore, instance: Instance, node: Node) -> None:
+    """Refuse to place ``instance`` on ``node`` when the node's group is not connected
+    to a network one of its NICs is on (its NICs would have no mode and link there)."""
+    group = store.get("nodegroup", node.group)
+    for index, nic in enumerate(instance.nics):
+        if nic.network and nic.network not in group.networks:
+            net = store.find("network", nic.network)
+            name = net.name if net is not None else nic.network
+            raise OpPrereqError(
+                f"cannot place instance {instance.name} on node {node.name}: NIC {index} is "
+                f"on network {name}, which node group {group.name} is not connected to "
+                f"(gnt-network connect {name} {group.name})")

@@ -109,6 +109,7 @@ def test_network_tags(env: Any) -> None:
     _op(processor, "OP_TAGS_SET", kind="network", name="net-a", tags=["a", "b"])
     _op(processor, "OP_TAGS_DEL", kind="network", name="net-a", tags=["a"])
     assert _op(processor, "OP_TAGS_GET", kind="network", name="net-a") == ["b"]
+    assert _op(processor, "OP_TAGS_SEARCH", pattern="^b$") == [["/network/net-a", "b"]]
     with pytest.raises(NotFoundError, match="Network name net-z not found"):
         _op(processor, "OP_TAGS_GET", kind="network", name="net-z")
 

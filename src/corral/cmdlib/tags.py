@@ -150,11 +150,11 @@ class LUTagsSearch(LogicalUnit[OpTagsSearch]):
 
     async def execute(self) -> list[list[str]]:
         """Search every tagged object: ``/cluster``, ``/instances/<name>``,
-        ``/nodes/<name>`` and ``/nodegroup/<name>`` (Ganeti's paths)."""
+        ``/nodes/<name>``, ``/nodegroup/<name>`` and ``/network/<name>`` (Ganeti's paths)."""
         store = self.master.store
         targets: list[tuple[str, ConfigObject]] = [("/cluster", store.cluster)]
         for prefix, kind in (("instances", "instance"), ("nodes", "node"),
-                             ("nodegroup", "nodegroup"), ("networks", "network")):
+                             ("nodegroup", "nodegroup"), ("network", "network")):
             targets.extend((f"/{prefix}/{obj.name}", obj) for obj in store.all(kind))
         return [[path, tag] for path, obj in targets for tag in sorted(obj.tags)
                 if self._pattern.search(tag)]

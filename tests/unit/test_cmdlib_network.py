@@ -138,3 +138,16 @@ def test_invariants_keep_nic_addresses_inside_their_network(env: Any) -> None:
         changed.ext_reservations = [*changed.ext_reservations, "10.0.0.3"]
         txn.update(changed)
     assert _query(processor, ["inst_list", "inst_cnt", "free_count"]) == [[["i1"], 1, 5]]
+
+
+def test_old_query_opcode_and_dry_run(env: Any) -> None:
+    store, processor, ctx = env
+    _op(processor, "OP_NETWORK_ADD", network_name="net-d", network="10.0.0.0/29", dry_run=True)
+    assert store.find("network", "net-d") is None
+    assert "net-d" not in ctx.locks.lockset(LockLevel.NETWORK)
+    _op(processor, "OP_NETWORK_ADD", network_name="net-b", network="10.0.1.0/30")
+    _op(processor, "OP_NETWORK_ADD", network_name="net-a", network="10.0.0.0/29")
+    assert _op(processor, "OP_NETWORK_QUERY", output_fields=["name", "free_count"]) == [
+        ["net-a", 6], ["net-b", 2]]
+    assert _op(processor, "OP_NETWORK_QUERY", output_fields=["gateway"],
+               names=["net-b"]) == [[None]]

@@ -207,6 +207,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
             if not pool.is_reserved(ip):
                 pool.reserve_external(ip)
         if op.dry_run:
+            await self.abort()
             return None
         net = Network(name=op.network_name, network=str(pool.subnet), gateway=self._gateway,
                       network6=self._network6, gateway6=self._gateway6,
@@ -340,8 +341,8 @@ class LUNetworkSetParams(_OneNetwork):
 class _GroupAndNetwork(LogicalUnit[Any]):
     """Connect and disconnect: a group and a network, the group's instances shared."""
 
-    #: Whether the group's instances are looked at (and so locked).
     def _checks_instances(self) -> bool:
+        """Whether the group's instances are looked at (and so locked)."""
         return True
 
     def expand_names(self) -> None:
@@ -387,7 +388,7 @@ class LUNetworkConnect(_GroupAndNetwork):
         return self.op.conflicts_check
 
     def check_arguments(self) -> None:
-        """A routed or bridged connection needs a link... as any NIC; mode is valid."""
+        """The NIC mode must be one of Ganeti's."""
         if self.op.network_mode not in NIC_MODES:
             raise ParameterError(f"invalid NIC mode {self.op.network_mode!r}; valid: "
                                  f"{', '.join(NIC_MODES)}")

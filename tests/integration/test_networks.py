@@ -85,7 +85,8 @@ def test_administrator_workflow(tb: TestbedHandle) -> None:
     full = tb.run(*ADD, "--net", "0:network=net-a,ip=pool", "--net", "1:network=net-a,ip=pool",
                   "--net", "2:network=net-a,ip=pool", "web2.testbed", check=False)
     assert full.returncode == 1
-    assert "network net-a (10.99.0.0/29) is full" in full.stderr
+    assert "Unable to get a free IP for NIC 2 from the address pool: network net-a " \
+        "(10.99.0.0/29) is full" in full.stderr
 
     # Nothing of web2 stayed behind: only web1 uses the pool.
     info = tb.run("gnt-network", "info", "net-a").stdout

@@ -59,7 +59,8 @@ def test_pool_addresses_and_the_connection_s_mode_and_link(cl: Cluster) -> None:
 
 def test_a_full_pool_names_the_network_and_nothing_is_created(cl: Cluster) -> None:
     _create(cl, "web1", [{"network": "net-a", "ip": "pool"}] * 4)
-    with pytest.raises(OpPrereqError, match=r"NIC 1: .*network net-a .* is full"):
+    with pytest.raises(OpPrereqError, match=r"^Unable to get a free IP for NIC 1 from the "
+                       r"address pool: network net-a \(10\.0\.0\.0/29\) is full"):
         _create(cl, "web2", [{"network": "net-a", "ip": "pool"}] * 2)
     assert cl.store.find("instance", "web2") is None
 

@@ -111,7 +111,8 @@ class NicNetworks:
             try:
                 address = self._pool(net).next_free()
             except OpPrereqError as err:
-                raise OpPrereqError(f"NIC {index}: {err}") from None
+                raise OpPrereqError(f"Unable to get a free IP for NIC {index} from the "
+                                    f"address pool: {err}") from None
             self.feedback(f"Chose IP {address} from network {net.name}")
         else:
             try:

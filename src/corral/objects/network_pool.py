@@ -144,9 +144,8 @@ class AddressPool:
             if index not in taken:
                 return str(self.subnet[index])
         raise OpPrereqError(
-            f"Unable to get a free IP from the address pool: network {self.name} "
-            f"({self.subnet}) is full; all {self.size} addresses are used or reserved "
-            f"(see 'gnt-network info {self.name}')")
+            f"network {self.name} ({self.subnet}) is full: all {self.size} addresses are "
+            f"used or reserved (see 'gnt-network info {self.name}')")
 
     # -- changes (to write back into the network) ----------------------------------------
 

@@ -4,6 +4,7 @@ store's own indexes)."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import msgspec
 
 from corral.config import ConfigStore
-from corral.objects import KINDS, Cluster, Disk, Instance, Node, NodeGroup
+from corral.objects import KINDS, Cluster, Disk, Instance, Network, Node, NodeGroup
 
 __all__ = ["check_invariants", "new_store", "snapshot"]
 
@@ -79,3 +80,20 @@ def check_invariants(store: ConfigStore) -> None:
         for node_uuid in disk.nodes:
             assert uuids.get(node_uuid) == "node", f"disk {disk.uuid}: bad node"
     assert uuids.get(store.cluster.master_node) == "node", "bad master node"
+    networks = {n.uuid: n for n in objects["network"] if isinstance(n, Network)}
+    net_names = [n.name for n in networks.values()]
+    assert not _dupes(net_names), f"duplicate network names {_dupes(net_names)}"
+    for group in groups:
+        for net_uuid in group.networks:
+            assert net_uuid in networks, f"group {group.name}: bad network {net_uuid}"
+    for inst in instances:
+        for index, nic in enumerate(inst.nics):
+            if not nic.network:
+                continue
+            net = networks.get(nic.network)
+            assert net is not None, f"instance {inst.name} NIC {index}: bad network"
+            if nic.ip:
+                inside = ipaddress.ip_address(nic.ip) in ipaddress.ip_network(net.network)
+                assert inside, f"instance {inst.name} NIC {index}: {nic.ip} outside {net.name}"
+                assert nic.ip not in net.ext_reservations, \
+                    f"instance {inst.name} NIC {index}: {nic.ip} reserved in {net.name}"

@@ -222,6 +222,7 @@ def make_processor(store: ConfigStore, rpc: NodeRpc) -> tuple[Processor, MasterC
         nodes=[n.name for n in store.all("node")],
         nodegroups=[g.name for g in store.all("nodegroup")],
         instances=[i.name for i in store.all("instance")],
+        networks=[n.name for n in store.all("network")],
     )
     ctx = MasterContext(store=store, locks=locks, rpc=rpc)
     for area in AREAS:

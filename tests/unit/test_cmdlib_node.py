@@ -608,7 +608,7 @@ def test_tags_of_nodes_groups_and_instances(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="need the name"):
         run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "instance"})
     with pytest.raises(ParameterError, match="kind"):
-        run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "network", "name": "n"})
+        run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "storage", "name": "n"})
 
 
 def test_add_gives_the_new_node_the_vnc_password_files(tmp_path: Path) -> None:

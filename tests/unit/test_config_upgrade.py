@@ -14,7 +14,7 @@ import pytest
 from corral import CONFIG_SCHEMA_VERSION
 from corral.config import ConfigStore
 from corral.errors import ConfigStoreError
-from corral.objects import NIC, Instance
+from corral.objects import NIC, Instance, Network
 from tests.unit.config_helpers import check_invariants, new_store, snapshot
 
 OldRow = tuple[str, str | None, dict[str, Any] | str]
@@ -327,3 +327,23 @@ def test_bad_meta_value_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "config.db"
     _write_old_store(path, _ganeti20_rows(), meta={"schema_version": "one", "serial": 1})
     assert "'schema_version' is 'one'" in _open_error(path)
+
+
+def test_a_store_from_before_networks_opens_and_takes_one(tmp_path: Path) -> None:
+    path = tmp_path / "config.db"
+    _write_old_store(path, [
+        ("cluster", "c", {"name": "c.example.com", "master_node": "n1"}),
+        ("nodegroup", "g", {"name": "default", "alloc_policy": "preferred"}),
+        ("node", "n1", {"name": "node1", "primary_ip": "192.0.2.1", "group": "g"}),
+        ("instance", "i", {"name": "web1", "primary_node": "n1",
+                           "nics": [{"mac": "aa:00:00:00:00:01", "ip": "10.0.0.1"}]}),
+    ])
+    with ConfigStore.open(path) as store:
+        assert store.get("nodegroup", "g").networks == {}
+        assert store.all("network") == []
+        assert store.get("instance", "i").nics[0].network is None
+        with store.transaction() as txn:
+            txn.add(Network(name="lan", network="10.0.0.0/24"))
+        check_invariants(store)
+    with ConfigStore.open(path) as store:
+        assert store.get("network", "lan").network == "10.0.0.0/24"

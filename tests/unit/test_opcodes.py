@@ -28,6 +28,8 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_TEST_DELAY", "OP_CLUSTER_QUERY", "OP_CLUSTER_SET_PARAMS", "OP_TAGS_GET",
         "OP_TAGS_SET", "OP_TAGS_DEL", "OP_TAGS_SEARCH", "OP_QUERY", "OP_QUERY_FIELDS",
         "OP_NODE_ADD", "OP_NODE_REMOVE", "OP_NODE_SET_PARAMS", "OP_GROUP_ADD",
+        "OP_NETWORK_ADD", "OP_NETWORK_REMOVE", "OP_NETWORK_SET_PARAMS", "OP_NETWORK_CONNECT",
+        "OP_NETWORK_DISCONNECT", "OP_NETWORK_QUERY",
         "OP_GROUP_REMOVE", "OP_GROUP_RENAME", "OP_GROUP_ASSIGN_NODES", "OP_GROUP_SET_PARAMS",
         "OP_INSTANCE_CREATE", "OP_INSTANCE_REMOVE", "OP_INSTANCE_STARTUP",
         "OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REBOOT", "OP_INSTANCE_REINSTALL",
@@ -82,8 +84,9 @@ def test_any_valid_test_delay_round_trips(duration: float, on_master: bool, node
      "parameter 'depends[0][1][0]'"),
     ({"OP_ID": "OP_TEST_DELAY", "duration": 1, "sleep": 1},
      "unknown parameter sleep; valid parameters: comment,"),
-    ({"OP_ID": "OP_TAGS_SET", "kind": "network", "tags": ["a"]}, "parameter 'kind'"),
-    ({"OP_ID": "OP_NETWORK_ADD"}, "unknown opcode 'OP_NETWORK_ADD'; implemented: "),
+    ({"OP_ID": "OP_TAGS_SET", "kind": "networks", "tags": ["a"]}, "parameter 'kind'"),
+    ({"OP_ID": "OP_NETWORK_ADD"}, "parameter 'network_name' is required"),
+    ({"OP_ID": "OP_NETWORK_RENAME"}, "unknown opcode 'OP_NETWORK_RENAME'; implemented: "),
     ({"duration": 1}, "unknown opcode None"),
 ])
 def test_bad_opcodes_are_refused_naming_the_parameter(data: dict[str, Any], expected: str) -> None:

@@ -303,8 +303,8 @@ def check_ip(value: Any, where: str = "") -> str | None:
     if not isinstance(value, str):
         raise ParameterError(f"{_where(where)}invalid IP address {value!r}")
     if value.lower() == "pool":
-        raise ParameterError(f"{_where(where)}ip=pool needs a network, and corral has no "
-                             "networks yet: give an address or 'none'")
+        raise ParameterError(f"{_where(where)}if ip=pool, parameter network must be passed "
+                             "too (network=NAME: the NIC takes a free address of its pool)")
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:

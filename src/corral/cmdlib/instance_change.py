@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
+from corral.cmdlib import nic_networks as nicnet
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
     check_hv_on_nodes,
     check_hv_syntax,
@@ -37,7 +38,6 @@ from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     InstanceLU,
     check_file_space,
-    check_ip,
     check_mac,
     check_memory_fits_group,
     check_variant,
@@ -68,6 +68,7 @@ from corral.errors import (
     UnknownParameterError,
 )
 from corral.hypervisor.base import HotplugAction, HotplugTarget
+from corral.locking import LockLevel
 from corral.objects import NIC, Disk, Node, fill_params, params
 from corral.objects.specs import InstanceSpec
 from corral.opcodes.instance_change_ops import (
@@ -236,9 +237,6 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                     f"unknown NIC parameter(s) {', '.join(unknown)}; valid ones: "
                     f"{', '.join(sorted(_NIC_KEYS))}"
                 )
-            if _none_word(values.get("network")) is not None:
-                raise ParameterError("NIC networks are not supported by corral yet; give "
-                                     "mode and link instead")
         if (op.pnode or op.pnode_uuid) and self.disk_mods:
             raise ParameterError("change the primary node and the disks in two separate "
                                  "requests")
@@ -252,6 +250,15 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
     def extra_nodes(self) -> list[Node]:
         """The new primary node, if any."""
         return [self.new_pnode] if self.new_pnode else []
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The instance's locks, and the networks NIC changes name, exclusively."""
+        locks = super().declare_locks()
+        networks = nicnet.network_lock_names(self.master.store,
+                                      [values for _a, _i, values in self.nic_mods])
+        if networks:
+            locks[LockLevel.NETWORK] = LockRequest(networks)
+        return locks
 
     # -- checks -------------------------------------------------------------------
     def check_prereq(self) -> None:
@@ -301,6 +308,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         check_node_online(node, f"make node {node.name} the primary node of {inst.name}")
         if not node.vm_capable:
             raise OpPrereqError(f"node {node.name} is not vm_capable")
+        nicnet.check_networks_reach(self.master.store, inst, node)
         self.new_inst.primary_node = node.uuid
         self.changes.append(["pnode", node.name])
 
@@ -487,6 +495,11 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if nic.ip:
                     other_ips[nic.ip] = other.name
         running = {nic.uuid for nic in inst.nics}
+        nets = nicnet.NicNetworks(store, group, self.primary.name, self.feedback,
+                           instance_uuid=inst.uuid, conflicts_check=self.op.conflicts_check)
+        for nic in nics:
+            if nic.network and nic.ip:
+                nets.taken.setdefault(nic.network, set()).add(nic.ip)
         for action, ident, values in self.nic_mods:
             if action == "remove":
                 index = _find_index("NIC", ident, nics)
@@ -500,18 +513,20 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             if action == "add":
                 index = _add_index("NIC", ident, len(nics))
                 nic = NIC(name=_none_word(values.get("name")),
-                          ip=check_ip(values.get("ip")),
                           nicparams=params.update_params({}, overrides))
+                nicnet.change_nic(nets, nic, index, {**values, "ip": values.get("ip")})
                 nic.mac = check_mac(values.get("mac"))
                 nics.insert(index, nic)
                 filled = fill_params(defaults, nic.nicparams)
                 self._check_routed(nic, filled, index)
+                net = store.find("network", nic.network) if nic.network else None
                 if not nic.mac:
                     used = set(other_macs) | {n.mac for n in nics if n.mac}
-                    nic.mac = generate_mac(cluster.mac_prefix, used)
+                    prefix = (net.mac_prefix if net else None) or cluster.mac_prefix
+                    nic.mac = generate_mac(prefix, used)
                 self.changes.append([
                     f"nic.{index}", f"add:mac={nic.mac},ip={nic.ip},mode={filled['mode']},"
-                    f"link={filled['link']},network=None",
+                    f"link={filled['link']},network={net.name if net else None}",
                 ])
                 self._hot("hotadd", "nic", nic.uuid, f"nic.{index}")
                 continue
@@ -528,9 +543,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                         raise ParameterError(f"NIC {index}: {mac!r} is not a MAC address to "
                                              "change to; give an address or 'generate'")
                 self.changes.append([f"nic.mac/{index}", nic.mac])
-            if "ip" in values:
-                nic.ip = check_ip(values["ip"])
-                self.changes.append([f"nic.ip/{index}", nic.ip])
+            if "ip" in values or "network" in values:
+                self.changes.extend(nicnet.change_nic(nets, nic, index, values))
             if "name" in values:
                 nic.name = _none_word(values["name"])
                 self.changes.append([f"nic.name/{index}", nic.name])

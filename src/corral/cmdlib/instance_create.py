@@ -61,6 +61,7 @@ from corral.cmdlib.instance_base import (
     wire,
 )
 from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
     AlreadyExistsError,
@@ -71,7 +72,7 @@ from corral.errors import (
     ParameterError,
 )
 from corral.locking import LockLevel
-from corral.objects import NIC, Disk, Instance, Node, fill_params, new_uuid
+from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params, new_uuid
 from corral.objects.params import (
     HV_PARAMS,
     NIC_MODES,
@@ -205,9 +206,6 @@ def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
         if unknown:
             raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
                                  f"{', '.join(NIC_KEYS)}")
-        if nic.get("network") not in (None, "", "none"):
-            raise ParameterError(f"{where}: networks are not supported yet; give mode and "
-                                 "link instead")
         given: dict[str, Any] = {}
         for key in ("mode", "link", "vlan"):
             if nic.get(key) not in (None, ""):
@@ -222,8 +220,12 @@ def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
         params = update_params({}, validate_params("NIC", NIC_PARAMS, given,
                                                    instance_level=True))
         filled = fill_params(defaults, params)
-        ip = check_ip(nic.get("ip"), where)
-        if filled.get("mode") == "routed" and ip is None:
+        network = none_word(nic.get("network"))
+        # A NIC on a network (or asking for ip=pool) is resolved against the node
+        # group's connections once the primary node is known.
+        pooled = network is not None or str(nic.get("ip")).lower() == "pool"
+        ip = nic.get("ip") if pooled else check_ip(nic.get("ip"), where)
+        if not pooled and filled.get("mode") == "routed" and ip is None:
             raise ParameterError(f"{where}: routed mode needs an IP address (ip=...)")
         mac = check_mac(nic.get("mac"), where)
         name = nic.get("name")
@@ -233,7 +235,8 @@ def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
             if name in names:
                 raise ParameterError(f"{where}: the name {name!r} is used twice")
             names.add(name)
-        result.append({"mac": mac, "ip": ip, "name": name, "params": params})
+        result.append({"mac": mac, "ip": ip, "name": name, "params": params,
+                       "network": network, "pooled": pooled, "given": given})
     return result
 
 
@@ -310,13 +313,18 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
-        """The new name exclusively, the primary node shared (see the module doc)."""
+        """The new name exclusively, the primary node shared (see the module doc), the
+        networks its NICs name exclusively (their pools hand out addresses)."""
         node = [self.op.pnode or ""]
-        return {
+        locks = {
             LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
             LockLevel.NODE: LockRequest(node, shared=True),
             LockLevel.NODE_RES: LockRequest(node, shared=True),
         }
+        networks = network_lock_names(self.master.store, self.op.nics)
+        if networks:
+            locks[LockLevel.NETWORK] = LockRequest(networks)
+        return locks
 
     def check_prereq(self) -> None:
         """Name free, node usable, template/hypervisor enabled, parameters valid."""
@@ -367,6 +375,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
         self.disks = _parse_disks(template, op.disks)
         self.nics = _parse_nics(op.nics, nic_defaults)
+        self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
         for index, nic in enumerate(self.nics):
             if nic["mac"]:
@@ -379,8 +388,27 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 ips.add(nic["ip"])
         for nic in self.nics:
             if not nic["mac"]:
-                nic["mac"] = generate_mac(cluster.mac_prefix, macs)
+                nic["mac"] = generate_mac(nic.get("mac_prefix") or cluster.mac_prefix, macs)
         self._build(node)
+
+    def _place_on_networks(self, group: NodeGroup, node: Node) -> None:
+        """NICs that name a network get its connection's mode and link and an address
+        of its pool; an address of a connected network's subnet needs that network."""
+        nets = NicNetworks(self.master.store, group, node.name, self.feedback,
+                           conflicts_check=self.op.conflicts_check)
+        for index, nic in enumerate(self.nics):
+            if not nic["pooled"]:
+                if nic["ip"] is not None and self.op.conflicts_check:
+                    nets.address(None, nic["ip"], index)
+                continue
+            net = nets.network(nic["network"], f"NIC {index}")
+            if net is not None:
+                nic["params"] = nets.netparams(net, index, nic["given"])
+                nic["network"] = net.uuid
+                nic["mac_prefix"] = net.mac_prefix
+            nic["ip"] = nets.address(net, nic["ip"], index)
+            if nic["params"].get("mode") == "routed" and nic["ip"] is None:
+                raise ParameterError(f"NIC {index}: routed mode needs an IP address (ip=...)")
 
     def _build(self, node: Node) -> None:
         """The instance and disk objects to commit (not yet in the configuration)."""
@@ -395,8 +423,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 spindles=d["spindles"],
                 logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
             ))
-        nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"])
-                for n in self.nics]
+        nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
+                    network=n["network"]) for n in self.nics]
         inst = Instance(
             uuid=inst_uuid, name=op.instance_name, primary_node=node.uuid,
             os=op.os_type or "", hypervisor=self.hypervisor, hvparams=self.hvparams,

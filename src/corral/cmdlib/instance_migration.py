@@ -34,6 +34,7 @@ from corral.cmdlib.instance_base import (
     is_running,
     storage_dir,
 )
+from corral.cmdlib.nic_networks import check_networks_reach
 from corral.errors import (
     CorralError,
     NotFoundError,
@@ -119,6 +120,7 @@ class _MoveBase(InstanceLU[_Op]):
             raise NotFoundError(f"node {self.target.name} was removed meanwhile")
         self.target = target
         check_target_node(target, self.instance, self.WHAT)
+        check_networks_reach(self.master.store, self.instance, target)
         cluster = self.master.store.cluster
         if self.instance.hypervisor not in cluster.enabled_hypervisors:
             raise OpPrereqError(

@@ -405,7 +405,23 @@ _add("nic.networks", "NIC_networks", "other", "List of the network interfaces' n
      lambda _c, i: [n.network for n in i.nics])
 _add("nic.networks.names", "NIC_networks_names", "other",
      "List of the names of the network interfaces' networks",
-     lambda _c, i: [None for _n in i.nics])
+     lambda c, i: [_network_name(c.store, n.network) for n in i.nics])
+
+
+def _network_name(store: ConfigStore, uuid: str | None) -> str | None:
+    """The name of the network with ``uuid`` (None for no network)."""
+    net = store.find("network", uuid) if uuid else None
+    return net.name if net is not None else None
+
+
+def _network_info(store: ConfigStore, uuid: str | None) -> dict[str, Any] | None:
+    """What ``gnt-instance info`` shows of a NIC's network (Ganeti's ``netinfo``)."""
+    net = store.find("network", uuid) if uuid else None
+    if net is None:
+        return None
+    return {"name": net.name, "uuid": net.uuid, "network": net.network,
+            "gateway": net.gateway, "network6": net.network6, "gateway6": net.gateway6,
+            "mac_prefix": net.mac_prefix}
 
 
 def _nic_value(index: int, get_value: Callable[[InstanceQueryContext, Instance, int], Any]
@@ -457,7 +473,8 @@ for _i in range(MAX_NICS):
          f"Network of network interface {_i}", _nic_value(_i, _nic_attr("network")),
          aliases=["nic_network"] if _first else [])
     _add(f"nic.network.name/{_i}", f"NicNetworkName/{_i}", "text",
-         f"Network name of network interface {_i}", _nic_value(_i, lambda _c, _i2, _x: None))
+         f"Network name of network interface {_i}",
+         _nic_value(_i, lambda c, inst, x: _network_name(c.store, inst.nics[x].network)))
 
 
 # -- answering ---------------------------------------------------------------
@@ -622,8 +639,8 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
                 "sstatus": None, "children": [], "mode": disk.mode, "size": disk.size,
                 "spindles": disk.spindles, "name": disk.name, "uuid": disk.uuid,
             })
-        nics = [[n.name, n.uuid, n.ip, n.mac, n.mode, n.link, n.vlan, n.network, None]
-                for n in spec.nics]
+        nics = [[n.name, n.uuid, n.ip, n.mac, n.mode, n.link, n.vlan, n.network,
+                 _network_info(store, n.network)] for n in spec.nics]
         return {
             "name": inst.name,
             "config_state": inst.admin_state,

@@ -1,6 +1,6 @@
 """Tag operations: get, set, delete and search the tags of the cluster, nodes, node
-groups and instances (Ganeti's tag kinds ``cluster``, ``node``, ``nodegroup``,
-``instance``).
+groups, instances and networks (Ganeti's tag kinds ``cluster``, ``node``,
+``nodegroup``, ``instance``, ``network``).
 
 For every kind but ``cluster`` the opcode's ``name`` names the object (a name or a
 UUID). Tags follow Ganeti's rules: at most 128 characters from letters, digits and
@@ -39,8 +39,10 @@ _LOCK_LEVELS = {
     "node": LockLevel.NODE,
     "nodegroup": LockLevel.NODEGROUP,
     "instance": LockLevel.INSTANCE,
+    "network": LockLevel.NETWORK,
 }
-_WHAT = {"node": "node", "nodegroup": "node group", "instance": "instance"}
+_WHAT = {"node": "node", "nodegroup": "node group", "instance": "instance",
+         "network": "network"}
 
 _ChangeOp = TypeVar("_ChangeOp", OpTagsSet, OpTagsDel)
 
@@ -71,6 +73,11 @@ def _target(store: ConfigStore, kind: str, name: str | None) -> ConfigObject:
         return expand_node(store, name)
     if kind == "nodegroup":
         return expand_group(store, name)
+    if kind == "network":
+        found = store.find("network", name)
+        if found is None:
+            raise NotFoundError(f"Network name {name} not found; see gnt-network list")
+        return found
     return expand_instance(store, name)
 
 
@@ -143,11 +150,11 @@ class LUTagsSearch(LogicalUnit[OpTagsSearch]):
 
     async def execute(self) -> list[list[str]]:
         """Search every tagged object: ``/cluster``, ``/instances/<name>``,
-        ``/nodes/<name>`` and ``/nodegroup/<name>`` (Ganeti's paths)."""
+        ``/nodes/<name>``, ``/nodegroup/<name>`` and ``/network/<name>`` (Ganeti's paths)."""
         store = self.master.store
         targets: list[tuple[str, ConfigObject]] = [("/cluster", store.cluster)]
         for prefix, kind in (("instances", "instance"), ("nodes", "node"),
-                             ("nodegroup", "nodegroup")):
+                             ("nodegroup", "nodegroup"), ("network", "network")):
             targets.extend((f"/{prefix}/{obj.name}", obj) for obj in store.all(kind))
         return [[path, tag] for path, obj in targets for tag in sorted(obj.tags)
                 if self._pattern.search(tag)]

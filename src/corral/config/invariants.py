@@ -9,7 +9,10 @@ UUID) and raises on the first broken invariant:
   addresses (primary and secondary IPs, among nodes) are unique,
   and a disk belongs to at most one instance (:class:`~corral.config.relations.Claim`);
 * references point at existing objects of the right kind, and nothing still
-  referenced is removed (:class:`~corral.config.relations.Reference`).
+  referenced is removed (:class:`~corral.config.relations.Reference`): a network
+  stays while a NIC is on it or a node group is connected to it;
+* a NIC on a network has an address of the network's subnet that the network does
+  not reserve externally (an address is reserved once).
 
 Every lookup goes through the model's indexes, so the cost is proportional to the
 changed objects (and, for a removal, to the objects that referred to it).
@@ -19,6 +22,7 @@ Duplicate names and UUIDs raise :class:`AlreadyExistsError`, everything else
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 
 from corral.config.model import Change, Model
@@ -33,7 +37,7 @@ from corral.config.relations import (
     sort_key,
 )
 from corral.errors import AlreadyExistsError, ConfigurationError
-from corral.objects import KINDS, ConfigObject
+from corral.objects import KINDS, ConfigObject, Instance, Network
 
 __all__ = ["check"]
 
@@ -46,6 +50,7 @@ def check(model: Model, changes: Mapping[str, Change]) -> None:
     _check_claims(model, changes)
     _check_removals(model, changes)
     _check_references(model, changes)
+    _check_network_addresses(model, changes)
 
 
 def _check_shape(model: Model, uuid: str, change: Change) -> None:
@@ -179,3 +184,46 @@ def _check_references(model: Model, changes: Mapping[str, Change]) -> None:
                 raise ConfigurationError(
                     f"{where} is {describe(target_kind, target)}, not a {label}"
                 )
+
+
+def _network_at(model: Model, changes: Mapping[str, Change], uuid: str) -> Network | None:
+    change = changes.get(uuid)
+    found = change.new if change is not None else model.get_any(uuid)
+    return found if isinstance(found, Network) else None
+
+
+def _check_network_addresses(model: Model, changes: Mapping[str, Change]) -> None:
+    """NICs on a network use addresses of its subnet that it does not reserve."""
+    instances: dict[str, Instance] = {}
+    for uuid, change in changes.items():
+        if isinstance(change.new, Instance):
+            instances[uuid] = change.new
+        elif isinstance(change.new, Network):
+            for holder in model.referrers.get(uuid, ()):
+                if holder not in changes:
+                    obj = model.get_any(holder)
+                    if isinstance(obj, Instance):
+                        instances[holder] = obj
+    for inst in instances.values():
+        for index, nic in enumerate(inst.nics):
+            if not nic.network:
+                continue
+            net = _network_at(model, changes, nic.network)
+            if net is None:
+                continue  # _check_references reported it
+            where = f"{describe('instance', inst)}: NIC {index}"
+            if not nic.ip:
+                continue
+            if not _in_subnet(nic.ip, net.network):
+                raise ConfigurationError(
+                    f"{where} IP {nic.ip} is not in network '{net.name}' ({net.network})")
+            if nic.ip in net.ext_reservations:
+                raise ConfigurationError(
+                    f"{where} IP {nic.ip} is externally reserved in network '{net.name}'")
+
+
+def _in_subnet(address: str, subnet: str) -> bool:
+    try:
+        return ipaddress.ip_address(address) in ipaddress.ip_network(subnet)
+    except ValueError:
+        return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from corral.errors import ParameterError
-from corral.objects import KINDS, Cluster, ConfigObject, Disk, Instance, Node
+from corral.objects import KINDS, Cluster, ConfigObject, Disk, Instance, Node, NodeGroup
 
 __all__ = [
     "LABELS",
@@ -40,11 +40,12 @@ LABELS: dict[str, str] = {
     "node": "node",
     "disk": "disk",
     "instance": "instance",
+    "network": "network",
     "filter": "filter",
 }
 
 #: Kinds whose ``name`` is required, non-empty and unique; ``get`` accepts it as key.
-NAMED_KINDS: frozenset[str] = frozenset({"cluster", "nodegroup", "node", "instance"})
+NAMED_KINDS: frozenset[str] = frozenset({"cluster", "nodegroup", "node", "instance", "network"})
 
 
 class Claim(NamedTuple):
@@ -134,7 +135,11 @@ def references(obj: ConfigObject) -> list[Reference]:
     if isinstance(obj, Instance):
         refs = [Reference("primary node", "node", obj.primary_node)]
         refs.extend(Reference(f"disk {i}", "disk", d) for i, d in enumerate(obj.disks))
+        refs.extend(Reference(f"NIC {i} network", "network", n.network)
+                    for i, n in enumerate(obj.nics) if n.network)
         return refs
+    if isinstance(obj, NodeGroup):
+        return [Reference("connected network", "network", n) for n in sorted(obj.networks)]
     if isinstance(obj, Disk):
         return [Reference(f"node {i}", "node", n) for i, n in enumerate(obj.nodes)]
     if isinstance(obj, Cluster):

@@ -40,6 +40,7 @@ from corral.objects import (
     Disk,
     FilterRule,
     Instance,
+    Network,
     Node,
     NodeGroup,
 )
@@ -158,6 +159,8 @@ class Transaction:
     def get(self, kind: Literal["instance"], key: str) -> Instance: ...
     @overload
     def get(self, kind: Literal["filter"], key: str) -> FilterRule: ...
+    @overload
+    def get(self, kind: Literal["network"], key: str) -> Network: ...
     @overload
     def get(self, kind: str, key: str) -> ConfigObject: ...
 

@@ -39,6 +39,7 @@ class MasterState:
             nodes=[n.name for n in store.all("node")],
             nodegroups=[g.name for g in store.all("nodegroup")],
             instances=[i.name for i in store.all("instance")],
+            networks=[n.name for n in store.all("network")],
         )
         self.context = MasterContext(store=store, locks=self.locks,
                                      cluster_changed=self._cluster_changed)

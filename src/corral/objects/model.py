@@ -1,4 +1,5 @@
-"""The configuration objects: cluster, node groups, nodes, instances, disks, NICs, filters.
+"""The configuration objects: cluster, node groups, nodes, instances, disks, NICs, networks,
+filters.
 
 Every object has a persistent ``uuid`` that never changes (design 2.1), a ``serial_no``
 bumped by each committed change, ``ctime``/``mtime`` in seconds since the epoch and a
@@ -30,6 +31,9 @@ __all__ = [
     "Disk",
     "FilterRule",
     "Instance",
+    "Network",
+    "NetworkLink",
+    "NicMode",
     "Node",
     "NodeGroup",
     "default_cluster_params",
@@ -39,6 +43,7 @@ __all__ = [
 AdminState = Literal["up", "down", "offline"]
 AllocPolicy = Literal["preferred", "last_resort", "unallocable"]
 DiskMode = Literal["rw", "ro"]
+NicMode = Literal["bridged", "routed", "openvswitch"]
 
 
 def new_uuid() -> str:
@@ -70,6 +75,7 @@ class NIC(ConfigObject, kw_only=True):
     mac: str = ""
     ip: str | None = None
     network: str | None = None
+    """UUID of the :class:`Network` the NIC is on (its IP then comes from that pool)."""
     #: Overrides of the cluster's NIC parameters (``mode``, ``link``, ``vlan``).
     nicparams: dict[str, Any] = msgspec.field(default_factory=dict)
 
@@ -134,6 +140,14 @@ class Node(ConfigObject, kw_only=True):
     ndparams: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class NetworkLink(msgspec.Struct, kw_only=True):
+    """How a node group reaches a network: the netparams of its connection."""
+
+    mode: NicMode = "bridged"
+    link: str = ""
+    vlan: str = ""
+
+
 class NodeGroup(ConfigObject, kw_only=True):
     """A set of nodes; parameters set here override the cluster's for its members."""
 
@@ -146,6 +160,33 @@ class NodeGroup(ConfigObject, kw_only=True):
     beparams: dict[str, Any] = msgspec.field(default_factory=dict)
     nicparams: dict[str, Any] = msgspec.field(default_factory=dict)
     diskparams: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    networks: dict[str, NetworkLink] = msgspec.field(default_factory=dict)
+    """The networks connected to the group, by network UUID, with the NIC mode and link
+    that instances of the group get on them (Ganeti's group ``networks``)."""
+
+
+class Network(ConfigObject, kw_only=True):
+    """An IPv4 network with an address pool that NICs take their IPs from.
+
+    Addresses used by NICs are not stored here: the NICs that name the network hold
+    them, so the two cannot disagree. The pool's other reservations (the network and
+    broadcast addresses, the gateway, what the administrator set aside) are
+    ``ext_reservations``. :mod:`corral.objects.network_pool` computes with both.
+    """
+
+    KIND: ClassVar[str] = "network"
+
+    name: str
+    network: str
+    """The IPv4 subnet in CIDR notation (``10.0.0.0/24``)."""
+    gateway: str | None = None
+    network6: str | None = None
+    gateway6: str | None = None
+    mac_prefix: str | None = None
+    """Three octets (``aa:00:01``) for the MACs of NICs on the network; None: the
+    cluster's prefix."""
+    ext_reservations: list[str] = msgspec.field(default_factory=list)
+    """Externally reserved addresses, sorted by address."""
 
 
 class FilterRule(ConfigObject, kw_only=True):
@@ -226,6 +267,7 @@ KINDS: dict[str, type[ConfigObject]] = {
     "nodegroup": NodeGroup,
     "node": Node,
     "disk": Disk,
+    "network": Network,
     "instance": Instance,
     "filter": FilterRule,
 }

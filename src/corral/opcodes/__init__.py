@@ -5,7 +5,13 @@
 """
 
 # Imported for their @register side effect: every opcode module adds its opcodes.
-from corral.opcodes import instance_change_ops, instance_ops, node_ops, os_ops  # noqa: F401
+from corral.opcodes import (  # noqa: F401
+    instance_change_ops,
+    instance_ops,
+    network_ops,
+    node_ops,
+    os_ops,
+)
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,
     REGISTRY,

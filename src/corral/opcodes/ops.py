@@ -29,7 +29,7 @@ __all__ = [
 
 #: Object kinds whose tags the tag opcodes handle (Ganeti's kinds); for every kind but
 #: ``cluster`` the opcode's ``name`` (a name or a UUID) says which object.
-TAG_KINDS = ("cluster", "node", "nodegroup", "instance")
+TAG_KINDS = ("cluster", "node", "nodegroup", "instance", "network")
 
 #: An add/remove change of a list-valued setting: ``["add", "debian"]``.
 ListChange = tuple[Literal["add", "remove"], str]
@@ -37,7 +37,7 @@ ListChange = tuple[Literal["add", "remove"], str]
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
-_TagKind = Literal["cluster", "node", "nodegroup", "instance"]
+_TagKind = Literal["cluster", "node", "nodegroup", "instance", "network"]
 
 
 @register

@@ -50,7 +50,7 @@ def _is_number(value: object) -> bool:
 #: The command that lists a resource's fields, named in "unknown field" messages.
 LIST_FIELDS_COMMANDS: Final[dict[str, str]] = {
     resource: f"gnt-{resource} list-fields"
-    for resource in ("node", "group", "instance", "job", "filter")
+    for resource in ("node", "group", "instance", "job", "filter", "network")
 }
 
 #: Which filter values each kind can be compared with (Ganeti's checks), and how to say so.

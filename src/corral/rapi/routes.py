@@ -15,7 +15,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from corral.errors import NotFoundError
-from corral.rapi.handlers import cluster, filters, groups, instances, jobs, nodes, os, query, tags
+from corral.rapi.handlers import (
+    cluster,
+    filters,
+    groups,
+    instances,
+    jobs,
+    networks,
+    nodes,
+    os,
+    query,
+    tags,
+)
 from corral.rapi.openapi import build_document
 from corral.rapi.schema import NULL, Schema, opcode_schema
 from corral.rapi.shapes import (
@@ -29,6 +40,7 @@ from corral.rapi.shapes import (
     INSTANCE,
     JOB,
     JOB_ID,
+    NETWORK,
     NODE,
     NODE_ROLE,
     OPENAPI,
@@ -114,7 +126,6 @@ def _tags(kind: str) -> dict[str, Operation | NotServed]:
 
 _NO_STORAGE = NotServed("corral has no node storage operations yet (OP_NODE_QUERY_STORAGE, "
                         "OP_NODE_MODIFY_STORAGE, OP_REPAIR_NODE_STORAGE)")
-_NO_NETWORKS = "corral has no networks yet (OP_NETWORK_*)"
 _INSTANCE = "/2/instances/{instance_name}"
 
 async def _openapi(req: RapiRequest) -> dict[str, Any]:
@@ -328,17 +339,33 @@ ROUTES: Final[tuple[Route, ...]] = (
         query.fields, "public", "Definitions of the resource's fields", QUERY_FIELDS_RESULT,
         args=(QueryArg("fields", "text", "Only these fields, comma-separated"),))},
         "Query fields"),
-    # -- networks: no network objects in corral yet ------------------------------------
-    *(Route(path, {m: NotServed(_NO_NETWORKS, "public" if m == "GET" else "write")
-                   for m in methods}, doc)
-      for path, methods, doc in (
-          ("/2/networks", ("GET", "POST"), "Networks"),
-          ("/2/networks/{network_name}", ("GET", "DELETE"), "One network"),
-          ("/2/networks/{network_name}/connect", ("PUT",), "Connecting a network"),
-          ("/2/networks/{network_name}/disconnect", ("PUT",), "Disconnecting a network"),
-          ("/2/networks/{network_name}/modify", ("PUT",), "Network parameters"),
-          ("/2/networks/{network_name}/tags", ("GET", "PUT", "DELETE"), "Network tags"),
-      )),
+    # -- networks -----------------------------------------------------------------------
+    Route("/2/networks", {
+        "GET": _op(networks.index, "public", "All networks",
+                   bulk_or_index("name", {"type": "string"}, NETWORK), args=(BULK, LOCK)),
+        "POST": _job(networks.add, "Add a network", args=(DRY_RUN,),
+                     body=_opcode_body("OP_NETWORK_ADD", fixed=("dry_run",))),
+    }, "Networks"),
+    Route("/2/networks/{network_name}", {
+        "GET": _op(networks.get, "public", "A network", NETWORK, args=(LOCK,)),
+        "DELETE": _job(networks.delete, "Remove a network connected to no group",
+                       args=(DRY_RUN,), body=DEPENDS_ONLY),
+    }, "One network"),
+    Route("/2/networks/{network_name}/modify", {"PUT": _job(
+        networks.modify, "Change a network's gateway, IPv6 settings, MAC prefix or "
+        "reservations", args=(DRY_RUN,),
+        body=_opcode_body("OP_NETWORK_SET_PARAMS", fixed=("network_name", "dry_run")))},
+        "Network parameters"),
+    Route("/2/networks/{network_name}/connect", {"PUT": _job(
+        networks.connect, "Connect the network to a node group with a NIC mode and link",
+        args=(DRY_RUN,),
+        body=_opcode_body("OP_NETWORK_CONNECT", fixed=("network_name", "dry_run")))},
+        "Connecting a network"),
+    Route("/2/networks/{network_name}/disconnect", {"PUT": _job(
+        networks.disconnect, "Disconnect the network from a node group", args=(DRY_RUN,),
+        body=_opcode_body("OP_NETWORK_DISCONNECT", fixed=("network_name", "dry_run")))},
+        "Disconnecting a network"),
+    Route("/2/networks/{network_name}/tags", _tags("a network"), "Network tags"),
 )
 
 _STATIC: Final = {r.path: r for r in ROUTES if not r.params}

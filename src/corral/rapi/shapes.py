@@ -26,7 +26,7 @@ from corral.rapi.spec import DEPENDS_ONLY
 
 __all__ = [
     "CANCEL_RESULT", "CLUSTER_INFO", "CONSOLE", "ERROR", "FEATURE_LIST", "FILTER",
-    "FILTER_BODY", "GROUP", "INSTANCE", "JOB", "JOB_ID", "NODE", "NODE_ROLE", "OPENAPI",
+    "FILTER_BODY", "GROUP", "INSTANCE", "JOB", "JOB_ID", "NETWORK", "NODE", "NODE_ROLE", "OPENAPI",
     "QUERY_BODY", "QUERY_FIELDS_RESULT", "QUERY_RESULT", "REINSTALL_BODY", "ROLE_BODY",
     "STRINGS", "TAG_BODY", "WAIT_BODY", "WAIT_RESULT", "bulk_or_index",
 ]
@@ -123,6 +123,17 @@ GROUP: Final = obj({
     "name": string(), "uuid": string(), "alloc_policy": nullable(string()),
     "node_cnt": nullable(integer()), "node_list": nullable(STRINGS),
     "ndparams": nullable(obj()), "tags": nullable(STRINGS),
+}, required=("name",))
+
+NETWORK: Final = obj({
+    "name": string(), "uuid": string(), "network": string("IPv4 subnet (CIDR)"),
+    "gateway": nullable(string()), "network6": nullable(string()),
+    "gateway6": nullable(string()), "mac_prefix": nullable(string()),
+    "free_count": nullable(integer()), "reserved_count": nullable(integer()),
+    "map": nullable(string("One character per address: X taken, . free")),
+    "group_list": nullable(array(STRINGS, "[group, NIC mode, NIC link, VLAN] per group")),
+    "inst_list": nullable(STRINGS), "external_reservations": nullable(string()),
+    "tags": nullable(STRINGS),
 }, required=("name",))
 
 INSTANCE: Final = obj({

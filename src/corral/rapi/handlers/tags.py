@@ -1,4 +1,5 @@
-"""Tags of the cluster (``/2/tags``), nodes, node groups and instances (``.../tags``).
+"""Tags of the cluster (``/2/tags``), nodes, node groups, instances and networks
+(``.../tags``).
 
 Tags to add or remove are given as repeated query arguments, ``?tag=a&tag=b``, as in
 Ganeti. A body holding a list of strings is accepted and ignored, as Ganeti does:
@@ -15,7 +16,7 @@ __all__ = ["TAG_KINDS", "add", "get", "remove"]
 
 #: The path parameter naming the tagged object -> the tag kind of ``OP_TAGS_*``.
 TAG_KINDS: Final = {"node_name": "node", "group_name": "nodegroup",
-                    "instance_name": "instance"}
+                    "instance_name": "instance", "network_name": "network"}
 
 
 def _target(req: RapiRequest) -> tuple[str, str | None]:

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
+from corral.cmdlib.query import named_lookup
 from corral.objects import Disk, Instance, Node, NodeGroup, fill_params
 from corral.objects.params import BE_PARAMS, HV_PARAMS, ParamSpec, fill_hv_params
 from corral.opcodes.instance_ops import OpInstanceQueryData
-from corral.qlang import FieldKind, FieldRegistry, ResultStatus
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus, pick_items
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
@@ -247,7 +248,7 @@ _add("serial_no", "SerialNo", "number",
      lambda _c, i: i.serial_no)
 _add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, i: i.ctime)
 _add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, i: i.mtime)
-_add("tags", "Tags", "other", "Tags", lambda _c, i: list(i.tags))
+_add("tags", "Tags", "other", "Tags", lambda _c, i: sorted(i.tags))
 _add("pnode", "Primary_node", "text", "Primary node", _node_name)
 _add("pnode.group", "PrimaryNodeGroup", "text", "Node group of the primary node",
      _group_name)
@@ -537,7 +538,9 @@ def instance_resource(ctx: MasterContext) -> QueryResource:
             rows_by_serial.clear()
             rows = rows_by_serial[serial] = {}
         qctx = InstanceQueryContext(ctx.store, _rows=rows)
-        instances = ctx.store.all("instance")
+        instances, qfilter = pick_items(ctx.store.all("instance"), qfilter,
+                                        lambda inst: inst.name,
+                                        named_lookup(ctx.store, "instance"))
         in_filter = filter_fields(qfilter)
         needs_live = bool(LIVE_FIELDS & (set(fields) | in_filter))
         if needs_live:
@@ -650,6 +653,6 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             "mtime": inst.mtime,
             "ctime": inst.ctime,
             "uuid": inst.uuid,
-            "tags": list(inst.tags),
+            "tags": sorted(inst.tags),
             "last_reason": [list(entry) for entry in inst.last_reason],
         }

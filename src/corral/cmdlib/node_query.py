@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import MasterContext, QueryResource
 from corral.cmdlib.node_roles import node_role
+from corral.cmdlib.query import named_lookup
 from corral.objects import Node, NodeGroup, fill_params
 from corral.objects.params import ND_PARAMS
-from corral.qlang import FieldKind, FieldRegistry, ResultStatus
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus, pick_items
 from corral.rpc.protocol import RpcResult
 
 if TYPE_CHECKING:
@@ -249,7 +250,8 @@ async def query_nodes(master: MasterContext, fields: list[str], qfilter: Any
     """Answer a ``node`` query; live fields ask every online VM-capable node once."""
     store = master.store
     data = NodeQueryData.build(store)
-    nodes = store.all("node")
+    nodes, qfilter = pick_items(store.all("node"), qfilter, lambda node: node.name,
+                                named_lookup(store, "node"))
     if LIVE_FIELDS.intersection(fields) or _mentions(qfilter, LIVE_FIELDS):
         cluster = store.cluster
         targets = [n for n in nodes if not n.offline and n.vm_capable]

@@ -26,7 +26,7 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
-from corral.cli.tags import add_tag_commands
+from corral.cli.tags import add_tag_commands, search_tags_command
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
 from corral.opcodes import OpCode
@@ -408,6 +408,7 @@ def destroy(yes_do_it: bool) -> None:
 
 
 add_tag_commands(cli, TOOL, "cluster")
+cli.add_command(search_tags_command(TOOL))
 
 
 def main() -> None:

@@ -139,7 +139,7 @@ class LUTagsSearch(LogicalUnit[OpTagsSearch]):
         try:
             self._pattern = re.compile(self.op.pattern)
         except re.error as err:
-            raise ParameterError(f"invalid search pattern {self.op.pattern!r}: {err}") from None
+            raise ParameterError(f"Invalid search pattern {self.op.pattern!r}: {err}") from None
 
     async def execute(self) -> list[list[str]]:
         """Search every tagged object: ``/cluster``, ``/instances/<name>``,

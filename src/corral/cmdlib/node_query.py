@@ -73,7 +73,7 @@ NodeGetter = Callable[[NodeQueryData, Node], Any]
 
 #: ParamSpec type -> query field kind (Ganeti's mapping).
 _PARAM_KINDS: dict[str, FieldKind] = {
-    "string": "text", "maybe-string": "other", "bool": "bool", "int": "number",
+    "string": "other", "maybe-string": "other", "bool": "bool", "int": "number",
     "float": "float", "size": "unit",
 }
 
@@ -198,6 +198,18 @@ def _build_fields() -> FieldRegistry[NodeQueryData, Node]:
     add("custom_ndparams", "CustomNodeParameters", "other", "Custom node parameters",
         lambda _c, n: dict(n.ndparams))
     nd_param_fields(reg, lambda c, n: c.ndparams(n))
+    add("disk_state", "DiskState", "other",
+        "Static disk resource state; corral keeps none, so never available",
+        lambda _c, _n: ResultStatus.UNAVAIL)
+    add("hv_state", "HypervisorState", "other",
+        "Static hypervisor resource state; corral keeps none, so never available",
+        lambda _c, _n: ResultStatus.UNAVAIL)
+    add("spfree", "SpFree", "number",
+        "Free spindles, with exclusive storage only; corral has no exclusive storage, "
+        "so there is no data", lambda _c, _n: ResultStatus.NODATA)
+    add("sptotal", "SpTotal", "number",
+        "All spindles, with exclusive storage only; corral has no exclusive storage, "
+        "so there is no data", lambda _c, _n: ResultStatus.NODATA)
     add("role", "Role", "text",
         'Node role; "M" for master, "C" for master candidate, "R" for regular, '
         '"D" for drained, "O" for offline',

@@ -3,7 +3,8 @@ resources the master daemon owns besides jobs: job filters and locks.
 
 Field names are Ganeti's: filters have ``uuid``, ``watermark``, ``priority``,
 ``predicates``, ``action`` and ``reason_trail``; locks have ``name``, ``mode``,
-``owner`` and ``pending`` (a list of ``[mode, [owners]]``).
+``owner`` and ``pending`` (a list of ``[mode, [owners]]``). Every filter field has the
+kind ``other``, as in Ganeti.
 """
 
 from __future__ import annotations
@@ -63,10 +64,10 @@ def named_lookup(store: ConfigStore, kind: NamedKind) -> Callable[[str], Any]:
 
 #: Fields of job filter rules (``gnt-filter list``, ``/2/filters``).
 FILTER_FIELDS: FieldRegistry[None, FilterRule] = FieldRegistry("filter")
-FILTER_FIELDS.add("uuid", "UUID", "text", "Filter rule UUID", lambda _c, f: f.uuid)
-FILTER_FIELDS.add("watermark", "Watermark", "number",
+FILTER_FIELDS.add("uuid", "UUID", "other", "Filter rule UUID", lambda _c, f: f.uuid)
+FILTER_FIELDS.add("watermark", "Watermark", "other",
                   "Highest job ID at the time the filter was added", lambda _c, f: f.watermark)
-FILTER_FIELDS.add("priority", "Priority", "number",
+FILTER_FIELDS.add("priority", "Priority", "other",
                   "Rules are tried in increasing priority", lambda _c, f: f.priority)
 FILTER_FIELDS.add("predicates", "Predicates", "other",
                   "All must hold for the rule to apply", lambda _c, f: f.predicates)
@@ -77,7 +78,7 @@ FILTER_FIELDS.add("reason_trail", "ReasonTrail", "other",
 
 #: Fields of locks (``gnt-debug locks``).
 LOCK_FIELDS: FieldRegistry[None, LockInfo] = FieldRegistry("lock")
-LOCK_FIELDS.add("name", "Name", "text", "Level and name of the lock", lambda _c, lock: lock.name)
+LOCK_FIELDS.add("name", "Name", "other", "Level and name of the lock", lambda _c, lock: lock.name)
 LOCK_FIELDS.add("mode", "Mode", "other", "exclusive or shared while held; empty when free",
                 lambda _c, lock: lock.mode)
 LOCK_FIELDS.add("owner", "Owner", "other", "Holders of the lock",

@@ -335,6 +335,9 @@ def redistribute_conf(submit_only: bool, print_jobid: bool, priority: int | None
         exit_with(1)
 
 
+cli.add_command(redistribute_conf, "redist-conf")  # Ganeti's name for it
+
+
 @cli.command("master-ping")
 def master_ping() -> None:
     """Exit 0 if the master daemon answers on this node, 1 if not."""

@@ -23,8 +23,8 @@ from corral.utils.nicesort import nice_sorted
 if TYPE_CHECKING:
     from corral.config import ConfigStore
 
-__all__ = ["FILTER_FIELDS", "LOCK_FIELDS", "LUQuery", "LUQueryFields", "find_resource",
-           "named_lookup", "resource"]
+__all__ = ["FILTER_FIELDS", "LOCK_FIELDS", "LUQuery", "LUQueryFields", "NamedKind",
+           "find_resource", "named_lookup", "resource"]
 
 NamedKind = Literal["node", "nodegroup", "instance"]
 

@@ -164,6 +164,20 @@ def test_groups(testbed: TestbedHandle) -> None:
     assert testbed.run("gnt-group", "list-tags", "rack2").stdout == "room:1\n"
     testbed.run("gnt-group", "rename", "rack2", "rack3")
 
+    # Names are answered in the order given (a short name finds its node); an unknown
+    # one fails the list with Ganeti's error; tags are searched cluster-wide.
+    assert _rows(testbed, "gnt-group", "name", "rack3", "default") == [["rack3"], ["default"]]
+    assert _rows(testbed, "gnt-node", "name", "node3", "node1.testbed") == [
+        ["node3.testbed"], ["node1.testbed"]]
+    for tool, noun in (("gnt-node", "Node"), ("gnt-group", "NodeGroup"),
+                       ("gnt-instance", "Instance")):
+        proc = testbed.run(tool, "list", "nosuch", check=False)
+        assert (proc.returncode, proc.stdout) == (1, ""), (tool, proc)
+        assert f"{noun} name nosuch not found" in proc.stderr, (tool, proc.stderr)
+    found = testbed.run("gnt-cluster", "search-tags", "^room")
+    assert found.stdout == "/nodegroup/rack3 room:1\n"
+    assert testbed.run("gnt-cluster", "search-tags", "nothing", check=False).returncode == 1
+
     proc = testbed.run("gnt-group", "remove", "rack3", check=False)
     assert proc.returncode == 1 and "still has nodes: node3.testbed" in proc.stderr
     proc = testbed.run("gnt-group", "add", "default", check=False)

@@ -401,9 +401,8 @@ def test_list_joins_list_fields(master: Callable[..., FakeMaster]) -> None:
         "data": [[[0, ["10.0.0.1", "10.0.0.2"]]]]}
     result = run(gnt_instance.cli, "list", "-o", "nic.ips", "--no-headers", "inst1")
     assert result.output.strip() == "10.0.0.1,10.0.0.2"
-    # A name or a UUID selects the instance.
-    assert fake.calls[0][1][2] == ["|", ["|", ["==", "name", "inst1"]],
-                                   ["|", ["==", "uuid", "inst1"]]]
+    # Names only: the master finds each by name or UUID and refuses unknown ones.
+    assert fake.calls[0][1][2] == ["|", ["==", "name", "inst1"]]
 
 
 def test_console_message_and_ssh(master: Callable[..., FakeMaster]) -> None:

@@ -215,7 +215,7 @@ def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
         ({"mode": "import"}, ParameterError, "only 'create'"),
         ({"iallocator": "hail"}, ParameterError, "give the primary node"),
         ({"pnode": None}, ParameterError, "give the primary node"),
-        ({"pnode": "node9"}, NotFoundError, "node 'node9' does not exist"),
+        ({"pnode": "node9"}, NotFoundError, "Node 'node9' not known"),
         ({"snode": "node2"}, ParameterError, "secondary node"),
         ({"os_type": None}, ParameterError, "an OS is needed.*no_install"),
         ({"instance_name": "bad name"}, ParameterError, "invalid instance name"),
@@ -476,7 +476,7 @@ def test_remove_with_unreachable_node(cl: Cluster) -> None:
 
 
 def test_remove_unknown_instance(cl: Cluster) -> None:
-    with pytest.raises(NotFoundError, match="instance 'ghost' does not exist"):
+    with pytest.raises(NotFoundError, match="Instance 'ghost' not known"):
         cl.run("OP_INSTANCE_REMOVE", instance_name="ghost")
     cl.create()
     with pytest.raises(ParameterError, match="different instances"):

@@ -602,11 +602,15 @@ def test_tags_of_nodes_groups_and_instances(tmp_path: Path) -> None:
     with pytest.raises(OpPrereqError, match="not found on node node2"):
         run_op(processor, {"OP_ID": "OP_TAGS_DEL", "kind": "node", "name": "node2",
                            "tags": ["nosuch"]})
-    with pytest.raises(NotFoundError, match="nodeX"):
+    with pytest.raises(NotFoundError, match=r"^Node 'nodeX' not known"):
         run_op(processor, {"OP_ID": "OP_TAGS_SET", "kind": "node", "name": "nodeX",
                            "tags": ["a"]})
     with pytest.raises(ParameterError, match="need the name"):
         run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "instance"})
+    # Reading tags finds the object as a query does, and says so in Ganeti's words
+    # (list-tags); changing them names it as other opcodes do.
+    with pytest.raises(NotFoundError, match=r"^Node name nodeX not found\n"):
+        run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "node", "name": "nodeX"})
     with pytest.raises(ParameterError, match="kind"):
         run_op(processor, {"OP_ID": "OP_TAGS_GET", "kind": "storage", "name": "n"})
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from corral.jobs.fields import JOB_QUERY_FIELDS, query_jobs
+import pytest
+
+from corral.errors import ParameterError
+from corral.jobs.fields import JOB_QUERY_FIELDS, query_jobs, query_jobs_by_id, requested_job_ids
 from corral.jobs.model import JOB_FIELDS, Job, QueuedOpCode
 
 
@@ -38,3 +41,19 @@ def test_query_with_filter_and_values() -> None:
 def test_unknown_requested_field_is_reported_as_unknown() -> None:
     result = query_jobs(JOBS[:1], ["id", "nosuch"], None)
     assert result["data"] == [[[0, 1], [1, None]]]
+
+
+def test_jobs_by_id_in_the_order_asked_with_rows_for_unknown_ids() -> None:
+    qfilter = ["|", ["==", "id", 3], ["==", "id", "99"], ["==", "id", 1], ["==", "id", 3]]
+    ids = requested_job_ids(qfilter)
+    assert ids == [3, 99, 1]  # strings are ids too; each id once
+    result = query_jobs_by_id(ids, {j.id: j for j in JOBS}, ["id", "status", "nosuch"])
+    assert result["data"] == [
+        [[0, 3], [0, "queued"], [1, None]],
+        [[0, 99], [3, None], [1, None]],  # no such job: its id, the rest unavailable
+        [[0, 1], [0, "success"], [1, None]],
+    ]
+    assert [f["name"] for f in result["fields"]] == ["id", "status", "nosuch"]
+    assert requested_job_ids(["|", ["==", "id", 1], ["==", "status", "error"]]) == []
+    with pytest.raises(ParameterError, match="invalid job id 'abc'"):
+        requested_job_ids(["==", "id", "abc"])

@@ -45,7 +45,7 @@ def test_public_names() -> None:
         "KINDS", "MAX_LEVELS", "OPERATORS", "Field", "FieldDef", "FieldKind",
         "FieldRegistry", "FilterEvaluationError", "ResultStatus", "ValueCheck",
         "compile_filter", "format_filter", "glob_to_regexp", "make_filter",
-        "make_simple_filter", "parse_filter",
+        "make_simple_filter", "parse_filter", "pick_items", "requested_names",
     }
 
 

@@ -26,7 +26,7 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
-from corral.cli.tags import add_tag_commands
+from corral.cli.tags import add_tag_commands, search_tags_command
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
 from corral.opcodes import OpCode
@@ -335,6 +335,9 @@ def redistribute_conf(submit_only: bool, print_jobid: bool, priority: int | None
         exit_with(1)
 
 
+cli.add_command(redistribute_conf, "redist-conf")  # Ganeti's name for it
+
+
 @cli.command("master-ping")
 def master_ping() -> None:
     """Exit 0 if the master daemon answers on this node, 1 if not."""
@@ -408,6 +411,7 @@ def destroy(yes_do_it: bool) -> None:
 
 
 add_tag_commands(cli, TOOL, "cluster")
+cli.add_command(search_tags_command(TOOL))
 
 
 def main() -> None:

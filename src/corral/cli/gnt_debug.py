@@ -1,15 +1,35 @@
-"""``gnt-debug``: test jobs and a view of the master daemon's locks."""
+"""``gnt-debug``: test jobs, jobs from opcode files, and a view of the master daemon's
+locks.
+
+``submit-job FILE...`` reads each file, a JSON list of opcodes in dict form, and
+submits one job per file (``--op-repeat`` repeats the opcodes within the job,
+``--job-repeat`` the whole set of jobs), then waits for them, printing Ganeti's
+``Waiting for job N for file FILE/REPEAT ...`` lines. Every file is read and checked
+to be a list of opcodes before anything is submitted; the master checks the opcodes'
+parameters. As in Ganeti, a failed job is reported on stderr but the command still
+exits 0; ``--each`` submits the jobs one call at a time (Ganeti 3.0 fails on it).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
-from corral import __version__
+from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.jobs import Formatter, exit_with, generic_list, make_op, submit_and_wait
+from corral.cli.jobs import (
+    Formatter,
+    LuxiCaller,
+    exit_with,
+    generic_list,
+    make_op,
+    poll_job,
+    submit_and_wait,
+)
 from corral.cli.options import (
     FieldSelection,
     dry_run_option,
@@ -22,6 +42,7 @@ from corral.cli.options import (
     separator_option,
     submit_option,
 )
+from corral.errors import CorralError, ParameterError
 
 __all__ = ["LOCK_FIELDS", "main"]
 
@@ -34,7 +55,7 @@ LOCK_FIELDS = ("name", "mode", "owner", "pending")
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Debugging aids: delay (a test job), locks."""
+    """Debugging aids: delay (a test job), submit-job, locks."""
 
 
 @cli.command()
@@ -68,6 +89,112 @@ def delay(duration: float, on_master: bool, on_nodes: tuple[str, ...], repeat: i
                  priority=priority, dry_run=dry_run)
     with get_client() as client:
         submit_and_wait(client, [op], submit_only=submit_only, print_jobid=print_jobid)
+
+
+def read_opcode_file(path: str) -> list[dict[str, Any]]:
+    """The opcodes of one ``submit-job`` file: a JSON list of opcode dicts, each with
+    its ``OP_ID``; anything else is a :class:`ParameterError` naming the file."""
+    try:
+        data = serializer.loads(Path(path).read_bytes())
+    except OSError as err:
+        raise ParameterError(f"cannot read opcode file {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise ParameterError(f"opcode file {path} is not valid JSON: {err}") from None
+    if not isinstance(data, list) or not data:
+        raise ParameterError(f"opcode file {path} must hold a non-empty JSON list of "
+                             "opcodes, e.g. [{\"OP_ID\": \"OP_TEST_DELAY\", \"duration\": 1}]")
+    for index, op in enumerate(data):
+        if not isinstance(op, dict) or not isinstance(op.get("OP_ID"), str):
+            raise ParameterError(f"opcode {index} in {path} is not an object with an "
+                                 "OP_ID string")
+    return data
+
+
+def _with_options(op: Mapping[str, Any], trail: list[list[Any]], priority: int | None,
+                  dry_run: bool) -> dict[str, Any]:
+    """``op`` with the command's generic options: its reason trail extended by the
+    command's, priority when given, dry run when asked (Ganeti's generic opcode
+    options)."""
+    result = dict(op)
+    result["reason"] = [*(op.get("reason") or []), *trail]
+    if priority is not None:
+        result["priority"] = priority
+    if dry_run:
+        result["dry_run"] = True
+    return result
+
+
+def _submit(client: LuxiCaller, jobs: Sequence[tuple[str, list[dict[str, Any]]]],
+            each: bool) -> list[tuple[str, int]]:
+    """Submit ``jobs`` in one ``SubmitManyJobs`` call, or with ``each`` one
+    ``SubmitJob`` call per job; the names and ids of those the master accepted (the
+    others are reported on stderr)."""
+    if each:
+        return [(name, int(client.call("SubmitJob", ops))) for name, ops in jobs]
+    answer = client.call("SubmitManyJobs", [ops for _, ops in jobs])
+    accepted = []
+    for (name, _), (ok, data) in zip(jobs, answer, strict=True):
+        if ok:
+            accepted.append((name, int(data)))
+        else:
+            click.echo(f"Failed to submit job for {name}: {data}", err=True)
+    return accepted
+
+
+def _wait_all(client: LuxiCaller, submitted: Sequence[tuple[str, int]]) -> None:
+    """Follow each job in turn; a failed one is reported on stderr."""
+    for name, job_id in submitted:
+        click.echo(f"Waiting for job {job_id} for {name} ...")
+        try:
+            poll_job(client, job_id)
+        except CorralError as err:
+            click.echo(f"Job {job_id} for {name} has failed: Failure: {err.message}", err=True)
+
+
+@cli.command("submit-job")
+@click.option("-v", "--verbose", is_flag=True, help="Also print the ids of the jobs submitted.")
+@click.option("--op-repeat", "op_repeat", type=click.IntRange(min=1), default=1,
+              metavar="N", help="Repeat the opcodes of each file N times within its job.")
+@click.option("--job-repeat", "job_repeat", type=click.IntRange(min=1), default=1,
+              metavar="N", help="Submit the set of jobs N times.")
+@click.option("--timing-stats", is_flag=True,
+              help="Print counts and how long submitting and running took.")
+@click.option("--each", is_flag=True, help="Submit each job in its own call.")
+@dry_run_option
+@priority_option
+@reason_option
+@click.argument("files", nargs=-1, required=True, metavar="OP_LIST_FILE...")
+def submit_job(files: tuple[str, ...], verbose: bool, op_repeat: int, job_repeat: int,
+               timing_stats: bool, each: bool, dry_run: bool, priority: int | None,
+               reason: str | None) -> None:
+    """Submit one job per OP_LIST_FILE (a JSON list of opcodes) and wait for them."""
+    if timing_stats:
+        click.echo("Loading...")
+    trail = reason_trail(TOOL, "submit-job", reason)
+    loaded = [(path, read_opcode_file(path)) for path in files]
+    jobs: list[tuple[str, list[dict[str, Any]]]] = [
+        (f"file {path}/{repeat}",
+         [_with_options(op, trail, priority, dry_run) for op in ops] * op_repeat)
+        for repeat in range(job_repeat) for path, ops in loaded
+    ]
+    start = time.monotonic()
+    if timing_stats:
+        click.echo("Submitting...")
+    with get_client() as client:
+        submitted = _submit(client, jobs, each)
+        if verbose and submitted:
+            click.echo(f"Submitted jobs {', '.join(str(job_id) for _, job_id in submitted)}")
+        executing = time.monotonic()
+        if timing_stats:
+            click.echo("Executing...")
+        _wait_all(client, submitted)
+    end = time.monotonic()
+    if timing_stats:
+        click.echo(f"C:op     {sum(len(ops) for _, ops in jobs):4d}")
+        click.echo(f"C:job    {len(jobs):4d}")
+        click.echo(f"T:submit {executing - start:4.4f}")
+        click.echo(f"T:exec   {end - executing:4.4f}")
+        click.echo(f"T:total  {end - start:4.4f}")
 
 
 def _dash_if_empty(fmt: Formatter) -> Formatter:

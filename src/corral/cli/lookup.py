@@ -12,18 +12,29 @@ from typing import Any
 
 from corral.cli.jobs import LuxiCaller
 from corral.errors import NotFoundError
-from corral.qlang.parser import FILTER_DETECTION_CHARS, make_filter, make_simple_filter
+from corral.qlang.parser import (
+    FILTER_DETECTION_CHARS,
+    GLOB_DETECTION_CHARS,
+    make_filter,
+    make_simple_filter,
+)
 
 __all__ = ["name_or_uuid_filter", "query_named", "query_rows", "selection_filter"]
 
 
 def selection_filter(names: Sequence[str], force_filter: bool = False) -> list[Any] | None:
     """The query filter for a list command's arguments: names (with globs) or UUIDs, or
-    one argument that is a filter in the text form (always with ``-F``)."""
+    one argument that is a filter in the text form (always with ``-F``). Without globs
+    the filter only names items, so the master answers them in the order named and
+    refuses unknown names."""
     if not names:
         return None
     if force_filter or (len(names) == 1 and FILTER_DETECTION_CHARS & set(names[0])):
         return make_filter(list(names), force_filter=True)
+    if not any(GLOB_DETECTION_CHARS & set(name) for name in names):
+        # Names only: the master answers them in the order given, found by name or
+        # UUID, and refuses an unknown one (Ganeti's unknown_entity).
+        return make_filter(list(names))
     return ["|", make_filter(list(names)), make_simple_filter("uuid", list(names))]
 
 

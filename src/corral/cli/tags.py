@@ -5,6 +5,10 @@ Ganeti's tools share them: ``gnt-cluster add-tags TAG...`` works on the cluster,
 object named by its name or UUID. Tags come as arguments and/or from ``--from FILE``
 (one per line, ``-`` for standard input). Changes run as jobs and take the usual
 job options; listing asks the master directly and prints one tag a line, sorted.
+
+``gnt-cluster search-tags PATTERN`` runs ``OP_TAGS_SEARCH`` as a job and prints
+``PATH TAG`` for every tag matching the regular expression, sorted; finding nothing
+exits 1, as Ganeti's does.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 import click
 
 from corral.cli.common import get_client
-from corral.cli.jobs import submit_op
+from corral.cli.jobs import exit_with, submit_op
 from corral.cli.options import (
     print_jobid_option,
     priority_option,
@@ -24,7 +28,7 @@ from corral.cli.options import (
 )
 from corral.errors import ParameterError
 
-__all__ = ["add_tag_commands", "read_tags"]
+__all__ = ["add_tag_commands", "read_tags", "search_tags_command"]
 
 _CHANGES = (
     ("add-tags", "OP_TAGS_SET", "added", "Add TAGS to {target}."),
@@ -94,3 +98,24 @@ def add_tag_commands(group: click.Group, tool: str, kind: str,
     for verb, op_id, done, doc in _CHANGES:
         group.add_command(_change_command(tool, kind, target, verb, op_id, done, doc))
     group.add_command(_list_command(kind, target))
+
+
+def search_tags_command(tool: str) -> click.Command:
+    """``search-tags PATTERN``: the tags of every object matching a regular expression."""
+
+    @click.command("search-tags")
+    @priority_option
+    @reason_option
+    @click.argument("pattern")
+    def search_tags(pattern: str, priority: int | None, reason: str | None) -> None:
+        """Print PATH TAG for each tag on the cluster, its nodes, groups and instances
+        that the regular expression PATTERN matches (anywhere in the tag); exit 1 when
+        none does."""
+        found = submit_op(tool, "search-tags", "OP_TAGS_SEARCH", {"pattern": pattern},
+                          reason=reason, priority=priority)
+        if not found:
+            exit_with(1)
+        for path, tag in sorted((str(path), str(tag)) for path, tag in found):
+            click.echo(f"{path} {tag}")
+
+    return search_tags

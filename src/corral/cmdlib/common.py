@@ -37,6 +37,10 @@ __all__ = [
 
 _WHAT = {"node": "node", "nodegroup": "node group", "instance": "instance"}
 
+#: Ganeti's words for an unknown object, the first line of the error.
+_UNKNOWN = {"node": "Node '{}' not known", "nodegroup": "Node group '{}' not found",
+            "instance": "Instance '{}' not known"}
+
 
 def _expand(store: ConfigStore, kind: Literal["node", "nodegroup", "instance"],
             key: str) -> Any:
@@ -44,7 +48,7 @@ def _expand(store: ConfigStore, kind: Literal["node", "nodegroup", "instance"],
     if found is None:
         hint = did_you_mean(key, sorted(o.name for o in store.all(kind)), noun=f"{_WHAT[kind]}s",
                             listing=f"gnt-{'group' if kind == 'nodegroup' else kind} list")
-        raise NotFoundError(f"{_WHAT[kind]} {key!r} does not exist; {hint}")
+        raise NotFoundError(f"{_UNKNOWN[kind].format(key)}\n{hint}")
     return found
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group, expand_node
 from corral.cmdlib.node import check_unsupported_state, nd_param_fields, validated_ndparams
+from corral.cmdlib.query import named_lookup
 from corral.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -33,7 +34,7 @@ from corral.opcodes.node_ops import (
     OpGroupRename,
     OpGroupSetParams,
 )
-from corral.qlang import FieldRegistry
+from corral.qlang import FieldRegistry, pick_items
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
@@ -373,7 +374,9 @@ def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:
 
     async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
         store = ctx.store
-        return GROUP_FIELDS.query(store.all("nodegroup"), fields, qfilter,
-                                  GroupQueryData.build(store))
+        groups, qfilter = pick_items(store.all("nodegroup"), qfilter,
+                                     lambda group: group.name,
+                                     named_lookup(store, "nodegroup"))
+        return GROUP_FIELDS.query(groups, fields, qfilter, GroupQueryData.build(store))
 
     return {"group": QueryResource(query=query, query_fields=GROUP_FIELDS.query_fields)}

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
+from corral.cmdlib.query import named_lookup
 from corral.objects import Disk, Instance, Node, NodeGroup, fill_params
 from corral.objects.params import BE_PARAMS, HV_PARAMS, ParamSpec, fill_hv_params
 from corral.opcodes.instance_ops import OpInstanceQueryData
-from corral.qlang import FieldKind, FieldRegistry, ResultStatus
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus, pick_items
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
@@ -247,7 +248,7 @@ _add("serial_no", "SerialNo", "number",
      lambda _c, i: i.serial_no)
 _add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, i: i.ctime)
 _add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, i: i.mtime)
-_add("tags", "Tags", "other", "Tags", lambda _c, i: list(i.tags))
+_add("tags", "Tags", "other", "Tags", lambda _c, i: sorted(i.tags))
 _add("pnode", "Primary_node", "text", "Primary node", _node_name)
 _add("pnode.group", "PrimaryNodeGroup", "text", "Node group of the primary node",
      _group_name)
@@ -265,6 +266,15 @@ _add("admin_up", "Autostart", "bool", "Whether the instance should be running",
      lambda _c, i: i.admin_state == "up")
 _add("forthcoming", "Forthcoming", "bool",
      "Whether the instance only reserves resources (never, in corral)", lambda _c, _i: False)
+_add("admin_state_source", "InstanceStateSource", "text",
+     "Who set the desired state last: admin (corral has no user-initiated changes of it)",
+     lambda _c, _i: "admin")
+_add("disks_active", "DisksActive", "bool",
+     "Whether the disks should be active: while the instance is to run (corral does not "
+     "record disks activated on their own)", lambda _c, i: i.admin_state == "up")
+_add("console", "Console", "other",
+     "How to reach the console; never available in a query here, ask gnt-instance "
+     "console", lambda _c, _i: _UNAVAIL)
 
 # -- live fields -------------------------------------------------------------
 _add("oper_state", "Running", "bool", "Whether the instance actually runs", _oper_state)
@@ -308,9 +318,27 @@ _HV_TITLES = {
 }
 _BE_TITLES = {"auto_balance": "Auto_balance", "maxmem": "ConfigMaxMem",
               "minmem": "ConfigMinMem", "vcpus": "ConfigVCPUs"}
+#: Query kinds of parameter types; Ganeti gives string parameters the kind "other".
 _TYPE_KINDS: dict[str, FieldKind] = {
-    "string": "text", "maybe-string": "text", "bool": "bool", "int": "number",
+    "string": "other", "maybe-string": "other", "bool": "bool", "int": "number",
     "float": "float", "size": "unit",
+}
+#: Ganeti's parameters of the hypervisors corral does not have (xen, lxc): their
+#: fields exist, as in Ganeti, and are never available (as for an instance of another
+#: hypervisor there).
+_FOREIGN_HV_PARAMS: dict[str, tuple[str, FieldKind]] = {
+    "blockdev_prefix": ("hv/blockdev_prefix", "other"),
+    "bootloader_args": ("hv/bootloader_args", "other"),
+    "bootloader_path": ("hv/bootloader_path", "other"),
+    "cpu_cap": ("hv/cpu_cap", "number"), "cpu_weight": ("hv/cpu_weight", "number"),
+    "cpuid": ("hv/cpuid", "other"), "device_model": ("hv/device_model", "other"),
+    "devices": ("hv/devices", "other"), "drop_capabilities": ("hv/drop_capabilities", "other"),
+    "extra_cgroups": ("hv/extra_cgroups", "other"), "extra_config": ("hv/extra_config", "other"),
+    "init_script": ("hv/init_script", "other"), "num_ttys": ("hv/num_ttys", "number"),
+    "pae": ("PAE", "bool"), "pci_pass": ("pci_pass", "other"),
+    "startup_timeout": ("hv/startup_timeout", "number"),
+    "use_bootloader": ("hv/use_bootloader", "bool"), "vif_script": ("hv/vif_script", "other"),
+    "vif_type": ("hv/vif_type", "other"), "viridian": ("hv/viridian", "bool"),
 }
 
 
@@ -330,6 +358,11 @@ for _specs in HV_PARAMS.values():
 for _name in sorted(_hv_specs):
     _add(f"hv/{_name}", _HV_TITLES.get(_name, f"hv/{_name}"), _TYPE_KINDS[_hv_specs[_name].type],
          f"The hypervisor parameter {_name!r}", _hv_param(_name))
+for _name, (_title, _kind) in sorted(_FOREIGN_HV_PARAMS.items()):
+    if _name not in _hv_specs:
+        _add(f"hv/{_name}", _title, _kind,
+             f"The hypervisor parameter {_name!r} of Xen or LXC, which corral does not "
+             "have; never available", lambda _c, _i: _UNAVAIL)
 for _name in sorted(BE_PARAMS):
     _add(f"be/{_name}", _BE_TITLES.get(_name, f"be/{_name}"),
          _TYPE_KINDS[BE_PARAMS[_name].type], f"The backend parameter {_name!r}",
@@ -554,7 +587,9 @@ def instance_resource(ctx: MasterContext) -> QueryResource:
             rows_by_serial.clear()
             rows = rows_by_serial[serial] = {}
         qctx = InstanceQueryContext(ctx.store, _rows=rows)
-        instances = ctx.store.all("instance")
+        instances, qfilter = pick_items(ctx.store.all("instance"), qfilter,
+                                        lambda inst: inst.name,
+                                        named_lookup(ctx.store, "instance"))
         in_filter = filter_fields(qfilter)
         needs_live = bool(LIVE_FIELDS & (set(fields) | in_filter))
         if needs_live:
@@ -667,6 +702,6 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             "mtime": inst.mtime,
             "ctime": inst.ctime,
             "uuid": inst.uuid,
-            "tags": list(inst.tags),
+            "tags": sorted(inst.tags),
             "last_reason": [list(entry) for entry in inst.last_reason],
         }

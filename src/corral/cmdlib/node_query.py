@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import MasterContext, QueryResource
 from corral.cmdlib.node_roles import node_role
+from corral.cmdlib.query import named_lookup
 from corral.objects import Node, NodeGroup, fill_params
 from corral.objects.params import ND_PARAMS
-from corral.qlang import FieldKind, FieldRegistry, ResultStatus
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus, pick_items
 from corral.rpc.protocol import RpcResult
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ NodeGetter = Callable[[NodeQueryData, Node], Any]
 
 #: ParamSpec type -> query field kind (Ganeti's mapping).
 _PARAM_KINDS: dict[str, FieldKind] = {
-    "string": "text", "maybe-string": "other", "bool": "bool", "int": "number",
+    "string": "other", "maybe-string": "other", "bool": "bool", "int": "number",
     "float": "float", "size": "unit",
 }
 
@@ -197,6 +198,18 @@ def _build_fields() -> FieldRegistry[NodeQueryData, Node]:
     add("custom_ndparams", "CustomNodeParameters", "other", "Custom node parameters",
         lambda _c, n: dict(n.ndparams))
     nd_param_fields(reg, lambda c, n: c.ndparams(n))
+    add("disk_state", "DiskState", "other",
+        "Static disk resource state; corral keeps none, so never available",
+        lambda _c, _n: ResultStatus.UNAVAIL)
+    add("hv_state", "HypervisorState", "other",
+        "Static hypervisor resource state; corral keeps none, so never available",
+        lambda _c, _n: ResultStatus.UNAVAIL)
+    add("spfree", "SpFree", "number",
+        "Free spindles, with exclusive storage only; corral has no exclusive storage, "
+        "so there is no data", lambda _c, _n: ResultStatus.NODATA)
+    add("sptotal", "SpTotal", "number",
+        "All spindles, with exclusive storage only; corral has no exclusive storage, "
+        "so there is no data", lambda _c, _n: ResultStatus.NODATA)
     add("role", "Role", "text",
         'Node role; "M" for master, "C" for master candidate, "R" for regular, '
         '"D" for drained, "O" for offline',
@@ -249,7 +262,8 @@ async def query_nodes(master: MasterContext, fields: list[str], qfilter: Any
     """Answer a ``node`` query; live fields ask every online VM-capable node once."""
     store = master.store
     data = NodeQueryData.build(store)
-    nodes = store.all("node")
+    nodes, qfilter = pick_items(store.all("node"), qfilter, lambda node: node.name,
+                                named_lookup(store, "node"))
     if LIVE_FIELDS.intersection(fields) or _mentions(qfilter, LIVE_FIELDS):
         cluster = store.cluster
         targets = [n for n in nodes if not n.offline and n.vm_capable]

@@ -11,10 +11,11 @@ takes that object's lock; reading takes none (one consistent snapshot).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from corral.cmdlib.base import LockRequest, LogicalUnit
 from corral.cmdlib.common import expand_group, expand_instance, expand_node
+from corral.cmdlib.query import NamedKind, named_lookup
 from corral.errors import NotFoundError, OpPrereqError, ParameterError
 from corral.locking import LockLevel
 from corral.objects import ConfigObject
@@ -82,7 +83,13 @@ def _target(store: ConfigStore, kind: str, name: str | None) -> ConfigObject:
 
 
 def object_tags(store: ConfigStore, kind: str, name: str | None) -> list[str]:
-    """The sorted tags of one object (what luxi ``QueryTags(kind, name)`` answers)."""
+    """The sorted tags of one object (what luxi ``QueryTags(kind, name)`` answers).
+
+    The object is found as queries find it (Ganeti's ``list-tags`` asks a query), so
+    an unknown one is refused in the query's words: ``Instance name x not found``.
+    """
+    if kind in ("node", "nodegroup", "instance") and name:
+        return sorted(named_lookup(store, cast(NamedKind, kind))(name).tags)
     return sorted(_target(store, kind, name).tags)
 
 
@@ -146,7 +153,7 @@ class LUTagsSearch(LogicalUnit[OpTagsSearch]):
         try:
             self._pattern = re.compile(self.op.pattern)
         except re.error as err:
-            raise ParameterError(f"invalid search pattern {self.op.pattern!r}: {err}") from None
+            raise ParameterError(f"Invalid search pattern {self.op.pattern!r}: {err}") from None
 
     async def execute(self) -> list[list[str]]:
         """Search every tagged object: ``/cluster``, ``/instances/<name>``,

@@ -7,13 +7,14 @@ compare them as seconds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from corral.errors import ParameterError
 from corral.jobs.model import JOB_FIELDS, Job, as_json_values
-from corral.qlang import FieldKind, FieldRegistry
+from corral.qlang import FieldKind, FieldRegistry, ResultStatus, requested_names
 
-__all__ = ["JOB_QUERY_FIELDS", "query_jobs"]
+__all__ = ["JOB_QUERY_FIELDS", "query_jobs", "query_jobs_by_id", "requested_job_ids"]
 
 # name, title, kind, doc (timestamps are split into seconds for filters)
 _DEFINITIONS: Final[tuple[tuple[str, str, FieldKind, str], ...]] = (
@@ -68,3 +69,38 @@ JOB_QUERY_FIELDS: Final = _build()
 def query_jobs(jobs: Sequence[Job], fields: Sequence[str], qfilter: Any) -> dict[str, Any]:
     """``Query("job", fields, qfilter)`` over ``jobs``: Ganeti's QueryResponse."""
     return JOB_QUERY_FIELDS.query(jobs, fields, qfilter, None)
+
+
+def requested_job_ids(qfilter: Any) -> list[int]:
+    """The job ids a filter only names (``id`` equalities joined by ``|``), in order,
+    each once; ``[]`` when the filter is anything else. Ids may be given as strings."""
+    ids: list[int] = []
+    for value in requested_names(qfilter, "id") or ():
+        try:
+            job_id = int(value)
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"invalid job id {value!r} in the query filter: expected an integer"
+            ) from None
+        if job_id not in ids:
+            ids.append(job_id)
+    return ids
+
+
+def query_jobs_by_id(ids: Sequence[int], found: Mapping[int, Job],
+                     fields: Sequence[str]) -> dict[str, Any]:
+    """``Query("job", fields, ids...)`` for jobs asked for by id: a row per id in the
+    order asked, as Ganeti answers; an id no job has gets its ``id`` and every other
+    field unavailable."""
+    answer = JOB_QUERY_FIELDS.query([], fields, None, None)
+    for job_id in ids:
+        job = found.get(job_id)
+        if job is not None:
+            answer["data"].extend(JOB_QUERY_FIELDS.query([job], fields, None, None)["data"])
+            continue
+        answer["data"].append([
+            [int(ResultStatus.NORMAL), job_id] if name == "id"
+            else [int(ResultStatus.UNKNOWN if name not in JOB_QUERY_FIELDS
+                      else ResultStatus.UNAVAIL), None]
+            for name in fields])
+    return answer

@@ -29,7 +29,7 @@ from corral.errors import (
     did_you_mean,
 )
 from corral.jobs import JobQueue
-from corral.jobs.fields import JOB_QUERY_FIELDS
+from corral.jobs.fields import JOB_QUERY_FIELDS, query_jobs_by_id, requested_job_ids
 from corral.jobs.filters import validate_rule
 from corral.luxi import Request, calls
 from corral.luxi.protocol import HANDOVER_METHOD
@@ -295,6 +295,10 @@ class MasterMethods:
         """``Query(what, fields, qfilter)``: Ganeti's QueryResponse."""
         what, fields, qfilter = args.what, args.fields, args.qfilter
         if what == "job":
+            ids = requested_job_ids(qfilter)
+            if ids:  # by id, as asked: archived jobs too, a row even for unknown ids
+                found = {job.id: job for job in await self.queue.jobs(ids, archived=True)}
+                return query_jobs_by_id(ids, found, fields)
             # Like Ganeti, asking for the "archived" field includes archived jobs.
             jobs = await self.queue.jobs(archived="archived" in fields)
             return JOB_QUERY_FIELDS.query(jobs, fields, qfilter, None)

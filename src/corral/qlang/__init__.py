@@ -17,7 +17,15 @@ from corral.qlang.compiler import (
     ValueCheck,
     compile_filter,
 )
-from corral.qlang.fields import KINDS, Field, FieldDef, FieldKind, FieldRegistry
+from corral.qlang.fields import (
+    KINDS,
+    Field,
+    FieldDef,
+    FieldKind,
+    FieldRegistry,
+    pick_items,
+    requested_names,
+)
 from corral.qlang.parser import (
     format_filter,
     glob_to_regexp,
@@ -43,4 +51,6 @@ __all__ = [
     "make_filter",
     "make_simple_filter",
     "parse_filter",
+    "pick_items",
+    "requested_names",
 ]

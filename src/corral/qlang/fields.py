@@ -25,8 +25,10 @@ import msgspec
 
 from corral.errors import QueryFilterError, UnknownFieldError, did_you_mean
 from corral.qlang.compiler import ResultStatus, compile_filter
+from corral.utils.nicesort import nice_key
 
-__all__ = ["KINDS", "LIST_FIELDS_COMMANDS", "Field", "FieldDef", "FieldKind", "FieldRegistry"]
+__all__ = ["KINDS", "LIST_FIELDS_COMMANDS", "Field", "FieldDef", "FieldKind", "FieldRegistry",
+           "pick_items", "requested_names"]
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -96,14 +98,47 @@ class Field(Generic[C, T]):
         return self.definition.name
 
 
+def requested_names(qfilter: Any, namefield: str = "name") -> list[Any] | None:
+    """The values a filter asks ``namefield`` to equal, when the filter is nothing but
+    such equalities joined by ``|`` (nested or not); ``[]`` for no filter; None for any
+    other filter. This is how Ganeti tells "these items, by name" from a real filter."""
+    if qfilter is None:
+        return []
+    if not isinstance(qfilter, list) or not qfilter:
+        return None
+    op = qfilter[0]
+    if op == "|":
+        names: list[Any] = []
+        for part in qfilter[1:]:
+            found = requested_names(part, namefield)
+            if found is None:
+                return None
+            names.extend(found)
+        return names
+    if op in ("=", "==") and len(qfilter) == 3 and qfilter[1] == namefield:
+        return [qfilter[2]]
+    return None
+
+
+def pick_items(items: Iterable[T], qfilter: Any, name_of: Callable[[T], str],
+               lookup: Callable[[str], T], namefield: str = "name") -> tuple[list[T], Any]:
+    """The items a query looks at, in the order it answers them (Ganeti's rules), and
+    the filter still to apply to them.
+
+    When the filter only names items (:func:`requested_names`), each named item in the
+    order named, once per mention, found by ``lookup(name)`` (which raises for an
+    unknown name, and may accept more than the exact name, such as a UUID), and no
+    filter left; otherwise all ``items`` in natural order of ``name_of(item)`` and
+    ``qfilter``.
+    """
+    names = [n for n in requested_names(qfilter, namefield) or () if isinstance(n, str)]
+    if names:
+        return [lookup(name) for name in names], None
+    return sorted(items, key=lambda item: nice_key(name_of(item))), qfilter
+
+
 def _unknown_definition(name: str) -> FieldDef:
     return FieldDef(name=name, title=name, kind="unknown", doc=f"Unknown field '{name}'")
-
-
-def _nice_key(name: str) -> list[int | str]:
-    """Sort key putting ``disk.size/2`` before ``disk.size/10`` (Ganeti's NiceSort)."""
-    parts = re.split(r"(\d+)", name)
-    return [int(part) if index % 2 else part for index, part in enumerate(parts)]
 
 
 def _cell(value: Any) -> list[Any]:
@@ -158,7 +193,7 @@ class FieldRegistry(Generic[C, T]):
 
     def names(self) -> list[str]:
         """All field names, sorted as Ganeti sorts them."""
-        return sorted(self._fields, key=_nice_key)
+        return sorted(self._fields, key=nice_key)
 
     def definitions(self, names: Sequence[str] | None = None) -> list[FieldDef]:
         """Definitions of the named fields in that order (unknown ones with kind

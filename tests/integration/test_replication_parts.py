@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,10 @@ def testbed(small_bodies: None, testbed: TestbedHandle) -> Iterator[TestbedHandl
 def _serial(db: Path) -> int:
     if not db.exists():
         return -1
-    rows = _query(db, "SELECT value FROM meta WHERE key = 'serial'")
+    try:
+        rows = _query(db, "SELECT value FROM meta WHERE key = 'serial'")
+    except sqlite3.OperationalError:
+        return -1  # the node daemon has created the file but not yet its tables
     return int(str(rows[0][0])) if rows else 0
 
 

@@ -26,6 +26,7 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
+from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
@@ -363,11 +364,10 @@ def master_failover(no_voting: bool, handover_wait: float, yes_do_it: bool) -> N
     newest configuration and job queue any candidate holds, starts the master
     daemon and runs those jobs to their end.
     """
-    if no_voting and not yes_do_it:
-        click.echo("--no-voting takes over even if most master candidates are down or "
-                   "this node is outdated, which can leave a cluster with two masters.")
-        if not click.confirm("Continue?", default=False):
-            sys.exit(1)
+    if no_voting and not yes_do_it and not ask_user(
+            "--no-voting takes over even if most master candidates are down or this node "
+            "is outdated, which can leave a cluster with two masters. Continue?"):
+        sys.exit(1)
     result = asyncio.run(failover.master_failover(
         Paths.from_env(), no_voting=no_voting, handover_wait=handover_wait,
         feedback=lambda text: click.echo(text)))

@@ -33,6 +33,7 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
+from corral.cli.prompt import ask_user
 from corral.errors import CorralError, NotFoundError, ParameterError
 from corral.jobs.model import FINAL_STATUSES, PENDING_STATUSES
 from corral.qlang import make_simple_filter
@@ -259,7 +260,7 @@ def _multi_job_action(
         if not force:
             for line in format_query(response, overrides=LIST_FORMAT):
                 click.echo(line)
-            if not click.confirm(question, default=False):
+            if not ask_user(question):
                 return EXIT_CONFIRMATION
     else:
         ids = parse_job_ids(jobs)

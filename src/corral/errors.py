@@ -3,10 +3,10 @@
 Every error a user can see is a :class:`CorralError`. Each class carries a stable
 machine-readable ``code`` (what RAPI puts in error bodies and luxi sends over the
 wire), the ``exit_code`` a command-line tool returns and the ``http_status`` RAPI
-answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 confirmation
-needed, 14 unknown field) so that shell scripts keep working. A gnt-* command run on a
-node that is not the master exits 1, as Ganeti's tools do (Ganeti's 11, "not master",
-is only what its daemons exit with).
+answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 a declined
+question about a list, 14 unknown field) so that shell scripts keep working. A gnt-*
+command run on a node that is not the master exits 1, as Ganeti's tools do (Ganeti's
+11, "not master", is only what its daemons exit with).
 
     CorralError                      code "error"              exit 1   HTTP 500
     ├── ParameterError               "parameter-error"         exit 1   HTTP 400
@@ -22,7 +22,7 @@ is only what its daemons exit with).
     ├── NotMasterError               "not-master"              exit 1   HTTP 502
     ├── MasterUnreachableError       "master-unreachable"      exit 1   HTTP 502
     ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
-    ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
+    ├── ConfirmationRequiredError    "confirmation-required"   exit 1   HTTP 400
     ├── JobCanceledError             "job-canceled"            exit 1   HTTP 409
     ├── DaemonError                  "daemon-error"            exit 1   HTTP 500
     ├── LockError                    "lock-error"              exit 1   HTTP 500
@@ -222,10 +222,11 @@ class ProtocolError(CorralError):
 
 
 class ConfirmationRequiredError(CorralError):
-    """A destructive command was not confirmed (for example ``--yes-do-it``)."""
+    """A destructive command was not confirmed (for example ``--yes-do-it``); printed
+    alone and exit status 1, as Ganeti's tools (their 13 is for a declined question
+    about a list of jobs or instances, see :data:`corral.cli.jobs.EXIT_CONFIRMATION`)."""
 
     code = "confirmation-required"
-    exit_code = 13
     http_status = 400
 
 
@@ -482,8 +483,6 @@ _DRAINED = "Failure: the job queue is marked for drain and doesn't accept new re
 #: Ganeti's lines when its tools cannot reach the master daemon.
 _NO_MASTER = ("Cannot communicate with the master daemon.\n"
               "Is the process running and listening for connections?")
-#: Ganeti error classes its tools print as "Unhandled Ganeti error".
-_UNHANDLED = ("HypervisorError", "BlockDeviceError", "LockError")
 
 
 def failure_text(err: CorralError) -> str:
@@ -514,8 +513,8 @@ def failure_text(err: CorralError) -> str:
                 f"error type: {args[1]}, error details:\n{message}")
     if name == "JobQueueDrainError":
         return f"{_DRAINED}\n{message}"
-    if name in _UNHANDLED:
-        return f"Unhandled Ganeti error: {message}"
+    # a hypervisor, disk or lock failure included: Ganeti's logical units report
+    # such failures as OpExecError
     return f"Failure: command execution error:\n{message}"
 
 

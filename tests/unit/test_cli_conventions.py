@@ -330,3 +330,10 @@ def test_force_skips_the_question(master: Callable[..., FakeMaster]) -> None:
     assert run("gnt-instance", "shutdown", "--force-multiple", "web1", "web2").exit_code == 0
     assert [job[0]["OP_ID"] for job in fake.jobs] == [
         "OP_INSTANCE_REMOVE", "OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_SHUTDOWN"]
+
+
+def test_destroy_without_yes_do_it_prints_ganetis_sentence_alone() -> None:
+    result = run("gnt-cluster", "destroy")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1, "", "Destroying a cluster is irreversible. If you really want destroy this "
+               "cluster, supply the --yes-do-it option.\n")

@@ -29,7 +29,13 @@ from corral.cli.output import format_info
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
 from corral.cmdlib.cluster import ClusterSetParams
-from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
+from corral.errors import (
+    ConfirmationRequiredError,
+    CorralError,
+    MasterUnreachableError,
+    OpPrereqError,
+    ParameterError,
+)
 from corral.opcodes import OpCode
 from corral.paths import Paths
 
@@ -315,7 +321,7 @@ def getmaster() -> None:
     except MasterUnreachableError:
         master = locate_master(paths).master
         if master is None:
-            raise OpPrereqError(NOT_A_CLUSTER) from None
+            raise OpPrereqError(NOT_A_CLUSTER, ecode="wrong_input") from None
     click.echo(master)
 
 
@@ -397,10 +403,10 @@ def destroy(yes_do_it: bool) -> None:
     Only possible when the master is the last node and no instances are left.
     """
     if not yes_do_it:
-        raise CorralError(
-            "destroying a cluster cannot be undone; to really destroy it, "
-            "run 'gnt-cluster destroy --yes-do-it'"
-        )
+        # Ganeti's words, alone, exit 1
+        raise ConfirmationRequiredError(
+            "Destroying a cluster is irreversible. If you really want destroy this cluster, "
+            "supply the --yes-do-it option.")
     paths = Paths.from_env()
     removed = bootstrap.destroy_cluster(paths, before_removal=lambda: daemons.stop(paths))
     click.echo(f"Cluster destroyed: {len(removed)} file(s) removed; logs are kept in "

@@ -337,3 +337,14 @@ def test_destroy_without_yes_do_it_prints_ganetis_sentence_alone() -> None:
     assert (result.exit_code, result.stdout, result.stderr) == (
         1, "", "Destroying a cluster is irreversible. If you really want destroy this "
                "cluster, supply the --yes-do-it option.\n")
+
+
+def test_list_takes_default_options_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNT_INSTANCE_LIST", "--no-headers --bogus-option")
+    result = run("gnt-instance", "list")
+    assert result.exit_code == 2
+    assert result.stderr.endswith("gnt-instance: error: no such option: --bogus-option\n")
+    # only the commands Ganeti reads a variable for
+    monkeypatch.setenv("GNT_INSTANCE_INFO", "--bogus-option")
+    assert run("gnt-instance", "info", "--help").exit_code == 0

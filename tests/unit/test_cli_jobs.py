@@ -380,7 +380,8 @@ def test_watch_prints_header_and_failure(fake: Any) -> None:
     lines = result.stdout.splitlines()
     assert lines[:2] == ["Output from job 42 follows", "--------------------------"]
     assert lines[2].endswith(" Sleeping for 1.0 seconds")
-    assert result.stderr == "Job 42 failed: it broke\n" and result.exit_code == 1
+    assert result.stderr == "Job 42 failed: Failure: command execution error:\nit broke\n"
+    assert result.exit_code == 1
 
 
 def test_wait_is_silent(fake: Any) -> None:

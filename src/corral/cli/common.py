@@ -12,6 +12,8 @@ click but behave like Ganeti's option parser:
   ``gnt-instance: error: no such option: --bogus`` on stderr, exit 2;
 - too few or too many arguments: ``Error: Command rename expects 2 argument(s)`` on
   stderr, exit 1;
+- ``gnt-instance|gnt-node|gnt-group list`` take default options from
+  ``GNT_INSTANCE_LIST`` (``GNT_NODE_LIST``, ``GNT_GROUP_LIST``), as Ganeti's do;
 - ``COMMAND --help``: Ganeti's titled help (``Usage``/``=====``) on stdout, exit 0;
 - a :class:`CorralError`: Ganeti's text for its kind (see
   :func:`corral.errors.failure_text`) on stderr, exit with the error's code.
@@ -19,7 +21,9 @@ click but behave like Ganeti's option parser:
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import sys
 import textwrap
 import time
@@ -35,9 +39,11 @@ from corral.paths import Paths
 
 __all__ = [
     "CONTEXT_SETTINGS",
+    "ENV_DEFAULTS",
     "EXIT_OPTION_ERROR",
     "CorralGroup",
     "GanetiCommand",
+    "env_defaults_variable",
     "get_client",
     "reason_trail",
     "tool_usage",
@@ -239,6 +245,33 @@ def tool_usage(tool: str, commands: Mapping[str, click.Command]) -> Iterator[str
     yield ""
 
 
+#: Commands whose default options an environment variable may give, as in Ganeti:
+#: ``GNT_INSTANCE_LIST="-o name,status"`` (the tool and command, upper case, ``_``).
+ENV_DEFAULTS: dict[str, frozenset[str]] = {
+    "gnt-instance": frozenset({"list"}),
+    "gnt-node": frozenset({"list"}),
+    "gnt-group": frozenset({"list"}),
+}
+
+
+def env_defaults_variable(tool: str, command: str) -> str:
+    """``GNT_INSTANCE_LIST``: the variable holding default options of a command."""
+    return f"{tool}_{command}".replace("-", "_").upper()
+
+
+def _with_env_defaults(tool: str, command: click.Command, args: list[str]) -> list[str]:
+    """``args`` with the options of the command's environment variable (see
+    :data:`ENV_DEFAULTS`) put right after the command name, so that the command
+    line's own options come later and win."""
+    name = command.name or args[0]
+    if name not in ENV_DEFAULTS.get(tool, frozenset()):
+        return args
+    extra = os.environ.get(env_defaults_variable(tool, name))
+    if not extra:
+        return args
+    return [args[0], *shlex.split(extra), *args[1:]]
+
+
 class CorralGroup(click.Group):
     """A gnt-* tool: its commands are :class:`GanetiCommand`; a missing or unknown
     command prints the tool's usage; :class:`CorralError` is reported the way Ganeti's
@@ -274,7 +307,8 @@ class CorralGroup(click.Group):
             self._usage_exit(ctx, 0)
         if first not in self.commands:
             self._usage_exit(ctx, EXIT_USAGE)
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, _with_env_defaults(_tool(ctx), self.commands[first],
+                                                          args))
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; turn corral errors into Ganeti's text and exit code."""

@@ -348,3 +348,8 @@ def test_list_takes_default_options_from_the_environment(
     # only the commands Ganeti reads a variable for
     monkeypatch.setenv("GNT_INSTANCE_INFO", "--bogus-option")
     assert run("gnt-instance", "info", "--help").exit_code == 0
+
+
+def test_command_help_description_is_not_indented() -> None:
+    lines = run("gnt-cluster", "modify", "--help").stdout.split("Options\n")[0].splitlines()
+    assert lines[3:] and not any(line.startswith(" ") for line in lines[4:])

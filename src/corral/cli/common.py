@@ -21,6 +21,7 @@ click but behave like Ganeti's option parser:
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shlex
@@ -214,7 +215,7 @@ class GanetiCommand(click.Command):
         """Ganeti's titled help: ``Usage``, the description, ``Options``."""
         formatter.write(f"Usage\n=====\n  {_command_usage(ctx)}\n\n")
         if self.help:
-            formatter.write(textwrap.dedent(self.help).strip() + "\n\n")
+            formatter.write(inspect.cleandoc(self.help) + "\n\n")
         records = [record for param in self.get_params(ctx)
                    if (record := param.get_help_record(ctx)) is not None]
         if records:
@@ -223,7 +224,7 @@ class GanetiCommand(click.Command):
 
 
 def _first_paragraph(command: click.Command) -> str:
-    text = textwrap.dedent(command.help or command.short_help or "").strip()
+    text = inspect.cleandoc(command.help or command.short_help or "")
     return " ".join(text.split("\n\n")[0].split())
 
 

@@ -353,3 +353,18 @@ def test_list_takes_default_options_from_the_environment(
 def test_command_help_description_is_not_indented() -> None:
     lines = run("gnt-cluster", "modify", "--help").stdout.split("Options\n")[0].splitlines()
     assert lines[3:] and not any(line.startswith(" ") for line in lines[4:])
+
+
+def test_interrupted_command_says_jobs_go_on(master: Callable[..., FakeMaster],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = master()
+
+    def interrupted(method: str, *args: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fake, "call", interrupted)
+    result = run("gnt-debug", "delay", "10")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == ("Aborted. Note that if the operation created any jobs, they "
+                             "might have been submitted and will continue to run in the "
+                             "background.\n")

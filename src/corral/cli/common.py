@@ -42,6 +42,7 @@ __all__ = [
     "CONTEXT_SETTINGS",
     "ENV_DEFAULTS",
     "EXIT_OPTION_ERROR",
+    "INTERRUPTED",
     "CorralGroup",
     "GanetiCommand",
     "env_defaults_variable",
@@ -52,6 +53,9 @@ __all__ = [
 
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+#: What a tool says when interrupted (Ganeti's words): jobs it submitted go on.
+INTERRUPTED = ("Aborted. Note that if the operation created any jobs, they might have been "
+               "submitted and will continue to run in the background.")
 #: Exit code of an option error (Ganeti's optparse exits so).
 EXIT_OPTION_ERROR = 2
 #: Exit code of a wrong number of arguments, an unknown or missing command.
@@ -320,6 +324,9 @@ class CorralGroup(click.Group):
             sys.exit(err.exit_code)
         except click.UsageError as err:  # raised by a command's own code
             raise ganeti_usage_error(err, err.ctx or ctx) from None
+        except KeyboardInterrupt:
+            click.echo(INTERRUPTED, err=True)
+            sys.exit(1)
 
 
 def get_client(paths: Paths | None = None, *, explain: bool = True) -> Client:

@@ -368,3 +368,18 @@ def test_interrupted_command_says_jobs_go_on(master: Callable[..., FakeMaster],
     assert result.stderr == ("Aborted. Note that if the operation created any jobs, they "
                              "might have been submitted and will continue to run in the "
                              "background.\n")
+
+
+def test_long_options_may_be_abbreviated_as_with_optparse(
+        master: Callable[..., FakeMaster]) -> None:
+    fake = master()
+    result = run("gnt-instance", "shutdown", "--force-mult", "--subm", "web1", "web2")
+    assert (result.exit_code, result.stdout) == (0, "40: web1\n41: web2\n")
+    assert len(fake.jobs) == 2
+    ambiguous = run("gnt-instance", "startup", "--forc", "web1")
+    assert ambiguous.exit_code == 2
+    assert ambiguous.stderr.splitlines()[-1] == (
+        "gnt-instance: error: ambiguous option: --forc (--force, --force-multiple?)")
+    # after "--" nothing is an option: "--forc" is an instance name here
+    named = run("gnt-instance", "startup", "--", "--forc")
+    assert (named.exit_code, named.stdout) == (0, "Waiting for job 42 for --forc ...\n")

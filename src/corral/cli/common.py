@@ -8,7 +8,9 @@ click but behave like Ganeti's option parser:
 - no command, or one that does not exist: the tool's usage (``Usage: gnt-instance
   {command} [options...] [argument...]`` and the command list) on stdout, exit 1;
   ``--help`` as the command: the same, exit 0; ``--version``: ``TOOL (corral V) V``;
-- an option error (unknown option, missing or bad value): the command's usage, then
+- long options may be shortened to an unambiguous prefix (``--force-mult``);
+- an option error (unknown or ambiguous option, missing or bad value): the
+  command's usage, then
   ``gnt-instance: error: no such option: --bogus`` on stderr, exit 2;
 - too few or too many arguments: ``Error: Command rename expects 2 argument(s)`` on
   stderr, exit 1;
@@ -209,11 +211,32 @@ class GanetiCommand(click.Command):
         super().__init__(*args, **kwargs)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Parse as click does; its usage errors become Ganeti's."""
+        """Parse as click does, long options abbreviated as optparse allows; click's
+        usage errors become Ganeti's."""
         try:
-            return super().parse_args(ctx, args)
+            return super().parse_args(ctx, self._expand_abbreviations(ctx, args))
         except click.UsageError as err:
             raise ganeti_usage_error(err, ctx) from None
+
+    def _expand_abbreviations(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """``--force-mult`` for ``--force-multiple``: a long option may be shortened to
+        any prefix that names only it, as with Ganeti's option parser."""
+        longs = {opt for param in self.get_params(ctx) if isinstance(param, click.Option)
+                 for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--")}
+        expanded: list[str] = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                return expanded + args[index:]
+            name, eq, value = arg.partition("=")
+            if name.startswith("--") and len(name) > 2 and name not in longs:
+                matches = sorted(opt for opt in longs if opt.startswith(name))
+                if len(matches) > 1:
+                    raise _OptionError(
+                        f"ambiguous option: {name} ({', '.join(matches)}?)", ctx)
+                if matches:
+                    arg = matches[0] + eq + value
+            expanded.append(arg)
+        return expanded
 
     def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Ganeti's titled help: ``Usage``, the description, ``Options``."""

@@ -10,8 +10,8 @@ click but behave like Ganeti's option parser:
   ``--help`` as the command: the same, exit 0; ``--version``: ``TOOL (corral V) V``;
 - long options may be shortened to an unambiguous prefix (``--force-mult``);
 - an option error (unknown or ambiguous option, missing or bad value): the
-  command's usage, then
-  ``gnt-instance: error: no such option: --bogus`` on stderr, exit 2;
+  command's usage, then ``gnt-instance: error: no such option: --bogus`` on stderr,
+  exit 2;
 - too few or too many arguments: ``Error: Command rename expects 2 argument(s)`` on
   stderr, exit 1;
 - ``gnt-instance|gnt-node|gnt-group list`` take default options from

@@ -3,10 +3,10 @@
 Every error a user can see is a :class:`CorralError`. Each class carries a stable
 machine-readable ``code`` (what RAPI puts in error bodies and luxi sends over the
 wire), the ``exit_code`` a command-line tool returns and the ``http_status`` RAPI
-answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 confirmation
-needed, 14 unknown field) so that shell scripts keep working. A gnt-* command run on a
-node that is not the master exits 1, as Ganeti's tools do (Ganeti's 11, "not master",
-is only what its daemons exit with).
+answers with. Exit codes follow Ganeti's (1 failure, 5 not a cluster, 13 a declined
+question about a list, 14 unknown field) so that shell scripts keep working. A gnt-*
+command run on a node that is not the master exits 1, as Ganeti's tools do (Ganeti's
+11, "not master", is only what its daemons exit with).
 
     CorralError                      code "error"              exit 1   HTTP 500
     ├── ParameterError               "parameter-error"         exit 1   HTTP 400
@@ -22,7 +22,8 @@ is only what its daemons exit with).
     ├── NotMasterError               "not-master"              exit 1   HTTP 502
     ├── MasterUnreachableError       "master-unreachable"      exit 1   HTTP 502
     ├── ProtocolError                "protocol-error"          exit 1   HTTP 502
-    ├── ConfirmationRequiredError    "confirmation-required"   exit 13  HTTP 400
+    ├── ConfirmationRequiredError    "confirmation-required"   exit 1   HTTP 400
+    ├── JobCanceledError             "job-canceled"            exit 1   HTTP 409
     ├── DaemonError                  "daemon-error"            exit 1   HTTP 500
     ├── LockError                    "lock-error"              exit 1   HTTP 500
     │   └── LockDeletedError         "lock-deleted"            exit 1   HTTP 409
@@ -36,6 +37,11 @@ is only what its daemons exit with).
     ├── JoinError                    "join-error"              exit 1   HTTP 403
     ├── AccessDeniedError            "access-denied"           exit 1   HTTP 403
     └── InternalError                "internal-error"          exit 1   HTTP 500
+
+A command-line tool prints an error as Ganeti's tools print the Ganeti error it
+stands for (:func:`failure_text`): ``Failure: prerequisites not met for this
+operation:`` with ``error type: KIND, error details:``, ``Failure: command execution
+error:`` ..., then corral's message.
 
 Errors cross the luxi socket as ``{"code", "message"}`` and are rebuilt on the other
 side by :func:`from_wire`, so a client catches the same class the server raised.
@@ -70,6 +76,7 @@ __all__ = [
     "DaemonError",
     "HypervisorError",
     "InternalError",
+    "JobCanceledError",
     "JobQueueDrainedError",
     "JobRejectedError",
     "JoinError",
@@ -93,6 +100,7 @@ __all__ = [
     "UnknownFieldError",
     "UnknownParameterError",
     "did_you_mean",
+    "failure_text",
     "from_ganeti",
     "from_wire",
     "to_ganeti",
@@ -110,9 +118,13 @@ class CorralError(Exception):
     #: Whether repeating the request later can help (the cause may pass by itself).
     retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, ecode: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: Ganeti's error code (``ECODE_*`` word such as ``insufficient_resources``)
+        #: when it is more precise than the class's (see :func:`to_ganeti`); kept
+        #: when a failed job's error is rebuilt.
+        self.ecode = ecode
 
     def __str__(self) -> str:
         return self.message
@@ -210,10 +222,11 @@ class ProtocolError(CorralError):
 
 
 class ConfirmationRequiredError(CorralError):
-    """A destructive command was not confirmed (for example ``--yes-do-it``)."""
+    """A destructive command was not confirmed (for example ``--yes-do-it``); printed
+    alone and exit status 1, as Ganeti's tools (their 13 is for a declined question
+    about a list of jobs or instances, see :data:`corral.cli.jobs.EXIT_CONFIRMATION`)."""
 
     code = "confirmation-required"
-    exit_code = 13
     http_status = 400
 
 
@@ -267,6 +280,14 @@ class JobQueueDrainedError(CorralError):
     code = "queue-drained"
     retryable = True
     http_status = 503
+
+
+class JobCanceledError(CorralError):
+    """The job that was followed ended canceled (by ``gnt-job cancel`` or a job
+    filter's REJECT); the message says which job and, when known, why."""
+
+    code = "job-canceled"
+    http_status = 409
 
 
 class JobRejectedError(CorralError):
@@ -433,6 +454,8 @@ def to_ganeti(err: BaseException) -> list[Any]:
     while cls not in _GANETI:
         cls = cls.__bases__[0]
     name, ecode = _GANETI[cls]
+    if name == "OpPrereqError" and err.ecode:
+        ecode = err.ecode
     return [name, [err.message] if ecode is None else [err.message, ecode]]
 
 
@@ -452,7 +475,47 @@ def from_ganeti(result: Any) -> CorralError | None:
         cls = next((c for c in _registry().values() if c.__name__ == name), None)
     if cls is None:
         cls = OpPrereqError if name == "OpPrereqError" else OpExecError
-    return cls(message)
+    return cls(message, ecode=ecode)
+
+
+#: Ganeti's first line for a job queue that refuses new jobs.
+_DRAINED = "Failure: the job queue is marked for drain and doesn't accept new requests"
+#: Ganeti's lines when its tools cannot reach the master daemon.
+_NO_MASTER = ("Cannot communicate with the master daemon.\n"
+              "Is the process running and listening for connections?")
+
+
+def failure_text(err: CorralError) -> str:
+    """What a gnt-* tool prints on stderr for ``err``: the lines Ganeti's tools print
+    for the Ganeti error it stands for, which scripts look for, then corral's message
+    (the detail, and any hint, follow Ganeti's first lines)::
+
+        Failure: prerequisites not met for this operation:
+        error type: unknown_entity, error details:
+        Instance 'web1' not known
+    """
+    message = err.message
+    if isinstance(err, NotMasterError | NotClusterError):
+        # Ganeti's client raises these as OpPrereqError(..., ECODE_INVAL)
+        return ("Failure: prerequisites not met for this operation:\n"
+                f"error type: wrong_input, error details:\n{message}")
+    if isinstance(err, MasterUnreachableError):
+        return f"{_NO_MASTER}\n{message}"
+    if isinstance(err, JobCanceledError):
+        return f"Unhandled Ganeti error: Job was canceled\n{message}"
+    if isinstance(err, ConfirmationRequiredError):
+        return message
+    if isinstance(err, QueryFilterError):
+        return f"Error while parsing query filter: {message}"
+    name, args = to_ganeti(err)
+    if name == "OpPrereqError":
+        return ("Failure: prerequisites not met for this operation:\n"
+                f"error type: {args[1]}, error details:\n{message}")
+    if name == "JobQueueDrainError":
+        return f"{_DRAINED}\n{message}"
+    # a hypervisor, disk or lock failure included: Ganeti's logical units report
+    # such failures as OpExecError
+    return f"Failure: command execution error:\n{message}"
 
 
 def to_wire(err: CorralError) -> dict[str, Any]:

@@ -70,4 +70,6 @@ def test_interruptible_delay_ends_by_its_socket_or_a_cancel(testbed: TestbedHand
     assert f"Job {job_id} will be canceled" in cancel.stdout
     waited = testbed.run("gnt-job", "wait", str(job_id), check=False)
     assert waited.returncode == 1 and "was canceled" in waited.stderr
+    assert waited.stderr.startswith(f"Job {job_id} failed: Unhandled Ganeti error: Job was "
+                                    "canceled\n")
     assert "  Status: canceled" in testbed.run("gnt-job", "info", str(job_id)).stdout

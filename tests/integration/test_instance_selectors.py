@@ -89,7 +89,8 @@ def test_selectors_choose_instances_and_bad_selections_fail(testbed: TestbedHand
         for verb in ("startup", "shutdown", "reboot"):
             proc = testbed.run("gnt-instance", verb, "--force-multiple", *args, check=False)
             assert (proc.returncode, proc.stdout, proc.stderr) == (
-                1, "", f"Failure: {message}\n"), (verb, args)
+                1, "", "Failure: prerequisites not met for this operation:\n"
+                "error type: wrong_input, error details:\n" f"{message}\n"), (verb, args)
     assert job_ids(testbed) == before
 
     # Waiting for the jobs: Ganeti's lines, and the instances really start.

@@ -113,7 +113,9 @@ def test_cancel_a_queued_job(testbed: TestbedHandle) -> None:
     assert proc.stdout.strip()
     assert _field(testbed, job_id, "status") == "canceled"
     waited = testbed.run("gnt-job", "wait", str(job_id), check=False)
-    assert waited.returncode != 0 and "cancel" in waited.stderr
+    assert waited.returncode == 1
+    assert waited.stderr.startswith(f"Job {job_id} failed: Unhandled Ganeti error: Job was "
+                                    "canceled\n"), waited.stderr
 
 
 def test_change_priority_of_a_held_job(testbed: TestbedHandle) -> None:

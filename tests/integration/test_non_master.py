@@ -34,7 +34,9 @@ def test_a_command_off_the_master_names_the_master(testbed: TestbedHandle) -> No
                        (2, ["gnt-cluster", "modify", "-B", "vcpus=2"])):
         proc = run_tool(args, _env(testbed, node), check=False)
         assert proc.returncode == 1, (node, args, proc.stderr)
-        assert proc.stderr == f"Failure: {NOT_MASTER}\n", (node, args)
+        assert proc.stderr == ("Failure: prerequisites not met for this operation:\n"
+                               f"error type: wrong_input, error details:\n{NOT_MASTER}\n"), (
+            node, args)
         assert proc.stdout == ""
 
 
@@ -43,7 +45,9 @@ def test_a_machine_in_no_cluster_says_so(tmp_path: Path) -> None:
     for args in (["gnt-cluster", "getmaster"], ["gnt-node", "list"]):
         proc = run_tool(args, env, check=False)
         assert proc.returncode == 1
-        assert proc.stderr == ("Failure: Cluster not initialized or this machine is not part "
+        assert proc.stderr == ("Failure: prerequisites not met for this operation:\n"
+                               "error type: wrong_input, error details:\n"
+                               "Cluster not initialized or this machine is not part "
                                "of a cluster\n")
 
 

@@ -215,14 +215,16 @@ def test_many_instances_one_job_each_and_failures_counted(
     fake.errors["OP_INSTANCE_SHUTDOWN"] = OpPrereqError("instance is offline")
     failed = run(gnt_instance.cli, "shutdown", "--force-multiple", "c", "d")
     assert failed.exit_code == 1
-    assert "Job 3 for c has failed: Failure: instance is offline" in failed.output
+    assert ("Job 3 for c has failed: Failure: prerequisites not met for this operation:\n"
+            "error type: wrong_state, error details:\ninstance is offline") in failed.output
 
 
 def test_job_error_is_reported_with_its_exit_code(master: Callable[..., FakeMaster]) -> None:
     master(errors={"OP_INSTANCE_STARTUP": OpPrereqError("node node2 is offline")})
     result = run(gnt_instance.cli, "startup", "inst1")
     assert result.exit_code == OpPrereqError("x").exit_code
-    assert "Failure: node node2 is offline" in result.output
+    assert ("has failed: Failure: prerequisites not met for this operation:\n"
+            "error type: wrong_state, error details:\nnode node2 is offline") in result.output
 
 
 def test_submit_prints_job_id(master: Callable[..., FakeMaster]) -> None:

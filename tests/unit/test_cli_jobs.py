@@ -127,7 +127,10 @@ def test_delay_defaults_follow_ganeti(fake: Any) -> None:
 def test_delay_refuses_bad_duration(fake: Any, duration: str) -> None:
     client = fake()
     result = CliRunner().invoke(gnt_debug.cli, ["delay", "--", duration])
-    assert result.exit_code == 2 and "DURATION" in result.output
+    # Ganeti's arguments are untyped, so its command refuses a bad one: exit 1
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Failure: prerequisites not met for this operation:\n"
+                                    "error type: wrong_input, error details:\nduration: ")
     assert client.calls == []
 
 
@@ -173,7 +176,8 @@ def test_failed_opcode_error_is_raised_with_its_class(fake: Any) -> None:
     fake(**_job_handlers(["error", ["error"], [err]]))
     result = run(gnt_debug.cli, "delay", "1")
     assert result.exit_code == OpPrereqError.exit_code
-    assert "Failure: node 'x' is offline" in result.stderr
+    assert result.stderr == ("Failure: prerequisites not met for this operation:\n"
+                             "error type: wrong_state, error details:\nnode 'x' is offline\n")
 
 
 def test_queue_encoded_error_keeps_its_class_and_exit_code(fake: Any) -> None:
@@ -181,7 +185,7 @@ def test_queue_encoded_error_keeps_its_class_and_exit_code(fake: Any) -> None:
     fake(**_job_handlers(["error", ["error"], [["UnknownFieldError", ["no field 'x'"]]]]))
     result = run(gnt_debug.cli, "delay", "1")
     assert result.exit_code == 14
-    assert "Failure: no field 'x'" in result.stderr
+    assert result.stderr.endswith("error type: wrong_input, error details:\nno field 'x'\n")
     assert job_error(1, "error", ["error"], [["SomeGanetiError", ["boom"]]]).code == "exec-error"
 
 
@@ -195,7 +199,9 @@ def test_submission_errors_reach_the_user(fake: Any) -> None:
     fake(SubmitJob=[ParameterError("duration: expected a number >= 0")])
     result = run(gnt_debug.cli, "delay", "1")
     assert result.exit_code == 1
-    assert result.stderr == "Failure: duration: expected a number >= 0\n"
+    assert result.stderr == ("Failure: prerequisites not met for this operation:\n"
+                             "error type: wrong_input, error details:\n"
+                             "duration: expected a number >= 0\n")
 
 
 # -- listing ----------------------------------------------------------------------------
@@ -362,7 +368,9 @@ def test_job_info_unknown_id_is_not_found(fake: Any) -> None:
     fake(Query={"fields": [], "data": []})
     result = run(gnt_job.cli, "info", "77")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Failure: job 77 not found")
+    assert result.stderr.startswith("Failure: prerequisites not met for this operation:\n"
+                                    "error type: unknown_entity, error details:\n"
+                                    "job 77 not found")
 
 
 def test_watch_prints_header_and_failure(fake: Any) -> None:
@@ -372,7 +380,8 @@ def test_watch_prints_header_and_failure(fake: Any) -> None:
     lines = result.stdout.splitlines()
     assert lines[:2] == ["Output from job 42 follows", "--------------------------"]
     assert lines[2].endswith(" Sleeping for 1.0 seconds")
-    assert result.stderr == "Job 42 failed: it broke\n" and result.exit_code == 1
+    assert result.stderr == "Job 42 failed: Failure: command execution error:\nit broke\n"
+    assert result.exit_code == 1
 
 
 def test_wait_is_silent(fake: Any) -> None:
@@ -404,7 +413,9 @@ def test_cancel_selection_asks_first(fake: Any) -> None:
     client = fake(Query=_query(JOB_FIELDS, JOB_ROWS[1:]), CancelJob=[[True, "ok"]])
     declined = run(gnt_job.cli, "cancel", "--queued", input="n\n")
     assert declined.exit_code == 13 and "CancelJob" not in client.methods()
-    assert "Cancel job(s) listed above?" in declined.stdout
+    # no terminal: the table is shown, the question is not, and the answer is no
+    assert "Cancel job(s) listed above?" not in declined.output
+    assert declined.stdout.startswith("ID Status Summary\n")
     assert client.args_of("Query")[2] == ["|", ["==", "status", "queued"]]
     forced = run(gnt_job.cli, "cancel", "--queued", "--force")
     assert forced.stdout == "ok\n" and client.args_of("CancelJob") == (10, False)

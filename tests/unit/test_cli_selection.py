@@ -285,7 +285,7 @@ def test_jobs_waited_for_print_ganetis_lines(capsys: pytest.CaptureFixture[str])
     assert run_jobs(JobMaster(fail=("a",)), _jobs("a"), verbose=False) is False
     out, err = capsys.readouterr()
     assert out == "Waiting for job 10 for a ...\n"
-    assert err == "Job 10 for a has failed: Failure: a broke\n"
+    assert err == "Job 10 for a has failed: Failure: command execution error:\na broke\n"
 
 
 def test_jobs_submitted_only_print_id_and_name(capsys: pytest.CaptureFixture[str]) -> None:

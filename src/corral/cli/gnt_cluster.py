@@ -26,9 +26,16 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
+from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands, search_tags_command
 from corral.cmdlib.cluster import ClusterSetParams
-from corral.errors import CorralError, MasterUnreachableError, OpPrereqError, ParameterError
+from corral.errors import (
+    ConfirmationRequiredError,
+    CorralError,
+    MasterUnreachableError,
+    OpPrereqError,
+    ParameterError,
+)
 from corral.opcodes import OpCode
 from corral.paths import Paths
 
@@ -314,7 +321,7 @@ def getmaster() -> None:
     except MasterUnreachableError:
         master = locate_master(paths).master
         if master is None:
-            raise OpPrereqError(NOT_A_CLUSTER) from None
+            raise OpPrereqError(NOT_A_CLUSTER, ecode="wrong_input") from None
     click.echo(master)
 
 
@@ -366,11 +373,10 @@ def master_failover(no_voting: bool, handover_wait: float, yes_do_it: bool) -> N
     newest configuration and job queue any candidate holds, starts the master
     daemon and runs those jobs to their end.
     """
-    if no_voting and not yes_do_it:
-        click.echo("--no-voting takes over even if most master candidates are down or "
-                   "this node is outdated, which can leave a cluster with two masters.")
-        if not click.confirm("Continue?", default=False):
-            sys.exit(1)
+    if no_voting and not yes_do_it and not ask_user(
+            "--no-voting takes over even if most master candidates are down or this node "
+            "is outdated, which can leave a cluster with two masters. Continue?"):
+        sys.exit(1)
     result = asyncio.run(failover.master_failover(
         Paths.from_env(), no_voting=no_voting, handover_wait=handover_wait,
         feedback=lambda text: click.echo(text)))
@@ -400,10 +406,10 @@ def destroy(yes_do_it: bool) -> None:
     Only possible when the master is the last node and no instances are left.
     """
     if not yes_do_it:
-        raise CorralError(
-            "destroying a cluster cannot be undone; to really destroy it, "
-            "run 'gnt-cluster destroy --yes-do-it'"
-        )
+        # Ganeti's words, alone, exit 1
+        raise ConfirmationRequiredError(
+            "Destroying a cluster is irreversible. If you really want destroy this cluster, "
+            "supply the --yes-do-it option.")
     paths = Paths.from_env()
     removed = bootstrap.destroy_cluster(paths, before_removal=lambda: daemons.stop(paths))
     click.echo(f"Cluster destroyed: {len(removed)} file(s) removed; logs are kept in "

@@ -42,6 +42,7 @@ from corral.cli.jobs import (
     submit_and_wait,
     submit_op,
 )
+from corral.cli.jobset import run_jobs
 from corral.cli.keyval import IdentValue, KeyValDict
 from corral.cli.lookup import query_named
 from corral.cli.options import (
@@ -54,6 +55,7 @@ from corral.cli.options import (
     reason_option,
     submit_option,
 )
+from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
 from corral.errors import CorralError, OpExecError, ParameterError
 from corral.objects.params import DISK_TEMPLATES, parse_size
@@ -225,8 +227,9 @@ _submit = functools.partial(submit_op, TOOL)
 
 
 def _confirm(text: str, force: bool) -> None:
-    """Ask ``text`` unless ``force``; a "no" ends the command with exit code 1."""
-    if not force and not click.confirm(text, default=False):
+    """Ask ``text`` unless ``force``; a "no" ends the command with exit code 1, as
+    does the lack of a terminal to ask on (Ganeti's default answer, silently)."""
+    if not force and not ask_user(text):
         exit_with(1)
 
 
@@ -393,8 +396,13 @@ def reinstall(instance_name: str, force: bool, os_type: str | None,
         body["os_type"] = os_type
     if osparams:
         body["osparams"] = dict(osparams)
-    _submit("reinstall", "OP_INSTANCE_REINSTALL", body, reason=reason, priority=priority,
-            submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+    # Ganeti runs reinstall through its many-instances path even for one: "N: NAME"
+    # with --submit, "Waiting for job N for NAME ..." otherwise
+    op = make_op("OP_INSTANCE_REINSTALL", body, trail=reason_trail(TOOL, "reinstall", reason),
+                 priority=priority, dry_run=dry_run)
+    with get_client() as client:
+        ok = run_jobs(client, [(instance_name, [op])], wait=not submit_only, verbose=False)
+    exit_with(0 if ok else 1)
 
 
 @cli.command()

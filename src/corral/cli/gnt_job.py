@@ -33,7 +33,8 @@ from corral.cli.options import (
     yes_do_it_option,
 )
 from corral.cli.output import format_info
-from corral.errors import CorralError, NotFoundError, ParameterError
+from corral.cli.prompt import ask_user
+from corral.errors import CorralError, NotFoundError, ParameterError, failure_text
 from corral.jobs.model import FINAL_STATUSES, PENDING_STATUSES
 from corral.qlang import make_simple_filter
 
@@ -216,10 +217,12 @@ def _follow(job: str, quiet: bool) -> None:
     with get_client() as client:
         try:
             poll_job(client, job_id, StdioReporter(quiet=quiet))
-        except NotFoundError:
-            raise
+        except NotFoundError as err:  # Ganeti's JobLost
+            click.echo(f"Job {job_id} failed: Error checking job status: {err.message}",
+                       err=True)
+            exit_with(1)
         except CorralError as err:
-            click.echo(f"Job {job_id} failed: {err.message}", err=True)
+            click.echo(f"Job {job_id} failed: {failure_text(err)}", err=True)
             exit_with(err.exit_code)
 
 
@@ -259,7 +262,7 @@ def _multi_job_action(
         if not force:
             for line in format_query(response, overrides=LIST_FORMAT):
                 click.echo(line)
-            if not click.confirm(question, default=False):
+            if not ask_user(question):
                 return EXIT_CONFIRMATION
     else:
         ids = parse_job_ids(jobs)

@@ -37,6 +37,7 @@ from corral.cli.options import (
     yes_no_option,
 )
 from corral.cli.output import format_info, format_params
+from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
 from corral.errors import ParameterError
 
@@ -228,11 +229,11 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
                "secondary_ip": secondary_ip, "ndparams": ndparams}
     if all(value is None for value in changes.values()):
         raise ParameterError("please give at least one of the parameters (see --help)")
-    if offline is False and not force and not click.confirm(
+    if offline is False and not force and not ask_user(
             "You are setting this node online manually. If the configuration has changed, "
             "this can cause issues such as split brain. To safely bring a node back "
             "online, please use --readd instead. If you are confident that the "
-            "configuration hasn't changed, continue?", default=False):
+            "configuration hasn't changed, continue?"):
         exit_with(1)
     params: dict[str, Any] = {"node_name": node, "force": force, "auto_promote": auto_promote,
                               **{k: v for k, v in changes.items() if v is not None}}

@@ -8,8 +8,9 @@ print, which scripts read:
   <why>`` on stderr for a job the master refused);
 - otherwise ``Submitted jobs 4, 5, 6`` (only when ``verbose``: more than one object
   or a selection other than names), then ``Waiting for job 4 for <name> ...`` per job
-  on stdout followed by that job's log, and ``Job 4 for <name> has failed: Failure:
-  <why>`` on stderr for each job that failed.
+  on stdout followed by that job's log, and ``Job 4 for <name> has failed: <Ganeti's
+  error text>`` (see :func:`corral.errors.failure_text`) on stderr for each job that
+  failed.
 
 :func:`run_jobs` returns whether every job was submitted and succeeded; the commands
 exit with 1 otherwise.
@@ -23,7 +24,7 @@ from typing import Any
 import click
 
 from corral.cli.jobs import LuxiCaller, StdioReporter, poll_job
-from corral.errors import CorralError
+from corral.errors import CorralError, failure_text
 
 __all__ = ["run_jobs"]
 
@@ -62,6 +63,6 @@ def run_jobs(client: LuxiCaller, jobs: Sequence[tuple[str, Sequence[Mapping[str,
         try:
             poll_job(client, int(data), reporter)
         except CorralError as err:
-            click.echo(f"Job {data}{_for(name)} has failed: Failure: {err.message}", err=True)
+            click.echo(f"Job {data}{_for(name)} has failed: {failure_text(err)}", err=True)
             success = False
     return success

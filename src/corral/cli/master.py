@@ -138,7 +138,7 @@ def explain_unreachable(paths: Paths, err: CorralError) -> CorralError:
     itself when this node is the master and its daemon is down."""
     where = locate_master(paths)
     if where.master is None:
-        return OpPrereqError(NOT_A_CLUSTER)
+        return OpPrereqError(NOT_A_CLUSTER, ecode="wrong_input")
     if where.elsewhere:
         return NotMasterError(not_master_message(where.master))
     return err

@@ -146,14 +146,15 @@ def check_selection(mode: SelectionMode, names: Sequence[str]) -> None:
     """Refuse arguments that do not fit ``mode`` (Ganeti's messages, exit code 1)."""
     if mode is SelectionMode.CLUSTER:
         if names:
-            raise OpPrereqError("Cluster filter mode takes no arguments")
+            raise OpPrereqError("Cluster filter mode takes no arguments", ecode="wrong_input")
         return
     if names:
         return
     if mode.by_node:
-        raise OpPrereqError("No node tags passed" if mode.by_tags else "No node names passed")
+        raise OpPrereqError("No node tags passed" if mode.by_tags else "No node names passed",
+                            ecode="wrong_input")
     raise OpPrereqError("No instance tags passed" if mode.by_tags
-                        else "No instance names passed")
+                        else "No instance names passed", ecode="wrong_input")
 
 
 def selection_query(mode: SelectionMode, names: Sequence[str]
@@ -210,5 +211,5 @@ def expand_instances(client: LuxiCaller, mode: SelectionMode,
     rows = query_rows(client, resource, fields, qfilter)
     chosen = pick_instances(mode, names, rows)
     if not chosen and mode is not SelectionMode.CLUSTER:
-        raise OpPrereqError(NO_MATCH_MESSAGE)
+        raise OpPrereqError(NO_MATCH_MESSAGE, ecode="wrong_input")
     return chosen

@@ -16,6 +16,7 @@ import msgspec
 
 from corral.errors import (
     CorralError,
+    JobCanceledError,
     OpExecError,
     UnknownFieldError,
     did_you_mean,
@@ -82,6 +83,22 @@ def timestamp_now() -> Timestamp:
     return (now // 1_000_000, now % 1_000_000)
 
 
+def _canceled_message(job_id: int, opresult: Sequence[Any]) -> str:
+    """``job N was canceled``, with the reason an opcode's result gives (a REJECT
+    filter names itself there)."""
+    for result in opresult:
+        if isinstance(result, dict) and "message" in result:
+            why = str(result["message"])
+        elif (err := from_ganeti(result)) is not None:
+            why = err.message
+        elif isinstance(result, str) and result:
+            why = result
+        else:
+            continue
+        return f"job {job_id} was canceled: {why}"
+    return f"job {job_id} was canceled"
+
+
 def job_error(job_id: int, status: str, opstatus: Sequence[str],
               opresult: Sequence[Any]) -> CorralError:
     """The error a job that did not succeed stands for.
@@ -92,9 +109,7 @@ def job_error(job_id: int, status: str, opstatus: Sequence[str],
     does.
     """
     if status in ("canceled", "canceling"):
-        # Why, when the queue said so (by request, by filter rule X): the first text.
-        why = next((r for r in opresult if isinstance(r, str) and r), None)
-        return OpExecError(f"job {job_id} was canceled" + (f": {why}" if why else ""))
+        return JobCanceledError(_canceled_message(job_id, opresult))
     has_ok = False
     for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=False)):
         if op_status == "success":

@@ -78,7 +78,6 @@ __all__ = [
     "InternalError",
     "JobCanceledError",
     "JobQueueDrainedError",
-    "JobRejectedError",
     "JoinError",
     "LockDeletedError",
     "LockError",
@@ -287,13 +286,6 @@ class JobCanceledError(CorralError):
     filter's REJECT); the message says which job and, when known, why."""
 
     code = "job-canceled"
-    http_status = 409
-
-
-class JobRejectedError(CorralError):
-    """A job filter rejected the job at submission."""
-
-    code = "job-rejected"
     http_status = 409
 
 

@@ -151,3 +151,19 @@ def test_old_query_opcode_and_dry_run(env: Any) -> None:
         ["net-a", 6], ["net-b", 2]]
     assert _op(processor, "OP_NETWORK_QUERY", output_fields=["gateway"],
                names=["net-b"]) == [[None]]
+
+
+def test_query_by_name_answers_in_the_order_named_and_refuses_an_unknown_network(
+        env: Any) -> None:
+    _store, processor, _ctx = env
+    for name, subnet in (("net10", "10.0.1.0/29"), ("net2", "10.0.2.0/29")):
+        _op(processor, "OP_NETWORK_ADD", network_name=name, network=subnet)
+
+    def names(qfilter: Any) -> list[str]:
+        answer = _op(processor, "OP_QUERY", what="network", fields=["name"], qfilter=qfilter)
+        return [row[0][1] for row in answer["data"]]
+
+    assert names(None) == ["net2", "net10"]  # natural order
+    assert names(["|", ["==", "name", "net10"], ["==", "name", "net2"]]) == ["net10", "net2"]
+    with pytest.raises(NotFoundError, match=r"^Network name net3 not found\n"):
+        names(["|", ["==", "name", "net3"]])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group
+from corral.cmdlib.query import named_lookup
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
     AlreadyExistsError,
@@ -44,7 +45,7 @@ from corral.opcodes.network_ops import (
     OpNetworkRemove,
     OpNetworkSetParams,
 )
-from corral.qlang import FieldRegistry, ResultStatus
+from corral.qlang import FieldRegistry, ResultStatus, pick_items
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
@@ -559,7 +560,8 @@ def query_resources(ctx: MasterContext) -> dict[str, QueryResource]:
 
     async def query(fields: list[str], qfilter: Any) -> dict[str, Any]:
         store = ctx.store
-        return NETWORK_FIELDS.query(store.all("network"), fields, qfilter,
-                                    NetworkQueryData.build(store))
+        nets, rest = pick_items(store.all("network"), qfilter, lambda net: net.name,
+                                named_lookup(store, "network"))
+        return NETWORK_FIELDS.query(nets, fields, rest, NetworkQueryData.build(store))
 
     return {"network": QueryResource(query=query, query_fields=NETWORK_FIELDS.query_fields)}

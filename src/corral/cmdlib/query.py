@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["FILTER_FIELDS", "LOCK_FIELDS", "LUQuery", "LUQueryFields", "NamedKind",
            "find_resource", "named_lookup", "resource"]
 
-NamedKind = Literal["node", "nodegroup", "instance"]
+NamedKind = Literal["node", "nodegroup", "instance", "network"]
 
 #: How Ganeti's query names an object kind in its "not found" error, and the command
 #: listing the objects of the kind.
@@ -34,6 +34,7 @@ _NOUNS: dict[str, tuple[str, str, str]] = {
     "instance": ("Instance", "instance", "gnt-instance list"),
     "node": ("Node", "node", "gnt-node list"),
     "nodegroup": ("NodeGroup", "node group", "gnt-group list"),
+    "network": ("Network", "network", "gnt-network list"),
 }
 
 

@@ -88,7 +88,7 @@ def object_tags(store: ConfigStore, kind: str, name: str | None) -> list[str]:
     The object is found as queries find it (Ganeti's ``list-tags`` asks a query), so
     an unknown one is refused in the query's words: ``Instance name x not found``.
     """
-    if kind in ("node", "nodegroup", "instance") and name:
+    if kind in ("node", "nodegroup", "instance", "network") and name:
         return sorted(named_lookup(store, cast(NamedKind, kind))(name).tags)
     return sorted(_target(store, kind, name).tags)
 

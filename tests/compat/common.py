@@ -93,7 +93,8 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(?:/\d+)?\b", "<ip>"),
         (r"\b\d+\.\d+\.\d+(?:[.~-][0-9a-z]+)*\b", "<version>"),
         (r"\b\d{9,}(?:\.\d+)?\b", "<ts>"),
-        (r"(JobID:|[Jj]ob ID|[Jj]ob|[Jj]obs) \d+", r"\1 <job>"),
+        (r"(JobID:|[Jj]ob ID:|[Jj]ob ID|[Jj]ob|[Jj]obs) \d+", r"\1 <job>"),
+        (r"\b\d+(?:\.\d+)? seconds\b", "<secs> seconds"),
         (r"^\d+(:)", r"<job>\1"),
         (r"^\d+$", "<n>"),
         (r"\b\d+(?:\.\d+)?[KMGT]\b", "<size>"),
@@ -120,6 +121,17 @@ def normalise_json(value: Any, side: Side) -> Any:
         return [normalise_json(v, side) for v in value]
     if isinstance(value, dict):
         return {normalise(k, side): normalise_json(v, side) for k, v in value.items()}
+    return value
+
+
+def scrub_times(value: Any) -> Any:
+    """A JSON value with epoch timestamps (numbers past 10^9) replaced by ``<ts>``."""
+    if isinstance(value, list):
+        return [scrub_times(v) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub_times(v) for k, v in value.items()}
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 1e9:
+        return "<ts>"
     return value
 
 
@@ -187,8 +199,12 @@ def rapi_observation(status: int, body: Any, side: Side,
     error = None
     if isinstance(norm, dict) and "code" in norm and "message" in norm:
         error = {"code": norm["code"], "message": first_line(str(norm["message"]))}
+    form = shape(norm)
+    if job_status is not None:
+        norm = "<job>"  # a job id, which is run-specific (its type stays in the shape)
+    norm = scrub_times(norm)
     text = json.dumps(norm, sort_keys=True)
-    return {"status": status, "shape": shape(norm), "error": error,
+    return {"status": status, "shape": form, "error": error,
             "body": norm if len(text) <= 4000 else None, "job_status": job_status}
 
 

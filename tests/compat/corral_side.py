@@ -118,12 +118,13 @@ def set_up(side: Side, env: Mapping[str, str]) -> list[str]:
 
 
 def run_case(side: Side, rapi: Rapi, case: Mapping[str, Any],
-             env: Mapping[str, str]) -> dict[str, Any]:
-    """Run one case against corral; its normalised observation."""
+             env: Mapping[str, str], processes: bool = False) -> dict[str, Any]:
+    """Run one case against corral; its normalised observation. CLI cases run
+    in-process unless the case asks for a process or ``processes`` holds."""
     if "tool" not in case:
         return run_rapi_case(rapi, case)
     argv = [side.fill(a) for a in case["argv"]]
-    runner = run_process if case.get("subprocess") else run_in_process
+    runner = run_process if processes or case.get("subprocess") else run_in_process
     code, out, err = runner(case["tool"], argv, env)
     return cli_observation(code, out, err, side, cli_jobs(rapi, case, out, err))
 

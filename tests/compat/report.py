@@ -45,6 +45,9 @@ def main() -> None:
                         "stale-deliberate", help="which verdicts to list")
     parser.add_argument("--suggest", action="store_true",
                         help="print differences.json entries for failing cases")
+    parser.add_argument("--processes", action="store_true",
+                        help="run every CLI case as a process (to check that running "
+                             "them in-process, as the replay test does, is faithful)")
     parser.add_argument("--full", action="store_true", help="every difference, not the first")
     args = parser.parse_args()
     recorded, notes = load_recorded(), load_differences()
@@ -65,7 +68,7 @@ def main() -> None:
             for case in load_cases():
                 if case["id"] not in recorded or not case["id"].startswith(args.only):
                     continue
-                observed = run_case(side, rapi, case, env)
+                observed = run_case(side, rapi, case, env, args.processes)
                 v = verdict(case, recorded[case["id"]], observed, notes.get(case["id"]))
                 verdicts.append(v)
                 if v.kind in kinds:

@@ -100,14 +100,16 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b\d+(?:\.\d+)?[KMGT]\b", "<size>"),
         (r"[ \t]+", " "),
         (r" +$", ""),
+        (r"^ ", ""),
     ))
 
 
 def normalise(text: str, side: Side) -> str:
-    """``text`` with run-specific values replaced by placeholders and runs of blanks
-    made one space (column widths follow the values)."""
+    """``text`` with run-specific values replaced by placeholders, runs of blanks made
+    one space and lines stripped of leading blanks (column widths and alignment follow
+    the values)."""
     for literal, placeholder in side.literals():
-        text = re.sub(r"(?<![\w.-])" + re.escape(literal) + r"(?![\w-])", placeholder, text)
+        text = re.sub(r"(?<![\w.<-])" + re.escape(literal) + r"(?![\w>-])", placeholder, text)
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
     return text.strip("\n")

@@ -11,7 +11,9 @@ table: per tool, the cases that match, differ deliberately, are pending or fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,11 +55,12 @@ def replay(tmp_path_factory: pytest.TempPathFactory,
     directory: Path = tmp_path_factory.mktemp("compat") / "tb"
     proc = run_testbed("up", "--nodes", "1", "--dir", str(directory))
     verdicts: dict[str, Verdict] = {}
+    problems: list[str] = []
     try:
         assert proc.returncode == 0, proc.stderr
         state = json.loads((directory / "testbed.json").read_text())
         side = corral_side(state)
-        env = {**__import__("os").environ, **state["env"]}
+        env = {**os.environ, **state["env"]}
         problems = set_up(side, env)
         rapi = Rapi(side)
         for case in CASES:
@@ -71,11 +74,20 @@ def replay(tmp_path_factory: pytest.TempPathFactory,
     finally:
         run_testbed("down", "--dir", str(directory))
         assert_no_daemons(directory)
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None and verdicts:
-            reporter.write_sep("-", "Ganeti compatibility suite")
-            for line in [*(f"set-up: {p}" for p in problems), *summary(list(verdicts.values()))]:
-                reporter.write_line(line)
+        _report(request.config, problems, list(verdicts.values()))
+
+
+def _report(config: pytest.Config, problems: list[str], verdicts: list[Verdict]) -> None:
+    """Print the summary table on the terminal, past pytest's output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or not verdicts:
+        return
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        reporter.write_line("")
+        reporter.write_sep("-", "Ganeti compatibility suite (docs/compat.md)")
+        for line in [*(f"set-up: {p}" for p in problems), *summary(verdicts)]:
+            reporter.write_line(line)
 
 
 @pytest.mark.parametrize("case_id", [_param(c) for c in CASES])

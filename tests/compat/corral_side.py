@@ -170,6 +170,11 @@ def summary(verdicts: list[Verdict]) -> list[str]:
         total.update(per[group])
         lines.append(group.ljust(width) + "".join(str(per[group][k]).rjust(12) for k in kinds))
     lines.append("all".ljust(width) + "".join(str(total[k]).rjust(12) for k in kinds))
+    deliberate = sum(1 for v in verdicts if v.kind == "deliberate")
+    if deliberate:
+        lines.append(f"{deliberate} deliberate difference(s), each with its reason in "
+                     "tests/data/ganeti-compat/differences.json "
+                     "(tests/compat/report.py --kinds deliberate shows them)")
     stale = [v for v in verdicts if v.kind.startswith("stale")]
     if stale:
         lines.append(f"{len(stale)} annotation(s) in differences.json no longer needed "

@@ -158,9 +158,9 @@ def main() -> None:
     known = {c["id"] for c in load_cases()}
     RECORDED_DIR.mkdir(parents=True, exist_ok=True)
     for group, cases in sorted(recorded.items()):
-        kept = {k: v for k, v in sorted(cases.items()) if k in known}
+        current = {k: v for k, v in sorted(cases.items()) if k in known}
         (RECORDED_DIR / f"{group}.json").write_text(json.dumps(
-            {"recorded_from": "Ganeti 3.0 (tests/compat/record.py)", "cases": kept},
+            {"recorded_from": "Ganeti 3.0 (tests/compat/record.py)", "cases": current},
             indent=1, sort_keys=True) + "\n")
 
 

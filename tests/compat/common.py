@@ -7,6 +7,7 @@ A case is one line of ``tests/data/ganeti-compat/cases.json``::
     {"id": "instance.list.unknown", "tool": "gnt-instance", "argv": ["list", "compat-x"]}
     {"id": "rapi.instance.404", "method": "GET", "path": "/2/instances/compat-x"}
 
+``fields`` (RAPI) names keys of the body recorded whole as the ``fields`` aspect.
 ``argv``, ``path``, ``query`` and ``body`` may hold ``{node1}``, ``{cluster}``, ``{os}``,
 ``{filter}``: each side substitutes its own values. ``check`` names the aspects that
 are compared (see :data:`DEFAULT_CLI_CHECKS`, :data:`DEFAULT_RAPI_CHECKS`); every
@@ -37,7 +38,7 @@ RECORDED_DIR = DATA / "recorded"
 DEFAULT_CLI_CHECKS = ("exit", "stdout_head", "stderr_head")
 DEFAULT_RAPI_CHECKS = ("status", "shape")
 CLI_ASPECTS = ("exit", "stdout_head", "stderr_head", "stdout", "stderr", "job_status")
-RAPI_ASPECTS = ("status", "shape", "error", "body", "job_status")
+RAPI_ASPECTS = ("status", "shape", "error", "body", "job_status", "fields")
 FINISHED = ("success", "error", "canceled")
 
 #: Placeholders and what they are called in case texts.
@@ -95,6 +96,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b\d{9,}(?:\.\d+)?\b", "<ts>"),
         (r"(JobID:|[Jj]ob ID:|[Jj]ob ID|[Jj]ob|[Jj]obs) \d+", r"\1 <job>"),
         (r"\b\d+(?:\.\d+)? seconds\b", "<secs> seconds"),
+        (r"\bjob=\d+", "job=<job>"),
         (r"^\d+(:)", r"<job>\1"),
         (r"^\d+$", "<n>"),
         (r"\b\d+(?:\.\d+)?[KMGT]\b", "<size>"),
@@ -127,11 +129,19 @@ def normalise_json(value: Any, side: Side) -> Any:
 
 
 def scrub_times(value: Any) -> Any:
-    """A JSON value with epoch timestamps (numbers past 10^9) replaced by ``<ts>``."""
+    """A JSON value with epoch timestamps (numbers past 10^9) replaced by ``<ts>``,
+    the microseconds of a job's ``[seconds, microseconds]`` times by ``<usec>`` and a
+    job's own ``id`` by ``<job>``."""
     if isinstance(value, list):
-        return [scrub_times(v) for v in value]
+        items = [scrub_times(v) for v in value]
+        if len(items) == 2 and items[0] == "<ts>" and isinstance(items[1], int):
+            items[1] = "<usec>"
+        return items
     if isinstance(value, dict):
-        return {k: scrub_times(v) for k, v in value.items()}
+        scrubbed = {k: scrub_times(v) for k, v in value.items()}
+        if "ops" in scrubbed and isinstance(scrubbed.get("id"), int | str):
+            scrubbed["id"] = "<job>"
+        return scrubbed
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 1e9:
         return "<ts>"
     return value
@@ -303,7 +313,13 @@ def run_rapi_case(rapi: Rapi, case: Mapping[str, Any]) -> dict[str, Any]:
     if status == 200 and job is not None:
         side.values["lastjob"] = str(job)
         job_status = rapi.wait_job(job)
-    return rapi_observation(status, decoded, side, job_status)
+    observed = rapi_observation(status, decoded, side, job_status)
+    if case.get("fields"):
+        # chosen keys of a large body (a job's status, opstatus ...), whole
+        norm = scrub_times(normalise_json(decoded, side))
+        observed["fields"] = {k: norm.get(k) for k in case["fields"]} \
+            if isinstance(norm, dict) else None
+    return observed
 
 
 # -- comparison ---------------------------------------------------------------------------

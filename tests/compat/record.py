@@ -31,8 +31,12 @@ from tests.compat.common import (
     checks,
     cli_jobs,
     cli_observation,
+    first_line,
     load_cases,
+    normalise,
+    normalise_json,
     run_rapi_case,
+    scrub_times,
 )
 
 SBIN = Path("/usr/sbin")
@@ -121,15 +125,40 @@ def run_cli_case(side: Side, rapi: Rapi, case: dict[str, Any]) -> dict[str, Any]
     return cli_observation(proc.returncode, proc.stdout, proc.stderr, side, statuses)
 
 
+def renormalise() -> None:
+    """Normalise the stored observations again: the rules only ever replace values
+    by placeholders, so applying new ones to normalised data is what recording again
+    would store (heads are derived from the texts)."""
+    side = Side("stored", {}, "", "", "")
+    for path in sorted(RECORDED_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        for observed in data["cases"].values():
+            for aspect in ("stdout", "stderr"):
+                if observed.get(aspect) is not None:
+                    observed[aspect] = normalise(observed[aspect], side)
+                    observed[aspect + "_head"] = first_line(observed[aspect])
+            for aspect in ("body", "fields"):
+                if observed.get(aspect) is not None:
+                    observed[aspect] = scrub_times(normalise_json(observed[aspect], side))
+        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
 def main() -> None:
     """Set up, record every case (or those whose id starts with ``--only``), tear down."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rapi-url", default="https://127.0.0.1:5080")
     parser.add_argument("--rapi-user", default="gntadmin")
     parser.add_argument("--rapi-password", default="gntpass")
-    parser.add_argument("--only", default="", help="record only cases with this id prefix")
+    parser.add_argument("--only", default="",
+                        help="record only cases with one of these id prefixes (comma-separated)")
     parser.add_argument("--keep", action="store_true", help="leave the objects in place")
+    parser.add_argument("--renormalise", action="store_true",
+                        help="apply the current normalisation to the stored data again "
+                             "(after adding a rule; needs no cluster) and stop")
     args = parser.parse_args()
+    if args.renormalise:
+        renormalise()
+        return
     side = reference_side(args.rapi_url, args.rapi_user, args.rapi_password)
     rapi = Rapi(side)
     tear_down()
@@ -139,7 +168,7 @@ def main() -> None:
     try:
         set_up(side)
         for case in load_cases():
-            if not case["id"].startswith(args.only):
+            if not case["id"].startswith(tuple(args.only.split(","))):
                 continue
             if "tool" in case:
                 observed = run_cli_case(side, rapi, case)

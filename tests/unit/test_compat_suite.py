@@ -89,7 +89,8 @@ def test_the_data_files_agree() -> None:
         kind = "cli" if "tool" in case else "rapi"
         aspects = {"cli": {"exit", "stdout_head", "stderr_head", "stdout", "stderr",
                            "job_status"},
-                   "rapi": {"status", "shape", "error", "body", "job_status"}}[kind]
+                   "rapi": {"status", "shape", "error", "body", "job_status",
+                            "fields"}}[kind]
         assert set(checks(case)) <= aspects, case["id"]
         if case["id"] in recorded:
             assert set(checks(case)) <= set(recorded[case["id"]]), case["id"]

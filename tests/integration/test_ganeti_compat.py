@@ -20,7 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.compat.common import Rapi, load_cases, load_differences, load_recorded
+from tests.compat.common import (
+    Rapi,
+    case_group,
+    load_cases,
+    load_differences,
+    load_recorded,
+)
 from tests.compat.corral_side import (
     Verdict,
     corral_side,
@@ -67,9 +73,14 @@ def replay(tmp_path_factory: pytest.TempPathFactory,
             recorded = RECORDED.get(case["id"])
             if recorded is None:
                 continue
-            observed = run_case(side, rapi, case, env)
-            verdicts[case["id"]] = verdict(case, recorded, observed,
-                                           DIFFERENCES.get(case["id"]))
+            note = DIFFERENCES.get(case["id"])
+            try:
+                observed = run_case(side, rapi, case, env)
+            except Exception as err:  # one broken case must not hide the others' results
+                verdicts[case["id"]] = Verdict(case["id"], case_group(case), "failing",
+                                               [f"the replay raised {err!r}"], note)
+                continue
+            verdicts[case["id"]] = verdict(case, recorded, observed, note)
         yield verdicts
     finally:
         run_testbed("down", "--dir", str(directory))

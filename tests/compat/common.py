@@ -7,6 +7,7 @@ A case is one line of ``tests/data/ganeti-compat/cases.json``::
     {"id": "instance.list.unknown", "tool": "gnt-instance", "argv": ["list", "compat-x"]}
     {"id": "rapi.instance.404", "method": "GET", "path": "/2/instances/compat-x"}
 
+``capture`` names a placeholder that takes what the case answered (see :func:`capture`).
 ``fields`` (RAPI) names keys of the body recorded whole as the ``fields`` aspect.
 ``argv``, ``path``, ``query`` and ``body`` may hold ``{node1}``, ``{cluster}``, ``{os}``,
 ``{filter}``: each side substitutes its own values. ``check`` names the aspects that
@@ -97,6 +98,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(JobID:|[Jj]ob ID:|[Jj]ob ID|[Jj]ob|[Jj]obs) \d+", r"\1 <job>"),
         (r"\b\d+(?:\.\d+)? seconds\b", "<secs> seconds"),
         (r"\bjob=\d+", "job=<job>"),
+        (r"^(Watermark:)[ \t]+\d+", r"\1 <job>"),
         (r"^\d+(:)", r"<job>\1"),
         (r"^\d+$", "<n>"),
         (r"\b\d+(?:\.\d+)?[KMGT]\b", "<size>"),
@@ -130,8 +132,8 @@ def normalise_json(value: Any, side: Side) -> Any:
 
 def scrub_times(value: Any) -> Any:
     """A JSON value with epoch timestamps (numbers past 10^9) replaced by ``<ts>``,
-    the microseconds of a job's ``[seconds, microseconds]`` times by ``<usec>`` and a
-    job's own ``id`` by ``<job>``."""
+    the microseconds of a job's ``[seconds, microseconds]`` times by ``<usec>``, and a
+    job's own ``id`` and a filter's ``watermark`` by ``<job>``."""
     if isinstance(value, list):
         items = [scrub_times(v) for v in value]
         if len(items) == 2 and items[0] == "<ts>" and isinstance(items[1], int):
@@ -141,6 +143,8 @@ def scrub_times(value: Any) -> Any:
         scrubbed = {k: scrub_times(v) for k, v in value.items()}
         if "ops" in scrubbed and isinstance(scrubbed.get("id"), int | str):
             scrubbed["id"] = "<job>"
+        if isinstance(scrubbed.get("watermark"), int):  # a filter's: a job id
+            scrubbed["watermark"] = "<job>"
         return scrubbed
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 1e9:
         return "<ts>"
@@ -278,6 +282,19 @@ class Rapi:
         return "timeout"
 
 
+def capture(side: Side, case: Mapping[str, Any], answer: Any) -> None:
+    """For a case with ``"capture": NAME``: remember what it answered (a RAPI string,
+    or the last line a CLI command printed) as the placeholder ``{NAME}`` of later
+    cases, e.g. the UUID of a filter it added."""
+    name = case.get("capture")
+    if not name:
+        return
+    if isinstance(answer, str) and "tool" in case:
+        lines = answer.strip().splitlines()
+        answer = lines[-1].strip() if lines else ""
+    side.values[str(name)] = answer if isinstance(answer, str) else ""
+
+
 def cli_jobs(rapi: Rapi, case: Mapping[str, Any], stdout: str, stderr: str) -> list[str]:
     """For a case that submits jobs (``"jobs": true``): wait for the jobs the command
     printed, remember the last as ``{lastjob}``, and return their final statuses."""
@@ -313,6 +330,8 @@ def run_rapi_case(rapi: Rapi, case: Mapping[str, Any]) -> dict[str, Any]:
     if status == 200 and job is not None:
         side.values["lastjob"] = str(job)
         job_status = rapi.wait_job(job)
+    if status == 200:
+        capture(side, case, decoded)
     observed = rapi_observation(status, decoded, side, job_status)
     if case.get("fields"):
         # chosen keys of a large body (a job's status, opstatus ...), whole

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from tests.compat.common import (
     Rapi,
     Side,
+    capture,
     case_group,
     cli_jobs,
     cli_observation,
@@ -126,6 +127,8 @@ def run_case(side: Side, rapi: Rapi, case: Mapping[str, Any],
     argv = [side.fill(a) for a in case["argv"]]
     runner = run_process if processes or case.get("subprocess") else run_in_process
     code, out, err = runner(case["tool"], argv, env)
+    if code == 0:
+        capture(side, case, out)
     return cli_observation(code, out, err, side, cli_jobs(rapi, case, out, err))
 
 

@@ -27,6 +27,7 @@ from tests.compat.common import (
     RECORDED_DIR,
     Rapi,
     Side,
+    capture,
     case_group,
     checks,
     cli_jobs,
@@ -111,7 +112,7 @@ def tear_down() -> None:
     rules = gnt("gnt-filter", "list", "--no-headers", "-o", "uuid,predicates",
                 check=False).stdout
     for line in rules.splitlines():
-        if REJECT_REASON in line:
+        if REJECT_REASON in line or "compat-" in line:
             gnt("gnt-filter", "delete", line.split()[0], check=False)
 
 
@@ -121,6 +122,8 @@ def run_cli_case(side: Side, rapi: Rapi, case: dict[str, Any]) -> dict[str, Any]
     proc = subprocess.run([str(SBIN / case["tool"]), *argv], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=300,
                           env={**os.environ, "LC_ALL": "C.UTF-8"})
+    if proc.returncode == 0:
+        capture(side, case, proc.stdout)
     statuses = cli_jobs(rapi, case, proc.stdout, proc.stderr)
     return cli_observation(proc.returncode, proc.stdout, proc.stderr, side, statuses)
 

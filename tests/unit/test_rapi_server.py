@@ -196,10 +196,10 @@ async def test_query_arguments_are_declared_and_typed(client: TestClient, master
     assert master.calls[-1] == ("QueryJobs", (None, list(JOB_FIELDS_BULK)))
 
 
-async def test_write_answers_the_job_id_as_a_string(client: TestClient,
+async def test_write_answers_the_job_id_as_a_json_number(client: TestClient,
                                                     master: FakeMaster) -> None:
     status, body, _ = await call(client, "PUT", "/2/instances/web1/startup?force=1&dry-run=1")
-    assert (status, body) == (200, "42")
+    assert (status, body) == (200, 42)
     (op,) = master.submitted()
     assert op["OP_ID"] == "OP_INSTANCE_STARTUP"
     assert (op["instance_name"], op["force"], op["dry_run"], op["no_remember"]) == \
@@ -258,7 +258,7 @@ async def test_instance_create_v1(client: TestClient, master: FakeMaster) -> Non
             "disk_template": "file", "disks": [{"size": 64}], "nics": [],
             "pnode": "node1", "depends": [[3, ["success"]]]}
     status, job, _ = await call(client, "POST", "/2/instances?dry-run=1", body=body)
-    assert (status, job) == (200, "42")
+    assert (status, job) == (200, 42)
     (op,) = master.submitted()
     assert op["OP_ID"] == "OP_INSTANCE_CREATE" and op["instance_name"] == "web1"
     assert op["os_type"] == "corral-ext4" and op["dry_run"] is True
@@ -468,7 +468,7 @@ async def test_every_served_job_operation_builds_a_valid_opcode(client: TestClie
     for method, path, body in requests:
         master.calls.clear()
         status, answer, _ = await call(client, method, path, body=body)
-        assert (status, answer) == (200, "42"), (method, path, answer)
+        assert (status, answer) == (200, 42), (method, path, answer)
         for op in master.submitted():
             op_from_dict(op)
         jobs[method, path] = [op["OP_ID"] for op in master.submitted()]

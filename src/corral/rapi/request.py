@@ -231,9 +231,9 @@ class RapiRequest:
             raise type(err)(f"body: parameter '{names.get(param, param)}'"
                             f"{err.message[match.end():]}") from None
 
-    async def submit(self, *ops: dict[str, Any]) -> str:
-        """Submit one job of ``ops``; its id as a string, as Ganeti's RAPI answers."""
-        return str(await self._submit(ops))
+    async def submit(self, *ops: dict[str, Any]) -> int:
+        """Submit one job of ``ops``; its id, a JSON number as Ganeti 3.0's RAPI answers."""
+        return await self._submit(ops)
 
     async def run(self, *ops: dict[str, Any]) -> list[Any]:
         """Submit one job, wait for it to end and return its opcode results, or raise

@@ -31,9 +31,9 @@ __all__ = [
     "STRINGS", "TAG_BODY", "WAIT_BODY", "WAIT_RESULT", "bulk_or_index",
 ]
 
-#: What write operations answer: the id of the job they submitted, as a string.
-JOB_ID: Final = string("ID of the submitted job; follow it at /2/jobs/[job_id]",
-                       pattern=r"^[0-9]+$")
+#: What write operations answer: the id of the job they submitted, a JSON number as
+#: Ganeti 3.0's RAPI answers it.
+JOB_ID: Final = integer("ID of the submitted job; follow it at /2/jobs/[job_id]", minimum=0)
 
 #: Every error answer.
 ERROR: Final = obj({

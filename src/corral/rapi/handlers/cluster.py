@@ -56,11 +56,11 @@ async def features(req: RapiRequest) -> list[str]:
     return [name for name, _what in FEATURES]
 
 
-async def modify(req: RapiRequest) -> str:
+async def modify(req: RapiRequest) -> int:
     """Change cluster parameters: ``OP_CLUSTER_SET_PARAMS`` from the body."""
     return await req.submit(req.opcode("OP_CLUSTER_SET_PARAMS", {}))
 
 
-async def redistribute_config(req: RapiRequest) -> str:
+async def redistribute_config(req: RapiRequest) -> int:
     """Resynchronise the nodes: ``OP_CLUSTER_REDIST_CONF``; a job id."""
     return await req.submit(req.opcode("OP_CLUSTER_REDIST_CONF", {}, from_body=False))

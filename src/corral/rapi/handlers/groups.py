@@ -90,7 +90,7 @@ async def index(req: RapiRequest) -> list[dict[str, Any]]:
     return uri_list((row["name"] for row in rows), "/2/groups/%s", "name")
 
 
-async def add(req: RapiRequest) -> str:
+async def add(req: RapiRequest) -> int:
     """Add a node group (``OP_GROUP_ADD`` from the body); a job id."""
     return await req.submit(req.opcode("OP_GROUP_ADD", {"dry_run": req.flag("dry-run")},
                                        rename=ADD_RENAME))
@@ -102,27 +102,27 @@ async def get(req: RapiRequest) -> dict[str, Any]:
     return (await _with_policy(req, [group]))[0]
 
 
-async def delete(req: RapiRequest) -> str:
+async def delete(req: RapiRequest) -> int:
     """Remove an empty node group; a job id."""
     return await req.submit(req.opcode("OP_GROUP_REMOVE", {
         "group_name": req.item("group_name"), "dry_run": req.flag("dry-run")},
         from_body=False))
 
 
-async def modify(req: RapiRequest) -> str:
+async def modify(req: RapiRequest) -> int:
     """Change a node group's parameters; a job id."""
     return await req.submit(req.opcode("OP_GROUP_SET_PARAMS",
                                        {"group_name": req.item("group_name")},
                                        rename=MODIFY_RENAME))
 
 
-async def rename(req: RapiRequest) -> str:
+async def rename(req: RapiRequest) -> int:
     """Rename a node group (body: ``new_name``); a job id."""
     return await req.submit(req.opcode("OP_GROUP_RENAME", {
         "group_name": req.item("group_name"), "dry_run": req.flag("dry-run")}))
 
 
-async def assign_nodes(req: RapiRequest) -> str:
+async def assign_nodes(req: RapiRequest) -> int:
     """Move nodes into the group (body: ``nodes``); a job id."""
     return await req.submit(req.opcode("OP_GROUP_ASSIGN_NODES", {
         "group_name": req.item("group_name"), "dry_run": req.flag("dry-run"),

@@ -54,7 +54,7 @@ async def index(req: RapiRequest) -> list[dict[str, Any]]:
     return uri_list((row["name"] for row in rows), "/2/instances/%s", "id")
 
 
-async def create(req: RapiRequest) -> str:
+async def create(req: RapiRequest) -> int:
     """Create an instance from an ``instance-create-reqv1`` body; a job id."""
     body = req.body_dict()
     version = body.pop(VERSION_KEY, 0)
@@ -79,13 +79,13 @@ def _name(req: RapiRequest) -> dict[str, Any]:
     return {"instance_name": req.item("instance_name")}
 
 
-async def delete(req: RapiRequest) -> str:
+async def delete(req: RapiRequest) -> int:
     """Remove an instance and its disks; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_REMOVE", {
         **_name(req), "ignore_failures": False, "dry_run": req.flag("dry-run")}))
 
 
-async def info(req: RapiRequest) -> str:
+async def info(req: RapiRequest) -> int:
     """Submit a job gathering detailed information (``static=1``: configuration only);
     the job's result holds it. A job id."""
     return await req.submit(req.opcode("OP_INSTANCE_QUERY_DATA", {
@@ -93,27 +93,27 @@ async def info(req: RapiRequest) -> str:
         from_body=False))
 
 
-async def reboot(req: RapiRequest) -> str:
+async def reboot(req: RapiRequest) -> int:
     """Reboot (``type``: soft, hard or full; hard by default); a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_REBOOT", {
         **_name(req), "reboot_type": req.text("type"),
         "ignore_secondaries": req.flag("ignore_secondaries"), "dry_run": req.flag("dry-run")}))
 
 
-async def startup(req: RapiRequest) -> str:
+async def startup(req: RapiRequest) -> int:
     """Start an instance; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_STARTUP", {
         **_name(req), "force": req.flag("force"), "dry_run": req.flag("dry-run"),
         "no_remember": req.flag("no_remember")}, from_body=False))
 
 
-async def shutdown(req: RapiRequest) -> str:
+async def shutdown(req: RapiRequest) -> int:
     """Stop an instance; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_SHUTDOWN", {
         **_name(req), "no_remember": req.flag("no_remember"), "dry_run": req.flag("dry-run")}))
 
 
-async def reinstall(req: RapiRequest) -> str:
+async def reinstall(req: RapiRequest) -> int:
     """Reinstall the OS: one job that stops the instance, reinstalls it and (unless
     ``start`` is false) starts it again. Body ``{os, start, osparams}``, or the older
     query arguments ``os`` and ``nostartup``. A job id."""
@@ -136,40 +136,40 @@ async def reinstall(req: RapiRequest) -> str:
     return await req.submit(*ops)
 
 
-async def rename(req: RapiRequest) -> str:
+async def rename(req: RapiRequest) -> int:
     """Rename a stopped instance (body: ``new_name``, ``ip_check``, ``name_check``)."""
     return await req.submit(req.opcode("OP_INSTANCE_RENAME", _name(req)))
 
 
-async def modify(req: RapiRequest) -> str:
+async def modify(req: RapiRequest) -> int:
     """Change an instance's parameters, disks and NICs; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_SET_PARAMS", _name(req),
                                        rename=MODIFY_RENAME))
 
 
-async def migrate(req: RapiRequest) -> str:
+async def migrate(req: RapiRequest) -> int:
     """Live-migrate (or fail over, if allowed) to another node; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_MIGRATE", _name(req)))
 
 
-async def failover(req: RapiRequest) -> str:
+async def failover(req: RapiRequest) -> int:
     """Stop the instance and start it on another node; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_FAILOVER", _name(req)))
 
 
-async def activate_disks(req: RapiRequest) -> str:
+async def activate_disks(req: RapiRequest) -> int:
     """Make the instance's disks available on its node; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_ACTIVATE_DISKS", {
         **_name(req), "ignore_size": req.flag("ignore_size")}, from_body=False))
 
 
-async def deactivate_disks(req: RapiRequest) -> str:
+async def deactivate_disks(req: RapiRequest) -> int:
     """Release the instance's disks on its node; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_DEACTIVATE_DISKS", {
         **_name(req), "force": req.flag("force")}, from_body=False))
 
 
-async def grow_disk(req: RapiRequest) -> str:
+async def grow_disk(req: RapiRequest) -> int:
     """Grow one disk (body: ``amount`` in MiB, ``absolute``, ...); a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_GROW_DISK", {
         **_name(req), "disk": int(req.item("disk_index"))}))

@@ -34,7 +34,7 @@ async def index(req: RapiRequest) -> list[dict[str, Any]]:
     return uri_list((row["name"] for row in rows), "/2/networks/%s", "name")
 
 
-async def add(req: RapiRequest) -> str:
+async def add(req: RapiRequest) -> int:
     """Add a network (``OP_NETWORK_ADD`` from the body); a job id."""
     return await req.submit(req.opcode("OP_NETWORK_ADD", {"dry_run": req.flag("dry-run")}))
 
@@ -45,27 +45,27 @@ async def get(req: RapiRequest) -> dict[str, Any]:
                            NETWORK_FIELDS)
 
 
-async def delete(req: RapiRequest) -> str:
+async def delete(req: RapiRequest) -> int:
     """Remove a network connected to no group; a job id."""
     return await req.submit(req.opcode("OP_NETWORK_REMOVE", {
         "network_name": req.item("network_name"), "dry_run": req.flag("dry-run")},
         from_body=False))
 
 
-async def modify(req: RapiRequest) -> str:
+async def modify(req: RapiRequest) -> int:
     """Change a network's gateway, IPv6 settings, MAC prefix or reservations; a job id."""
     return await req.submit(req.opcode("OP_NETWORK_SET_PARAMS", {
         "network_name": req.item("network_name"), "dry_run": req.flag("dry-run")}))
 
 
-async def connect(req: RapiRequest) -> str:
+async def connect(req: RapiRequest) -> int:
     """Connect the network to a node group (body: ``group_name``, ``network_mode``,
     ``network_link``); a job id."""
     return await req.submit(req.opcode("OP_NETWORK_CONNECT", {
         "network_name": req.item("network_name"), "dry_run": req.flag("dry-run")}))
 
 
-async def disconnect(req: RapiRequest) -> str:
+async def disconnect(req: RapiRequest) -> int:
     """Disconnect the network from a node group (body: ``group_name``); a job id."""
     return await req.submit(req.opcode("OP_NETWORK_DISCONNECT", {
         "network_name": req.item("network_name"), "dry_run": req.flag("dry-run")}))

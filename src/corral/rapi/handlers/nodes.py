@@ -56,7 +56,7 @@ async def get_role(req: RapiRequest) -> str:
     return role
 
 
-async def set_role(req: RapiRequest) -> str:
+async def set_role(req: RapiRequest) -> int:
     """Give the node a role (the body is the role's name); a job id."""
     candidate, offline, drained = _ROLE_FLAGS[req.body]
     return await req.submit(req.opcode("OP_NODE_SET_PARAMS", {
@@ -66,7 +66,7 @@ async def set_role(req: RapiRequest) -> str:
     }, from_body=False))
 
 
-async def modify(req: RapiRequest) -> str:
+async def modify(req: RapiRequest) -> int:
     """Change node parameters (``OP_NODE_SET_PARAMS`` from the body); a job id."""
     return await req.submit(req.opcode("OP_NODE_SET_PARAMS",
                                        {"node_name": req.item("node_name")}))

@@ -35,18 +35,18 @@ async def get(req: RapiRequest) -> list[str]:
     return list(tags)
 
 
-async def _change(req: RapiRequest, op_id: str) -> str:
+async def _change(req: RapiRequest, op_id: str) -> int:
     kind, name = _target(req)
     return await req.submit(req.opcode(op_id, {
         "kind": kind, "name": name, "tags": req.texts("tag"), "dry_run": req.flag("dry-run"),
     }, from_body=False))
 
 
-async def add(req: RapiRequest) -> str:
+async def add(req: RapiRequest) -> int:
     """Add the tags; a job id."""
     return await _change(req, "OP_TAGS_SET")
 
 
-async def remove(req: RapiRequest) -> str:
+async def remove(req: RapiRequest) -> int:
     """Remove the tags; a job id."""
     return await _change(req, "OP_TAGS_DEL")

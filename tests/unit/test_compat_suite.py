@@ -100,3 +100,15 @@ def test_the_data_files_agree() -> None:
         if "pending" in note:
             assert note["pending"] in {"cli", "list", "rapi", "net", "lead"}, case_id
             assert note.get("what"), case_id
+
+
+def test_an_error_may_add_lines_after_ganetis_but_not_change_them() -> None:
+    case = {"id": "x", "tool": "gnt-instance", "argv": ["list"], "check": ["stderr"]}
+    ganeti = {"stderr": "Failure: prerequisites not met for this operation:\nX not found"}
+    hinted = {"stderr": ganeti["stderr"] + "\nknown names: a, b"}
+    assert compare(case, ganeti, hinted) == []
+    assert compare(case, ganeti, {"stderr": "Failure: prerequisites not met for this "
+                                            "operation:\nX not found; known: a"}) != []
+    assert compare(case, ganeti, {"stderr": "corral's own first line\n" + ganeti["stderr"]}
+                   ) != []
+    assert compare(case, ganeti, {"stderr": ""}) != []

@@ -214,7 +214,7 @@ async def check_memory_fits_group(lu: LogicalUnit[Any], group_uuid: str, hypervi
     totals = await lu.master.node_memory.totals(lu.master.rpc, nodes, hypervisor,
                                                 timeout=RPC_QUICK) if nodes else {}
     if not totals:
-        lu.feedback(f"WARNING: no node of group {group.name} told its memory; maxmem "
+        lu.feedback(f" - WARNING: no node of group {group.name} told its memory; maxmem "
                     f"({maxmem} MiB) is not checked against it")
         return
     largest_node, largest = max(totals.items(), key=lambda item: (item[1], item[0]))
@@ -386,7 +386,7 @@ async def check_file_space(lu: LogicalUnit[Any], node: Node, hypervisor: str,
             what = (f"disks {numbers} (together {needed} MiB) of instance {instance_name} "
                     "need")
         if not isinstance(free, int) or isinstance(free, bool):
-            lu.feedback(f"WARNING: node {node.name} did not tell the free space of "
+            lu.feedback(f" - WARNING: node {node.name} did not tell the free space of "
                         f"{directory}; the {needed} MiB of new disks of instance "
                         f"{instance_name} there are not checked against it")
             continue
@@ -395,7 +395,7 @@ async def check_file_space(lu: LogicalUnit[Any], node: Node, hypervisor: str,
         message = (f"{what} more space than node {node.name} has free in {directory}: "
                    f"{free} MiB free")
         if forced:
-            lu.feedback(f"WARNING: {message}; creating the sparse file(s) anyway")
+            lu.feedback(f" - WARNING: {message}; creating the sparse file(s) anyway")
             continue
         raise OpPrereqError(f"{message}; to create the sparse disk file(s) anyway, use "
                             f"{override}")
@@ -535,7 +535,7 @@ class InstanceLU(LogicalUnit[_Op]):
         try:
             await self.call_one(node, procedure, args, what)
         except CorralError as err:
-            self.feedback(f"WARNING: {err.message}")
+            self.feedback(f" - WARNING: {err.message}")
             return False
         return True
 

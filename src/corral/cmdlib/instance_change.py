@@ -632,7 +632,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             try:
                 running = is_running(await self.instance_info(primary))
             except CorralError as err:
-                self.feedback(f"WARNING: cannot tell whether instance {inst.name} still runs: "
+                self.feedback(f" - WARNING: cannot tell whether instance {inst.name} still runs: "
                               f"{err.message}")
                 running = False
             if running:

@@ -110,7 +110,7 @@ async def check_hotplug(lu: LogicalUnit[Any], node: Node, instance: dict[str, An
             reason = f"node {node.name} cannot be reached: {reason}"
         if required:
             raise OpPrereqError(f"Hotplug is not possible: {reason}")
-        lu.feedback(f"WARNING: {reason}")
+        lu.feedback(f" - WARNING: {reason}")
         lu.feedback("Modification will take place without hotplugging.")
         return False
     return True
@@ -156,7 +156,7 @@ class HotplugRun:
             try:
                 await self._call(action, step, _wire(device))
             except CorralError as err:
-                self.lu.feedback(f"WARNING: could not undo the hotplug of {step.what}: "
+                self.lu.feedback(f" - WARNING: could not undo the hotplug of {step.what}: "
                                  f"{err.message}; the running instance differs from its "
                                  "configuration until its next start")
             else:

@@ -260,7 +260,7 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
                 f"{err.message}; nothing was changed (use ignore_consistency, "
                 "--ignore-consistency, if the node is really down)"
             ) from None
-        lu.feedback(f"WARNING: {err.message}; proceeding anyway: make sure node "
+        lu.feedback(f" - WARNING: {err.message}; proceeding anyway: make sure node "
                     f"{source.name} is down")
     specs = [disk_spec(d, i) for i, d in enumerate(lu.disks())]
     if specs and not source.offline:
@@ -423,7 +423,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                          f"on node {target.name}: run 'gnt-instance migrate --cleanup -n "
                          f"{target.name} {inst.name}' once both nodes answer")
                 raise OpExecError(f"{err.message}; {where}") from None
-            self.feedback(f"WARNING: {err.message}; but the instance already runs on node "
+            self.feedback(f" - WARNING: {err.message}; but the instance already runs on node "
                           f"{target.name}: it stays there")
             figures = None
         if not isinstance(figures, dict) or figures.get("total_time") is None:
@@ -541,7 +541,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                       f"dropping instance {inst.name} on node {target.name}")
         if not dropped:
             self.feedback(
-                f"WARNING: instance {inst.name} is not resumed on node {source.name} as "
+                f" - WARNING: instance {inst.name} is not resumed on node {source.name} as "
                 f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
                 f"{inst.name}' once node {target.name} answers")
             return False
@@ -688,7 +688,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         except CorralError as err:
             if not self.op.ignore_consistency:
                 raise OpExecError(f"{err.message}; nothing was changed") from None
-            self.feedback(f"WARNING: {err.message}; proceeding anyway")
+            self.feedback(f" - WARNING: {err.message}; proceeding anyway")
         try:
             new_ids = await self._copy_disks(source, target)
         except BaseException:

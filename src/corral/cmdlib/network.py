@@ -72,7 +72,7 @@ def expand_network(store: ConfigStore, key: str) -> Network:
     if found is None:
         hint = did_you_mean(key, [n.name for n in store.all("network")],
                             noun="networks", listing="gnt-network list")
-        raise NotFoundError(f"Network '{key}' not found; {hint}")
+        raise NotFoundError(f"Network '{key}' not found\n{hint}")
     return found
 
 
@@ -103,7 +103,7 @@ def _raise_conflicts(lu: LogicalUnit[Any], network: str, action: str, group: str
                      conflicts: list[str]) -> None:
     if not conflicts:
         return
-    lu.feedback(f"WARNING: IP addresses from network '{network}', which is about to "
+    lu.feedback(f" - WARNING: IP addresses from network '{network}', which is about to "
                 f"{action} node group '{group}', are in use: {', '.join(conflicts)}")
     raise OpPrereqError(
         "Conflicting IP addresses found; remove/modify the corresponding network "
@@ -237,7 +237,7 @@ class LUNetworkRemove(_OneNetwork):
         net = self._network()
         groups = [g.name for g in self.master.store.all("nodegroup") if net.uuid in g.networks]
         if groups:
-            self.feedback(f"WARNING: Network '{net.name}' is connected to the following "
+            self.feedback(f" - WARNING: Network '{net.name}' is connected to the following "
                           f"node groups: {', '.join(groups)}")
             raise OpPrereqError(
                 f"Network still connected: disconnect network '{net.name}' from "
@@ -311,20 +311,20 @@ class LUNetworkSetParams(_OneNetwork):
                     pool.reserve_external(self._gateway)
                 net.gateway = self._gateway
             elif op.gateway is not None:
-                self.feedback(f"WARNING: Gateway is already {net.gateway}")
+                self.feedback(f" - WARNING: Gateway is already {net.gateway}")
             for ip in self._add:
                 try:
                     pool.reserve_external(ip)
                 except ParameterError as err:
-                    self.feedback(f"WARNING: Cannot reserve IP address {ip}: {err}")
+                    self.feedback(f" - WARNING: Cannot reserve IP address {ip}: {err}")
             for ip in self._remove:
                 if ip == net.gateway:
-                    self.feedback("WARNING: Cannot unreserve Gateway's IP")
+                    self.feedback(" - WARNING: Cannot unreserve Gateway's IP")
                     continue
                 try:
                     pool.release_external(ip)
                 except ParameterError as err:
-                    self.feedback(f"WARNING: Cannot release IP address {ip}: {err}")
+                    self.feedback(f" - WARNING: Cannot release IP address {ip}: {err}")
             net.ext_reservations = pool.external_list()
             if op.network6 is not None:
                 net.network6 = self._network6
@@ -399,7 +399,7 @@ class LUNetworkConnect(_GroupAndNetwork):
         net, group, instances = self._current()
         self._connected = net.uuid in group.networks
         if self._connected:
-            self.feedback(f"WARNING: Network '{net.name}' is already mapped to group "
+            self.feedback(f" - WARNING: Network '{net.name}' is already mapped to group "
                           f"'{group.name}'")
             return
         if self.op.conflicts_check:
@@ -432,7 +432,7 @@ class LUNetworkDisconnect(_GroupAndNetwork):
         net, group, instances = self._current()
         self._connected = net.uuid in group.networks
         if not self._connected:
-            self.feedback(f"WARNING: Network '{net.name}' is not mapped to group "
+            self.feedback(f" - WARNING: Network '{net.name}' is not mapped to group "
                           f"'{group.name}'")
             return
         _raise_conflicts(self, net.name, "disconnect from", group.name,

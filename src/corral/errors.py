@@ -86,6 +86,7 @@ __all__ = [
     "NotClusterError",
     "NotFoundError",
     "NotMasterError",
+    "NothingToChangeError",
     "OpExecError",
     "OpPrereqError",
     "OsError",
@@ -134,6 +135,14 @@ class ParameterError(CorralError):
 
     code = "parameter-error"
     http_status = 400
+
+
+class NothingToChangeError(ParameterError):
+    """A change command was given nothing to change. A gnt-* tool prints the message
+    alone (Ganeti's tools print their one line, e.g. ``Please give at least one of
+    the parameters.``, without the ``Failure:`` heading) and exits 1."""
+
+    code = "nothing-to-change"
 
 
 class UnknownParameterError(ParameterError):
@@ -495,7 +504,7 @@ def failure_text(err: CorralError) -> str:
         return f"{_NO_MASTER}\n{message}"
     if isinstance(err, JobCanceledError):
         return f"Unhandled Ganeti error: Job was canceled\n{message}"
-    if isinstance(err, ConfirmationRequiredError):
+    if isinstance(err, ConfirmationRequiredError | NothingToChangeError):
         return message
     if isinstance(err, QueryFilterError):
         return f"Error while parsing query filter: {message}"

@@ -15,6 +15,7 @@ from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
 from corral.cli.options import (
+    GANETI_NOTHING,
     KeyValType,
     dry_run_option,
     ident_keyval_option,
@@ -33,6 +34,7 @@ from corral.errors import (
     ConfirmationRequiredError,
     CorralError,
     MasterUnreachableError,
+    NothingToChangeError,
     OpPrereqError,
     ParameterError,
 )
@@ -280,7 +282,8 @@ def modify(dry_run: bool, priority: int | None, submit_only: bool, print_jobid: 
     body = {k: v for k, v in serializer.to_builtins(change).items()
             if v is not None and k not in _OPCODE_BASE}
     if not body:
-        raise ParameterError("nothing to change: give at least one option (see --help)")
+        raise NothingToChangeError(f"{GANETI_NOTHING}\nnothing to change: give at least one option "
+                                   "(see --help)")
     op = make_op("OP_CLUSTER_SET_PARAMS", body,
                  trail=reason_trail(TOOL, "modify", reason), priority=priority,
                  dry_run=dry_run)

@@ -46,6 +46,7 @@ from corral.cli.jobset import run_jobs
 from corral.cli.keyval import IdentValue, KeyValDict
 from corral.cli.lookup import query_named
 from corral.cli.options import (
+    GANETI_NOTHING,
     IdentKeyValType,
     KeyValType,
     dry_run_option,
@@ -57,7 +58,7 @@ from corral.cli.options import (
 )
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
-from corral.errors import CorralError, OpExecError, ParameterError
+from corral.errors import CorralError, NothingToChangeError, OpExecError, ParameterError
 from corral.objects.params import DISK_TEMPLATES, parse_size
 from corral.paths import Paths
 
@@ -469,8 +470,8 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
     """Change parameters, disks or NICs of INSTANCE_NAME."""
     if not (hvparams or beparams or osparams or os_name or disk_items or net_items
             or offline is not None):
-        raise ParameterError("nothing to change: give at least one of -H, -B, -O, -o, "
-                             "--disk, --net, --online, --offline")
+        raise NothingToChangeError(f"{GANETI_NOTHING}\nnothing to change: give at least one of "
+                                   "-H, -B, -O, -o, --disk, --net, --online, --offline")
     body: dict[str, Any] = {"instance_name": instance_name, "force": force}
     if hvparams:
         body["hvparams"] = dict(hvparams)

@@ -24,6 +24,7 @@ from corral.cli.jobs import (
 )
 from corral.cli.lookup import query_named, selection_filter
 from corral.cli.options import (
+    GANETI_NOTHING,
     FieldSelection,
     KeyValType,
     common_list_options,
@@ -39,7 +40,7 @@ from corral.cli.options import (
 from corral.cli.output import format_info, format_params
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
-from corral.errors import ParameterError
+from corral.errors import NothingToChangeError
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -228,7 +229,7 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
                "master_capable": master_capable, "vm_capable": vm_capable,
                "secondary_ip": secondary_ip, "ndparams": ndparams}
     if all(value is None for value in changes.values()):
-        raise ParameterError("please give at least one of the parameters (see --help)")
+        raise NothingToChangeError(f"{GANETI_NOTHING}\nsee --help for the parameters")
     if offline is False and not force and not ask_user(
             "You are setting this node online manually. If the configuration has changed, "
             "this can cause issues such as split brain. To safely bring a node back "

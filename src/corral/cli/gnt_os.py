@@ -28,7 +28,7 @@ from corral.cli.options import (
     yes_no_option,
 )
 from corral.cli.output import format_info, format_table
-from corral.errors import ParameterError
+from corral.errors import NothingToChangeError, ParameterError
 
 __all__ = ["main", "os_names"]
 
@@ -233,8 +233,9 @@ def modify(os_name: str, hvparams: dict[str, IdentValue], osparams: KeyValDict |
     if blacklisted is not None:
         body["blacklisted_os"] = [["add" if blacklisted else "remove", os_name]]
     if not body:
-        raise ParameterError("nothing to change: give at least one of -O, -H, --hidden, "
-                             "--blacklisted")
+        raise NothingToChangeError(
+            "At least one of OS parameters or hypervisor parameters must be passed\n"
+            "nothing to change: give at least one of -O, -H, --hidden, --blacklisted")
     result = submit_op(TOOL, "modify", "OP_CLUSTER_SET_PARAMS", body, reason=reason,
                        priority=priority, submit_only=submit_only, print_jobid=print_jobid,
                        dry_run=dry_run)

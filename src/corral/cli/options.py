@@ -23,6 +23,7 @@ from corral.cli.keyval import (
 from corral.errors import ParameterError
 
 __all__ = [
+    "GANETI_NOTHING",
     "PRIORITY_BY_NAME",
     "UNITS",
     "FieldSelection",
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The line Ganeti's change commands print when given nothing to change.
+GANETI_NOTHING = "Please give at least one of the parameters."
 
 #: ``--priority`` names and the opcode priorities they stand for (lower runs first).
 PRIORITY_BY_NAME: dict[str, int] = {"low": 10, "normal": 0, "high": -10}

@@ -97,6 +97,7 @@ __all__ = [
     "QueryFilterError",
     "RpcError",
     "SerialConflictError",
+    "TagError",
     "UnknownFieldError",
     "UnknownParameterError",
     "did_you_mean",
@@ -143,6 +144,13 @@ class NothingToChangeError(ParameterError):
     the parameters.``, without the ``Failure:`` heading) and exits 1."""
 
     code = "nothing-to-change"
+
+
+class TagError(ParameterError):
+    """A tag is empty, too long or has characters a tag may not have. Ganeti's tools
+    head the message with ``Failure: invalid tag(s) given:``."""
+
+    code = "tag-error"
 
 
 class UnknownParameterError(ParameterError):
@@ -413,6 +421,7 @@ def _registry() -> dict[str, type[CorralError]]:
 _GANETI: dict[type[CorralError], tuple[str, str | None]] = {
     CorralError: ("OpExecError", None),
     ParameterError: ("OpPrereqError", "wrong_input"),
+    TagError: ("TagError", None),
     NotFoundError: ("OpPrereqError", "unknown_entity"),
     AlreadyExistsError: ("OpPrereqError", "already_exists"),
     OpPrereqError: ("OpPrereqError", "wrong_state"),
@@ -432,6 +441,7 @@ _GANETI: dict[type[CorralError], tuple[str, str | None]] = {
 #: The corral class a Ganeti-encoded error comes back as (one per name and code).
 _FROM_GANETI: dict[tuple[str, str | None], type[CorralError]] = {
     ("OpPrereqError", "wrong_input"): ParameterError,
+    ("TagError", None): TagError,
     ("OpPrereqError", "unknown_entity"): NotFoundError,
     ("OpPrereqError", "already_exists"): AlreadyExistsError,
     ("OpPrereqError", "wrong_state"): OpPrereqError,
@@ -506,6 +516,8 @@ def failure_text(err: CorralError) -> str:
         return f"Unhandled Ganeti error: Job was canceled\n{message}"
     if isinstance(err, ConfirmationRequiredError | NothingToChangeError):
         return message
+    if isinstance(err, TagError):
+        return f"Failure: invalid tag(s) given:\n{message}"
     if isinstance(err, QueryFilterError):
         return f"Error while parsing query filter: {message}"
     name, args = to_ganeti(err)

@@ -59,3 +59,17 @@ def test_wire_form_keeps_the_class() -> None:
     err = from_wire(to_wire(NotFoundError("gone")))
     assert type(err) is NotFoundError and err.message == "gone"
     assert type(from_wire({"code": "nonsense", "message": "m"})) is CorralError
+
+
+def test_a_bad_tag_keeps_ganetis_heading_through_a_job_result() -> None:
+    from corral.cmdlib.tags import check_tag
+    from corral.errors import TagError, failure_text, from_ganeti, to_ganeti
+
+    with pytest.raises(TagError) as caught:
+        check_tag("bad tag!")
+    encoded = to_ganeti(caught.value)
+    assert encoded[0] == "TagError"  # the class name Ganeti's job results use
+    back = from_ganeti(encoded)
+    assert isinstance(back, TagError)
+    lines = failure_text(back).splitlines()
+    assert lines[:2] == ["Failure: invalid tag(s) given:", "Tag contains invalid characters"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from corral.cmdlib.base import LockRequest, LogicalUnit
 from corral.cmdlib.common import expand_group, expand_instance, expand_node
 from corral.cmdlib.query import NamedKind, named_lookup
-from corral.errors import NotFoundError, OpPrereqError, ParameterError
+from corral.errors import NotFoundError, OpPrereqError, ParameterError, TagError
 from corral.locking import LockLevel
 from corral.objects import ConfigObject
 from corral.opcodes import TAG_KINDS, OpTagsDel, OpTagsGet, OpTagsSearch, OpTagsSet
@@ -49,17 +49,16 @@ _ChangeOp = TypeVar("_ChangeOp", OpTagsSet, OpTagsDel)
 
 
 def check_tag(tag: str) -> None:
-    """Refuse a tag that is empty, too long or has characters outside the allowed set."""
+    """Refuse a tag that is empty, too long or has characters outside the allowed set;
+    the first line of each refusal is Ganeti's, corral's detail follows."""
     if not tag:
-        raise ParameterError("empty tags are not allowed")
+        raise TagError("Tags cannot be empty")
     if len(tag) > MAX_TAG_LENGTH:
-        raise ParameterError(
-            f"tag too long ({len(tag)} characters, at most {MAX_TAG_LENGTH}): {tag[:20]}..."
-        )
+        raise TagError(f"Tag too long (>{MAX_TAG_LENGTH} characters)\n"
+                       f"{len(tag)} characters: {tag[:20]}...")
     if not _TAG_RE.match(tag):
-        raise ParameterError(
-            f"tag {tag!r} contains invalid characters; allowed: letters, digits and . + * / : @ - _"
-        )
+        raise TagError(f"Tag contains invalid characters\n{tag!r}: allowed are letters, "
+                       "digits and . + * / : @ - _")
 
 
 def _target(store: ConfigStore, kind: str, name: str | None) -> ConfigObject:

@@ -200,7 +200,7 @@ async def test_unknown_field_and_unknown_job(env: Env) -> None:
         await queue.query([1], ["nosuchfield"])
     with pytest.raises(NotFoundError):
         await queue.wait_for_change(99, ["status"], None, None, 0.1)
-    assert await queue.cancel(99) == (False, "Job 99 not found")
+    assert await queue.cancel(99) == (False, "Job 99 not found in queue")
 
 
 # -- scheduling -------------------------------------------------------------------------
@@ -366,7 +366,7 @@ async def test_change_priority(env: Env) -> None:
     gate.set()
     await wait_final(queue, a)
     assert [job for job, _ in env.executor.started] == [blocker, b, a]
-    assert await queue.change_priority(a, 3) == (False, f"Job {a} is finished")
+    assert await queue.change_priority(a, 3) == (False, f"Job {a} not found in queue")
     with pytest.raises(Exception, match="priority"):
         await queue.change_priority(a, 50)
 

@@ -78,6 +78,10 @@ HANDOVER_INTERRUPTED = (
     "{timeout:g} s the old master waits for running opcodes had passed, and was "
     "interrupted; it may have done part of its work"
 )
+#: What CancelJob and ChangeJobPriority answer for a finished or unknown job (Ganeti's
+#: text, which scripts match).
+_NOT_IN_QUEUE = "Job {} not found in queue"
+
 _CANCELED_RESULT = "Job canceled by request"
 _PREVIOUS_FAILED = "Error in previous opcode"
 
@@ -640,10 +644,9 @@ class JobQueue:
         only while its opcode is one that declares itself ``interruptible`` (a
         ``gnt-debug delay -i``), which has nothing to undo; other running ones not."""
         entry = self._jobs.get(job_id)
-        if entry is None:
-            if job_id in self._archiving or await self._store.read_archived([job_id]):
-                return (False, f"Job {job_id} is no longer waiting in the queue")
-            return (False, f"Job {job_id} not found")
+        if entry is None or entry.job.status in FINAL_STATUSES:
+            # Ganeti's words for a finished job and an unknown one alike.
+            return (False, _NOT_IN_QUEUE.format(job_id))
         status = entry.job.status
         if status == QUEUED:
             future = self._cancel_queued(entry, _CANCELED_RESULT)
@@ -681,11 +684,9 @@ class JobQueue:
         if not -20 <= priority <= 19:
             raise ParameterError(f"priority must be between -20 and 19, got {priority}")
         entry = self._jobs.get(job_id)
-        if entry is None:
-            return (False, f"Job {job_id} not found")
+        if entry is None or entry.job.status in FINAL_STATUSES:
+            return (False, _NOT_IN_QUEUE.format(job_id))
         status = entry.job.status
-        if status in FINAL_STATUSES:
-            return (False, f"Job {job_id} is finished")
         if status == CANCELING:
             return (False, f"Job {job_id} is cancelling")
         changed = False

@@ -116,7 +116,8 @@ class LUGroupAdd(LogicalUnit[OpGroupAdd]):
         """The name must be new."""
         existing = self.master.store.find("nodegroup", self.op.group_name)
         if existing is not None:
-            raise AlreadyExistsError(f"node group {existing.name} already exists")
+            raise AlreadyExistsError(f"Desired group name '{existing.name}' already exists as "
+                                     f"a node group (UUID: {existing.uuid})")
 
     async def execute(self) -> None:
         """Record the group and add its lock."""

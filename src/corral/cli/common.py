@@ -69,7 +69,8 @@ def _tool(ctx: click.Context) -> str:
 
 
 def _argument_text(param: click.Argument) -> str:
-    name = f"<{(param.name or 'argument').replace('_', '-')}>"
+    # A metavar gives Ganeti's name for the argument (``<instance-name>``).
+    name = param.metavar or f"<{(param.name or 'argument').replace('_', '-')}>"
     if param.nargs == -1:
         return f"[{name}...]"
     return name if param.required else f"[{name}]"

@@ -114,7 +114,7 @@ def replace(uuid: str, priority: int, predicates: Any, action: str | list[Any],
 @common_list_options
 @click.option("-v", "--verbose", is_flag=True,
               help="Verbose marks for missing values, e.g. (unavail).")
-@click.argument("uuids", nargs=-1)
+@click.argument("uuids", nargs=-1, metavar="<filter-uuid>")
 def list_(uuids: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool) -> None:
     """List filter rules (all, or the UUIDs given)."""

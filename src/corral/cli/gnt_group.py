@@ -190,7 +190,7 @@ def modify(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None
               help="Verbose marks for missing values, e.g. (unavail).")
 @click.option("-F", "--filter", "force_filter", is_flag=True,
               help="Treat the argument as a filter, e.g. 'node_cnt > 0'.")
-@click.argument("groups", nargs=-1)
+@click.argument("groups", nargs=-1, metavar="<group-name>")
 def list_(groups: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool) -> None:

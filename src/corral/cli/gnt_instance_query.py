@@ -250,7 +250,7 @@ def _joined(value: Any) -> str:
 @click.option("-v", "--verbose", is_flag=True, help="Long marks for values not available.")
 @click.option("-F", "--filter", "force_filter", is_flag=True,
               help="Treat the arguments as a query filter.")
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, metavar="<instance-name>")
 def list_(names: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool) -> None:

@@ -114,7 +114,7 @@ def cli() -> None:
 @_status_choice("pending", "running", "error", "finished")
 @click.option("--archived", is_flag=True,
               help="Include archived jobs in the list (adds the 'archived' column).")
-@click.argument("jobs", nargs=-1)
+@click.argument("jobs", nargs=-1, metavar="<job-id>")
 def list_(jobs: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool, status_filter: frozenset[str] | None, archived: bool) -> None:

@@ -224,7 +224,7 @@ def remove(network_name: str, force: bool, dry_run: bool, priority: int | None,
               help="Verbose marks for missing values, e.g. (unavail).")
 @click.option("-F", "--filter", "force_filter", is_flag=True,
               help="Treat the argument as a filter, e.g. 'free_count > 0'.")
-@click.argument("networks", nargs=-1)
+@click.argument("networks", nargs=-1, metavar="<network-name>")
 def list_(networks: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool) -> None:

@@ -149,7 +149,7 @@ def remove(node: str, dry_run: bool, priority: int | None, submit_only: bool,
               help="Verbose marks for missing values, e.g. (unavail).")
 @click.option("-F", "--filter", "force_filter", is_flag=True,
               help="Treat the argument as a filter, e.g. 'mfree < 1024'.")
-@click.argument("nodes", nargs=-1)
+@click.argument("nodes", nargs=-1, metavar="<node-name>")
 def list_(nodes: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
           separator: str | None, units: str | None, as_json: bool, verbose: bool,
           force_filter: bool) -> None:

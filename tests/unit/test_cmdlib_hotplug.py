@@ -86,7 +86,7 @@ def test_hotplug_if_possible_falls_back_to_the_next_start(cl: Cluster) -> None:
     ctx = JobCtx()
     result = _run(cl, ctx, hotplug_if_possible=True, disks=[["add", -1, {"size": 64}]])
     assert result == [["disk/1", "add:size=64,mode=rw"]]
-    assert "WARNING: Hotplug is not supported: Hotplug is not supported by this " \
+    assert " - WARNING: Hotplug is not supported: Hotplug is not supported by this " \
         "hypervisor" in ctx.log
     assert "Modification will take place without hotplugging." in ctx.log
     assert len(cl.instance("web1").disks) == 2

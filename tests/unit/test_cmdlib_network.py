@@ -167,3 +167,14 @@ def test_query_by_name_answers_in_the_order_named_and_refuses_an_unknown_network
     assert names(["|", ["==", "name", "net10"], ["==", "name", "net2"]]) == ["net10", "net2"]
     with pytest.raises(NotFoundError, match=r"^Network name net3 not found\n"):
         names(["|", ["==", "name", "net3"]])
+
+
+def test_a_dry_run_logs_ganetis_line_and_changes_nothing(env: Any) -> None:
+    from corral.cmdlib.processor import DRY_RUN_MESSAGE
+
+    store, processor, _ctx = env
+    job = JobCtx()
+    _op(processor, "OP_NETWORK_ADD", job, network_name="net-d", network="10.0.9.0/29",
+        dry_run=True)
+    assert DRY_RUN_MESSAGE in job.log
+    assert store.find("network", "net-d") is None

@@ -24,12 +24,15 @@ from corral.jobs import OpContext
 from corral.locking import BGL, LockAttemptStrategy, LockLevel
 from corral.opcodes import OpCode
 
-__all__ = ["JobOwner", "Processor"]
+__all__ = ["DRY_RUN_MESSAGE", "JobOwner", "Processor"]
 
 log = logging.getLogger(__name__)
 
 LUClass = type[LogicalUnit[Any]]
 
+
+#: What a job with ``dry_run`` logs once its checks passed (Ganeti's words).
+DRY_RUN_MESSAGE = " - INFO: dry-run mode requested, not actually executing the operation"
 
 class JobOwner:
     """The lock owner for a job; lock listings show it as ``job/<id>``."""
@@ -91,6 +94,9 @@ class Processor:
             ctx.running()
             try:
                 unit.check_prereq()
+                if op.dry_run:
+                    # Ganeti's log line for it; the unit itself stops after its checks.
+                    feedback(DRY_RUN_MESSAGE)
                 return await unit.execute()
             except BaseException:
                 await unit.abort()

@@ -399,8 +399,9 @@ def test_cancel_ids_prints_each_answer(fake: Any) -> None:
 
 def test_cancel_needs_ids_or_a_selection_not_both(fake: Any) -> None:
     fake()
-    assert "either job ids" in run(gnt_job.cli, "cancel").stderr
-    assert "either job ids" in run(gnt_job.cli, "cancel", "--pending", "5").stderr
+    ganeti = "Either a status filter or job ID(s) must be specified and never both"
+    assert ganeti in run(gnt_job.cli, "cancel").stderr
+    assert ganeti in run(gnt_job.cli, "cancel", "--pending", "5").stderr
 
 
 def test_cancel_kill_needs_confirmation(fake: Any) -> None:
@@ -556,7 +557,7 @@ def test_add_tags_with_from_file(fake: Any, tmp_path: Path) -> None:
 def test_remove_tags_needs_tags(fake: Any) -> None:
     client = fake()
     result = run(gnt_cluster.cli, "remove-tags")
-    assert result.exit_code == 1 and "no tags to be removed" in result.stderr
+    assert result.exit_code == 1 and "No tags to be removed" in result.stderr
     assert client.calls == []
 
 

@@ -214,8 +214,9 @@ def info(instances: tuple[str, ...], static: bool, show_all: bool, as_json: bool
          priority: int | None) -> None:
     """Show the configuration (and run state) of INSTANCES, or --all of them."""
     if not instances and not show_all:
-        click.echo("No instance selected. Give instance names, or --all for every "
-                   "instance (which can take long on a big cluster).", err=True)
+        click.echo("No instance selected. Please pass in --all if you want to query all "
+                   "instances.\nGive instance names, or --all for every instance (which can "
+                   "take long on a big cluster).", err=True)
         exit_with(1)
     if instances and show_all:
         click.echo("Give either instance names or --all, not both.", err=True)

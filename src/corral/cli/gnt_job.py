@@ -250,8 +250,8 @@ def _multi_job_action(
     """Apply ``action`` to the jobs named or selected by status (never both)."""
     if bool(jobs) == (status_filter is not None):
         raise ParameterError(
-            "give either job ids or a status selection (--pending, --queued, --waiting), "
-            "not both and not neither"
+            "Either a status filter or job ID(s) must be specified and never both\n"
+            "give job ids or a status selection (--pending, --queued, --waiting)"
         )
     if status_filter is not None:
         response = client.call("Query", "job", ["id", "status", "summary"],

@@ -107,8 +107,8 @@ def add(network_name: str, subnet: str | None, gateway: str | None,
         reason: str | None) -> None:
     """Add a new IP network called NETWORK_NAME (--network is required)."""
     if subnet is None:
-        raise ParameterError("The --network option must be given (the IPv4 subnet in CIDR "
-                             "notation, e.g. --network=192.0.2.0/24)")
+        raise ParameterError("The --network option must be given\nthe IPv4 subnet in CIDR "
+                             "notation, e.g. --network=192.0.2.0/24")
     params: dict[str, Any] = {"network_name": network_name, "network": subnet,
                               "conflicts_check": not no_conflicts_check,
                               "tags": _csv(tags) or []}

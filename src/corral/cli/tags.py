@@ -44,7 +44,7 @@ def read_tags(tags: Sequence[str], source: str | None, verb: str) -> list[str]:
         with click.open_file(source, "r") as stream:
             result.extend(line.strip() for line in stream if line.strip())
     if not result:
-        raise ParameterError(f"no tags to be {verb}: give tags as arguments or with --from")
+        raise ParameterError(f"No tags to be {verb}\ngive tags as arguments or with --from")
     return result
 
 

@@ -240,7 +240,7 @@ class LUNetworkRemove(_OneNetwork):
             self.feedback(f" - WARNING: Network '{net.name}' is connected to the following "
                           f"node groups: {', '.join(groups)}")
             raise OpPrereqError(
-                f"Network still connected: disconnect network '{net.name}' from "
+                f"Network still connected\ndisconnect network '{net.name}' from "
                 f"{', '.join(groups)} first (gnt-network disconnect)")
         users = network_users(self.master.store, net)
         if users:

@@ -48,6 +48,7 @@ def _assert_held(tb: TestbedHandle, job_id: int) -> None:
     assert _field(tb, job_id, "status") == "queued"
 
 
+@pytest.mark.shared_testbed
 def test_delay_job_shows_in_list_and_info_with_reason_trail(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-debug", "delay", "--print-jobid", "--reason", "ticket 17", "0")
     job_id = int(proc.stdout.splitlines()[0])
@@ -68,6 +69,7 @@ def test_delay_job_shows_in_list_and_info_with_reason_trail(testbed: TestbedHand
     assert f"job={job_id};index=0" in info
 
 
+@pytest.mark.shared_testbed
 def test_list_json_and_filter_text(testbed: TestbedHandle) -> None:
     job_id = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
     rows = json.loads(testbed.run("gnt-job", "list", "--json", "-o", "id,status").stdout)
@@ -79,6 +81,7 @@ def test_list_json_and_filter_text(testbed: TestbedHandle) -> None:
     assert unknown.returncode == 14 and "no_such_field" in unknown.stderr
 
 
+@pytest.mark.shared_testbed
 def test_watch_and_wait_follow_a_job(testbed: TestbedHandle) -> None:
     job_id = _submit_delay(testbed, duration="0.5")
     watched = testbed.run("gnt-job", "watch", str(job_id)).stdout.splitlines()
@@ -127,6 +130,7 @@ def test_change_priority_of_a_held_job(testbed: TestbedHandle) -> None:
     testbed.run("gnt-job", "wait", str(job_id))
 
 
+@pytest.mark.shared_testbed
 def test_archive_and_autoarchive(testbed: TestbedHandle) -> None:
     first = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
     testbed.run("gnt-job", "archive", str(first))
@@ -187,6 +191,7 @@ def test_cluster_tags(testbed: TestbedHandle, tmp_path: Path) -> None:
     assert empty.returncode != 0 and "no tags" in empty.stderr
 
 
+@pytest.mark.shared_testbed
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -207,12 +212,14 @@ def test_bad_filter_is_refused_and_nothing_stored(
     assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
 
 
+@pytest.mark.shared_testbed
 def test_bad_predicates_json_is_a_usage_error(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-filter", "add", "--predicates", "[oops", check=False)
     assert proc.returncode == 2 and "--predicates" in proc.stderr
     assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
 
 
+@pytest.mark.shared_testbed
 def test_unknown_job_id_is_not_found(testbed: TestbedHandle) -> None:
     for command in ("info", "wait", "watch"):
         proc = testbed.run("gnt-job", command, "99999", check=False)
@@ -233,6 +240,7 @@ def test_modify_runs_as_a_job_with_submit(testbed: TestbedHandle) -> None:
     assert summary.startswith("CLUSTER_SET_PARAMS")
 
 
+@pytest.mark.shared_testbed
 def test_debug_locks_lists_columns(testbed: TestbedHandle) -> None:
     out = testbed.run("gnt-debug", "locks").stdout
     assert out.splitlines()[0].split() == ["Name", "Mode", "Owner", "Pending"]

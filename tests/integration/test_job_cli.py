@@ -8,15 +8,71 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from corral.luxi import Client
 from tests.conftest import TestbedHandle
 
-pytestmark = pytest.mark.integration
+# Every test shares the module's testbed: _shared_cluster_as_found puts back what they
+# change cluster-wide.
+pytestmark = [pytest.mark.integration, pytest.mark.shared_testbed]
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _finish(client: Client, job_id: int, timeout: float = 60) -> None:
+    """Wait until job ``job_id`` has ended."""
+    deadline = time.monotonic() + timeout
+    while client.call("QueryJobs", [job_id], ["status"])[0][0] not in (
+            "success", "error", "canceled"):
+        assert time.monotonic() < deadline, f"job {job_id} did not end"
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def _shared_cluster_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On the module's shared testbed, put back after each test, even a failed one,
+    what the tests here change cluster-wide: filters, the drain flag, cluster tags and
+    max_running_jobs; and let every job it left held or running end. Each test then
+    starts from the cluster as the shared testbed came up (no filters or tags, queue
+    open), as it would on a testbed of its own."""
+    if request.node.get_closest_marker("shared_testbed") is None:
+        yield
+        return
+    testbed: TestbedHandle = request.getfixturevalue("testbed")
+    with Client(testbed.paths.master_socket) as client:
+        info = client.call("QueryClusterInfo")
+        before: dict[str, Any] = {
+            "filters": {row[0] for row in client.call("QueryFilters", None, ["uuid"])},
+            "drained": client.call("QueryConfigValues", ["drain_flag"])[0],
+            "tags": set(info["tags"]), "max_running_jobs": info["max_running_jobs"]}
+    yield
+    with Client(testbed.paths.master_socket) as client:
+        for (uuid,) in client.call("QueryFilters", None, ["uuid"]):
+            if uuid not in before["filters"]:
+                client.call("DeleteFilter", uuid)
+        if client.call("QueryConfigValues", ["drain_flag"])[0] != before["drained"]:
+            client.call("SetDrainFlag", before["drained"])
+        info = client.call("QueryClusterInfo")
+        added = sorted(set(info["tags"]) - before["tags"])
+        if added:
+            _finish(client, client.call("SubmitJob", [
+                {"OP_ID": "OP_TAGS_DEL", "kind": "cluster", "tags": added}]))
+        if info["max_running_jobs"] != before["max_running_jobs"]:
+            _finish(client, client.call("SubmitJob", [
+                {"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                 "max_running_jobs": before["max_running_jobs"]}]))
+        for job_id, status in client.call("QueryJobs", None, ["id", "status"]):
+            if status not in ("success", "error", "canceled"):
+                _finish(client, job_id)
+        info = client.call("QueryClusterInfo")
+        assert set(info["tags"]) == before["tags"]
+        assert info["max_running_jobs"] == before["max_running_jobs"]
 
 
 def _submit_delay(tb: TestbedHandle, *args: str, duration: str = "0") -> int:
@@ -48,7 +104,6 @@ def _assert_held(tb: TestbedHandle, job_id: int) -> None:
     assert _field(tb, job_id, "status") == "queued"
 
 
-@pytest.mark.shared_testbed
 def test_delay_job_shows_in_list_and_info_with_reason_trail(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-debug", "delay", "--print-jobid", "--reason", "ticket 17", "0")
     job_id = int(proc.stdout.splitlines()[0])
@@ -69,7 +124,6 @@ def test_delay_job_shows_in_list_and_info_with_reason_trail(testbed: TestbedHand
     assert f"job={job_id};index=0" in info
 
 
-@pytest.mark.shared_testbed
 def test_list_json_and_filter_text(testbed: TestbedHandle) -> None:
     job_id = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
     rows = json.loads(testbed.run("gnt-job", "list", "--json", "-o", "id,status").stdout)
@@ -81,7 +135,6 @@ def test_list_json_and_filter_text(testbed: TestbedHandle) -> None:
     assert unknown.returncode == 14 and "no_such_field" in unknown.stderr
 
 
-@pytest.mark.shared_testbed
 def test_watch_and_wait_follow_a_job(testbed: TestbedHandle) -> None:
     job_id = _submit_delay(testbed, duration="0.5")
     watched = testbed.run("gnt-job", "watch", str(job_id)).stdout.splitlines()
@@ -130,7 +183,6 @@ def test_change_priority_of_a_held_job(testbed: TestbedHandle) -> None:
     testbed.run("gnt-job", "wait", str(job_id))
 
 
-@pytest.mark.shared_testbed
 def test_archive_and_autoarchive(testbed: TestbedHandle) -> None:
     first = int(testbed.run("gnt-debug", "delay", "--print-jobid", "0").stdout.split()[0])
     testbed.run("gnt-job", "archive", str(first))
@@ -191,7 +243,6 @@ def test_cluster_tags(testbed: TestbedHandle, tmp_path: Path) -> None:
     assert empty.returncode != 0 and "no tags" in empty.stderr
 
 
-@pytest.mark.shared_testbed
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -212,14 +263,12 @@ def test_bad_filter_is_refused_and_nothing_stored(
     assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
 
 
-@pytest.mark.shared_testbed
 def test_bad_predicates_json_is_a_usage_error(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-filter", "add", "--predicates", "[oops", check=False)
     assert proc.returncode == 2 and "--predicates" in proc.stderr
     assert testbed.run("gnt-filter", "list", "--no-headers").stdout == ""
 
 
-@pytest.mark.shared_testbed
 def test_unknown_job_id_is_not_found(testbed: TestbedHandle) -> None:
     for command in ("info", "wait", "watch"):
         proc = testbed.run("gnt-job", command, "99999", check=False)
@@ -240,7 +289,6 @@ def test_modify_runs_as_a_job_with_submit(testbed: TestbedHandle) -> None:
     assert summary.startswith("CLUSTER_SET_PARAMS")
 
 
-@pytest.mark.shared_testbed
 def test_debug_locks_lists_columns(testbed: TestbedHandle) -> None:
     out = testbed.run("gnt-debug", "locks").stdout
     assert out.splitlines()[0].split() == ["Name", "Mode", "Owner", "Pending"]

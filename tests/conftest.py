@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,8 +142,16 @@ def run_testbed(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def testbed(tmp_path: Path) -> Iterator[TestbedHandle]:
-    """A 3-node testbed in a temporary directory, stopped afterwards even on failure."""
+def testbed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestbedHandle]:
+    """A 3-node testbed in a temporary directory, stopped afterwards even on failure.
+
+    A test marked ``@pytest.mark.shared_testbed`` (or a module with that mark in its
+    ``pytestmark``) gets the module's shared testbed instead: see :func:`shared_testbed`
+    for which tests may share one."""
+    if request.node.get_closest_marker("shared_testbed") is not None:
+        shared: TestbedHandle = request.getfixturevalue("shared_testbed")
+        yield shared
+        return
     directory = tmp_path / "tb"
     proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
     try:
@@ -152,6 +161,62 @@ def testbed(tmp_path: Path) -> Iterator[TestbedHandle]:
     finally:
         run_testbed("down", "--dir", str(directory))
         assert_no_daemons(directory)
+
+
+#: The blocked-loop reports already seen in each shared testbed's logs, by directory.
+_SEEN_REPORTS: dict[Path, list[str]] = {}
+
+
+@pytest.fixture(scope="module")
+def _module_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedHandle]:
+    """One 3-node testbed for a whole test module (see :func:`shared_testbed`), stopped
+    at the module's end even on failure; a blocked-loop report its daemons logged after
+    the last test (while stopping) fails that test's teardown."""
+    directory = tmp_path_factory.mktemp("shared") / "tb"
+    _SEEN_REPORTS[directory] = []
+    try:
+        proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
+        assert proc.returncode == 0, proc.stderr
+        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+    finally:
+        run_testbed("down", "--dir", str(directory))
+        assert_no_daemons(directory)
+        new = _new_reports(directory)
+        del _SEEN_REPORTS[directory]
+    if new:
+        pytest.fail("a daemon of the shared testbed blocked its event loop:\n"
+                    + "\n".join(new), pytrace=False)
+
+
+def _new_reports(directory: Path) -> list[str]:
+    """The blocked-loop reports in the logs under ``directory`` not seen before (each is
+    seen from now on)."""
+    seen = Counter(_SEEN_REPORTS[directory])
+    found = loopcheck.reports(directory)
+    new: list[str] = []
+    for line in found:
+        if seen[line]:
+            seen[line] -= 1
+        else:
+            new.append(line)
+    _SEEN_REPORTS[directory] = found
+    return new
+
+
+@pytest.fixture
+def shared_testbed(_module_testbed: TestbedHandle) -> Iterator[TestbedHandle]:
+    """The module's shared 3-node testbed (started once per module, stopped at its end),
+    for tests that only read, are refused, or create and remove their own uniquely named
+    objects, leaving the cluster as they found it: a test must not rely on what another
+    left behind (test order is random) and must restore any cluster-wide setting it
+    changes. A test fails when the testbed's daemons logged a blocked event loop since the
+    previous check (the testbed's start, or the end of the module's previous test that
+    used it): the check ``tests/integration/conftest.py`` does for a test's own testbed."""
+    yield _module_testbed
+    new = _new_reports(_module_testbed.dir)
+    if new:
+        pytest.fail("a daemon of the shared testbed blocked its event loop:\n"
+                    + "\n".join(new), pytrace=False)
 
 
 def assert_no_daemons(directory: Path) -> None:

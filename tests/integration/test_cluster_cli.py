@@ -24,6 +24,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.shared_testbed
 def test_testbed_json_describes_the_running_cluster(testbed: TestbedHandle) -> None:
     state = testbed.state
     assert state["master"] == "node1.testbed"
@@ -35,6 +36,7 @@ def test_testbed_json_describes_the_running_cluster(testbed: TestbedHandle) -> N
     assert len(set(state["ports"].values())) == 3
 
 
+@pytest.mark.shared_testbed
 def test_info_shows_cluster_in_ganeti_layout(testbed: TestbedHandle) -> None:
     out = testbed.run("gnt-cluster", "info").stdout
     assert re.search(r"^Cluster name: cluster\.testbed$", out, re.M)
@@ -49,6 +51,7 @@ def test_info_shows_cluster_in_ganeti_layout(testbed: TestbedHandle) -> None:
     assert info["beparams"]["default"]["vcpus"] == 1
 
 
+@pytest.mark.shared_testbed
 def test_getmaster_and_version(testbed: TestbedHandle) -> None:
     assert testbed.run("gnt-cluster", "getmaster").stdout == "node1.testbed\n"
     lines = testbed.run("gnt-cluster", "version").stdout.splitlines()
@@ -97,6 +100,7 @@ def test_modify_changes_every_family(testbed: TestbedHandle) -> None:
     assert kvm["kernel_path"] == "/boot/vmlinuz-3-kvmU" and kvm["acpi"] is True
 
 
+@pytest.mark.shared_testbed
 def test_modify_dry_run_changes_nothing(testbed: TestbedHandle) -> None:
     before = testbed.info()
     out = testbed.run("gnt-cluster", "modify", "-B", "vcpus=4", "--dry-run").stdout
@@ -106,6 +110,7 @@ def test_modify_dry_run_changes_nothing(testbed: TestbedHandle) -> None:
     assert after["beparams"] == before["beparams"]
 
 
+@pytest.mark.shared_testbed
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -146,6 +151,7 @@ def test_modify_reason_trail_is_kept_on_its_job(testbed: TestbedHandle) -> None:
     assert all(isinstance(entry[2], int) and entry[2] > 10**18 for entry in reasons[0])
 
 
+@pytest.mark.shared_testbed
 def test_init_on_existing_cluster_changes_nothing(testbed: TestbedHandle) -> None:
     paths = testbed.paths
     watched = [paths.config_db, paths.ca_cert, paths.ca_key, paths.node_cert, paths.confd_hmac_key,

@@ -20,6 +20,7 @@ def _node(tb: TestbedHandle, master: bool) -> dict[str, str]:
     return next(n for n in tb.state["nodes"] if n["master"] is master)
 
 
+@pytest.mark.shared_testbed
 def test_delay_on_a_node_runs_in_that_nodes_daemon(testbed: TestbedHandle) -> None:
     other = _node(testbed, master=False)
     log = Paths(Path(other["root"])).log_file("noded")
@@ -46,6 +47,7 @@ def _socket_path(tb: TestbedHandle, job_id: int, timeout: float = 30.0) -> str:
     raise AssertionError(f"job {job_id} logged no interrupt socket:\n{info}")
 
 
+@pytest.mark.shared_testbed
 def test_interruptible_delay_ends_by_its_socket_or_a_cancel(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-debug", "delay", "--interruptible", "--submit", "--print-jobid",
                        "--repeat", "3", "600")

@@ -98,6 +98,7 @@ def test_daemons_start_on_a_fresh_node_prints_the_token(tmp_path: Path) -> None:
         stop_daemon(paths.pid_file("noded"))
 
 
+@pytest.mark.shared_testbed
 def test_typos_get_the_nearest_names_not_all_of_them(testbed: TestbedHandle) -> None:
     proc = testbed.run("gnt-cluster", "modify", "-H", "kvm:kernel_pat=/x", check=False)
     assert proc.returncode == 1
@@ -115,6 +116,7 @@ def test_typos_get_the_nearest_names_not_all_of_them(testbed: TestbedHandle) -> 
     assert "did you mean 'name'" in proc.stderr and "vm_capable" not in proc.stderr
 
 
+@pytest.mark.shared_testbed
 def test_make_demo_refuses_to_replace_a_running_demo(testbed: TestbedHandle) -> None:
     """With a demo up and no terminal, `make demo` refuses at once; the demo lives on."""
     proc = subprocess.run(["make", "-s", "demo", f"DEMO={testbed.dir}"], cwd=REPO,

@@ -8,15 +8,71 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from corral.luxi import Client
 from tests.conftest import TestbedHandle
 
-pytestmark = pytest.mark.integration
+# Every test shares the module's testbed: _shared_cluster_as_found puts back what they
+# change cluster-wide.
+pytestmark = [pytest.mark.integration, pytest.mark.shared_testbed]
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _finish(client: Client, job_id: int, timeout: float = 60) -> None:
+    """Wait until job ``job_id`` has ended."""
+    deadline = time.monotonic() + timeout
+    while client.call("QueryJobs", [job_id], ["status"])[0][0] not in (
+            "success", "error", "canceled"):
+        assert time.monotonic() < deadline, f"job {job_id} did not end"
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def _shared_cluster_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On the module's shared testbed, put back after each test, even a failed one,
+    what the tests here change cluster-wide: filters, the drain flag, cluster tags and
+    max_running_jobs; and let every job it left held or running end. Each test then
+    starts from the cluster as the shared testbed came up (no filters or tags, queue
+    open), as it would on a testbed of its own."""
+    if request.node.get_closest_marker("shared_testbed") is None:
+        yield
+        return
+    testbed: TestbedHandle = request.getfixturevalue("testbed")
+    with Client(testbed.paths.master_socket) as client:
+        info = client.call("QueryClusterInfo")
+        before: dict[str, Any] = {
+            "filters": {row[0] for row in client.call("QueryFilters", None, ["uuid"])},
+            "drained": client.call("QueryConfigValues", ["drain_flag"])[0],
+            "tags": set(info["tags"]), "max_running_jobs": info["max_running_jobs"]}
+    yield
+    with Client(testbed.paths.master_socket) as client:
+        for (uuid,) in client.call("QueryFilters", None, ["uuid"]):
+            if uuid not in before["filters"]:
+                client.call("DeleteFilter", uuid)
+        if client.call("QueryConfigValues", ["drain_flag"])[0] != before["drained"]:
+            client.call("SetDrainFlag", before["drained"])
+        info = client.call("QueryClusterInfo")
+        added = sorted(set(info["tags"]) - before["tags"])
+        if added:
+            _finish(client, client.call("SubmitJob", [
+                {"OP_ID": "OP_TAGS_DEL", "kind": "cluster", "tags": added}]))
+        if info["max_running_jobs"] != before["max_running_jobs"]:
+            _finish(client, client.call("SubmitJob", [
+                {"OP_ID": "OP_CLUSTER_SET_PARAMS",
+                 "max_running_jobs": before["max_running_jobs"]}]))
+        for job_id, status in client.call("QueryJobs", None, ["id", "status"]):
+            if status not in ("success", "error", "canceled"):
+                _finish(client, job_id)
+        info = client.call("QueryClusterInfo")
+        assert set(info["tags"]) == before["tags"]
+        assert info["max_running_jobs"] == before["max_running_jobs"]
 
 
 def _submit_delay(tb: TestbedHandle, *args: str, duration: str = "0") -> int:

@@ -26,6 +26,7 @@ def _wait(client: Client, job_id: int) -> list[Any]:
                 return info
 
 
+@pytest.mark.shared_testbed
 def test_forged_internal_reason_sources_are_refused(testbed: TestbedHandle) -> None:
     with Client(testbed.paths.master_socket) as client:
         for source in ("gnt:opcode:test_delay", "gnt:daemon:masterd", "gnt:user"):
@@ -42,6 +43,7 @@ def test_forged_internal_reason_sources_are_refused(testbed: TestbedHandle) -> N
         assert client.call("QueryJobs", [], ["id"])  # every job
 
 
+@pytest.mark.shared_testbed
 def test_bad_opcodes_name_the_parameter_and_store_nothing(testbed: TestbedHandle) -> None:
     with Client(testbed.paths.master_socket) as client:
         before = client.call("QueryJobs", None, ["id"])
@@ -53,6 +55,7 @@ def test_bad_opcodes_name_the_parameter_and_store_nothing(testbed: TestbedHandle
         assert client.call("QueryJobs", None, ["id"]) == before
 
 
+@pytest.mark.shared_testbed
 def test_unknown_job_ids(testbed: TestbedHandle) -> None:
     with Client(testbed.paths.master_socket) as client:
         assert client.call("QueryJobs", [4242], ["id", "status"]) == [None]
@@ -64,6 +67,7 @@ def test_unknown_job_ids(testbed: TestbedHandle) -> None:
             client.call("QueryJobs", ["seven"], ["id"])
 
 
+@pytest.mark.shared_testbed
 def test_relative_dependencies_and_failed_dependency(testbed: TestbedHandle) -> None:
     with Client(testbed.paths.master_socket) as client:
         results = client.call("SubmitManyJobs", [
@@ -79,6 +83,7 @@ def test_relative_dependencies_and_failed_dependency(testbed: TestbedHandle) -> 
         assert _wait(client, ids[2])[0] == "success"
 
 
+@pytest.mark.shared_testbed
 def test_wait_for_job_change_times_out_with_nochange(testbed: TestbedHandle) -> None:
     with Client(testbed.paths.master_socket) as client:
         job_id = client.call("SubmitJob", [{"OP_ID": "OP_TEST_DELAY", "duration": 3}])
@@ -120,6 +125,7 @@ def test_reject_filter_and_max_running_jobs_from_the_cluster(testbed: TestbedHan
             assert _wait(client, job_id)[0] == "success"
 
 
+@pytest.mark.shared_testbed
 @pytest.mark.parametrize(("method", "args", "message"), [
     ("QueryJobs", [["seven"], ["id"]],
      "QueryJobs: argument 'job_ids'[0]: invalid job id 'seven': expected a non-negative "

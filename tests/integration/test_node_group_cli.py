@@ -41,6 +41,7 @@ def _new_token(root: Path, old: str | None, timeout: float = 30.0) -> str:
     raise AssertionError(f"no new join token at {path} within {timeout} s")
 
 
+@pytest.mark.shared_testbed
 def test_nodes_are_listed_with_roles_and_live_data(testbed: TestbedHandle) -> None:
     rows = _rows(testbed, "gnt-node", "name,role,pip,sip,group,master_candidate,offline")
     assert rows == [
@@ -62,6 +63,7 @@ def test_nodes_are_listed_with_roles_and_live_data(testbed: TestbedHandle) -> No
         assert f"\n{name} " in fields
 
 
+@pytest.mark.shared_testbed
 def test_info_accepts_names_and_uuids(testbed: TestbedHandle) -> None:
     ((uuid,),) = _rows(testbed, "gnt-node", "uuid", "node2.testbed")
     out = testbed.run("gnt-node", "info", uuid).stdout

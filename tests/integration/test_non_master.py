@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import TestbedHandle, run_tool
 
-pytestmark = pytest.mark.integration
+# Every test shares the module's testbed: _node3_candidate_again undoes the one change
+# they make.
+pytestmark = [pytest.mark.integration, pytest.mark.shared_testbed]
 
 NOT_MASTER = ("This is not the master node, please connect to node 'node1.testbed' and "
               "rerun the command")
+
+
+@pytest.fixture(autouse=True)
+def _node3_candidate_again(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the shared testbed, even a failed one, make node3 a master
+    candidate again, as the testbed came up (tests here demote it)."""
+    if (request.node.get_closest_marker("shared_testbed") is None
+            or "testbed" not in request.fixturenames):
+        yield
+        return
+    testbed: TestbedHandle = request.getfixturevalue("testbed")
+    yield
+    role = testbed.run("gnt-node", "list", "--no-headers", "-o", "role",
+                       "node3.testbed").stdout.strip()
+    if role != "C":
+        testbed.run("gnt-node", "modify", "-C", "yes", "node3.testbed")
+    assert testbed.run("gnt-node", "list", "--no-headers", "-o", "role",
+                       "node3.testbed").stdout.strip() == "C"
 
 
 def _env(testbed: TestbedHandle, node: int) -> dict[str, str]:

@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import TestbedHandle
 from tests.integration.test_instances import list_instances, node_paths
 
@@ -119,6 +121,7 @@ def test_removing_the_last_disk_needs_allow_diskless(testbed: TestbedHandle) -> 
     assert list_instances(testbed, "disk_template") == [["diskless"]]
 
 
+@pytest.mark.shared_testbed
 def test_secondary_ip_on_a_single_homed_cluster(testbed: TestbedHandle) -> None:
     before = testbed.run("gnt-node", "list", "--no-headers", "-o", "name,pip,sip").stdout
     proc = refused(testbed, "gnt-node", "modify", "-s", "127.0.9.2", "node2.testbed")
@@ -142,6 +145,7 @@ def disk_root(testbed: TestbedHandle) -> Path:
     return node_paths(testbed, 1).node_path("/srv/corral/file-storage")
 
 
+@pytest.mark.shared_testbed
 def test_file_disks_larger_than_the_free_storage(testbed: TestbedHandle) -> None:
     files = sorted(p for p in disk_root(testbed).rglob("*") if p.is_file())
     proc = refused(testbed, "gnt-instance", "add", "-t", "file", "--no-install", "-n",

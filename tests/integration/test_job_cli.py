@@ -242,7 +242,7 @@ def test_cluster_tags(testbed: TestbedHandle, tmp_path: Path) -> None:
     assert testbed.run("gnt-cluster", "list-tags").stdout == "db\n"
     assert "db" in testbed.info()["tags"]
     empty = testbed.run("gnt-cluster", "add-tags", check=False)
-    assert empty.returncode != 0 and "no tags" in empty.stderr
+    assert empty.returncode != 0 and "No tags to be added" in empty.stderr
 
 
 @pytest.mark.parametrize(

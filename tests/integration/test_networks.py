@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
+from tests.conftest import TestbedHandle
 from tests.integration.test_rapi import _client
 from tests.integration.test_rapi_clients import (
     GANETI_LIB,
@@ -28,17 +26,11 @@ ADD = ("gnt-instance", "add", "-t", "diskless", "--no-install", "--no-start", "-
        "node2.testbed")
 
 
-@pytest.fixture(scope="module")
-def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedHandle]:
-    """One testbed for the whole module, stopped afterwards even on failure."""
-    directory: Path = tmp_path_factory.mktemp("net") / "tb"
-    proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-    try:
-        assert proc.returncode == 0, proc.stderr
-        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
-    finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+@pytest.fixture
+def tb(shared_testbed: TestbedHandle) -> TestbedHandle:
+    """The module's shared testbed (one for the whole workflow), with the event-loop check
+    every test of a shared testbed gets (tests/conftest.py)."""
+    return shared_testbed
 
 
 def _rows(tb: TestbedHandle, fields: str, *names: str) -> list[list[str]]:

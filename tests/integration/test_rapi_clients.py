@@ -41,7 +41,7 @@ import pytest
 import requests
 
 from corral.utils.process import running_pid
-from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
+from tests.conftest import TestbedHandle
 from tests.integration import gentleman_session
 
 pytestmark = pytest.mark.integration
@@ -117,17 +117,11 @@ def _ganeti_client_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def clients_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedHandle]:
-    """One testbed for the two Python client sessions (each cleans up after itself)."""
-    directory = tmp_path_factory.mktemp("clients") / "tb"
-    proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-    try:
-        assert proc.returncode == 0, proc.stderr
-        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
-    finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+@pytest.fixture
+def clients_testbed(shared_testbed: TestbedHandle) -> TestbedHandle:
+    """The module's shared testbed for the two Python client sessions (each cleans up
+    after itself), with the event-loop check every test of a shared testbed gets."""
+    return shared_testbed
 
 
 def test_ganeti_rapi_client_session(clients_testbed: TestbedHandle, tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint sysdeps rapi-clients
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 tests
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit

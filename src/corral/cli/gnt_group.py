@@ -14,20 +14,18 @@ import click
 
 from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client
-from corral.cli.jobs import exit_with, generic_list, list_fields_command, submit_op
+from corral.cli.jobs import list_fields_command, submit_op
 from corral.cli.keyval import IdentValue
-from corral.cli.lookup import query_named, selection_filter
+from corral.cli.listing import list_command
+from corral.cli.lookup import query_named
 from corral.cli.options import (
-    FieldSelection,
     KeyValType,
-    common_list_options,
     dry_run_option,
     force_option,
     ident_keyval_option,
     print_jobid_option,
     priority_option,
     reason_option,
-    resolve_fields,
     submit_option,
 )
 from corral.cli.output import format_info, format_params
@@ -184,28 +182,13 @@ def modify(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None
             click.echo(f" - {param:<5} -> {value}")
 
 
-@cli.command("list")
-@common_list_options
-@click.option("-v", "--verbose", is_flag=True,
-              help="Verbose marks for missing values, e.g. (unavail).")
-@click.option("-F", "--filter", "force_filter", is_flag=True,
-              help="Treat the argument as a filter, e.g. 'node_cnt > 0'.")
-@click.argument("groups", nargs=-1, metavar="<group-name>")
-def list_(groups: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
-          separator: str | None, units: str | None, as_json: bool, verbose: bool,
-          force_filter: bool) -> None:
-    """List node groups (all, or the GROUPS or filter given).
-
-    Default columns: name, node_cnt, pinst_cnt, alloc_policy, ndparams; see
-    'gnt-group list-fields' for all fields.
-    """
-    fields = resolve_fields(output, DEFAULT_FIELDS)
-    with get_client() as client:
-        code = generic_list(client, "group", fields,
-                            qfilter=selection_filter(groups, force_filter),
-                            separator=separator, no_headers=no_headers, units=units,
-                            verbose=verbose, as_json=as_json, overrides=LIST_FORMAT)
-    exit_with(code)
+cli.add_command(list_command(
+    "group", argument="<group-name>", filter_example="node_cnt > 0",
+    doc=('List node groups (all, or the GROUPS or filter given).\n'
+         '\n'
+         'Default columns: name, node_cnt, pinst_cnt, alloc_policy, ndparams; see\n'
+         "'gnt-group list-fields' for all fields."),
+    default_fields=DEFAULT_FIELDS, formats=LIST_FORMAT, connect=lambda: get_client()))
 
 
 cli.add_command(list_fields_command("group", "node groups", lambda: get_client()))

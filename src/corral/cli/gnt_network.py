@@ -15,18 +15,16 @@ import click
 
 from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client
-from corral.cli.jobs import exit_with, generic_list, list_fields_command, submit_op
-from corral.cli.lookup import query_named, query_rows, selection_filter
+from corral.cli.jobs import exit_with, list_fields_command, submit_op
+from corral.cli.listing import list_command
+from corral.cli.lookup import query_named, query_rows
 from corral.cli.options import (
-    FieldSelection,
     KeyValType,
-    common_list_options,
     dry_run_option,
     force_option,
     print_jobid_option,
     priority_option,
     reason_option,
-    resolve_fields,
     submit_option,
 )
 from corral.cli.tags import add_tag_commands
@@ -218,28 +216,13 @@ def remove(network_name: str, force: bool, dry_run: bool, priority: int | None,
               dry_run=dry_run)
 
 
-@cli.command("list")
-@common_list_options
-@click.option("-v", "--verbose", is_flag=True,
-              help="Verbose marks for missing values, e.g. (unavail).")
-@click.option("-F", "--filter", "force_filter", is_flag=True,
-              help="Treat the argument as a filter, e.g. 'free_count > 0'.")
-@click.argument("networks", nargs=-1, metavar="<network-name>")
-def list_(networks: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
-          separator: str | None, units: str | None, as_json: bool, verbose: bool,
-          force_filter: bool) -> None:
-    """List the IP networks (all, or the NETWORKS or filter given).
-
-    Default columns: name, network, gateway, mac_prefix, group_list, tags; see
-    'gnt-network list-fields' for all fields.
-    """
-    fields = resolve_fields(output, DEFAULT_FIELDS)
-    with get_client() as client:
-        code = generic_list(client, "network", fields,
-                            qfilter=selection_filter(networks, force_filter),
-                            separator=separator, no_headers=no_headers, units=units,
-                            verbose=verbose, as_json=as_json, overrides=LIST_FORMAT)
-    exit_with(code)
+cli.add_command(list_command(
+    "network", argument="<network-name>", filter_example="free_count > 0",
+    doc=('List the IP networks (all, or the NETWORKS or filter given).\n'
+         '\n'
+         'Default columns: name, network, gateway, mac_prefix, group_list, tags; see\n'
+         "'gnt-network list-fields' for all fields."),
+    default_fields=DEFAULT_FIELDS, formats=LIST_FORMAT, connect=lambda: get_client()))
 
 
 cli.add_command(list_fields_command("network", "networks", lambda: get_client()))

@@ -18,22 +18,19 @@ from corral import __version__, serializer
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import (
     exit_with,
-    generic_list,
     list_fields_command,
     submit_op,
 )
-from corral.cli.lookup import query_named, selection_filter
+from corral.cli.listing import list_command
+from corral.cli.lookup import query_named
 from corral.cli.options import (
     GANETI_NOTHING,
-    FieldSelection,
     KeyValType,
-    common_list_options,
     dry_run_option,
     force_option,
     print_jobid_option,
     priority_option,
     reason_option,
-    resolve_fields,
     submit_option,
     yes_no_option,
 )
@@ -143,27 +140,13 @@ def remove(node: str, dry_run: bool, priority: int | None, submit_only: bool,
               dry_run=dry_run)
 
 
-@cli.command("list")
-@common_list_options
-@click.option("-v", "--verbose", is_flag=True,
-              help="Verbose marks for missing values, e.g. (unavail).")
-@click.option("-F", "--filter", "force_filter", is_flag=True,
-              help="Treat the argument as a filter, e.g. 'mfree < 1024'.")
-@click.argument("nodes", nargs=-1, metavar="<node-name>")
-def list_(nodes: tuple[str, ...], output: FieldSelection | None, no_headers: bool,
-          separator: str | None, units: str | None, as_json: bool, verbose: bool,
-          force_filter: bool) -> None:
-    """List nodes (all, or the NODES or filter given).
-
-    Default columns: name, dtotal, dfree, mtotal, mnode, mfree, pinst_cnt, sinst_cnt;
-    see 'gnt-node list-fields' for all fields.
-    """
-    fields = resolve_fields(output, DEFAULT_FIELDS)
-    with get_client() as client:
-        code = generic_list(client, "node", fields, qfilter=selection_filter(nodes, force_filter),
-                            separator=separator, no_headers=no_headers, units=units,
-                            verbose=verbose, as_json=as_json, overrides=LIST_FORMAT)
-    exit_with(code)
+cli.add_command(list_command(
+    "node", argument="<node-name>", filter_example="mfree < 1024",
+    doc=('List nodes (all, or the NODES or filter given).\n'
+         '\n'
+         'Default columns: name, dtotal, dfree, mtotal, mnode, mfree, pinst_cnt, sinst_cnt;\n'
+         "see 'gnt-node list-fields' for all fields."),
+    default_fields=DEFAULT_FIELDS, formats=LIST_FORMAT, connect=lambda: get_client()))
 
 
 cli.add_command(list_fields_command("node", "nodes", lambda: get_client()))

@@ -9,20 +9,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from corral.errors import NotFoundError, OpPrereqError, ParameterError, did_you_mean
+from corral.errors import (
+    CorralError,
+    NotFoundError,
+    OpPrereqError,
+    ParameterError,
+    did_you_mean,
+)
 from corral.hypervisor.kvm.security import check_security_params
+from corral.locking import LockLevel
 from corral.objects import NIC, Instance, Node, NodeGroup, fill_params
 from corral.objects.params import fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 if TYPE_CHECKING:
-    from corral.cmdlib.base import MasterContext
+    from corral.cmdlib.base import LogicalUnit, MasterContext
     from corral.config import ConfigStore
 
 __all__ = [
+    "add_name_lock",
     "check_hv_on_nodes",
     "check_hv_syntax",
     "check_node_online",
+    "drop_name_lock",
     "expand_group",
     "expand_instance",
     "expand_node",
@@ -215,3 +224,30 @@ def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = No
         network_port=instance.network_port,
         tags=sorted(instance.tags),
     )
+
+
+#: The lock level of the objects whose lock a job adds for a new name.
+_NAME_LOCK_LEVEL = {"instance": LockLevel.INSTANCE, "network": LockLevel.NETWORK}
+
+
+async def add_name_lock(lu: LogicalUnit[Any], name: str,
+                        kind: Literal["instance", "network"] = "instance") -> None:
+    """Make sure a lock called ``name`` exists at ``kind``'s level (a new or renamed
+    object's), so that a second job for the same name waits for this one and then
+    finds the name taken. Another job adding it at the same moment is fine."""
+    level = _NAME_LOCK_LEVEL[kind]
+    locks = lu.master.locks
+    if name not in locks.lockset(level):
+        try:
+            await locks.add(level, name, owner=lu.owner)
+        except CorralError:
+            if name not in locks.lockset(level):
+                raise
+
+
+async def drop_name_lock(lu: LogicalUnit[Any], name: str,
+                         kind: Literal["instance", "network"] = "instance") -> None:
+    """Remove the lock ``name`` of ``kind``'s level unless an object of that kind has
+    that name (again)."""
+    if lu.master.store.find(kind, name) is None:
+        await lu.master.locks.remove(_NAME_LOCK_LEVEL[kind], name, owner=lu.owner)

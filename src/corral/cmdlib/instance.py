@@ -20,17 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
-from corral.cmdlib.common import check_node_online, lower_os_params
+from corral.cmdlib.common import add_name_lock, check_node_online, drop_name_lock, lower_os_params
 from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_QUICK,
     RPC_START,
     InstanceLU,
-    add_name_lock,
     check_hv_be,
     check_instance_name,
     check_os,
-    drop_name_lock,
     remove_disks,
     wire,
 )

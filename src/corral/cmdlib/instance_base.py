@@ -56,7 +56,6 @@ __all__ = [
     "RPC_QUICK",
     "RPC_START",
     "InstanceLU",
-    "add_name_lock",
     "call_node",
     "check_file_space",
     "check_hv_be",
@@ -69,7 +68,6 @@ __all__ = [
     "check_variant",
     "commit_instance",
     "disk_spec",
-    "drop_name_lock",
     "generate_mac",
     "is_running",
     "remove_disks",
@@ -163,25 +161,6 @@ async def commit_instance(master: MasterContext, uuid: str, reason: Sequence[Seq
                 disks(disk)
                 txn.update(disk)
     return master.store.get("instance", uuid)
-
-
-async def add_name_lock(lu: LogicalUnit[Any], name: str) -> None:
-    """Make sure an instance lock called ``name`` exists (a new or renamed instance's),
-    so that a second job for the same name waits for this one and then finds the name
-    taken. Another job adding it at the same moment is fine."""
-    locks = lu.master.locks
-    if name not in locks.lockset(LockLevel.INSTANCE):
-        try:
-            await locks.add(LockLevel.INSTANCE, name, owner=lu.owner)
-        except CorralError:
-            if name not in locks.lockset(LockLevel.INSTANCE):
-                raise
-
-
-async def drop_name_lock(lu: LogicalUnit[Any], name: str) -> None:
-    """Remove the instance lock ``name`` unless an instance has that name (again)."""
-    if lu.master.store.find("instance", name) is None:
-        await lu.master.locks.remove(LockLevel.INSTANCE, name, owner=lu.owner)
 
 
 # -- parameters and the OS ------------------------------------------------------------

@@ -32,8 +32,10 @@ import msgspec
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
+    add_name_lock,
     check_hv_on_nodes,
     check_hv_syntax,
+    drop_name_lock,
     expand_node,
     fill_osparams,
     instance_spec,
@@ -44,7 +46,6 @@ from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
     RPC_START,
-    add_name_lock,
     call_node,
     check_file_space,
     check_hv_be,
@@ -55,7 +56,6 @@ from corral.cmdlib.instance_base import (
     check_node_takes_instance,
     check_os,
     commit_instance,
-    drop_name_lock,
     generate_mac,
     remove_disks,
     wire,

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
-from corral.cmdlib.common import expand_group
+from corral.cmdlib.common import add_name_lock, drop_name_lock, expand_group
 from corral.cmdlib.query import named_lookup
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
     AlreadyExistsError,
-    CorralError,
     NotFoundError,
     OpPrereqError,
     ParameterError,
@@ -158,14 +157,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
     async def prepare(self) -> None:
         """Add the new network's lock, so that a second add of the name waits for this
         one and then finds the name taken."""
-        locks = self.master.locks
-        name = self.op.network_name
-        if name not in locks.lockset(LockLevel.NETWORK):
-            try:
-                await locks.add(LockLevel.NETWORK, name, owner=self.owner)
-            except CorralError:
-                if name not in locks.lockset(LockLevel.NETWORK):
-                    raise
+        await add_name_lock(self, self.op.network_name, "network")
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
         """The new network's lock."""
@@ -181,9 +173,7 @@ class LUNetworkAdd(LogicalUnit[OpNetworkAdd]):
 
     async def abort(self) -> None:
         """Drop the name's lock unless a network of that name exists."""
-        if self.master.store.find("network", self.op.network_name) is None:
-            await self.master.locks.remove(LockLevel.NETWORK, self.op.network_name,
-                                           owner=self.owner)
+        await drop_name_lock(self, self.op.network_name, "network")
 
     async def execute(self) -> None:
         """Record the network with its pool."""

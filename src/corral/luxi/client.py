@@ -1,10 +1,10 @@
-"""Clients of the master daemon's luxi socket: a blocking one for the command line
-and an asyncio one for daemons, the testbed and benchmarks."""
+"""The blocking client of the master daemon's luxi socket, for the command line.
+
+It needs sockets and msgspec only, so a gnt-* tool starts without asyncio; daemons,
+the testbed and benchmarks use :class:`~corral.luxi.async_client.AsyncClient`."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -15,12 +15,13 @@ from corral.errors import CorralError, MasterUnreachableError, ProtocolError
 from corral.luxi.calls import LuxiArgs, encode_args
 from corral.luxi.protocol import EOM, MAX_MESSAGE_BYTES, decode_response, encode_request
 
-__all__ = ["AsyncClient", "Client"]
+__all__ = ["Client", "unreachable"]
 
 DEFAULT_TIMEOUT = 60.0
 
 
-def _unreachable(path: Path, err: OSError) -> MasterUnreachableError:
+def unreachable(path: Path, err: OSError) -> MasterUnreachableError:
+    """The error for not reaching the master daemon's socket ``path``."""
     return MasterUnreachableError(
         f"cannot reach the master daemon at {path}: {err.strerror or err}; "
         "is this the master node and is corral-masterd running "
@@ -57,10 +58,10 @@ class Client:
                 sock.connect(str(self.path))
             except OSError as err:
                 sock.close()
-                unreachable = _unreachable(self.path, err)
+                failure = unreachable(self.path, err)
                 if self._explain is not None:
-                    raise self._explain(unreachable) from None
-                raise unreachable from None
+                    raise self._explain(failure) from None
+                raise failure from None
             self._sock = sock
         return self._sock
 
@@ -87,7 +88,7 @@ class Client:
             ) from None
         except OSError as err:
             self.close()
-            raise _unreachable(self.path, err) from None
+            raise unreachable(self.path, err) from None
         frame, _, self._buffer = self._buffer.partition(EOM)
         return decode_response(frame)
 
@@ -111,49 +112,3 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class AsyncClient:
-    """An asyncio luxi client; calls on one client are serialised."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
-
-    async def call(self, method: str, *args: Any) -> Any:
-        """Call ``method`` on the master daemon and return its result."""
-        async with self._lock:
-            if self._writer is None:
-                try:
-                    self._reader, self._writer = await asyncio.open_unix_connection(
-                        str(self.path), limit=MAX_MESSAGE_BYTES
-                    )
-                except OSError as err:
-                    raise _unreachable(self.path, err) from None
-            assert self._reader is not None
-            self._writer.write(encode_request(method, list(args)))
-            try:
-                await self._writer.drain()
-                frame = await self._reader.readuntil(EOM)
-            except (asyncio.IncompleteReadError, ConnectionError) as err:
-                await self._close_locked()
-                raise ProtocolError(f"the master daemon closed the connection: {err}") from None
-            return decode_response(frame[:-1])
-
-    async def send(self, args: LuxiArgs) -> Any:
-        """Call the method ``args`` is the arguments of (its class names it)."""
-        return await self.call(type(args).__name__, *encode_args(args))
-
-    async def _close_locked(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(ConnectionError):
-                await self._writer.wait_closed()
-            self._writer = self._reader = None
-
-    async def close(self) -> None:
-        """Close the connection."""
-        async with self._lock:
-            await self._close_locked()

@@ -35,7 +35,7 @@ from corral.config.replica import snapshot_args
 from corral.config.storage import sidecar_files
 from corral.errors import ConfigStoreError, CorralError, OpPrereqError
 from corral.jobs.store import JobReplica, job_snapshot_args
-from corral.luxi.client import AsyncClient
+from corral.luxi.async_client import AsyncClient
 from corral.luxi.protocol import HANDOVER_METHOD
 from corral.noded import replication
 from corral.paths import Paths

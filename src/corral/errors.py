@@ -58,11 +58,11 @@ the :class:`InternalError` to answer instead, which names the id and the log.
 
 from __future__ import annotations
 
-import difflib
-import logging
-import secrets
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "AccessDeniedError",
@@ -391,6 +391,8 @@ def did_you_mean(names: str | Iterable[str], known: Iterable[str], *,
     candidates = list(dict.fromkeys(known))
     if len(candidates) <= LIST_ALL_UP_TO:
         return f"{noun}: {', '.join(candidates) or '(none)'}"
+    import difflib  # only a typo needs it; the command line starts without it
+
     near: list[str] = []
     for name in wanted:
         near += [n for n in difflib.get_close_matches(name, candidates, n=NEAREST, cutoff=0.6)
@@ -552,6 +554,8 @@ def unexpected(err: BaseException, log: logging.Logger, what: str, daemon: str) 
     incident id, and the client gets an :class:`InternalError` naming that id and
     ``daemon`` (whose log to search).
     """
+    import secrets  # only daemons report incidents; the command line starts without it
+
     incident = secrets.token_hex(4)
     log.error("%s failed unexpectedly (incident %s)", what, incident,
               exc_info=(type(err), err, err.__traceback__))

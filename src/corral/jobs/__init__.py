@@ -18,18 +18,23 @@ lost, the new master continues the unfinished ones.
 
 from __future__ import annotations
 
-from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
-from corral.jobs.model import (
-    FINAL_STATUSES,
-    JOB_FIELDS,
-    STATUSES,
-    Job,
-    JobStatus,
-    QueuedOpCode,
-    job_info,
-)
-from corral.jobs.queue import CRASH_MESSAGE, DEFAULT_MAX_RUNNING, Handover, JobQueue
-from corral.jobs.store import JobStore
+from typing import TYPE_CHECKING
+
+from corral.utils.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
+    from corral.jobs.model import (
+        FINAL_STATUSES,
+        JOB_FIELDS,
+        STATUSES,
+        Job,
+        JobStatus,
+        QueuedOpCode,
+        job_info,
+    )
+    from corral.jobs.queue import CRASH_MESSAGE, DEFAULT_MAX_RUNNING, Handover, JobQueue
+    from corral.jobs.store import JobStore
 
 __all__ = [
     "CRASH_MESSAGE",
@@ -49,3 +54,13 @@ __all__ = [
     "QueuedOpCode",
     "job_info",
 ]
+
+# Names load on first use: a gnt-* tool following a job needs corral.jobs.model and
+# corral.jobs.follow, not the queue and its SQLite store.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(("Decider", "DecisionLike", "Executor", "OpContext"), "interfaces"),
+    **dict.fromkeys(("FINAL_STATUSES", "JOB_FIELDS", "STATUSES", "Job", "JobStatus",
+                     "QueuedOpCode", "job_info"), "model"),
+    **dict.fromkeys(("CRASH_MESSAGE", "DEFAULT_MAX_RUNNING", "Handover", "JobQueue"), "queue"),
+    "JobStore": "store",
+})

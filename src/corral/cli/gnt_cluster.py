@@ -1,8 +1,12 @@
-"""``gnt-cluster``: create, inspect, change and destroy the cluster."""
+"""``gnt-cluster``: create, inspect, change and destroy the cluster.
+
+What only ``init``, ``destroy`` and ``master-failover`` need (bootstrap, the daemons,
+failover with its node RPC) is imported by those commands when they run, so that
+every other command starts as a client of the master and nothing more.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Callable
@@ -10,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from corral import __version__, bootstrap, daemons, failover, serializer, uidpool
+from corral import __version__, serializer, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
@@ -29,7 +33,6 @@ from corral.cli.options import (
 from corral.cli.output import format_info
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands, search_tags_command
-from corral.cmdlib.cluster import ClusterSetParams
 from corral.errors import (
     ConfirmationRequiredError,
     CorralError,
@@ -38,8 +41,9 @@ from corral.errors import (
     OpPrereqError,
     ParameterError,
 )
-from corral.opcodes import OpCode
+from corral.opcodes import OpClusterSetParams, OpCode
 from corral.paths import Paths
+from corral.rpc.protocol import DEFAULT_HANDOVER_WAIT
 
 __all__ = ["main"]
 
@@ -133,9 +137,9 @@ def with_params_options(init: bool) -> Callable[[F], F]:
     return decorate
 
 
-def _set_params(kw: dict[str, Any]) -> ClusterSetParams:
+def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
     """Turn the parsed options into the change request (unset options stay ``None``)."""
-    return ClusterSetParams(
+    return OpClusterSetParams(
         hvparams=_grouped("-H", kw["hvparams"]),
         beparams=kw["beparams"],
         nicparams=kw["nicparams"],
@@ -187,6 +191,8 @@ def init(cluster_name: str, master_name: str | None, primary_ip: str | None,
     the confd HMAC key and a RAPI users file with a write user 'admin', then
     starts the master daemon. Refused when this node already has a cluster.
     """
+    from corral import bootstrap, daemons
+
     paths = Paths.from_env()
     options = bootstrap.InitOptions(
         cluster_name=cluster_name, master_name=master_name, primary_ip=primary_ip,
@@ -363,7 +369,7 @@ def master_ping() -> None:
               help="Take over even if most master candidates do not answer (dangerous: "
                    "two parts of a split cluster could both have a master).")
 @click.option("--handover-timeout", "handover_wait", type=click.FloatRange(min=0),
-              default=failover.DEFAULT_HANDOVER_WAIT, show_default=True, metavar="SECONDS",
+              default=DEFAULT_HANDOVER_WAIT, show_default=True, metavar="SECONDS",
               help="How long the old master lets running opcodes finish; one still "
                    "running then is interrupted and its job ends in error.")
 @yes_do_it_option
@@ -380,6 +386,10 @@ def master_failover(no_voting: bool, handover_wait: float, yes_do_it: bool) -> N
             "--no-voting takes over even if most master candidates are down or this node "
             "is outdated, which can leave a cluster with two masters. Continue?"):
         sys.exit(1)
+    import asyncio
+
+    from corral import failover
+
     result = asyncio.run(failover.master_failover(
         Paths.from_env(), no_voting=no_voting, handover_wait=handover_wait,
         feedback=lambda text: click.echo(text)))
@@ -413,6 +423,8 @@ def destroy(yes_do_it: bool) -> None:
         raise ConfirmationRequiredError(
             "Destroying a cluster is irreversible. If you really want destroy this cluster, "
             "supply the --yes-do-it option.")
+    from corral import bootstrap, daemons
+
     paths = Paths.from_env()
     removed = bootstrap.destroy_cluster(paths, before_removal=lambda: daemons.stop(paths))
     click.echo(f"Cluster destroyed: {len(removed)} file(s) removed; logs are kept in "

@@ -8,8 +8,13 @@
 
 from __future__ import annotations
 
-from corral.rpc.client import RpcClient, Target, node_client_context
-from corral.rpc.protocol import JOIN_PATH, RPC_VERSION, RpcResult, rpc_path
+from typing import TYPE_CHECKING
+
+from corral.utils.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from corral.rpc.client import RpcClient, Target, node_client_context
+    from corral.rpc.protocol import JOIN_PATH, RPC_VERSION, RpcResult, rpc_path
 
 __all__ = [
     "JOIN_PATH",
@@ -20,3 +25,9 @@ __all__ = [
     "node_client_context",
     "rpc_path",
 ]
+
+# Names load on first use: the protocol's constants need no HTTP client (aiohttp).
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(("RpcClient", "Target", "node_client_context"), "client"),
+    **dict.fromkeys(("JOIN_PATH", "RPC_VERSION", "RpcResult", "rpc_path"), "protocol"),
+})

@@ -25,6 +25,7 @@ from corral.errors import ParameterError
 from corral.hypervisor.base import HotplugAction, HotplugTarget, RebootType
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
+from corral.rpc.protocol import DEFAULT_HANDOVER_WAIT
 
 __all__ = [
     "ARGS",
@@ -301,8 +302,6 @@ class JobsReplicateArgs(ReplicateArgs, kw_only=True, frozen=True, forbid_unknown
 
 
 # -- master role (corral.noded.master_role) -------------------------------------------
-#: Seconds a demoted master lets running opcodes finish before it interrupts them.
-DEFAULT_HANDOVER_WAIT: Final = 60.0
 
 
 class MasterDemoteArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):

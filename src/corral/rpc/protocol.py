@@ -14,10 +14,15 @@ from typing import Any
 
 from corral.errors import CorralError, NodeUnreachableError, RpcError
 
-__all__ = ["CONSOLE_STREAM_PATH", "JOIN_PATH", "RPC_VERSION", "RpcResult", "rpc_path"]
+__all__ = ["CONSOLE_STREAM_PATH", "DEFAULT_HANDOVER_WAIT", "JOIN_PATH", "RPC_VERSION", "RpcResult",
+           "rpc_path"]
 
 #: Version of the procedure set; a node refuses calls for another version.
 RPC_VERSION = 1
+
+#: Seconds a demoted master lets running opcodes finish before it interrupts them
+#: (``master_demote``; ``gnt-cluster master-failover --handover-timeout``).
+DEFAULT_HANDOVER_WAIT = 60.0
 
 #: Where a node daemon without a cluster accepts the master's join request.
 JOIN_PATH = "/join"

@@ -9,14 +9,12 @@ answer, 1 for an error answer or no answer (``Failure: ...`` on standard error).
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from corral import serializer
 from corral.cli.common import CONTEXT_SETTINGS
-from corral.confd.client import QueryResult, Server, query_sync
-from corral.confd.daemon import read_settings
 from corral.confd.protocol import (
     DEFAULT_PORT,
     ErrorCode,
@@ -26,10 +24,12 @@ from corral.confd.protocol import (
     QueryType,
     Status,
 )
-from corral.confd.source import config_path
-from corral.config.readonly import load_readonly
+from corral.confd.settings import read_settings
 from corral.errors import CorralError, ParameterError
 from corral.paths import Paths
+
+if TYPE_CHECKING:
+    from corral.confd.client import QueryResult, Server
 
 __all__ = ["TYPE_NAMES", "main"]
 
@@ -110,6 +110,11 @@ def build_query(qtype: QueryType, text: str | None, link: str | None,
 
 def default_servers(paths: Paths) -> list[str]:
     """The master candidates' primary IPs from this node's configuration."""
+    # Read only when no --server is given: the configuration model is not a
+    # client's to load at start.
+    from corral.confd.source import config_path
+    from corral.config.readonly import load_readonly
+
     path = config_path(paths)
     if not path.exists():
         raise ParameterError(
@@ -184,6 +189,8 @@ def cli(qtype: str, query: str | None, servers: tuple[str, ...], port: int | Non
     cluster-master, node-pip-list, mc-pip-list, instances-ips-list [LINK],
     instance-list, instance-primary-node INSTANCE, offline-nodes.
     """
+    from corral.confd.client import query_sync  # asyncio, needed once the query goes out
+
     try:
         parsed = parse_type(qtype)
         paths = Paths.from_env()

@@ -95,8 +95,8 @@ def _local_config(paths: Paths) -> tuple[str | None, list[str]]:
 def _ask_confd(paths: Paths, servers: list[str]) -> str | None:
     """The master's name by confd's newest answer, or None."""
     from corral.confd.client import query_sync
-    from corral.confd.daemon import read_settings
     from corral.confd.protocol import QueryType, Status
+    from corral.confd.settings import read_settings
 
     if not servers:
         return None

@@ -9,15 +9,20 @@ candidates at once and keeps the answer with the highest serial.
 
 from __future__ import annotations
 
-from corral.confd.client import ConfdAnswer, ConfdClient, QueryResult, query_sync
-from corral.confd.protocol import (
-    DEFAULT_PORT,
-    ErrorCode,
-    NodeRole,
-    QueryKey,
-    QueryType,
-    Status,
-)
+from typing import TYPE_CHECKING
+
+from corral.utils.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from corral.confd.client import ConfdAnswer, ConfdClient, QueryResult, query_sync
+    from corral.confd.protocol import (
+        DEFAULT_PORT,
+        ErrorCode,
+        NodeRole,
+        QueryKey,
+        QueryType,
+        Status,
+    )
 
 __all__ = [
     "DEFAULT_PORT",
@@ -31,3 +36,10 @@ __all__ = [
     "Status",
     "query_sync",
 ]
+
+# Names load on first use: the protocol and settings need no event loop.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(("ConfdAnswer", "ConfdClient", "QueryResult", "query_sync"), "client"),
+    **dict.fromkeys(("DEFAULT_PORT", "ErrorCode", "NodeRole", "QueryKey", "QueryType",
+                     "Status"), "protocol"),
+})

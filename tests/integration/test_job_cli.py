@@ -294,3 +294,26 @@ def test_modify_runs_as_a_job_with_submit(testbed: TestbedHandle) -> None:
 def test_debug_locks_lists_columns(testbed: TestbedHandle) -> None:
     out = testbed.run("gnt-debug", "locks").stdout
     assert out.splitlines()[0].split() == ["Name", "Mode", "Owner", "Pending"]
+
+
+@pytest.mark.parametrize("tool, args, prints", [
+    ("gnt-debug", ["delay", "--submit", "0"], True),    # the job id
+    ("gnt-debug", ["delay", "0"], False),               # follows the job to its end
+    ("gnt-job", ["list"], True),
+    ("gnt-instance", ["list"], True),
+    ("gnt-node", ["list"], True),
+    ("gnt-cluster", ["version"], True),
+    ("gnt-cluster", ["info"], True),
+    ("gnt-filter", ["list"], True),
+])
+def test_commands_talk_to_the_master_loading_client_side_modules_only(
+        testbed: TestbedHandle, tool: str, args: list[str], prints: bool) -> None:
+    # what a command loads until it has its answer from the master (see
+    # tests/startup_probe.py): never the master's machinery, which is what made every
+    # command start in 0.3-0.9 s
+    from tests.startup_probe import edge_entry_points, outside_client_side, probe
+
+    found = probe(edge_entry_points()[tool], [args], env=testbed.env)
+    assert found.exits in ([0], [None]), found
+    assert (found.output_sizes[0] > 0) == prints
+    assert outside_client_side(found.modules) == []

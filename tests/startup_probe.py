@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Every corral module an edge may load at start: its own code; errors, paths and the
 #: serializer; the luxi client and protocol; how to follow a job; the model layer
-#: (opcodes, objects, the query language without its text grammar); the constants of
-#: the confd and node protocols. Shell patterns.
+#: (opcodes, objects, the query language without its text grammar); the blocking confd
+#: client; the constants of the node protocol. Shell patterns.
 CLIENT_SIDE: tuple[str, ...] = (
     "corral", "corral.cli", "corral.cli.*",
     "corral.errors", "corral.paths", "corral.serializer",
@@ -42,7 +42,7 @@ CLIENT_SIDE: tuple[str, ...] = (
     "corral.opcodes", "corral.opcodes.*", "corral.objects", "corral.objects.*",
     "corral.qlang", "corral.qlang.compiler", "corral.qlang.fields", "corral.qlang.parser",
     "corral.qlang.tokens",
-    "corral.confd", "corral.confd.protocol", "corral.confd.settings",
+    "corral.confd", "corral.confd.client", "corral.confd.protocol", "corral.confd.settings",
     "corral.rpc", "corral.rpc.protocol",
     "corral.uidpool",
 )

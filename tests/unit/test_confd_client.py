@@ -76,24 +76,35 @@ async def servers() -> AsyncIterator[Callable[[Responder], Any]]:
         transport.close()
 
 
-async def test_the_highest_serial_wins(servers: Any) -> None:
+@pytest.fixture(params=["async", "blocking"])
+def ask(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Query through ConfdClient.query or, in a thread, through query_blocking (what
+    corral-confd-query uses): both must keep the same answers."""
+    async def run(client: ConfdClient, qtype: int, **kwargs: Any) -> Any:
+        if request.param == "async":
+            return await client.query(qtype, **kwargs)
+        return await asyncio.to_thread(client.query_blocking, qtype, **kwargs)
+    return run
+
+
+async def test_the_highest_serial_wins(servers: Any, ask: Any) -> None:
     old = await servers(answering(5, "old-master"))
     new = await servers(answering(7, "new-master"))
     same = await servers(answering(7, "later-duplicate"))
     client = ConfdClient(KEY, [old.address, new.address, same.address], timeout=5)
-    result = await client.query(QueryType.CLUSTER_MASTER, answers=3)
+    result = await ask(client, QueryType.CLUSTER_MASTER, answers=3)
     assert len(result.answers) == 3 and result.asked == 3
     assert result.best is not None and result.best.serial == 7
     assert result.best.answer in ("new-master", "later-duplicate")
     assert {a.answer for a in result.answers} == {"old-master", "new-master", "later-duplicate"}
 
 
-async def test_bad_hmac_and_foreign_rsalt_are_rejected(servers: Any) -> None:
+async def test_bad_hmac_and_foreign_rsalt_are_rejected(servers: Any, ask: Any) -> None:
     forged = await servers(answering(99, "forged", key=b"another key"))
     replayed = await servers(answering(98, "other request", salt=lambda rsalt: "not-" + rsalt))
     honest = await servers(answering(3, "node1"))
     client = ConfdClient(KEY, [forged.address, replayed.address, honest.address], timeout=0.5)
-    result = await client.query(QueryType.CLUSTER_MASTER, answers=3)
+    result = await ask(client, QueryType.CLUSTER_MASTER, answers=3)
     assert [a.answer for a in result.answers] == ["node1"]
     assert result.best is not None and result.best.serial == 3
     assert result.rejected == 2
@@ -123,20 +134,20 @@ async def test_answers_from_unasked_addresses_are_rejected(servers: Any) -> None
     assert result.rejected == 1
 
 
-async def test_waits_for_n_answers_or_the_timeout(servers: Any) -> None:
+async def test_waits_for_n_answers_or_the_timeout(servers: Any, ask: Any) -> None:
     fast = await servers(answering(4))
     silent = await servers(lambda data: None)
     client = ConfdClient(KEY, [fast.address, silent.address], timeout=0.3)
     started = time.monotonic()
-    result = await client.query(QueryType.PING, answers=1)
+    result = await ask(client, QueryType.PING, answers=1)
     assert time.monotonic() - started < 0.25
     assert result.best is not None and result.best.serial == 4
     started = time.monotonic()
-    result = await client.query(QueryType.PING)  # default: both of two servers
+    result = await ask(client, QueryType.PING)  # default: both of two servers
     assert time.monotonic() - started >= 0.29
     assert [a.serial for a in result.answers] == [4]
     nobody = ConfdClient(KEY, [silent.address], timeout=0.1)
-    assert (await nobody.query(QueryType.PING)).best is None
+    assert (await ask(nobody, QueryType.PING)).best is None
 
 
 def test_needed_answers_is_ganetis_rule() -> None:

@@ -9,12 +9,13 @@ answer, 1 for an error answer or no answer (``Failure: ...`` on standard error).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from corral import serializer
 from corral.cli.common import CONTEXT_SETTINGS
+from corral.confd.client import QueryResult, Server, query_sync
 from corral.confd.protocol import (
     DEFAULT_PORT,
     ErrorCode,
@@ -27,9 +28,6 @@ from corral.confd.protocol import (
 from corral.confd.settings import read_settings
 from corral.errors import CorralError, ParameterError
 from corral.paths import Paths
-
-if TYPE_CHECKING:
-    from corral.confd.client import QueryResult, Server
 
 __all__ = ["TYPE_NAMES", "main"]
 
@@ -189,8 +187,6 @@ def cli(qtype: str, query: str | None, servers: tuple[str, ...], port: int | Non
     cluster-master, node-pip-list, mc-pip-list, instances-ips-list [LINK],
     instance-list, instance-primary-node INSTANCE, offline-nodes.
     """
-    from corral.confd.client import query_sync  # asyncio, needed once the query goes out
-
     try:
         parsed = parse_type(qtype)
         paths = Paths.from_env()

@@ -13,13 +13,15 @@ counted as rejected and ignored.
     if result.best is not None and result.best.status == Status.OK:
         print(result.best.answer)
 
-:func:`query_sync` does the same for code without an event loop.
+:meth:`ConfdClient.query_blocking` and :func:`query_sync` do the same without an event
+loop, on plain sockets: ``corral-confd-query`` and the command line's master lookup
+then start without asyncio, which is loaded only by :meth:`ConfdClient.query`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import select
 import socket
 import time
 import uuid
@@ -79,16 +81,23 @@ def needed_answers(asked: int) -> int:
 
 
 @dataclass
-class _Collector(asyncio.DatagramProtocol):
+class _Tally:
+    """The verified answers to one request so far."""
+
     key: bytes
     rsalt: str
     asked: set[tuple[str, int]]
     wanted: int
     answers: list[ConfdAnswer] = field(default_factory=list)
     rejected: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def enough(self) -> bool:
+        """Whether ``wanted`` answers are in."""
+        return len(self.answers) >= self.wanted
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        """Keep ``data`` from ``addr`` if it is a verified answer to this request."""
         sender = (str(addr[0]), int(addr[1]))
         if sender not in self.asked or any(a.server == sender for a in self.answers):
             self.rejected += 1
@@ -99,11 +108,12 @@ class _Collector(asyncio.DatagramProtocol):
             self.rejected += 1
             return
         self.answers.append(ConfdAnswer(sender, reply.status, reply.answer, reply.serial))
-        if len(self.answers) >= self.wanted:
-            self.done.set()
 
-    def error_received(self, exc: Exception) -> None:
-        pass  # an unreachable server simply does not answer
+    def result(self) -> QueryResult:
+        """What came back: the answer with the highest serial, and all of them."""
+        received = list(self.answers)
+        best = max(received, key=lambda a: a.serial) if received else None
+        return QueryResult(best, received, len(self.asked), self.rejected)
 
 
 class ConfdClient:
@@ -122,23 +132,21 @@ class ConfdClient:
         self.timeout = timeout
         self._clock = clock
 
-    async def _resolve(self) -> list[tuple[int, tuple[str, int]]]:
-        loop = asyncio.get_running_loop()
+    def _resolve(self) -> list[tuple[int, tuple[str, int]]]:
+        """Each server's address family and address (a blocking DNS lookup)."""
         found: list[tuple[int, tuple[str, int]]] = []
         for host, port in self.servers:
             try:
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
             except OSError as err:
                 raise ParameterError(f"cannot resolve confd server {host}: {err}") from None
             family, _, _, _, sockaddr = infos[0]
             found.append((int(family), (str(sockaddr[0]), int(sockaddr[1]))))
         return found
 
-    async def query(self, qtype: int, query: Any = None, *,
-                    answers: int | None = None) -> QueryResult:
-        """Send one query to every server; wait for ``answers`` verified answers
-        (default: :func:`needed_answers`) or the timeout, whichever comes first."""
-        targets = await self._resolve()
+    def _prepare(self, targets: list[tuple[int, tuple[str, int]]], qtype: int, query: Any,
+                 answers: int | None) -> tuple[_Tally, bytes]:
+        """The tally of a new request to ``targets`` and its signed packet."""
         asked = {addr for _, addr in targets}
         wanted = needed_answers(len(asked)) if answers is None else max(1, answers)
         request = Request(PROTOCOL_VERSION, int(qtype), str(uuid.uuid4()), query)
@@ -147,32 +155,82 @@ class ConfdClient:
             raise ParameterError(
                 f"the query is too long ({len(packet)} bytes signed; at most "
                 f"{MAX_REQUEST_SIZE})")
-        collector = _Collector(self.key, request.rsalt, asked, min(wanted, len(asked)))
+        return _Tally(self.key, request.rsalt, asked, min(wanted, len(asked))), packet
+
+    async def query(self, qtype: int, query: Any = None, *,
+                    answers: int | None = None) -> QueryResult:
+        """Send one query to every server; wait for ``answers`` verified answers
+        (default: :func:`needed_answers`) or the timeout, whichever comes first."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
+        targets = await loop.run_in_executor(None, self._resolve)
+        tally, packet = self._prepare(targets, qtype, query, answers)
+        done = asyncio.Event()
+
+        class Receiver(asyncio.DatagramProtocol):
+            # an unreachable server simply does not answer: error_received ignores it
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                tally.datagram_received(data, addr)
+                if tally.enough:
+                    done.set()
+
         transports: list[asyncio.DatagramTransport] = []
         try:
             for family in sorted({family for family, _ in targets}):
-                local = ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0)
                 transport, _ = await loop.create_datagram_endpoint(
-                    lambda: collector, local_addr=local, family=family)
+                    Receiver, local_addr=_any_address(family), family=family)
                 transports.append(transport)
                 for fam, addr in targets:
                     if fam == family:
                         transport.sendto(packet, addr)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.timeout):
-                    await collector.done.wait()
+                    await done.wait()
         finally:
             for transport in transports:
                 transport.close()
-        received = list(collector.answers)
-        best = max(received, key=lambda a: a.serial) if received else None
-        return QueryResult(best, received, len(asked), collector.rejected)
+        return tally.result()
+
+    def query_blocking(self, qtype: int, query: Any = None, *,
+                       answers: int | None = None) -> QueryResult:
+        """:meth:`query` on plain sockets, for code without an event loop."""
+        targets = self._resolve()
+        tally, packet = self._prepare(targets, qtype, query, answers)
+        sockets: list[socket.socket] = []
+        try:
+            for family in sorted({family for family, _ in targets}):
+                sock = socket.socket(family, socket.SOCK_DGRAM)
+                sockets.append(sock)
+                sock.setblocking(False)
+                sock.bind(_any_address(family))
+                for fam, addr in targets:
+                    if fam == family:
+                        with contextlib.suppress(OSError):  # a server that is not there
+                            sock.sendto(packet, addr)      # does not answer
+            deadline = time.monotonic() + self.timeout
+            while not tally.enough and (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select(sockets, [], [], left)
+                for sock in ready:
+                    try:
+                        data, addr = sock.recvfrom(65536)
+                    except OSError:
+                        continue
+                    tally.datagram_received(data, addr)
+        finally:
+            for sock in sockets:
+                sock.close()
+        return tally.result()
+
+
+def _any_address(family: int) -> tuple[str, int]:
+    """The local address to send from: any address, any port."""
+    return ("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0)
 
 
 def query_sync(key: bytes, servers: Sequence[Server], qtype: int, query: Any = None, *,
                port: int = DEFAULT_PORT, answers: int | None = None,
                timeout: float = 2.0) -> QueryResult:
-    """:meth:`ConfdClient.query` for code without an event loop."""
+    """Ask ``servers`` once, without an event loop (:meth:`ConfdClient.query_blocking`)."""
     client = ConfdClient(key, servers, port=port, timeout=timeout)
-    return asyncio.run(client.query(qtype, query, answers=answers))
+    return client.query_blocking(qtype, query, answers=answers)

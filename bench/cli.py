@@ -61,9 +61,13 @@ SUBMIT = ["gnt-debug", "delay", "--submit", "0"]
 Command = tuple[list[str], dict[str, str]]
 
 
+_STARTED = time.perf_counter()
+
+
 def log(message: str) -> None:
-    """Print a progress message on stderr."""
-    print(f"[bench/cli] {message}", file=sys.stderr, flush=True)
+    """Print a progress message on stderr, after the seconds since the start."""
+    print(f"[bench/cli {time.perf_counter() - _STARTED:6.1f}s] {message}", file=sys.stderr,
+          flush=True)
 
 
 def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 120
@@ -214,7 +218,6 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=100, help="instances to list")
     parser.add_argument("--no-ganeti", action="store_true", help="time corral only")
     args = parser.parse_args()
-    started = time.perf_counter()
     bindir = Path(sys.executable).parent
     base_env = {k: v for k, v in os.environ.items() if k != "CORRAL_ROOT"}
     ganeti = not args.no_ganeti and (GANETI_BIN / "gnt-cluster").exists()
@@ -222,7 +225,7 @@ def main() -> None:
     out: dict[str, Any] = {"bench": "cli", "runs": args.runs, "instances": args.instances,
                            "help": {}}
 
-    log("timing --help")
+    log("byte-compiled corral; timing --help")
     for tool in GNT_TOOLS + CORRAL_ONLY:
         path = GANETI_BIN / tool
         other = ([str(path), "--help"], base_env) if ganeti and path.exists() else None
@@ -273,6 +276,7 @@ def main() -> None:
                     out[key].update({"ganeti": None, "ganeti_note": note})
         finally:
             testbed("down", "--dir", str(directory))
+            log("testbed down")
             if created:
                 log(f"removing the {len(created)} Ganeti instances the bench created")
                 present = ganeti_instances(base_env)
@@ -283,7 +287,7 @@ def main() -> None:
         # Ganeti refuses a delay of 0 when the job runs; its submission still exits 0
         out["submit"]["ganeti_job_status"] = job_status
     out["targets"] = TARGETS
-    out["wall_s"] = round(time.perf_counter() - started, 1)
+    out["wall_s"] = round(time.perf_counter() - _STARTED, 1)
     print(json.dumps(out))
 
 

@@ -1,7 +1,9 @@
 """The blocking client of the master daemon's luxi socket, for the command line.
 
-It needs sockets and msgspec only, so a gnt-* tool starts without asyncio; daemons,
-the testbed and benchmarks use :class:`~corral.luxi.async_client.AsyncClient`."""
+It needs sockets and the standard library's ``json`` only (see
+:mod:`corral.luxi.framing`), so a gnt-* tool starts without asyncio or msgspec;
+daemons, the testbed and benchmarks use
+:class:`~corral.luxi.async_client.AsyncClient`."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import CorralError, MasterUnreachableError, ProtocolError
-from corral.luxi.calls import LuxiArgs, encode_args
-from corral.luxi.protocol import EOM, MAX_MESSAGE_BYTES, decode_response, encode_request
+from corral.luxi.framing import EOM, MAX_MESSAGE_BYTES, decode_answer, encode_call
+
+if TYPE_CHECKING:
+    from corral.luxi.calls import LuxiArgs
 
 __all__ = ["Client", "unreachable"]
 
@@ -69,7 +73,7 @@ class Client:
         """Call ``method`` on the master daemon and return its result."""
         sock = self._connect()
         try:
-            sock.sendall(encode_request(method, list(args)))
+            sock.sendall(encode_call(method, list(args)))
             # Earlier bytes held no EOM, so only each new chunk needs searching.
             found = EOM in self._buffer
             while not found:
@@ -90,11 +94,13 @@ class Client:
             self.close()
             raise unreachable(self.path, err) from None
         frame, _, self._buffer = self._buffer.partition(EOM)
-        return decode_response(frame)
+        return decode_answer(frame)
 
     def send(self, args: LuxiArgs) -> Any:
         """Call the method ``args`` is the arguments of (its class names it), e.g.
         ``send(calls.QueryJobs(None, ["id"]))``."""
+        from corral.luxi.calls import encode_args
+
         return self.call(type(args).__name__, *encode_args(args))
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ import msgspec
 
 from corral import LUXI_VERSION, serializer
 from corral.errors import CorralError, ProtocolError, from_wire, to_wire
+from corral.luxi.framing import EOM, MAX_MESSAGE_BYTES
 
 __all__ = [
     "EOM",
@@ -27,15 +28,9 @@ __all__ = [
     "encode_result",
 ]
 
-#: End-of-message marker (Ganeti's luxi uses the same byte).
-EOM = b"\x03"
-
 #: corral's own method (Ganeti has none): the old master's node daemon asks its master
 #: daemon to hand the job queue over in a planned master failover.
 HANDOVER_METHOD = "PrepareMasterHandover"
-
-#: Messages larger than this are refused instead of buffered without bound.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class Request(msgspec.Struct):

@@ -35,7 +35,7 @@ from corral.cli.options import (
 from corral.cli.output import format_info
 from corral.cli.prompt import ask_user
 from corral.errors import CorralError, NotFoundError, ParameterError, failure_text
-from corral.jobs.model import FINAL_STATUSES, PENDING_STATUSES
+from corral.jobs.status import FINAL_STATUSES, PENDING_STATUSES
 from corral.qlang import make_simple_filter
 
 __all__ = ["DEFAULT_FIELDS", "main"]

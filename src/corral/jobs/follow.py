@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from corral.errors import NotFoundError
-from corral.jobs.model import FINAL_STATUSES, SUCCESS, job_error
+from corral.jobs.status import FINAL_STATUSES, SUCCESS, job_error
 
 __all__ = ["JOB_RESULT_FIELDS", "JobFollower", "job_results"]
 

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
-from corral.errors import (
-    CorralError,
-    JobCanceledError,
-    OpExecError,
-    UnknownFieldError,
-    did_you_mean,
-    from_ganeti,
-    from_wire,
-    to_ganeti,
+from corral.errors import UnknownFieldError, did_you_mean, to_ganeti
+from corral.jobs.status import (
+    CANCELED,
+    CANCELING,
+    ERROR,
+    FINAL_STATUSES,
+    PENDING_STATUSES,
+    QUEUED,
+    RUNNING,
+    STATUSES,
+    SUCCESS,
+    WAITING,
+    JobStatus,
+    job_error,
 )
-from corral.opcodes.base import FINAL_JOB_STATUSES
 
 __all__ = [
     "CANCELED",
@@ -52,23 +56,6 @@ __all__ = [
     "timestamp_now",
 ]
 
-JobStatus = Literal["queued", "waiting", "canceling", "running", "canceled", "success", "error"]
-
-QUEUED: Final = "queued"
-WAITING: Final = "waiting"
-CANCELING: Final = "canceling"
-RUNNING: Final = "running"
-CANCELED: Final = "canceled"
-SUCCESS: Final = "success"
-ERROR: Final = "error"
-
-#: Every status, in Ganeti's order.
-STATUSES: Final = (QUEUED, WAITING, CANCELING, RUNNING, CANCELED, SUCCESS, ERROR)
-#: Statuses a job or opcode never leaves (the set job dependencies may name).
-FINAL_STATUSES: Final = frozenset(FINAL_JOB_STATUSES)
-#: Statuses of a job that has not started running (or is being canceled).
-PENDING_STATUSES: Final = frozenset({QUEUED, WAITING, CANCELING})
-
 #: ``(seconds, microseconds)``; JSON encodes it as ``[sec, usec]``.
 Timestamp = tuple[int, int]
 #: ``(serial, timestamp, log_type, message)``.
@@ -81,48 +68,6 @@ def timestamp_now() -> Timestamp:
     """The current time as Ganeti's ``(seconds, microseconds)`` pair."""
     now = time.time_ns() // 1000
     return (now // 1_000_000, now % 1_000_000)
-
-
-def _canceled_message(job_id: int, opresult: Sequence[Any]) -> str:
-    """``job N was canceled``, with the reason an opcode's result gives (a REJECT
-    filter names itself there)."""
-    for result in opresult:
-        if isinstance(result, dict) and "message" in result:
-            why = str(result["message"])
-        elif (err := from_ganeti(result)) is not None:
-            why = err.message
-        elif isinstance(result, str) and result:
-            why = result
-        else:
-            continue
-        return f"job {job_id} was canceled: {why}"
-    return f"job {job_id} was canceled"
-
-
-def job_error(job_id: int, status: str, opstatus: Sequence[str],
-              opresult: Sequence[Any]) -> CorralError:
-    """The error a job that did not succeed stands for.
-
-    The first failed opcode's error is rebuilt with its class (from corral's
-    ``{"code", "message"}`` or Ganeti's encoding, see :func:`corral.errors.from_ganeti`);
-    after successful opcodes the message says it was a partial failure, as Ganeti's
-    does.
-    """
-    if status in ("canceled", "canceling"):
-        return JobCanceledError(_canceled_message(job_id, opresult))
-    has_ok = False
-    for index, (op_status, result) in enumerate(zip(opstatus, opresult, strict=False)):
-        if op_status == "success":
-            has_ok = True
-        elif op_status == "error":
-            if isinstance(result, dict) and "message" in result:
-                err = from_wire(result)
-            else:
-                err = from_ganeti(result) or OpExecError(str(result))
-            if has_ok:
-                return type(err)(f"partial failure (opcode {index}): {err.message}")
-            return err
-    return OpExecError(f"job {job_id} ended with status {status}: {opresult!r}")
 
 
 def encode_error(err: BaseException) -> list[Any]:

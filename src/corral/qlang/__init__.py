@@ -9,30 +9,35 @@
 
 from __future__ import annotations
 
-from corral.qlang.compiler import (
-    MAX_LEVELS,
-    OPERATORS,
-    FilterEvaluationError,
-    ResultStatus,
-    ValueCheck,
-    compile_filter,
-)
-from corral.qlang.fields import (
-    KINDS,
-    Field,
-    FieldDef,
-    FieldKind,
-    FieldRegistry,
-    pick_items,
-    requested_names,
-)
-from corral.qlang.parser import (
-    format_filter,
-    glob_to_regexp,
-    make_filter,
-    make_simple_filter,
-    parse_filter,
-)
+from typing import TYPE_CHECKING
+
+from corral.utils.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from corral.qlang.compiler import (
+        MAX_LEVELS,
+        OPERATORS,
+        FilterEvaluationError,
+        ResultStatus,
+        ValueCheck,
+        compile_filter,
+    )
+    from corral.qlang.fields import (
+        KINDS,
+        Field,
+        FieldDef,
+        FieldKind,
+        FieldRegistry,
+        pick_items,
+        requested_names,
+    )
+    from corral.qlang.parser import (
+        format_filter,
+        glob_to_regexp,
+        make_filter,
+        make_simple_filter,
+        parse_filter,
+    )
 
 __all__ = [
     "KINDS",
@@ -54,3 +59,14 @@ __all__ = [
     "pick_items",
     "requested_names",
 ]
+
+# Names load on first use: the command line builds filters from names (the parser
+# module) without the compiler and field registries the master evaluates them with.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **dict.fromkeys(("MAX_LEVELS", "OPERATORS", "FilterEvaluationError", "ResultStatus",
+                     "ValueCheck", "compile_filter"), "compiler"),
+    **dict.fromkeys(("KINDS", "Field", "FieldDef", "FieldKind", "FieldRegistry", "pick_items",
+                     "requested_names"), "fields"),
+    **dict.fromkeys(("format_filter", "glob_to_regexp", "make_filter", "make_simple_filter",
+                     "parse_filter"), "parser"),
+})

@@ -16,7 +16,6 @@ package, so later lookups cost a dictionary access.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,13 +27,17 @@ def lazy_exports(
     package: str, exports: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package`` for ``exports``: each
-    public name and the submodule (relative to the package) that defines it."""
+    public name and the submodule (relative to the package) that defines it; a name
+    mapped to itself is that submodule."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        # __import__ with a fromlist returns the submodule itself; importlib would be
+        # one more module for every tool to load
+        loaded = __import__(f"{package}.{module}", fromlist=[name])
+        value = loaded if name == module else getattr(loaded, name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -4,7 +4,8 @@ An edge of the system (DESIGN: the gnt-* tools, ``corral-daemons``,
 ``corral-confd-query``) talks to the master; it must not load the master's own
 machinery (logical units, the job queue, the configuration store, node RPC, the
 daemons) nor the libraries only those need (asyncio, aiohttp, pyparsing,
-cryptography, sqlite3): every command pays for what its tool imports at start.
+cryptography, sqlite3, and msgspec: the command line speaks luxi with the standard
+library's json): every command pays for what its tool imports at start.
 
 :func:`probe` runs a tool's entry point in a fresh interpreter, once per argument
 list given (``[["--help"], ["add", "--help"]]``), and returns the modules loaded by
@@ -30,15 +31,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Every corral module an edge may load at start: its own code; errors, paths and the
-#: serializer; the luxi client and protocol; how to follow a job; the model layer
+#: serializer; the blocking luxi client; how to follow a job; the model layer
 #: (opcodes, objects, the query language without its text grammar); the blocking confd
-#: client; the constants of the node protocol. Shell patterns.
+#: client; the constants of the node protocol. Shell patterns. (Opcodes, configuration
+#: objects and the serializer are msgspec Structs or codecs, so in practice they load
+#: only in the command that needs them.)
 CLIENT_SIDE: tuple[str, ...] = (
     "corral", "corral.cli", "corral.cli.*",
     "corral.errors", "corral.paths", "corral.serializer",
     "corral.utils", "corral.utils.lazy", "corral.utils.nicesort", "corral.utils.settings",
-    "corral.luxi", "corral.luxi.client", "corral.luxi.calls", "corral.luxi.protocol",
-    "corral.jobs", "corral.jobs.follow", "corral.jobs.model",
+    "corral.luxi", "corral.luxi.client", "corral.luxi.framing",
+    "corral.jobs", "corral.jobs.follow", "corral.jobs.status",
     "corral.opcodes", "corral.opcodes.*", "corral.objects", "corral.objects.*",
     "corral.qlang", "corral.qlang.compiler", "corral.qlang.fields", "corral.qlang.parser",
     "corral.qlang.tokens",
@@ -52,7 +55,10 @@ DAEMON_CONTROL: tuple[str, ...] = ("corral.daemons", "corral.utils.process")
 
 #: Libraries only daemons and the master's machinery need, each a heavy import.
 SERVER_LIBRARIES: tuple[str, ...] = ("asyncio", "aiohttp", "pyparsing", "cryptography",
-                                     "sqlite3")
+                                     "sqlite3", "msgspec")
+
+#: What ``corral-confd-query`` may load besides: msgspec is its packets' codec.
+CONFD_CODEC: tuple[str, ...] = ("msgspec",)
 
 
 def edge_entry_points() -> dict[str, str]:
@@ -92,15 +98,17 @@ def probe(entry: str, runs: list[list[str]], env: dict[str, str] | None = None,
     return Probe(data["exits"], data["output_sizes"], data["modules"])
 
 
-def outside_client_side(modules: list[str], extra: tuple[str, ...] = ()) -> list[str]:
+def outside_client_side(modules: list[str], extra: tuple[str, ...] = (),
+                        libraries: tuple[str, ...] = ()) -> list[str]:
     """The modules in ``modules`` an edge may not load: corral modules outside
-    :data:`CLIENT_SIDE` (and ``extra``), and :data:`SERVER_LIBRARIES` with their
-    submodules."""
+    :data:`CLIENT_SIDE` (and ``extra``), and :data:`SERVER_LIBRARIES` (but
+    ``libraries``) with their submodules."""
     allowed = (*CLIENT_SIDE, *extra)
     found = [m for m in modules if (m == "corral" or m.startswith("corral."))
              and not any(fnmatch.fnmatchcase(m, pattern) for pattern in allowed)]
     found += [m for m in modules
-              if any(m == lib or m.startswith(lib + ".") for lib in SERVER_LIBRARIES)]
+              if any(m == lib or m.startswith(lib + ".")
+                     for lib in SERVER_LIBRARIES if lib not in libraries)]
     return sorted(found)
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from corral import __version__, serializer, uidpool
+from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
@@ -41,16 +41,16 @@ from corral.errors import (
     OpPrereqError,
     ParameterError,
 )
-from corral.opcodes import OpClusterSetParams, OpCode
 from corral.paths import Paths
 from corral.rpc.protocol import DEFAULT_HANDOVER_WAIT
+
+if TYPE_CHECKING:
+    from corral.opcodes import OpClusterSetParams
 
 __all__ = ["main"]
 
 TOOL = "gnt-cluster"
 
-#: Fields every opcode has; not cluster settings.
-_OPCODE_BASE = frozenset({"OP_ID", *OpCode.__struct_fields__})
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,6 +139,8 @@ def with_params_options(init: bool) -> Callable[[F], F]:
 
 def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
     """Turn the parsed options into the change request (unset options stay ``None``)."""
+    from corral.opcodes import OpClusterSetParams  # msgspec: only when a change is made
+
     return OpClusterSetParams(
         hvparams=_grouped("-H", kw["hvparams"]),
         beparams=kw["beparams"],
@@ -215,6 +217,7 @@ def info(as_json: bool) -> None:
     with get_client() as client:
         result = client.call("QueryClusterInfo")
     if as_json:
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(result))
         return
     click.echo(format_info(_info_layout(result)))
@@ -284,9 +287,14 @@ def modify(dry_run: bool, priority: int | None, submit_only: bool, print_jobid: 
     In -H/-B/-N/-D and --node-parameters, 'key=default' or '-key' restores a
     parameter's built-in default, 'no_key' sets a boolean to false.
     """
+    from corral import serializer
+    from corral.opcodes import OpCode
+
     change = _set_params(kw)
+    # the settings given: not the fields every opcode has
+    common = {"OP_ID", *OpCode.__struct_fields__}
     body = {k: v for k, v in serializer.to_builtins(change).items()
-            if v is not None and k not in _OPCODE_BASE}
+            if v is not None and k not in common}
     if not body:
         raise NothingToChangeError(f"{GANETI_NOTHING}\nnothing to change: give at least one option "
                                    "(see --help)")

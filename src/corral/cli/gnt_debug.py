@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from corral import __version__, serializer
+from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import (
     Formatter,
@@ -94,6 +94,8 @@ def delay(duration: float, on_master: bool, on_nodes: tuple[str, ...], repeat: i
 def read_opcode_file(path: str) -> list[dict[str, Any]]:
     """The opcodes of one ``submit-job`` file: a JSON list of opcode dicts, each with
     its ``OP_ID``; anything else is a :class:`ParameterError` naming the file."""
+    from corral import serializer  # msgspec: only when JSON is read or written
+
     try:
         data = serializer.loads(Path(path).read_bytes())
     except OSError as err:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from corral import __version__, serializer
+from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
 from corral.cli.jobs import exit_with, generic_list, list_fields_command
 from corral.cli.options import (
@@ -51,6 +51,8 @@ def _action(ctx: click.Context, param: click.Parameter, value: str) -> str | lis
 def _predicates(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return []
+    from corral import serializer  # msgspec: only when JSON is read or written
+
     try:
         return serializer.loads(value)
     except ValueError as err:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from corral import __version__, serializer
+from corral import __version__
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import list_fields_command, submit_op
 from corral.cli.keyval import IdentValue
@@ -202,6 +202,7 @@ def info(groups: tuple[str, ...], as_json: bool) -> None:
     with get_client() as client:
         rows = query_named(client, "group", "node group", groups, _INFO_FIELDS)
     if as_json:
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(rows))
         return
     if rows:

@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 
-from corral import serializer
 from corral.cli.common import get_client, reason_trail
 from corral.cli.jobs import (
     exit_with,
@@ -228,6 +227,7 @@ def info(instances: tuple[str, ...], static: bool, show_all: bool, as_json: bool
         results = submit_and_wait(client, [op])
     result = results[0] if results else None
     if as_json:
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(result or {}))
         return
     if not result:

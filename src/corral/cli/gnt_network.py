@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from corral import __version__, serializer
+from corral import __version__
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import exit_with, list_fields_command, submit_op
 from corral.cli.listing import list_command
@@ -282,6 +282,7 @@ def info(networks: tuple[str, ...], as_json: bool) -> None:
         rows = query_named(client, "network", "Network name", networks, _INFO_FIELDS)
         instances = query_rows(client, "instance", ["name", "nic.ips", "nic.networks"], None)
     if as_json:
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(rows))
         return
     texts = []

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from corral import __version__, serializer
+from corral import __version__
 from corral.cli.common import CorralGroup, get_client
 from corral.cli.jobs import (
     exit_with,
@@ -178,6 +178,7 @@ def info(nodes: tuple[str, ...], as_json: bool) -> None:
     with get_client() as client:
         rows = query_named(client, "node", "node", nodes, _INFO_FIELDS)
     if as_json:
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(rows))
         return
     if rows:

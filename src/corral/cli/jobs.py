@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import click
 
-from corral import serializer
 from corral.cli.common import get_client, reason_trail
 from corral.cli.options import no_headers_option, separator_option
 from corral.cli.output import effective_units, format_bool, format_table, format_unit
@@ -36,9 +35,8 @@ from corral.errors import (
     did_you_mean,
 )
 from corral.jobs.follow import JOB_RESULT_FIELDS, JobFollower, job_results
-from corral.jobs.model import job_error
+from corral.jobs.status import job_error
 from corral.qlang import make_filter
-from corral.qlang.fields import LIST_FIELDS_COMMANDS
 
 __all__ = [
     "EXIT_CONFIRMATION",
@@ -407,6 +405,8 @@ def _unknown_fields(response: Mapping[str, Any]) -> list[str]:
 def _warn_unknown_fields(client: LuxiCaller, resource: str, unknown: list[str]) -> None:
     """Ganeti's warning, then corral's hint: the nearest known fields (asked for only
     now, on this error path) and the command that lists them all."""
+    from corral.qlang.fields import LIST_FIELDS_COMMANDS
+
     click.echo(f"Warning: Queried for unknown fields {', '.join(unknown)}", err=True)
     known = [str(f["name"]) for f in client.call("QueryFields", resource, None)["fields"]]
     hint = did_you_mean(unknown, known, noun="known fields",
@@ -476,6 +476,7 @@ def generic_list(
              for name, (status, value) in zip(names_out, row, strict=True)}
             for row in response["data"]
         ]
+        from corral import serializer  # msgspec: only when JSON is read or written
         click.echo(serializer.dumps_pretty(rows))
     else:
         for line in format_query(response, separator=separator, no_headers=no_headers,

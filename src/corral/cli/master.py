@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from corral import serializer
 from corral.errors import CorralError, NotMasterError, OpPrereqError
 from corral.paths import Paths
 
@@ -63,6 +62,8 @@ class MasterLocation:
 
 
 def _membership(paths: Paths) -> dict[str, Any]:
+    from corral import serializer  # msgspec: only when JSON is read or written
+
     try:
         data = serializer.loads(paths.node_membership.read_bytes())
     except (OSError, ValueError):

@@ -15,10 +15,25 @@ references) and bump the serials; a commit costs O(objects changed).
 
 from __future__ import annotations
 
-from corral.config.readonly import load_readonly
-from corral.config.replica import Replica
-from corral.config.storage import Row
-from corral.config.store import CommitListener, ConfigStore
-from corral.config.transaction import Transaction
+from typing import TYPE_CHECKING
+
+from corral.utils.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from corral.config.readonly import load_readonly
+    from corral.config.replica import Replica
+    from corral.config.storage import Row
+    from corral.config.store import CommitListener, ConfigStore
+    from corral.config.transaction import Transaction
 
 __all__ = ["CommitListener", "ConfigStore", "Replica", "Row", "Transaction", "load_readonly"]
+
+# Names load on first use: reading a few rows (corral.config.storage) needs no model.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "load_readonly": "readonly",
+    "Replica": "replica",
+    "Row": "storage",
+    "CommitListener": "store",
+    "ConfigStore": "store",
+    "Transaction": "transaction",
+})

@@ -124,6 +124,12 @@ class Paths:
         confd answers from it."""
         return self.data_dir / "config-replica.db"
 
+    def local_config(self) -> Path:
+        """The configuration this node holds: the store on the master, else the replica
+        (which may not exist: a node that is no master candidate has none)."""
+        # os.path.exists: a file this process may not look at counts as absent
+        return self.config_db if os.path.exists(self.config_db) else self.config_replica
+
     @property
     def confd_hmac_key(self) -> Path:
         """The shared HMAC key confd signs its packets with (mode 0400)."""

@@ -15,6 +15,7 @@ import click
 
 from corral import serializer
 from corral.cli.common import CONTEXT_SETTINGS
+from corral.cli.localconfig import read_local_config
 from corral.confd.client import QueryResult, Server, query_sync
 from corral.confd.protocol import (
     DEFAULT_PORT,
@@ -108,19 +109,11 @@ def build_query(qtype: QueryType, text: str | None, link: str | None,
 
 def default_servers(paths: Paths) -> list[str]:
     """The master candidates' primary IPs from this node's configuration."""
-    # Read only when no --server is given: the configuration model is not a
-    # client's to load at start.
-    from corral.confd.source import config_path
-    from corral.config.readonly import load_readonly
-
-    path = config_path(paths)
-    if not path.exists():
-        raise ParameterError(
-            f"no configuration at {path} to find the master candidates; give --server")
-    store = load_readonly(path)
-    master = store.cluster.master_node
-    return [node.primary_ip for node in store.all("node")
-            if node.master_candidate or node.uuid == master]
+    found = read_local_config(paths)
+    if found is None:
+        raise ParameterError(f"no configuration at {paths.local_config()} to find the "
+                             "master candidates; give --server")
+    return found.candidates
 
 
 def _describe(qtype: QueryType, status: int, value: Any) -> str:

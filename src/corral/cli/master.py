@@ -74,23 +74,15 @@ def _membership(paths: Paths) -> dict[str, Any]:
 def _local_config(paths: Paths) -> tuple[str | None, list[str]]:
     """The master and the candidates' (and master's) addresses in this node's
     configuration or replica; (None, []) when there is none or it cannot be read."""
-    from corral.confd.source import config_path
-    from corral.config.readonly import load_readonly
+    from corral.cli.localconfig import read_local_config
 
-    path = config_path(paths)
-    if not path.exists():
-        return None, []
     try:
-        store = load_readonly(path)
-        if not store.all("cluster"):
-            return None, []
-        master_uuid = store.cluster.master_node
-        nodes = store.all("node")
+        found = read_local_config(paths)
     except CorralError:
         return None, []
-    master = next((n.name for n in nodes if n.uuid == master_uuid), None)
-    addresses = [n.primary_ip for n in nodes if n.master_candidate or n.uuid == master_uuid]
-    return master, addresses
+    if found is None or found.master is None:
+        return None, []
+    return found.master, found.candidates
 
 
 def _ask_confd(paths: Paths, servers: list[str]) -> str | None:

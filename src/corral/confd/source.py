@@ -37,9 +37,8 @@ _Signature = tuple[str, tuple[tuple[int, int, int] | None, ...]]
 
 def config_path(paths: Paths) -> Path:
     """The file confd answers from on this node: the store on the master, else the
-    replica."""
-    # os.path.exists: a file this process may not look at counts as absent
-    return paths.config_db if os.path.exists(paths.config_db) else paths.config_replica
+    replica (:meth:`~corral.paths.Paths.local_config`)."""
+    return paths.local_config()
 
 
 def load_snapshot(path: Path) -> Snapshot:

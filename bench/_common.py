@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from corral.luxi import AsyncClient
 
-__all__ = ["FINAL", "follow_job", "percentile", "testbed"]
+__all__ = ["FINAL", "create_diskless", "follow_job", "percentile", "testbed"]
 
 #: Job statuses after which nothing changes any more.
 FINAL = ("success", "error", "canceled")
@@ -42,3 +43,26 @@ async def follow_job(client: AsyncClient, job_id: int, wait: float = 30) -> str:
         info = answer[0]
         if info[0] in FINAL:
             return str(info[0])
+
+
+async def create_diskless(socket: Path, names: list[str], nodes: list[str],
+                          memory_mib: int = 64) -> None:
+    """Create diskless instances ``names`` (primaries round robin over ``nodes``), not
+    started and without an OS install: every job submitted first, then each followed;
+    raise if one fails."""
+    client = AsyncClient(socket)
+    try:
+        ids = []
+        for index, name in enumerate(names):
+            ids.append(await client.call("SubmitJob", [{
+                "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
+                "disk_template": "diskless", "pnode": nodes[index % len(nodes)],
+                "os_type": "corral-ext4", "disks": [], "nics": [{}],
+                "beparams": {"maxmem": memory_mib, "minmem": memory_mib}, "start": False,
+                "no_install": True}]))
+        for job_id in ids:
+            if (status := await follow_job(client, job_id)) != "success":
+                [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
+                raise SystemExit(f"instance creation job {job_id} ended {status}: {result}")
+    finally:
+        await client.close()

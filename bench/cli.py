@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import corral
-from _common import FINAL, follow_job, testbed
-from corral.luxi import AsyncClient
+from _common import FINAL, create_diskless, testbed
 from corral.paths import Paths
 
 GNT_TOOLS = ["gnt-cluster", "gnt-instance", "gnt-node", "gnt-group", "gnt-job", "gnt-filter",
@@ -129,27 +128,6 @@ def compile_corral() -> None:
     """Byte-compile corral's package directory so that runs load .pyc files."""
     package = Path(corral.__file__).parent
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
-
-
-async def create_corral_instances(socket: Path, node: str, count: int) -> None:
-    """Create ``count`` diskless instances ``bench-cli-<n>`` on ``node``, not started,
-    without an OS install: submit every job first, then follow them."""
-    client = AsyncClient(socket)
-    try:
-        ids = []
-        for n in range(count):
-            ids.append(await client.call("SubmitJob", [{
-                "OP_ID": "OP_INSTANCE_CREATE", "instance_name": f"bench-cli-{n}",
-                "mode": "create", "disk_template": "diskless", "pnode": node,
-                "os_type": "corral-ext4", "disks": [], "nics": [{}],
-                "beparams": {"maxmem": 64, "minmem": 64}, "start": False,
-                "no_install": True}]))
-        for job_id in ids:
-            if (status := await follow_job(client, job_id)) != "success":
-                [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
-                raise SystemExit(f"corral job {job_id} ended {status}: {result}")
-    finally:
-        await client.close()
 
 
 def check_list(command: Command, at_least: int, exact: bool) -> None:
@@ -247,7 +225,8 @@ def main() -> None:
             env = {**base_env, **state["env"]}
             socket = Paths(Path(state["env"]["CORRAL_ROOT"])).master_socket
             log(f"creating {args.instances} corral instances")
-            asyncio.run(create_corral_instances(socket, state["master"], args.instances))
+            asyncio.run(create_diskless(
+                socket, [f"bench-cli-{n}" for n in range(args.instances)], [state["master"]]))
             ours_list: Command = ([str(bindir / "gnt-instance"), "list"], env)
             check_list(ours_list, args.instances, exact=True)
             ours_submit: Command = ([str(bindir / SUBMIT[0]), *SUBMIT[1:]], env)

@@ -54,8 +54,7 @@ from typing import Any
 
 import aiohttp
 
-from _common import FINAL, percentile, testbed
-from corral.luxi import AsyncClient
+from _common import FINAL, create_diskless, percentile, testbed
 from corral.paths import Paths
 
 RESOURCES = {"info": "/2/info", "instances_bulk": "/2/instances?bulk=1", "jobs": "/2/jobs"}
@@ -71,31 +70,6 @@ GANETI_PREFIX = "bench-"
 def _figures(seconds: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(seconds) * 1000, 3),
             "p99_ms": round(percentile(seconds, 0.99) * 1000, 3)}
-
-
-async def create_corral_instances(socket: Path, nodes: list[str], count: int) -> None:
-    """Create ``count`` diskless instances at once (one job each) and wait for all."""
-    client = AsyncClient(socket)
-    try:
-        ids = []
-        for i in range(count):
-            ids.append(await client.call("SubmitJob", [{
-                "OP_ID": "OP_INSTANCE_CREATE", "instance_name": f"bench{i:03}.testbed",
-                "mode": "create", "disk_template": "diskless", "pnode": nodes[i % len(nodes)],
-                "os_type": "corral-ext4", "disks": [], "nics": [{}],
-                "beparams": {"maxmem": MEMORY_MIB, "minmem": MEMORY_MIB}, "start": False,
-                "no_install": True,
-            }]))
-        while True:
-            rows = await client.call("QueryJobs", ids, ["status"])
-            if all(row is not None and row[0] in FINAL for row in rows):
-                break
-            await asyncio.sleep(0.1)
-        failed = [job_id for job_id, row in zip(ids, rows, strict=True) if row[0] != "success"]
-        if failed:
-            raise SystemExit(f"{len(failed)} instance creations failed, e.g. jobs {failed[:5]}")
-    finally:
-        await client.close()
 
 
 class Target:
@@ -354,7 +328,8 @@ def main() -> None:
             if not rapi.get("url"):
                 raise SystemExit("the testbed runs no RAPI (testbed.json has no rapi url)")
             nodes = [node["name"] for node in state["nodes"]]
-            asyncio.run(create_corral_instances(paths.master_socket, nodes, args.instances))
+            names = [f"bench{i:03}.testbed" for i in range(args.instances)]
+            asyncio.run(create_diskless(paths.master_socket, names, nodes, MEMORY_MIB))
             corral = Target(rapi["url"], rapi["user"], rapi["password"],
                             Path(rapi["ca"]))
             if ganeti is not None:

@@ -81,3 +81,14 @@ def test_confd_query_finds_the_candidates_without_the_configuration_model(
     assert found.exits == [1]
     assert "corral.config.storage" in found.modules
     assert "corral.config.store" not in found.modules
+
+
+def test_a_store_of_a_newer_corral_is_refused_as_the_master_refuses_it(
+        paths: Paths, tmp_path: Path) -> None:
+    shutil.copy(tmp_path / "seed.db", paths.config_db)
+    conn = sqlite3.connect(paths.config_db)
+    with conn:
+        conn.execute("UPDATE meta SET value = 99 WHERE key = 'schema_version'")
+    conn.close()
+    with pytest.raises(ConfigStoreError, match="upgrade corral"):
+        read_local_config(paths)

@@ -45,12 +45,16 @@ def read_local_config(paths: Paths) -> LocalConfig | None:
 
 
 def _read_rows(path: Path) -> LocalConfig | None:
-    """The fields from the stored rows; None when they are not as expected."""
+    """The fields from the stored rows; None when they are not as expected (also a
+    store of another schema version: the model's loading upgrades or refuses it)."""
+    from corral import CONFIG_SCHEMA_VERSION
     from corral.config.storage import Database
 
     db = Database.open(path, read_only=True)
     try:
         with db.read_transaction():
+            if db.schema_version() != CONFIG_SCHEMA_VERSION:
+                return None
             rows = db.rows()
     finally:
         db.close()

@@ -15,6 +15,9 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from corral import serializer, uidpool, x509
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
@@ -26,6 +29,8 @@ from corral.errors import (
     ParameterError,
 )
 from corral.objects import Cluster, Node, NodeGroup
+from corral.objects.ipolicy import default_policy, updated_policy
+from corral.objects.params import DISK_TEMPLATES
 from corral.paths import Paths
 from corral.rapi.users import generate_rapi_users_file
 
@@ -102,8 +107,27 @@ def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGrou
         os_search_path=list(Paths.DEFAULT_OS_SEARCH_PATH),
         noded_port=options.noded_port,
     )
-    apply_cluster_params(cluster, options.params)
+    params = options.params
+    cluster.ipolicy = _initial_policy(
+        params.ipolicy, params.enabled_disk_templates or cluster.enabled_disk_templates)
+    apply_cluster_params(cluster, msgspec.structs.replace(params, ipolicy=None))
     return cluster, group, node
+
+
+def _initial_policy(changes: dict[str, Any] | None, enabled: list[str]) -> dict[str, Any]:
+    """A new cluster's instance policy: Ganeti's defaults (every disk template
+    allowed) with ``changes`` applied, its disk templates restricted to the enabled
+    ones, as Ganeti's ``init`` does."""
+    policy = default_policy(DISK_TEMPLATES)
+    if changes:
+        policy = updated_policy(policy, changes, group=False)
+    allowed = [t for t in enabled if t in policy["disk-templates"]]
+    if not allowed:
+        raise ParameterError(
+            f"the instance policy allows none of the enabled disk templates "
+            f"({', '.join(enabled)}): give --ipolicy-disk-templates with some of them")
+    policy["disk-templates"] = allowed
+    return policy
 
 
 def rapi_certificate(cluster_name: str, node: Node) -> tuple[bytes, bytes]:

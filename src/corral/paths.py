@@ -61,6 +61,14 @@ class Paths:
         "/usr/share/ganeti/os",
         "/srv/corral/os",
     )
+    #: Where iallocator plugins are looked up by name (``-I NAME``) when the cluster
+    #: sets no search path of its own: Ganeti's places, so that its ``hail`` works,
+    #: then corral's.
+    DEFAULT_IALLOCATOR_SEARCH_PATH = (
+        "/usr/local/lib/ganeti/iallocators",
+        "/usr/lib/ganeti/iallocators",
+        "/srv/corral/iallocators",
+    )
 
     # -- files ---------------------------------------------------------------
     @property

@@ -297,10 +297,19 @@ def test_group_list_defaults(fake: Any) -> None:
 
 
 def test_group_info(fake: Any) -> None:
-    fields = ["name", "uuid", "ndparams", "custom_ndparams", "diskparams", "custom_diskparams"]
+    fields = ["name", "uuid", "ndparams", "custom_ndparams", "diskparams", "custom_diskparams",
+              "ipolicy", "custom_ipolicy"]
+    low = {"cpu-count": 1, "disk-count": 1, "disk-size": 512, "memory-size": 64,
+           "nic-count": 0, "spindle-use": 1}
+    high = {**low, "cpu-count": 4}
+    effective = {"minmax": [{"min": low, "max": high}], "std": low, "disk-templates": ["file"],
+                 "vcpu-ratio": 2.5, "spindle-ratio": 32}
+    custom = {"minmax": [{"min": low, "max": high}], "vcpu-ratio": 2.5}
     fake(Query=_answer(fields, [["default", "u", {"ssh_port": 22}, {},
-                                 {"plain": {"stripes": 2}}, {"plain": {"stripes": 2}}]]))
+                                 {"plain": {"stripes": 2}}, {"plain": {"stripes": 2}},
+                                 effective, custom]]))
     result = run(gnt_group.cli, "info", "default")
+    # Ganeti's layout: own values plain, inherited ones "default (V)"
     assert result.stdout.splitlines() == [
         "- Node group: default",
         "  Node parameters: ",
@@ -308,6 +317,25 @@ def test_group_info(fake: Any) -> None:
         "  Disk parameters: ",
         "    plain: ",
         "      stripes: 2",
+        "  Instance policy: ",
+        "    bounds specs: ",
+        "      - min/0: ",
+        "          cpu-count: 1",
+        "          disk-count: 1",
+        "          disk-size: 512",
+        "          memory-size: 64",
+        "          nic-count: 0",
+        "          spindle-use: 1",
+        "        max/0: ",
+        "          cpu-count: 4",
+        "          disk-count: 1",
+        "          disk-size: 512",
+        "          memory-size: 64",
+        "          nic-count: 0",
+        "          spindle-use: 1",
+        "    allowed disk templates: default (file)",
+        "    spindle-ratio: default (32)",
+        "    vcpu-ratio: 2.5",
     ]
 
 

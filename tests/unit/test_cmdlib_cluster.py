@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params, cluster_info
-from corral.errors import ParameterError, UnknownParameterError
+from corral.errors import OpPrereqError, ParameterError, UnknownParameterError
 from corral.objects import Cluster
 
 
@@ -31,7 +31,7 @@ def test_changes_are_applied_and_reported() -> None:
         "beparams/default/minmem: 128 -> 1024",
         "candidate_pool_size: 10 -> 3",
         "uid_pool:  -> 4000-4009",
-        "default_iallocators:  -> hail,builtin",
+        "default_iallocators: corral -> hail,builtin",
     ]
 
 
@@ -84,9 +84,15 @@ def test_plain_needs_a_volume_group() -> None:
     cluster = _cluster()
     with pytest.raises(ParameterError, match="--vg-name"):
         apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"]))
+    # the instance policy must follow (Ganeti's rule): it may allow enabled ones only
+    with pytest.raises(OpPrereqError, match="allowed by the ipolicy, but not enabled"):
+        apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"],
+                                                       vg_name="xenvg"))
     apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"],
-                                                   vg_name="xenvg"))
+                                                   vg_name="xenvg",
+                                                   ipolicy={"disk-templates": ["plain"]}))
     assert cluster.enabled_disk_templates == ["plain"]
+    assert cluster.ipolicy["disk-templates"] == ["plain"]
 
 
 def test_hidden_and_blacklisted_os_lists() -> None:
@@ -113,7 +119,6 @@ def test_info_has_ganeti_keys_and_only_enabled_hvparams() -> None:
 
 def test_disabling_a_template_or_hypervisor_in_use_names_the_instances() -> None:
     from corral.cmdlib.cluster import check_disabled_in_use
-    from corral.errors import OpPrereqError
     from corral.objects import Cluster, Instance
 
     old = Cluster(name="c", master_node="m", enabled_disk_templates=["file", "diskless"],

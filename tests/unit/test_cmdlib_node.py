@@ -521,8 +521,12 @@ def test_group_add_rename_assign_modify_remove(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("op", "error", "text"), [
     ({"OP_ID": "OP_GROUP_ADD", "group_name": "default"}, AlreadyExistsError, "already exists"),
-    ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "ipolicy": {"vcpu-ratio": 2}},
-     ParameterError, "ipolicy"),
+    ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "ipolicy": {"std": {"cpu-count": 2}}},
+     ParameterError, "std cannot appear in group instance specs"),
+    ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "ipolicy": {"vcpu-ratio": "x"}},
+     ParameterError, "Invalid value for attribute 'vcpu-ratio'"),
+    ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "hv_state": {"fake": {"mem_total": 1}}},
+     ParameterError, "hv_state"),
     ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "diskparams": {"drbd": {}}},
      UnknownParameterError, "drbd"),
     ({"OP_ID": "OP_GROUP_ADD", "group_name": "g", "diskparams": {"plain": {"x": 1}}},

@@ -20,10 +20,7 @@ from corral.qlang import FieldRegistry
 DATA = Path(__file__).parent.parent / "data" / "ganeti-fields"
 
 #: Ganeti's fields corral leaves out, and why.
-NOT_HERE = {
-    # corral has no instance policies; RAPI's /2/groups gives the open policy itself.
-    ("group", "ipolicy"), ("group", "custom_ipolicy"),
-}
+NOT_HERE: set[tuple[str, str]] = set()
 
 REGISTRIES: dict[str, FieldRegistry[Any, Any]] = {
     "instance": INSTANCE_FIELDS, "node": NODE_FIELDS, "group": GROUP_FIELDS,

@@ -107,14 +107,6 @@ async def test_info_adds_ganeti_aliases(client: TestClient, master: FakeMaster) 
         "beparams": {"default": {"vcpus": 2, "maxmem": 512}}}
     status, info, headers = await call(client, "GET", "/2/info")
     assert status == 200 and info["vg_name"] == info["volume_group_name"] == "xenvg"
-    # No instance policies in corral: the policy of a group without limits.
-    policy = info["ipolicy"]
-    assert policy["disk-templates"] == ["file"]
-    assert policy["std"]["cpu-count"] == 2 and policy["std"]["memory-size"] == 512
-    (minmax,) = policy["minmax"]
-    assert minmax["max"]["disk-count"] == 16 and minmax["max"]["nic-count"] == 8
-    assert all(minmax["min"][key] <= policy["std"][key] <= minmax["max"][key]
-               for key in policy["std"])
     assert headers["Server"].startswith("corral-rapi/")
 
 

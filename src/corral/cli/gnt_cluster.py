@@ -16,6 +16,7 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.ipolicy import format_policy, ipolicy_from_options, ipolicy_options
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
 from corral.cli.options import (
@@ -118,6 +119,9 @@ def _params_options(init: bool) -> list[Any]:
                      help="Directory for 'sharedfile' disks, shared by all nodes."),
         click.option("--os-search-path", metavar="DIR,...",
                      help="Comma-separated directories searched for OS definitions."),
+        click.option("--iallocator-search-path", metavar="DIR,...",
+                     help="Comma-separated directories searched for iallocator plugins "
+                          "(-I NAME); empty: Ganeti's and corral's usual places."),
     ]
     if not init:
         opts += [
@@ -131,6 +135,7 @@ def _params_options(init: bool) -> list[Any]:
 def with_params_options(init: bool) -> Callable[[F], F]:
     """Decorate a command with the cluster parameter options."""
     def decorate(func: F) -> F:
+        func = ipolicy_options(std=True, split=init)(func)
         for option in reversed(_params_options(init)):
             func = option(func)
         return func
@@ -163,6 +168,8 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         file_storage_dir=kw["file_storage_dir"],
         shared_file_storage_dir=kw["shared_file_storage_dir"],
         os_search_path=_csv(kw["os_search_path"]),
+        iallocator_search_path=_csv(kw["iallocator_search_path"]),
+        ipolicy=ipolicy_from_options(kw, group=False),
     )
 
 
@@ -259,6 +266,7 @@ def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
             ("default instance allocator", r["default_iallocator"]),
             ("default instance allocator parameters", _strs(r["default_iallocator_params"])),
             ("OS search path", join(r["os_search_path"])),
+            ("iallocator search path", join(r["iallocator_search_path"])),
             ("enabled disk templates", join(r["enabled_disk_templates"])),
             ("configuration serial", str(r["config_serial"])),
         ]),
@@ -266,6 +274,8 @@ def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Default instance parameters", _strs(r["beparams"])),
         ("Default nic parameters", _strs(r["nicparams"])),
         ("Default disk parameters", _strs(r["diskparams"])),
+        ("Instance policy - limits for instances",
+         format_policy(r["ipolicy"], r["ipolicy"], cluster=True)),
     ]
 
 

@@ -1,8 +1,7 @@
 """``gnt-group``: add, remove, rename, fill, list and change node groups.
 
-Options and default columns are Ganeti's; instance-policy and static-state options
-are not offered (corral keeps neither). Wherever a group or node is named, its UUID
-works too.
+Options and default columns are Ganeti's; static-state options are not offered
+(corral keeps none). Wherever a group or node is named, its UUID works too.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client
+from corral.cli.ipolicy import format_policy, ipolicy_from_options, ipolicy_options
 from corral.cli.jobs import list_fields_command, submit_op
 from corral.cli.keyval import IdentValue
 from corral.cli.listing import list_command
@@ -56,7 +56,8 @@ LIST_FORMAT: dict[str, Callable[[Any], str]] = {
     "ndparams": _fmt_dict,
 }
 
-_INFO_FIELDS = ["ndparams", "custom_ndparams", "diskparams", "custom_diskparams"]
+_INFO_FIELDS = ["ndparams", "custom_ndparams", "diskparams", "custom_diskparams",
+                "ipolicy", "custom_ipolicy"]
 
 
 def _diskparams(merged: dict[str, IdentValue]) -> dict[str, Any] | None:
@@ -85,7 +86,19 @@ def _group_params(func: Callable[..., Any]) -> Callable[..., Any]:
                                  "repeatable."),
     ]):
         func = option(func)
-    return func
+    return ipolicy_options(std=False)(func)
+
+
+def _params(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
+            diskparams: dict[str, IdentValue], kw: dict[str, Any]) -> dict[str, Any]:
+    """The opcode parameters ``add`` and ``modify`` share; only those given."""
+    params: dict[str, Any] = {"group_name": group}
+    for key, value in (("alloc_policy", alloc_policy), ("ndparams", ndparams),
+                       ("diskparams", _diskparams(diskparams)),
+                       ("ipolicy", ipolicy_from_options(kw, group=True))):
+        if value is not None:
+            params[key] = value
+    return params
 
 
 def _job_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,8 +106,6 @@ def _job_options(func: Callable[..., Any]) -> Callable[..., Any]:
                             print_jobid_option, reason_option]):
         func = option(func)
     return func
-
-
 
 
 @click.group(cls=CorralGroup)
@@ -109,13 +120,9 @@ def cli() -> None:
 @_job_options
 def add(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
         diskparams: dict[str, IdentValue], dry_run: bool, priority: int | None,
-        submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+        submit_only: bool, print_jobid: bool, reason: str | None, **kw: Any) -> None:
     """Add a node group called GROUP."""
-    params: dict[str, Any] = {"group_name": group}
-    for key, value in (("alloc_policy", alloc_policy), ("ndparams", ndparams),
-                       ("diskparams", _diskparams(diskparams))):
-        if value is not None:
-            params[key] = value
+    params = _params(group, alloc_policy, ndparams, diskparams, kw)
     submit_op(TOOL, "add", "OP_GROUP_ADD", params, reason=reason, priority=priority,
               submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
@@ -164,13 +171,9 @@ def rename(group: str, new_name: str, dry_run: bool, priority: int | None, submi
 @_job_options
 def modify(group: str, alloc_policy: str | None, ndparams: dict[str, Any] | None,
            diskparams: dict[str, IdentValue], dry_run: bool, priority: int | None,
-           submit_only: bool, print_jobid: bool, reason: str | None) -> None:
+           submit_only: bool, print_jobid: bool, reason: str | None, **kw: Any) -> None:
     """Change GROUP's parameters."""
-    params: dict[str, Any] = {"group_name": group}
-    for key, value in (("alloc_policy", alloc_policy), ("ndparams", ndparams),
-                       ("diskparams", _diskparams(diskparams))):
-        if value is not None:
-            params[key] = value
+    params = _params(group, alloc_policy, ndparams, diskparams, kw)
     if len(params) == 1:
         raise ParameterError("please give at least one of the parameters (see --help)")
     result = submit_op(TOOL, "modify", "OP_GROUP_SET_PARAMS", params, reason=reason,
@@ -210,6 +213,8 @@ def info(groups: tuple[str, ...], as_json: bool) -> None:
             ("Node group", row["name"]),
             ("Node parameters", format_params(row["custom_ndparams"], row["ndparams"])),
             ("Disk parameters", format_params(row["custom_diskparams"], row["diskparams"])),
+            ("Instance policy", format_policy(row["custom_ipolicy"], row["ipolicy"],
+                                              cluster=False)),
         ] for row in rows]))
 
 

@@ -19,9 +19,11 @@ from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
+from corral.cmdlib.ipolicy import group_ipolicy, warn_new_violations
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
+from corral.objects.ipolicy import disk_templates_not_enabled, group_policy, updated_policy
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
 from corral.rpc.chunks import call_in_parts
@@ -324,6 +326,14 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     if change.os_search_path is not None:
         paths = [_check_abs_path("OS search path entry", p) for p in change.os_search_path]
         setattr_logged("os_search_path", paths, ",".join)
+    if change.iallocator_search_path is not None:
+        paths = [_check_abs_path("iallocator search path entry", p)
+                 for p in change.iallocator_search_path]
+        setattr_logged("iallocator_search_path", paths, ",".join)
+    if change.ipolicy is not None:
+        setattr_logged("ipolicy", updated_policy(cluster.ipolicy, change.ipolicy, group=False))
+    if change.ipolicy is not None or change.enabled_disk_templates is not None:
+        disk_templates_not_enabled(cluster.ipolicy, cluster.enabled_disk_templates)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
         for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
@@ -419,6 +429,8 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "os_search_path": cluster.os_search_path,
+        "iallocator_search_path": cluster.iallocator_search_path,
+        "ipolicy": cluster.ipolicy,
     }
 
 
@@ -517,6 +529,11 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))
+            if cluster.ipolicy != store.cluster.ipolicy:
+                warn_new_violations(store, [
+                    (group, group_ipolicy(store, group),
+                     group_policy(cluster.ipolicy, group.ipolicy))
+                    for group in store.all("nodegroup")], self.feedback)
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}

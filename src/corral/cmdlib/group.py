@@ -1,11 +1,12 @@
 """Node group operations: add, remove, rename, assign nodes, change parameters; the
 ``group`` query resource.
 
-A group's parameters (allocation policy, node parameters, disk parameters) override
-the cluster's for its members. corral keeps no instance policies and no static
-hypervisor or disk state: Ganeti's ``ipolicy``, ``hv_state`` and ``disk_state`` are
-accepted only when empty. Moving nodes between groups needs no ``force``, since
-corral has no disk template whose disks span two nodes of different groups.
+A group's parameters (allocation policy, node parameters, disk parameters, instance
+policy) override the cluster's for its members; its ``ipolicy`` holds only what it
+overrides (:mod:`corral.objects.ipolicy`). corral keeps no static hypervisor or disk
+state: Ganeti's ``hv_state`` and ``disk_state`` are accepted only when empty. Moving
+nodes between groups needs no ``force``, since corral has no disk template whose
+disks span two nodes of different groups.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group, expand_node
+from corral.cmdlib.ipolicy import group_ipolicy, warn_new_violations
 from corral.cmdlib.node import check_unsupported_state, nd_param_fields, validated_ndparams
 from corral.cmdlib.query import named_lookup
 from corral.errors import (
@@ -26,6 +28,7 @@ from corral.errors import (
 )
 from corral.locking import LockLevel
 from corral.objects import NodeGroup, fill_params
+from corral.objects.ipolicy import disk_templates_not_enabled, group_policy, updated_policy
 from corral.objects.params import DISK_PARAMS, DISK_TEMPLATES, update_params, validate_params
 from corral.opcodes.node_ops import (
     OpGroupAdd,
@@ -107,17 +110,20 @@ class LUGroupAdd(LogicalUnit[OpGroupAdd]):
     def check_arguments(self) -> None:
         """Parameters must be valid; Ganeti-only ones empty."""
         op = self.op
-        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state,
-                                ipolicy=op.ipolicy)
+        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state)
         self._ndparams = update_params({}, validated_ndparams(op.ndparams))
         self._diskparams = _apply_diskparams({}, validated_diskparams(op.diskparams))
+        self._ipolicy = updated_policy({}, op.ipolicy or {}, group=True)
 
     def check_prereq(self) -> None:
-        """The name must be new."""
+        """The name must be new; the policy may allow enabled disk templates only."""
         existing = self.master.store.find("nodegroup", self.op.group_name)
         if existing is not None:
             raise AlreadyExistsError(f"Desired group name '{existing.name}' already exists as "
                                      f"a node group (UUID: {existing.uuid})")
+        cluster = self.master.store.cluster
+        disk_templates_not_enabled(group_policy(cluster.ipolicy, self._ipolicy),
+                                   cluster.enabled_disk_templates)
 
     async def execute(self) -> None:
         """Record the group and add its lock."""
@@ -125,7 +131,7 @@ class LUGroupAdd(LogicalUnit[OpGroupAdd]):
             return None
         group = NodeGroup(
             name=self.op.group_name, alloc_policy=self.op.alloc_policy or "preferred",
-            ndparams=self._ndparams, diskparams=self._diskparams,
+            ndparams=self._ndparams, diskparams=self._diskparams, ipolicy=self._ipolicy,
         )
         async with self.master.store.transaction() as txn:
             txn.add(group)
@@ -259,25 +265,37 @@ class LUGroupSetParams(_OneGroup):
     def check_arguments(self) -> None:
         """Something to change; everything valid."""
         op = self.op
-        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state,
-                                ipolicy=op.ipolicy)
-        if op.alloc_policy is None and op.ndparams is None and not op.diskparams:
-            raise ParameterError(
-                "nothing to change: give at least one of alloc_policy, ndparams, diskparams")
+        check_unsupported_state(hv_state=op.hv_state, disk_state=op.disk_state)
+        if (op.alloc_policy is None and op.ndparams is None and not op.diskparams
+                and not op.ipolicy):
+            raise ParameterError("nothing to change: give at least one of alloc_policy, "
+                                 "ndparams, diskparams, ipolicy")
         self._ndparams = validated_ndparams(op.ndparams) if op.ndparams is not None else None
         self._diskparams = validated_diskparams(op.diskparams) if op.diskparams else None
 
     def check_prereq(self) -> None:
-        """The group still exists."""
-        self._group()
+        """The group still exists; a new policy allows enabled disk templates only, and
+        the instances it newly refuses are named in a warning (Ganeti's)."""
+        group = self._group()
+        self._ipolicy: dict[str, Any] | None = None
+        if self.op.ipolicy:
+            store = self.master.store
+            self._ipolicy = updated_policy(group.ipolicy, self.op.ipolicy, group=True)
+            new = group_ipolicy(store, group, self._ipolicy)
+            disk_templates_not_enabled(new, store.cluster.enabled_disk_templates)
+            warn_new_violations(store, [(group, group_ipolicy(store, group), new)],
+                                self.feedback)
 
     async def execute(self) -> list[list[str]] | None:
-        """Apply and return ``[[parameter, new value], ...]`` (Ganeti's shape)."""
+        """Apply and return ``[[parameter, new value], ...]`` (Ganeti's shape; a new
+        policy adds no entry, as in Ganeti)."""
         if self.op.dry_run:
             return None
         result: list[list[str]] = []
         async with self.master.store.transaction() as txn:
             group = txn.get("nodegroup", self._uuid)
+            if self._ipolicy is not None:
+                group.ipolicy = self._ipolicy
             if self._ndparams is not None:
                 group.ndparams = update_params(group.ndparams, self._ndparams)
                 result.append(["ndparams", str(group.ndparams)])
@@ -360,6 +378,11 @@ def _build_fields() -> FieldRegistry[GroupQueryData, NodeGroup]:
         lambda c, g: c.diskparams(g))
     add("custom_diskparams", "CustomDiskParameters", "other", "Custom disk parameters",
         lambda _c, g: {t: dict(v) for t, v in g.diskparams.items()})
+    add("ipolicy", "InstancePolicy", "other",
+        "Instance policy: the group's own settings, the cluster's for the others",
+        lambda c, g: group_policy(c.cluster.ipolicy, g.ipolicy))
+    add("custom_ipolicy", "CustomInstancePolicy", "other",
+        "The instance policy settings the group overrides", lambda _c, g: dict(g.ipolicy))
     nd_param_fields(reg, lambda c, g: c.ndparams(g))
     add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, g: g.ctime)
     add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, g: g.mtime)

@@ -95,13 +95,13 @@ def _check_ip(what: str, text: str) -> str:
 
 
 def check_unsupported_state(**values: dict[str, Any] | None) -> None:
-    """Refuse Ganeti parameters corral accepts only empty (``hv_state``, ``disk_state``,
-    ``ipolicy``): it keeps no static resource state and no instance policies."""
+    """Refuse Ganeti parameters corral accepts only empty (``hv_state``,
+    ``disk_state``): it keeps no static resource state."""
     for name, value in values.items():
         if value:
             raise ParameterError(
                 f"parameter {name} is not supported by corral (it keeps no static "
-                f"hypervisor/disk state and no instance policies); leave it empty"
+                f"hypervisor/disk state); leave it empty"
             )
 
 

@@ -13,7 +13,9 @@ Rows are first decoded as plain dicts, then, in this order:
    ``migration_port``) are dropped from instances' ``hvparams`` (design 2.1: only the
    cluster sets them; an older store, or one from before a parameter became global,
    may hold them per instance);
-6. each dict is converted to its class, which fills missing fields with defaults.
+6. a cluster without an instance policy gets Ganeti's default one, allowing the
+   disk templates it has enabled (as ``gnt-cluster init`` gives a new cluster);
+7. each dict is converted to its class, which fills missing fields with defaults.
 
 An object whose stored form differs from the result is reported as changed so the
 caller writes it back (in one transaction). Anything that cannot be read raises
@@ -31,6 +33,8 @@ import msgspec
 from corral.config.storage import RawRow
 from corral.errors import ConfigStoreError
 from corral.objects import KINDS, ConfigObject, new_uuid
+from corral.objects.ipolicy import default_policy
+from corral.objects.model import DEFAULT_DISK_TEMPLATES
 from corral.objects.params import HV_GLOBALS
 from corral.serializer import DecodeError, dumps, loads
 
@@ -85,6 +89,7 @@ def upgrade(path: Path, rows: list[RawRow]) -> Upgraded:
     _rewrite_names(entries)
     for entry in entries:
         _drop_global_hvparams(entry)
+        _fill_ipolicy(entry)
         obj = _convert(path, entry)
         # Rows this version wrote encode back to the same bytes; anything else
         # (missing fields, unknown ones, other formatting) is written back.
@@ -202,6 +207,17 @@ def _drop_global_hvparams(entry: _Entry) -> None:
     if len(kept) != len(hvparams):
         entry.data["hvparams"] = kept
         entry.changed = True
+
+
+def _fill_ipolicy(entry: _Entry) -> None:
+    """Give a cluster stored before instance policies existed the default one."""
+    if entry.kind != "cluster" or "ipolicy" in entry.data:
+        return
+    templates = entry.data.get("enabled_disk_templates")
+    if not isinstance(templates, list):
+        templates = list(DEFAULT_DISK_TEMPLATES)
+    entry.data["ipolicy"] = default_policy(templates)
+    entry.changed = True
 
 
 def _convert(path: Path, entry: _Entry) -> ConfigObject:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 
 from corral.objects import params as P
+from corral.objects.ipolicy import default_policy
 
 __all__ = [
     "KINDS",
@@ -163,6 +164,9 @@ class NodeGroup(ConfigObject, kw_only=True):
     networks: dict[str, NetworkLink] = msgspec.field(default_factory=dict)
     """The networks connected to the group, by network UUID, with the NIC mode and link
     that instances of the group get on them (Ganeti's group ``networks``)."""
+    ipolicy: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The group's own instance policy: only the keys it overrides of the cluster's
+    (see :mod:`corral.objects.ipolicy`)."""
 
 
 class Network(ConfigObject, kw_only=True):
@@ -201,6 +205,10 @@ class FilterRule(ConfigObject, kw_only=True):
     reason_trail: list[list[Any]] = msgspec.field(default_factory=list)
 
 
+#: The disk templates a new cluster enables.
+DEFAULT_DISK_TEMPLATES = ("file", "sharedfile", "diskless")
+
+
 def default_cluster_params() -> dict[str, Any]:
     """Every cluster-level parameter family filled with the built-in defaults."""
     return {
@@ -228,7 +236,7 @@ class Cluster(ConfigObject, kw_only=True):
     master_ip: str = ""
     enabled_hypervisors: list[str] = msgspec.field(default_factory=lambda: ["fake"])
     enabled_disk_templates: list[str] = msgspec.field(
-        default_factory=lambda: ["file", "sharedfile", "diskless"]
+        default_factory=lambda: list(DEFAULT_DISK_TEMPLATES)
     )
     hvparams: dict[str, dict[str, Any]] = _dflt("hvparams")
     os_hvp: dict[str, dict[str, dict[str, Any]]] = msgspec.field(default_factory=dict)
@@ -241,8 +249,9 @@ class Cluster(ConfigObject, kw_only=True):
     hidden_os: list[str] = msgspec.field(default_factory=list)
     blacklisted_os: list[str] = msgspec.field(default_factory=list)
     uid_pool: list[tuple[int, int]] = msgspec.field(default_factory=list)
-    default_iallocators: list[str] = msgspec.field(default_factory=list)
-    """Allocators tried in turn when a request names none."""
+    default_iallocators: list[str] = msgspec.field(default_factory=lambda: ["corral"])
+    """Allocators tried in turn when a request names none; a new cluster has the
+    built-in one, ``corral``."""
     default_iallocator_params: dict[str, Any] = msgspec.field(default_factory=dict)
     candidate_pool_size: int = 10
     max_running_jobs: int = 20
@@ -252,6 +261,12 @@ class Cluster(ConfigObject, kw_only=True):
     volume_group_name: str = ""
     mac_prefix: str = "aa:00:00"
     os_search_path: list[str] = msgspec.field(default_factory=list)
+    iallocator_search_path: list[str] = msgspec.field(default_factory=list)
+    """Directories searched for iallocator plugins; empty: Ganeti's
+    (:data:`corral.paths.Paths.DEFAULT_IALLOCATOR_SEARCH_PATH`)."""
+    ipolicy: dict[str, Any] = msgspec.field(
+        default_factory=lambda: default_policy(DEFAULT_DISK_TEMPLATES))
+    """The instance policy, complete (see :mod:`corral.objects.ipolicy`)."""
     #: TCP port of every node daemon (Ganeti's noded uses 1811).
     noded_port: int = 1811
 

@@ -94,6 +94,12 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None
+    iallocator_search_path: list[str] | None = None
+    """corral's: directories searched for iallocator plugins (empty: the default)."""
+    ipolicy: dict[str, Any] | None = None
+    """Changes of the instance policy (Ganeti's keys: ``minmax``, ``std``,
+    ``disk-templates``, ``vcpu-ratio``, ``spindle-ratio``); ``std`` is merged, the
+    others replaced."""
     os_hvp: dict[str, dict[str, dict[str, Any] | None]] | None = None
     """Per-OS hypervisor parameters: ``{os: {hypervisor: {name: value}}}``; a hypervisor
     given ``None`` drops the OS's overrides for it, a value ``None``/``"default"`` one

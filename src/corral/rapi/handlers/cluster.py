@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from corral.rapi.handlers.groups import cluster_policy
 from corral.rapi.request import RapiRequest
 
 __all__ = ["FEATURES", "RAPI_VERSION", "features", "info", "modify",
@@ -39,15 +38,11 @@ async def version(req: RapiRequest) -> int:
 
 
 async def info(req: RapiRequest) -> dict[str, Any]:
-    """The cluster's settings (luxi ``QueryClusterInfo``), with Ganeti's alias keys and,
-    since corral has no instance policies, the open policy as ``ipolicy``."""
+    """The cluster's settings (luxi ``QueryClusterInfo``), with Ganeti's alias keys."""
     result: dict[str, Any] = await req.call("QueryClusterInfo")
     for key, alias in _INFO_ALIASES.items():
         if key in result and alias not in result:
             result[alias] = result[key]
-    if "ipolicy" not in result:
-        result["ipolicy"] = cluster_policy(result.get("enabled_disk_templates", []),
-                                           result.get("beparams", {}))
     return result
 
 

@@ -13,6 +13,7 @@ import msgspec
 
 from corral.config import ConfigStore
 from corral.objects import KINDS, Cluster, Disk, Instance, Network, Node, NodeGroup
+from corral.objects.ipolicy import lenient_bounds
 
 __all__ = ["check_invariants", "new_store", "snapshot"]
 
@@ -22,6 +23,8 @@ def new_store(path: Path) -> ConfigStore:
     group = NodeGroup(name="default")
     node = Node(name="node1", primary_ip="192.0.2.1", group=group.uuid)
     cluster = Cluster(name="cluster.example.com", master_node=node.uuid)
+    # small test instances, as on the testbed (Ganeti's defaults refuse disks < 1 GiB)
+    cluster.ipolicy["minmax"] = lenient_bounds()
     return ConfigStore.create(path, cluster, group, node)
 
 

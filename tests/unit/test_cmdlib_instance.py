@@ -213,8 +213,7 @@ def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
     ("params", "error", "message"),
     [
         ({"mode": "import"}, ParameterError, "only 'create'"),
-        ({"iallocator": "hail"}, ParameterError, "give the primary node"),
-        ({"pnode": None}, ParameterError, "give the primary node"),
+        ({"iallocator": "hail"}, ParameterError, "Do not specify both, iallocator and node"),
         ({"pnode": "node9"}, NotFoundError, "Node 'node9' not known"),
         ({"snode": "node2"}, ParameterError, "secondary node"),
         ({"os_type": None}, ParameterError, "an OS is needed.*no_install"),

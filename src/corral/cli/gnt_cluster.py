@@ -119,6 +119,9 @@ def _params_options(init: bool) -> list[Any]:
                      help="Directory for 'sharedfile' disks, shared by all nodes."),
         click.option("--os-search-path", metavar="DIR,...",
                      help="Comma-separated directories searched for OS definitions."),
+        click.option("--iallocator-timeout", type=click.FloatRange(min=0, min_open=True),
+                     metavar="SECONDS",
+                     help="How long an allocator may take before it is stopped."),
         click.option("--iallocator-search-path", metavar="DIR,...",
                      help="Comma-separated directories searched for iallocator plugins "
                           "(-I NAME); empty: Ganeti's and corral's usual places."),
@@ -169,6 +172,7 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         shared_file_storage_dir=kw["shared_file_storage_dir"],
         os_search_path=_csv(kw["os_search_path"]),
         iallocator_search_path=_csv(kw["iallocator_search_path"]),
+        iallocator_timeout=kw["iallocator_timeout"],
         ipolicy=ipolicy_from_options(kw, group=False),
     )
 
@@ -267,6 +271,7 @@ def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
             ("default instance allocator parameters", _strs(r["default_iallocator_params"])),
             ("OS search path", join(r["os_search_path"])),
             ("iallocator search path", join(r["iallocator_search_path"])),
+            ("iallocator timeout", f"{r['iallocator_timeout']:g}"),
             ("enabled disk templates", join(r["enabled_disk_templates"])),
             ("configuration serial", str(r["config_serial"])),
         ]),

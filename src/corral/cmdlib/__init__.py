@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.cmdlib import group, instance, instance_change, network, node
+from corral.cmdlib import allocator_ops, group, instance, instance_change, network, node
 from corral.cmdlib import os as os_area
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, NodeRpc, QueryResource
 from corral.cmdlib.cluster import LUClusterQuery, LUClusterRedistConf, LUClusterSetParams
@@ -38,7 +38,7 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
     unit.OP_ID: unit
     for unit in (
         LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf, LUTagsGet,
-        LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery, LUQueryFields,
+        LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery, LUQueryFields, *allocator_ops.UNITS,
         *(u for area in AREAS for u in area.UNITS),
     )
 }

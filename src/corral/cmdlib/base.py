@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from corral.cmdlib.node_memory import NodeMemory
 from corral.errors import InternalError
+from corral.iallocator import PluginRunner
 from corral.locking import AllSet, LockLevel, LockManager
 from corral.opcodes import OpCode
 from corral.rpc.protocol import RpcResult
@@ -77,6 +78,10 @@ class _NoRpc:
     async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
         raise InternalError("no node RPC configured (joining a node)")
 
+async def _no_jobs(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
+    raise InternalError("no job queue to submit jobs to")
+
+
 class Feedback(Protocol):
     """Writes a message to the job log of the opcode being executed.
 
@@ -125,6 +130,12 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: Runs allocators (the built-in one or plugins on the search path).
+    iallocators: PluginRunner = field(default_factory=PluginRunner)
+    #: Submits jobs on behalf of a logical unit (node evacuation, multi-allocation):
+    #: the opcodes of each job, in order; ``[(True, id) | (False, why)]`` per job.
+    submit_jobs: Callable[[Sequence[Sequence[OpCode]]],
+                          Awaitable[list[tuple[bool, int | str]]]] = _no_jobs
 
 
 class LogicalUnit(Generic[OpT]):

@@ -330,6 +330,8 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         paths = [_check_abs_path("iallocator search path entry", p)
                  for p in change.iallocator_search_path]
         setattr_logged("iallocator_search_path", paths, ",".join)
+    if change.iallocator_timeout is not None:
+        setattr_logged("iallocator_timeout", float(change.iallocator_timeout))
     if change.ipolicy is not None:
         setattr_logged("ipolicy", updated_policy(cluster.ipolicy, change.ipolicy, group=False))
     if change.ipolicy is not None or change.enabled_disk_templates is not None:
@@ -430,6 +432,7 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "os_search_path": cluster.os_search_path,
         "iallocator_search_path": cluster.iallocator_search_path,
+        "iallocator_timeout": cluster.iallocator_timeout,
         "ipolicy": cluster.ipolicy,
     }
 

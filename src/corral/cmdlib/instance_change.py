@@ -59,6 +59,7 @@ from corral.cmdlib.instance_hotplug import (
     resolve,
 )
 from corral.cmdlib.instance_migration import LUInstanceFailover, LUInstanceMigrate, LUInstanceMove
+from corral.cmdlib.ipolicy import check_instance_fits
 from corral.errors import (
     AlreadyExistsError,
     CorralError,
@@ -290,6 +291,14 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         self._check_beparams()
         self._check_os()
         self._check_offline()
+        if not op.ignore_ipolicy:
+            # the instance as it would be, with its maximum and minimum memory (Ganeti
+            # checks every modification so)
+            store = self.master.store
+            check_instance_fits(store, store.get("nodegroup", (self.new_pnode or
+                                                              self.primary).group),
+                                self.new_inst.beparams, self.new_disks,
+                                len(self.new_inst.nics), memories=("maxmem", "minmem"))
 
     def _check_pnode(self) -> None:
         inst, node = self.instance, self.new_pnode

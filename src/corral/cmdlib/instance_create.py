@@ -14,28 +14,44 @@ primary node are refused before anything is created; ``ignore_ipolicy`` (Ganeti'
 override of its instance policy checks, ``--ignore-ipolicy``) creates them anyway,
 as the files are sparse.
 
+Placement. With ``pnode`` the instance goes there; without it (or with
+``iallocator``) an allocator chooses the node: the one named, else the cluster's
+default allocators in turn (:mod:`corral.cmdlib.allocation`). Its request needs no
+node, so the checks that do (NICs on the group's networks, the instance policy of
+the group, free memory and disk) run once it has answered; meanwhile every node is
+locked shared. With ``dry_run`` the result is the nodes that would be used, and
+nothing is created. The instance must fit its group's instance policy
+(``ignore_ipolicy`` creates it anyway).
+
 Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
-``opportunistic_locking``, ``compress``, ``group_name`` and ``helper_*_timeout``.
-Refused with an error saying what works: creation modes other than ``create``,
-``iallocator`` (give ``pnode``), secondary nodes, ``file_driver`` other than
-``loop``, forthcoming instances, instance communication, private/secret OS
-parameters, networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
+``opportunistic_locking``, ``compress`` and ``helper_*_timeout``; ``group_name``
+only restricts an allocator. Refused with an error saying what works: creation
+modes other than ``create``, secondary nodes, ``file_driver`` other than ``loop``,
+forthcoming instances, instance communication, private/secret OS parameters,
+networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from corral.cmdlib.allocation import (
+    DEFAULT_SHORTCUT,
+    allocator_names,
+    release_other_nodes,
+    run_allocators,
+)
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
     add_name_lock,
     check_hv_on_nodes,
     check_hv_syntax,
     drop_name_lock,
+    expand_group,
     expand_node,
     fill_osparams,
     instance_spec,
@@ -61,6 +77,7 @@ from corral.cmdlib.instance_base import (
     wire,
 )
 from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.ipolicy import check_instance_fits
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -71,7 +88,8 @@ from corral.errors import (
     OsError,
     ParameterError,
 )
-from corral.locking import LockLevel
+from corral.iallocator import allocate_request
+from corral.locking import ALL_SET, AllSet, LockLevel
 from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params, new_uuid
 from corral.objects.params import (
     HV_PARAMS,
@@ -85,7 +103,11 @@ from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.opcodes.instance_ops import OpInstanceCreate
 from corral.storage import file_logical_id
 
-__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate"]
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+
+__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate",
+           "creation_request", "request_for_create"]
 
 #: Disk templates instances can be created with so far.
 SUPPORTED_TEMPLATES = ("diskless", "file", "sharedfile")
@@ -240,6 +262,52 @@ def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
     return result
 
 
+# -- the allocator's question ---------------------------------------------------
+
+
+def creation_request(store: ConfigStore, op: OpInstanceCreate, template: str,
+                     hypervisor: str, beparams: Mapping[str, Any],
+                     disks: list[dict[str, Any]], nic_uuids: list[str]) -> dict[str, Any]:
+    """The ``allocate`` request for a new instance (what Ganeti sends: its disks and
+    NICs as given, a MAC not chosen yet as ``auto``, the backend parameters filled from
+    the cluster's)."""
+    be = fill_params(store.cluster.beparams.get("default", {}), beparams)
+    nics = []
+    for uuid, nic in zip(nic_uuids, op.nics, strict=True):
+        entry: dict[str, Any] = {"mac": nic.get("mac") or "auto"}
+        if nic.get("ip"):
+            entry["ip"] = nic["ip"]
+        entry["nicparams"] = {k: nic[k] for k in ("mode", "link", "vlan")
+                              if nic.get(k) not in (None, "")}
+        entry["uuid"] = uuid
+        nics.append(entry)
+    return allocate_request(
+        name=op.instance_name, disk_template=template,
+        disks=[{"size": d["size"], "mode": d["mode"], "vg": None, "name": d["name"]}
+               for d in disks],
+        nics=nics, vcpus=int(be["vcpus"]), memory=int(be["maxmem"]),
+        spindle_use=int(be["spindle_use"]), os=op.os_type or "", tags=op.tags,
+        hypervisor=hypervisor, group_name=op.group_name)
+
+
+def request_for_create(store: ConfigStore, op: OpInstanceCreate) -> dict[str, Any]:
+    """:func:`creation_request` for a create opcode alone (multi-allocation): its disk
+    template and hypervisor (or the cluster's), parameters and disks checked."""
+    cluster = store.cluster
+    template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
+    if template not in SUPPORTED_TEMPLATES or template not in cluster.enabled_disk_templates:
+        raise OpPrereqError(f"instance {op.instance_name}: disk template {template!r} is not "
+                            f"enabled (enabled: {', '.join(cluster.enabled_disk_templates)})")
+    hypervisor = op.hypervisor or cluster.default_hypervisor
+    if hypervisor not in cluster.enabled_hypervisors:
+        raise OpPrereqError(f"instance {op.instance_name}: hypervisor {hypervisor!r} is not "
+                            f"enabled (enabled: {', '.join(cluster.enabled_hypervisors)})")
+    _hvparams, beparams = check_hv_be(hypervisor, op.hvparams, op.beparams)
+    return creation_request(store, op, template, hypervisor, beparams,
+                            _parse_disks(template, op.disks),
+                            [new_uuid() for _nic in op.nics])
+
+
 # -- create --------------------------------------------------------------------
 
 class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
@@ -260,10 +328,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             raise ParameterError(
                 f"instance creation mode {op.mode!r} is not implemented; only 'create' is "
                 "(imports arrive with gnt-backup)")
-        if op.iallocator:
-            raise ParameterError(
-                "instance allocators are not available yet: give the primary node (pnode) "
-                "instead of an iallocator")
+        if op.iallocator and (op.pnode or op.pnode_uuid):
+            raise ParameterError("Do not specify both, iallocator and node")
         if op.snode or op.snode_uuid:
             raise ParameterError("the disk templates corral has (diskless, file, sharedfile) "
                                  "use no secondary node; do not give snode")
@@ -296,12 +362,22 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     "below the cluster's file storage directory (no '..')")
 
     def expand_names(self) -> None:
-        """The primary node's canonical name (from pnode or pnode_uuid)."""
+        """The primary node's canonical name (from pnode or pnode_uuid); without one, the
+        allocators to ask (the one named, else the cluster's defaults)."""
         op = self.op
         key = op.pnode or op.pnode_uuid
+        self.allocators: list[str] = []
+        if op.group_name:
+            op.group_name = expand_group(self.master.store, op.group_name).name
         if not key:
-            raise ParameterError("give the primary node (pnode); instance allocators are "
-                                 "not available yet")
+            if (op.iallocator in (None, "", DEFAULT_SHORTCUT)
+                    and not self.master.store.cluster.default_iallocators):
+                raise ParameterError(
+                    "No iallocator or node given and no cluster-wide default iallocator "
+                    "found; please specify either an iallocator or a node, or set a "
+                    "cluster-wide default iallocator")
+            self.allocators = allocator_names(self.master, op.iallocator)
+            return
         node = expand_node(self.master.store, key)
         if op.pnode_uuid and op.pnode_uuid != node.uuid:
             raise ParameterError(f"pnode {op.pnode!r} and pnode_uuid {op.pnode_uuid!r} name "
@@ -313,9 +389,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
-        """The new name exclusively, the primary node shared (see the module doc), the
-        networks its NICs name exclusively (their pools hand out addresses)."""
-        node = [self.op.pnode or ""]
+        """The new name exclusively, the primary node shared (every node when an
+        allocator chooses it; see the module doc), the networks its NICs name
+        exclusively (their pools hand out addresses)."""
+        node: list[str] | AllSet = ALL_SET if self.allocators else [self.op.pnode or ""]
         locks = {
             LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
             LockLevel.NODE: LockRequest(node, shared=True),
@@ -327,15 +404,13 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         return locks
 
     def check_prereq(self) -> None:
-        """Name free, node usable, template/hypervisor enabled, parameters valid."""
+        """Name free, template/hypervisor enabled, parameters valid; node usable (once
+        known: an allocator answers in :meth:`execute`)."""
         op = self.op
         store = self.master.store
         cluster = store.cluster
         if store.find("instance", op.instance_name) is not None:
             raise AlreadyExistsError(f"instance {op.instance_name!r} already exists")
-        node = store.get("node", op.pnode_uuid or "")
-        check_node_takes_instance(node, f"create instance {op.instance_name}")
-        self.node = node
         template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
         if template == "plain":
             raise OpPrereqError("disk template 'plain' (LVM) is not available yet; use "
@@ -371,9 +446,23 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if not op.no_install and os_state_listed(cluster.blacklisted_os, op.os_type or ""):
             raise OsError(f"OS {op.os_type} is blacklisted: new installations are refused "
                           "(reinstall and rename still work); see 'gnt-os modify'")
+        self.disks = _parse_disks(template, op.disks)
+        if len(op.nics) > MAX_NICS:
+            raise ParameterError(f"at most {MAX_NICS} NICs are allowed, got {len(op.nics)}")
+        self.nic_uuids = [new_uuid() for _nic in op.nics]
+        if not self.allocators:
+            self._check_node(store.get("node", op.pnode_uuid or ""))
+
+    def _check_node(self, node: Node) -> None:
+        """What depends on the primary node: it takes instances, the NICs on its group's
+        networks, unique addresses, the instance objects, the group's policy."""
+        op = self.op
+        store = self.master.store
+        cluster = store.cluster
+        check_node_takes_instance(node, f"create instance {op.instance_name}")
+        self.node = node
         group = store.get("nodegroup", node.group)
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
-        self.disks = _parse_disks(template, op.disks)
         self.nics = _parse_nics(op.nics, nic_defaults)
         self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
@@ -390,6 +479,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             if not nic["mac"]:
                 nic["mac"] = generate_mac(nic.get("mac_prefix") or cluster.mac_prefix, macs)
         self._build(node)
+        check_instance_fits(store, group, self.instance.beparams, self.disk_objects,
+                            len(self.nics), ignore=op.ignore_ipolicy, feedback=self.feedback)
 
     def _place_on_networks(self, group: NodeGroup, node: Node) -> None:
         """NICs that name a network get its connection's mode and link and an address
@@ -423,8 +514,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 spindles=d["spindles"],
                 logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
             ))
-        nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
-                    network=n["network"]) for n in self.nics]
+        nics = [NIC(uuid=uuid, name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
+                    network=n["network"]) for uuid, n in zip(self.nic_uuids, self.nics,
+                                                              strict=True)]
         inst = Instance(
             uuid=inst_uuid, name=op.instance_name, primary_node=node.uuid,
             os=op.os_type or "", hypervisor=self.hypervisor, hvparams=self.hvparams,
@@ -462,9 +554,32 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         ]
         return spec
 
+    async def _allocate(self) -> Node:
+        """Ask the allocators for the primary node (Ganeti's ``allocate`` request)."""
+        op, store = self.op, self.master.store
+        request = creation_request(store, op, self.template, self.hypervisor, self.beparams,
+                                   self.disks, self.nic_uuids)
+        name, answer = await run_allocators(
+            self, self.allocators, request, hypervisor=self.hypervisor,
+            disk_template=self.template,
+            failure=lambda name, info: f"Can't compute nodes using iallocator '{name}': {info}")
+        chosen = answer.result
+        node = store.find("node", chosen[0])
+        if node is None:
+            raise OpPrereqError(f"Node '{chosen[0]}' not known (iallocator '{name}' chose it)",
+                                ecode="unknown_entity")
+        self.feedback(f" - INFO: Selected nodes for instance {op.instance_name} via iallocator "
+                      f"{name}: {', '.join(chosen)}")
+        op.pnode, op.pnode_uuid = node.name, node.uuid
+        release_other_nodes(self, [node.name])
+        return node
+
     async def execute(self) -> list[str]:
-        """Check the OS on the node, create disks, install, commit, start."""
+        """Ask the allocator (if one chooses the node), check the OS on the node, create
+        disks, install, commit, start."""
         op = self.op
+        if self.allocators:
+            self._check_node(await self._allocate())
         node = self.node
         name = op.instance_name
         if "maxmem" in self.beparams:

@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.instance_query import filled_beparams
 from corral.errors import OpPrereqError
+from corral.objects import fill_params
 from corral.objects.ipolicy import group_policy, instance_violations
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.objects import Instance, NodeGroup
+    from corral.objects import Disk, Instance, NodeGroup
 
 __all__ = [
     "check_allocation",
+    "check_instance_fits",
     "group_ipolicy",
     "instance_disk_view",
     "stored_instance_violations",
@@ -53,6 +55,23 @@ def stored_instance_violations(store: ConfigStore, instance: Instance,
     sizes, templates = instance_disk_view(store, instance)
     return instance_violations(policy, filled_beparams(store, instance), sizes, templates,
                                len(instance.nics))
+
+
+def check_instance_fits(store: ConfigStore, group: NodeGroup, beparams: Mapping[str, Any],
+                        disks: Sequence[Disk], nic_count: int, *,
+                        memories: Sequence[str] = ("maxmem",), ignore: bool = False,
+                        feedback: Callable[[str], None] | None = None) -> None:
+    """Refuse an instance (its own backend parameters, disks and NIC count) that breaks
+    the policy of ``group``, checked with each memory setting of ``memories``; see
+    :func:`check_allocation` for ``ignore``."""
+    filled = fill_params(store.cluster.beparams.get("default", {}), group.beparams, beparams)
+    policy = group_ipolicy(store, group)
+    sizes = [disk.size for disk in disks]
+    templates = [disk.dev_type for disk in disks]
+    check_allocation(group, [problem for key in memories
+                             for problem in instance_violations(
+                                 policy, filled, sizes, templates, nic_count, memory_key=key)],
+                     ignore=ignore, feedback=feedback)
 
 
 def check_allocation(group: NodeGroup, problems: Iterable[str], *, ignore: bool,

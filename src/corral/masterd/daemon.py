@@ -19,6 +19,7 @@ from corral import __version__
 from corral.cmdlib.config_files import vnc_password_files
 from corral.config import ConfigStore
 from corral.errors import CorralError, NotClusterError
+from corral.iallocator import PluginRunner
 from corral.jobs import JobStore
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
@@ -52,6 +53,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
                         rpc=MasterRpc(store, paths, client))
     state.context.ancillary_files = lambda: read_ancillary_files(
         paths, vnc_password_files(store))
+    state.context.iallocators = PluginRunner(paths)
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch,

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_MINMAX",
     "DEFAULT_RATIOS",
     "DEFAULT_STD",
+    "LENIENT_MIN",
     "MINMAX_KEYS",
     "POLICY_KEYS",
     "RATIO_KEYS",
@@ -39,6 +40,7 @@ __all__ = [
     "disk_templates_not_enabled",
     "group_policy",
     "instance_violations",
+    "lenient_bounds",
     "number",
     "spec_violations",
     "updated_policy",
@@ -67,6 +69,19 @@ DEFAULT_STD: Final[Mapping[str, int]] = {
     "nic-count": 1, "spindle-use": 1}
 #: Ganeti's built-in ratios.
 DEFAULT_RATIOS: Final[Mapping[str, int]] = {"spindle-ratio": 32, "vcpu-ratio": 4}
+
+
+#: Lower bounds that let small instances in (1 MiB disks and memory, no NIC): the
+#: bounds of the testbed's clusters, whose instances are tiny (Ganeti's defaults
+#: refuse disks under 1 GiB).
+LENIENT_MIN: Final[Mapping[str, int]] = {
+    "cpu-count": 1, "disk-count": 1, "disk-size": 1, "memory-size": 1, "nic-count": 0,
+    "spindle-use": 0}
+
+
+def lenient_bounds() -> list[dict[str, dict[str, int]]]:
+    """A ``minmax`` of :data:`LENIENT_MIN` and Ganeti's default maximums."""
+    return [{"min": dict(LENIENT_MIN), "max": dict(DEFAULT_MINMAX["max"])}]
 
 
 def number(value: float) -> float | int:

@@ -253,6 +253,8 @@ class Cluster(ConfigObject, kw_only=True):
     """Allocators tried in turn when a request names none; a new cluster has the
     built-in one, ``corral``."""
     default_iallocator_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    iallocator_timeout: float = 300.0
+    """Seconds an allocator may take before it is stopped and its request fails."""
     candidate_pool_size: int = 10
     max_running_jobs: int = 20
     max_tracked_jobs: int = 25

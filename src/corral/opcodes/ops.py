@@ -95,6 +95,8 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None
     iallocator_search_path: list[str] | None = None
+    iallocator_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    """corral's: seconds an allocator may take."""
     """corral's: directories searched for iallocator plugins (empty: the default)."""
     ipolicy: dict[str, Any] | None = None
     """Changes of the instance policy (Ganeti's keys: ``minmax``, ``std``,

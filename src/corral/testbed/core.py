@@ -52,6 +52,7 @@ from corral.errors import CorralError, DaemonError, NotFoundError, ParameterErro
 from corral.hypervisor import HYPERVISOR_NAMES
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.luxi.client import Client
+from corral.objects.ipolicy import lenient_bounds
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
 from corral.serializer import dumps, dumps_pretty, loads
@@ -242,6 +243,8 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
             enabled_hypervisors=hypervisors,
             hvparams=hvparams or None,
             enabled_disk_templates=["file", "sharedfile", "diskless"],
+            # tiny test instances: Ganeti's default policy refuses disks under 1 GiB
+            ipolicy={"minmax": lenient_bounds()},
         ),
     ))
     testbed = Testbed(

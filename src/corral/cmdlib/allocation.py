@@ -1,0 +1,142 @@
+"""Asking an allocator from a logical unit: which allocators to try, the nodes' live
+data, the request, and the answer or a job error that names each allocator and
+quotes what it said.
+
+Without ``-I``, or with ``-I .`` (Ganeti's shortcut), the cluster's default
+allocators are tried in their order until one answers with a solution (design 2.1);
+each one that fails is reported in the job log. The allocators themselves run in the
+engine (:class:`corral.iallocator.PluginRunner`), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from corral.errors import CorralError, OpExecError, OpPrereqError
+from corral.iallocator import Answer, NodeLive, build_input, parse_answer, storage_dir_for
+from corral.locking import LockLevel
+
+if TYPE_CHECKING:
+    from corral.cmdlib.base import LogicalUnit, MasterContext
+
+__all__ = ["DEFAULT_SHORTCUT", "LIVE_TIMEOUT", "allocator_names", "gather_live",
+           "release_other_nodes", "run_allocators"]
+
+#: ``-I .`` names the cluster's default allocators (Ganeti's shortcut).
+DEFAULT_SHORTCUT: Final = "."
+#: Seconds the nodes have to tell their memory, disk and CPUs for a request.
+LIVE_TIMEOUT: Final = 30.0
+
+
+def allocator_names(master: MasterContext, requested: str | None) -> list[str]:
+    """The allocators to try, in order: the one named, else the cluster's defaults.
+
+    :raises OpPrereqError: none named and the cluster has no default (Ganeti's words).
+    """
+    if requested and requested != DEFAULT_SHORTCUT:
+        return [requested]
+    names = list(master.store.cluster.default_iallocators)
+    if not names:
+        raise OpPrereqError("No iallocator was specified, neither in the opcode nor as a "
+                            "cluster-wide default; name one with -I (iallocator) or set the "
+                            "cluster's default allocators with 'gnt-cluster modify -I'",
+                            ecode="wrong_input")
+    return names
+
+
+async def gather_live(master: MasterContext, *, hypervisor: str, disk_template: str
+                      ) -> dict[str, NodeLive]:
+    """Memory, CPUs, storage and running instances of every online VM-capable node.
+
+    :raises OpExecError: a node that is not marked offline did not answer (Ganeti's
+        ``Can't get data for node``): an allocation on stale data could overcommit it.
+    """
+    store = master.store
+    cluster = store.cluster
+    nodes = [n for n in store.all("node") if n.vm_capable and not n.offline]
+    if not nodes:
+        return {}
+    storage = storage_dir_for(cluster, disk_template)
+    info, instances = await asyncio.gather(
+        master.rpc.call(nodes, "node_info",
+                        {"storage_dirs": [storage] if storage else [],
+                         "hypervisors": [hypervisor]}, timeout=LIVE_TIMEOUT),
+        master.rpc.call(nodes, "all_instances_info",
+                        {"hypervisors": list(cluster.enabled_hypervisors)},
+                        timeout=LIVE_TIMEOUT))
+    live: dict[str, NodeLive] = {}
+    for node in nodes:
+        answer = info.get(node.name)
+        running = instances.get(node.name)
+        for result, what in ((answer, "data"), (running, "node instance info")):
+            if result is None or result.failed or not isinstance(result.payload, dict):
+                why = result.error.message if result is not None and result.error else \
+                    "no answer"
+                raise OpExecError(f"Can't get {what} for node {node.name}: {why} (mark it "
+                                  "offline if it is down)")
+        assert answer is not None and running is not None
+        live[node.name] = NodeLive(info=answer.payload, instances=running.payload)
+    return live
+
+
+def release_other_nodes(lu: LogicalUnit[Any], keep: Sequence[str]) -> None:
+    """Once an allocator has chosen, give up the node locks of every other node (the
+    unit took them all so that the choice was free)."""
+    locks = lu.master.locks
+    for level in (LockLevel.NODE_RES, LockLevel.NODE):
+        others = sorted(locks.owned_locks(level, owner=lu.owner) - set(keep))
+        if others:
+            locks.release(level, others, owner=lu.owner)
+
+
+async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
+                         request: Mapping[str, Any], *, hypervisor: str | None = None,
+                         disk_template: str | None = None,
+                         extra_params: Mapping[str, Any] | None = None,
+                         failure: Callable[[str, str], str]) -> tuple[str, Answer]:
+    """Ask the allocators ``names`` in turn; the first that answers with a solution
+    wins: its name and answer.
+
+    ``failure(name, info)`` words an answer without a solution for the operation
+    (Ganeti's ``Can't compute nodes using iallocator 'NAME': INFO``); a plugin gets the
+    cluster's default allocator parameters and ``extra_params`` as arguments.
+
+    :raises OpPrereqError: every allocator answered that nothing fits (error type
+        ``insufficient_resources``), quoting each one's ``info``;
+    :raises OpExecError: an allocator could not be run or answered garbage (when it
+        was the first to fail), naming it.
+    """
+    master = lu.master
+    store = master.store
+    cluster = store.cluster
+    template = disk_template or request.get("disk_template") or \
+        (cluster.enabled_disk_templates or ["diskless"])[0]
+    live = await gather_live(master, hypervisor=hypervisor or cluster.default_hypervisor,
+                             disk_template=template)
+    data = build_input(store, live, request, disk_template=template)
+    params = {**cluster.default_iallocator_params, **(extra_params or {})}
+    failures: list[CorralError] = []
+    for position, name in enumerate(names):
+        try:
+            text = await master.iallocators.run(
+                name, data, search_path=cluster.iallocator_search_path, params=params,
+                timeout=cluster.iallocator_timeout)
+            answer = parse_answer(text, data)
+            if not answer.success:
+                raise OpPrereqError(failure(name, answer.info), ecode="insufficient_resources")
+        except CorralError as err:
+            failures.append(err)
+            if position + 1 < len(names):
+                lu.feedback(f" - WARNING: iallocator '{name}' gave no solution: {err.message}; "
+                            f"trying '{names[position + 1]}'")
+            continue
+        return name, answer
+    first = failures[0]
+    if len(failures) == 1:
+        raise first
+    message = "\n".join(err.message for err in failures)
+    if all(isinstance(err, OpPrereqError) for err in failures):
+        raise OpPrereqError(message, ecode="insufficient_resources")
+    raise type(first)(message)

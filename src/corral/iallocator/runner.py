@@ -1,0 +1,169 @@
+"""Running an allocator: the built-in one, or a plugin found by name on the search path.
+
+A plugin is an executable file named as the allocator (``hail``) in one of the
+search path's directories (the cluster's ``iallocator_search_path``, else
+:data:`~corral.paths.Paths.DEFAULT_IALLOCATOR_SEARCH_PATH`, which holds Ganeti's
+places). It runs as Ganeti runs it: the input in a temporary file whose name is its
+first argument, the cluster's default allocator parameters as ``--key=value`` (or
+``--key``) arguments after it, the answer on standard output. It runs in its own
+process group, never blocking the event loop, and is killed when it has not answered
+within the timeout.
+
+The built-in allocator, :data:`BUILTIN` (``corral``), is
+:func:`corral.allocator.answer`, called in a worker thread of the master daemon.
+
+Directories are cluster-wide paths seen below the node's root (``Paths.node_path``),
+as the OS search path is, so every node of a testbed has its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from corral.errors import OpExecError, ParameterError
+from corral.paths import Paths
+
+__all__ = ["BUILTIN", "DEFAULT_TIMEOUT", "PluginRunner", "plugin_arguments"]
+
+log = logging.getLogger(__name__)
+
+#: The name of the allocator built into the master daemon.
+BUILTIN: Final = "corral"
+#: Seconds a plugin may take when the cluster sets no timeout of its own.
+DEFAULT_TIMEOUT: Final = 300.0
+#: Ganeti's prefix of a plugin that could not be run.
+_RUN_FAILURE: Final = "Failure while running the iallocator script: "
+#: How much of a failing plugin's output an error quotes.
+_OUTPUT_LIMIT: Final = 2000
+
+
+def plugin_arguments(params: Mapping[str, Any]) -> list[str]:
+    """The command-line form of allocator parameters: ``--key=value``, ``--key`` for a
+    value of ``None`` (Ganeti's)."""
+    return [f"--{key}" if value is None else f"--{key}={value}"
+            for key, value in params.items()]
+
+
+def _builtin_answer() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    try:
+        answer = importlib.import_module("corral.allocator").answer
+    except (ImportError, AttributeError) as err:
+        raise OpExecError(
+            f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' is not available in this "
+            f"installation ({err}); name a plugin with -I or set the cluster's default "
+            "allocators (gnt-cluster modify -I)") from None
+    return answer  # type: ignore[no-any-return]  # the engine's public entry point
+
+
+class PluginRunner:
+    """Runs allocators by name for the master daemon's logical units."""
+
+    def __init__(self, paths: Paths | None = None,
+                 builtin: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        self._paths = paths or Paths(Path("/"))
+        self._builtin = builtin
+
+    def find(self, name: str, search_path: Sequence[str]) -> Path:
+        """The plugin file for ``name``.
+
+        :raises ParameterError: for a name that is not a plain file name.
+        :raises OpExecError: when no directory of the search path has it (Ganeti's words).
+        """
+        if not name or "/" in name or name in (".", ".."):
+            raise ParameterError(f"invalid iallocator name {name!r}: give the file name of a "
+                                 "plugin on the iallocator search path, or '.' for the "
+                                 "cluster's default allocators")
+        directories = list(search_path or Paths.DEFAULT_IALLOCATOR_SEARCH_PATH)
+        for directory in directories:
+            candidate = self._paths.node_path(directory) / name
+            if candidate.is_file():
+                return candidate
+        raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' not found in the search "
+                          f"path (searched {', '.join(directories)})")
+
+    async def run(self, name: str, data: dict[str, Any], *, search_path: Sequence[str],
+                  params: Mapping[str, Any], timeout: float) -> str:  # noqa: ASYNC109
+        """Run allocator ``name`` on the input ``data``; its answer's text.
+
+        :raises OpExecError: the plugin is missing, fails, or does not answer within
+            ``timeout`` seconds (it is then killed).
+        """
+        if name == BUILTIN:
+            return await self._run_builtin(data, timeout)
+        script = await asyncio.to_thread(self.find, name, search_path)
+        text = json.dumps(data)
+        input_file = await asyncio.to_thread(_write_input, text)
+        try:
+            return await self._run_plugin(name, script, input_file, params, timeout)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(input_file)
+
+    async def _run_plugin(self, name: str, script: Path, input_file: str,
+                          params: Mapping[str, Any], timeout: float) -> str:  # noqa: ASYNC109
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                str(script), input_file, *plugin_arguments(params),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as err:
+            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' ({script}) cannot "
+                              f"be run: {err.strerror}") from None
+        try:
+            async with asyncio.timeout(timeout):
+                stdout, stderr = await proc.communicate()
+        except TimeoutError:
+            _kill(proc)
+            await proc.wait()
+            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' did not answer within "
+                              f"{timeout:g} seconds; it was stopped") from None
+        except BaseException:
+            _kill(proc)
+            raise
+        if proc.returncode != 0:
+            output = (stdout + stderr).decode(errors="replace").strip()
+            if len(output) > _OUTPUT_LIMIT:
+                output = output[:_OUTPUT_LIMIT] + "..."
+            why = (f"killed by signal {-proc.returncode}" if proc.returncode is not None
+                   and proc.returncode < 0 else f"exited with exit code {proc.returncode}")
+            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' failed: {why}, "
+                              f"output '{output}'")
+        return stdout.decode(errors="replace")
+
+    async def _run_builtin(self, data: dict[str, Any], timeout: float) -> str:  # noqa: ASYNC109
+        answer = self._builtin or _builtin_answer()
+        try:
+            async with asyncio.timeout(timeout):
+                result = await asyncio.to_thread(answer, data)
+        except TimeoutError:
+            raise OpExecError(f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' did not "
+                              f"answer within {timeout:g} seconds") from None
+        except (ValueError, TypeError, KeyError, LookupError, ArithmeticError) as err:
+            log.exception("the built-in allocator failed")
+            raise OpExecError(f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' failed: "
+                              f"{type(err).__name__}: {err}") from None
+        return json.dumps(result)
+
+
+def _write_input(text: str) -> str:
+    """The input in a new private temporary file; its name."""
+    fd, name = tempfile.mkstemp(prefix="corral-iallocator.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return name
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)

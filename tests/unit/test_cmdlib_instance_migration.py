@@ -41,10 +41,15 @@ def cl(tmp_path: Path) -> Cluster:
 def test_migrate_needs_a_target_and_shared_disks(cl: Cluster) -> None:
     cl.add_instance("files", up=True)
     cl.add_instance("shared", template="sharedfile", up=True)
-    with pytest.raises(OpPrereqError, match="target node is required"):
+    with cl.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.default_iallocators = []
+        txn.update(cluster)
+    with pytest.raises(ParameterError, match="No iallocator or node given and no cluster-wide"):
         cl.run("OP_INSTANCE_MIGRATE", instance_name="shared")
-    with pytest.raises(ParameterError, match="iallocator"):
-        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", iallocator="hail")
+    with pytest.raises(ParameterError, match="Do not specify both, iallocator and node"):
+        cl.run("OP_INSTANCE_MIGRATE", instance_name="shared", iallocator="hail",
+               target_node="node2")
     with pytest.raises(OpPrereqError, match="gnt-instance move"):
         cl.run("OP_INSTANCE_MIGRATE", instance_name="files", target_node="node2")
     with pytest.raises(OpPrereqError, match="already its primary"):

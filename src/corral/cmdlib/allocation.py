@@ -15,14 +15,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from corral.errors import CorralError, OpExecError, OpPrereqError
-from corral.iallocator import Answer, NodeLive, build_input, parse_answer, storage_dir_for
+from corral.iallocator import (
+    Answer,
+    NodeLive,
+    build_input,
+    parse_answer,
+    relocate_request,
+    storage_dir_for,
+)
 from corral.locking import LockLevel
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit, MasterContext
+    from corral.objects import Instance, Node
 
 __all__ = ["DEFAULT_SHORTCUT", "LIVE_TIMEOUT", "allocator_names", "gather_live",
-           "release_other_nodes", "run_allocators"]
+           "release_other_nodes", "relocation_target", "run_allocators"]
 
 #: ``-I .`` names the cluster's default allocators (Ganeti's shortcut).
 DEFAULT_SHORTCUT: Final = "."
@@ -137,6 +145,24 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
     if len(failures) == 1:
         raise first
     message = "\n".join(err.message for err in failures)
-    if all(isinstance(err, OpPrereqError) for err in failures):
-        raise OpPrereqError(message, ecode="insufficient_resources")
-    raise type(first)(message)
+    raise type(first)(message, ecode=first.ecode)
+
+
+async def relocation_target(lu: LogicalUnit[Any], names: Sequence[str], instance: Instance,
+                            source: Node) -> Node:
+    """A new node for ``instance`` away from ``source`` (Ganeti's ``relocate``
+    request), announced in the job log; the other nodes' locks are released."""
+    store = lu.master.store
+    name, answer = await run_allocators(
+        lu, names, relocate_request(store, instance, [source.name]),
+        hypervisor=instance.hypervisor, disk_template=instance.disk_template,
+        failure=lambda name, info: f"Can't compute nodes using iallocator '{name}': {info}")
+    chosen = answer.result[:1]
+    target = store.find("node", chosen[0]) if chosen else None
+    if target is None:
+        raise OpPrereqError(f"iallocator '{name}' chose no known node for instance "
+                            f"{instance.name}: {answer.result!r}", ecode="unknown_entity")
+    lu.feedback(f" - INFO: Selected nodes for instance {instance.name} via iallocator {name}: "
+                f"{', '.join(answer.result)}")
+    release_other_nodes(lu, [source.name, target.name])
+    return target

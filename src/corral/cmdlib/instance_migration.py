@@ -21,6 +21,8 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from corral.cmdlib.allocation import allocator_names, relocation_target
+from corral.cmdlib.base import LockRequest
 from corral.cmdlib.common import (
     check_node_online,
     expand_node,
@@ -34,6 +36,7 @@ from corral.cmdlib.instance_base import (
     is_running,
     storage_dir,
 )
+from corral.cmdlib.ipolicy import group_ipolicy, stored_instance_violations
 from corral.cmdlib.nic_networks import check_networks_reach
 from corral.errors import (
     CorralError,
@@ -42,6 +45,7 @@ from corral.errors import (
     OpPrereqError,
     ParameterError,
 )
+from corral.locking import ALL_SET, LockLevel
 from corral.objects import Disk, Instance, Node, fill_params
 from corral.objects.specs import DiskSpec
 from corral.opcodes.instance_change_ops import (
@@ -86,41 +90,69 @@ def check_target_node(node: Node, instance: Instance, what: str) -> None:
     check_node_takes_instance(node, f"{what} instance {instance.name}")
 
 
-def _target_from_op(lu: InstanceLU[Any], target_node: str | None, target_uuid: str | None,
-                    iallocator: str | None, what: str) -> Node:
-    if iallocator:
-        raise ParameterError(
-            f"cannot {what} with an iallocator yet ({iallocator!r}): name the target node "
-            "instead (target_node, -n/--target-node)"
-        )
+def _target_from_op(lu: _MoveBase[Any], target_node: str | None, target_uuid: str | None,
+                    iallocator: str | None, what: str) -> Node | None:
+    """The named target node; None when an allocator is to choose it (the one named,
+    else the cluster's defaults: ``lu.allocators``)."""
     key = target_uuid or target_node
-    if not key:
-        raise OpPrereqError(
-            f"a target node is required to {what} instance {lu.instance.name} (corral has "
-            "no allocator for this yet): give target_node (-n/--target-node)"
-        )
-    return expand_node(lu.master.store, key)
+    if key and iallocator:
+        raise ParameterError("Do not specify both, iallocator and node")
+    if key:
+        return expand_node(lu.master.store, key)
+    if not iallocator and not lu.master.store.cluster.default_iallocators:
+        raise ParameterError(
+            "No iallocator or node given and no cluster-wide default iallocator found; "
+            "please specify either an iallocator or a node, or set a cluster-wide default "
+            f"iallocator (to {what} instance {lu.instance.name}, name its target node with "
+            "-n/--target-node)")
+    lu.allocators = allocator_names(lu.master, iallocator)
+    return None
 
 
 class _MoveBase(InstanceLU[_Op]):
-    """Shared steps of migrate, failover and move."""
+    """Shared steps of migrate, failover and move.
 
+    Without a target node an allocator chooses one (a ``relocate`` request away from
+    the primary node) when the unit executes: until then every node is locked, and
+    the others are released once it has answered.
+    """
+
+    #: The target node: named, or chosen by :meth:`choose_target`.
     target: Node
+    #: The allocators to try when no target node was named (empty: one was).
+    allocators: list[str] = []
     WHAT: ClassVar[str] = "move"
+
+    def set_target(self, target: Node | None) -> None:
+        """Record the named target node (None: an allocator chooses, see
+        :func:`_target_from_op`)."""
+        if target is not None:
+            self.target = target
 
     def extra_nodes(self) -> list[Node]:
         """The target node."""
-        return [self.target]
+        return [] if self.allocators else [self.target]
+
+    def declare_locks(self) -> dict[LockLevel, LockRequest]:
+        """The instance and its nodes; every node when an allocator chooses the target."""
+        locks = super().declare_locks()
+        if self.allocators and LockLevel.NODE in locks:
+            locks[LockLevel.NODE] = LockRequest(ALL_SET, shared=self.SHARED_NODES)
+            locks[LockLevel.NODE_RES] = LockRequest(ALL_SET, shared=self.SHARED_NODES)
+        return locks
+
+    async def choose_target(self) -> None:
+        """Ask the allocators for a node to move the instance to, then check it as a
+        named one."""
+        self.target = await relocation_target(self, self.allocators, self.instance,
+                                              self.primary)
+        self.check_target()
 
     def check_prereq(self) -> None:
         """Target still valid; see the subclasses for the disk checks."""
         super().check_prereq()
-        target = self.master.store.find("node", self.target.uuid)
-        if target is None:
-            raise NotFoundError(f"node {self.target.name} was removed meanwhile")
-        self.target = target
-        check_target_node(target, self.instance, self.WHAT)
-        check_networks_reach(self.master.store, self.instance, target)
+        if not self.allocators:
+            self.check_target()
         cluster = self.master.store.cluster
         if self.instance.hypervisor not in cluster.enabled_hypervisors:
             raise OpPrereqError(
@@ -130,15 +162,39 @@ class _MoveBase(InstanceLU[_Op]):
         if self.needs_source():
             check_node_online(self.primary, f"{self.WHAT} instance {self.instance.name}")
 
+    def check_target(self) -> None:
+        """The target node takes the instance: online, reachable networks, and its
+        group's instance policy when that is another group (``ignore_ipolicy`` turns a
+        violation into a warning, as in Ganeti)."""
+        store = self.master.store
+        target = store.find("node", self.target.uuid)
+        if target is None:
+            raise NotFoundError(f"node {self.target.name} was removed meanwhile")
+        self.target = target
+        check_target_node(target, self.instance, self.WHAT)
+        check_networks_reach(store, self.instance, target)
+        if target.group != self.primary.group:
+            group = store.get("nodegroup", target.group)
+            problems = stored_instance_violations(store, self.instance,
+                                                  group_ipolicy(store, group))
+            if problems:
+                message = (f"Instance does not meet target node group's ({group.uuid}) "
+                           f"instance policy: {', '.join(problems)}")
+                if not getattr(self.op, "ignore_ipolicy", False):
+                    raise OpPrereqError(message, ecode="wrong_input")
+                self.feedback(f" - WARNING: {message}")
+
     def needs_source(self) -> bool:
         """Whether the source node must be online (a failover that ignores
         consistency works with a dead source)."""
         return True
 
     def beparams(self) -> dict[str, Any]:
-        """The instance's filled backend parameters (cluster ← group ← instance)."""
+        """The instance's filled backend parameters (cluster ← group ← instance; the
+        target's group, or the primary node's before an allocator chose the target)."""
         store = self.master.store
-        group = store.get("nodegroup", self.target.group)
+        node = getattr(self, "target", None) or self.primary
+        group = store.get("nodegroup", node.group)
         return fill_params(store.cluster.beparams.get("default", {}), group.beparams,
                            self.instance.beparams)
 
@@ -221,8 +277,8 @@ class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
     def expand_names(self) -> None:
         """The instance and the target node."""
         super().expand_names()
-        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
-                                      self.op.iallocator, "fail over")
+        self.set_target(_target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                        self.op.iallocator, "fail over"))
 
     def needs_source(self) -> bool:
         """A dead source node is fine when consistency is ignored."""
@@ -236,6 +292,8 @@ class LUInstanceFailover(_MoveBase[OpInstanceFailover]):
     async def execute(self) -> None:
         """Shut down on the source, switch the primary node, start on the target."""
         inst = self.instance
+        if self.allocators:
+            await self.choose_target()
         await self.check_target_has_needs()
         if inst.admin_state == "up":
             await self.check_free_memory(self.beparams()["maxmem"])
@@ -310,8 +368,11 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
     def expand_names(self) -> None:
         """The instance and the target node."""
         super().expand_names()
-        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
-                                      self.op.iallocator, "migrate")
+        self.set_target(_target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                        self.op.iallocator, "migrate"))
+        if self.op.cleanup and self.allocators:
+            raise ParameterError("a migration cleanup needs the node the failed migration "
+                                 "went to: give it as the target node (-n/--target-node)")
 
     def check_prereq(self) -> None:
         """Shared storage only; the target can take the instance."""
@@ -347,6 +408,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             if not self.op.dry_run:
                 await self._cleanup()
             return None
+        if self.allocators:
+            await self.choose_target()
         await self.check_target_has_needs()
         if not self.as_failover:
             running = is_running(await self.instance_info(self.primary))
@@ -644,8 +707,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
     def expand_names(self) -> None:
         """The instance and the target node."""
         super().expand_names()
-        self.target = _target_from_op(self, self.op.target_node, self.op.target_node_uuid,
-                                      None, "move")
+        self.set_target(_target_from_op(self, self.op.target_node, self.op.target_node_uuid,
+                                        None, "move"))
 
     def needs_source(self) -> bool:
         """The source must answer when there is data to copy."""

@@ -123,9 +123,10 @@ async def test_unknown_and_unserved_methods_are_501_with_allow(client: TestClien
     assert "supported: GET" in body["message"]
     status, body, headers = await call(client, "PATCH", "/2/tags")
     assert status == 501 and headers["Allow"] == "GET, PUT, DELETE"
-    status, body, headers = await call(client, "POST", "/2/nodes/n1/evacuate")
+    status, body, headers = await call(client, "POST", "/2/nodes/n1/powercycle")
     assert status == 501 and headers["Allow"] == ""
-    assert "not served by corral yet" in body["message"] and "OP_NODE_EVACUATE" in body["message"]
+    assert ("not served by corral yet" in body["message"]
+            and "OP_NODE_POWERCYCLE" in body["message"])
 
 
 async def test_bodies_must_be_json(client: TestClient, master: FakeMaster) -> None:
@@ -421,9 +422,9 @@ async def test_access_rules_end_to_end(tmp_path: Path, master: FakeMaster) -> No
         # in Ganeti; a method corral does not serve yet is authorised first.
         assert (await call(client, "GET", "/2/nope", auth=None))[0] == 404
         assert (await call(client, "PATCH", "/2/info", auth=None))[0] == 501
-        assert (await call(client, "POST", "/2/nodes/n1/evacuate", auth=None))[0] == 401
-        assert (await call(client, "POST", "/2/nodes/n1/evacuate", auth=READER))[0] == 403
-        assert (await call(client, "POST", "/2/nodes/n1/evacuate"))[0] == 501
+        assert (await call(client, "POST", "/2/nodes/n1/powercycle", auth=None))[0] == 401
+        assert (await call(client, "POST", "/2/nodes/n1/powercycle", auth=READER))[0] == 403
+        assert (await call(client, "POST", "/2/nodes/n1/powercycle"))[0] == 501
         assert (await call(client, "GET", "/2/nodes/n1/x%0A", auth=None))[0] == 404
         master.answers["Query"] = {"fields": [], "data": []}
         assert (await call(client, "GET", "/2/query/node?fields=name", auth=READER))[0] == 200

@@ -43,6 +43,7 @@ from corral.cli.options import (
     submit_option,
 )
 from corral.errors import CorralError, ParameterError
+from corral.objects.params import parse_size
 
 __all__ = ["LOCK_FIELDS", "main"]
 
@@ -55,7 +56,7 @@ LOCK_FIELDS = ("name", "mode", "owner", "pending")
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Debugging aids: delay (a test job), submit-job, locks."""
+    """Debugging aids: delay (a test job), iallocator, submit-job, locks."""
 
 
 @cli.command()
@@ -197,6 +198,72 @@ def submit_job(files: tuple[str, ...], verbose: bool, op_repeat: int, job_repeat
         click.echo(f"T:submit {executing - start:4.4f}")
         click.echo(f"T:exec   {end - executing:4.4f}")
         click.echo(f"T:total  {end - start:4.4f}")
+
+
+_ALLOCATOR_MODES = ("node-evacuate", "relocate", "change-group", "multi-allocate",
+                    "allocate-secondary", "allocate")
+
+
+@cli.command()
+@click.option("--dir", "direction", type=click.Choice(["in", "out"]), default="in",
+              show_default=True, help="Show the allocator's input (in) or its answer (out).")
+@click.option("-I", "--iallocator", metavar="NAME",
+              help="The allocator to run (for --dir out): a plugin or 'corral'.")
+@click.option("-m", "--mode", type=click.Choice(_ALLOCATOR_MODES), default="relocate",
+              show_default=True, help="The request type.")
+@click.option("--memory", default="128", show_default=True, metavar="SIZE",
+              help="Memory of the instance (MiB or a unit: 1G).")
+@click.option("--disks", default="4096,4096", show_default=True, metavar="SIZE,...",
+              help="Comma-separated disk sizes (MiB or units).")
+@click.option("-t", "--disk-template", metavar="TEMPLATE", help="Disk template.")
+@click.option("--nics", default="00:11:22:33:44:55", show_default=True,
+              metavar="MAC/IP/BRIDGE,...",
+              help="Comma-separated NICs, each mac/ip/bridge (missing parts are none).")
+@click.option("-o", "--os-type", "os_type", metavar="OS", help="The instance's OS.")
+@click.option("-p", "--vcpus", type=int, default=1, show_default=True,
+              help="Virtual CPUs of the instance.")
+@click.option("--tags", metavar="TAG,...", help="Comma-separated tags.")
+@click.option("--evac-mode", type=click.Choice(["all", "primary-only", "secondary-only"]),
+              default="all", show_default=True, help="Node evacuation mode.")
+@click.option("--target-groups", multiple=True, metavar="GROUP",
+              help="Target group of a change-group request; repeatable.")
+@click.option("--spindle-use", type=int, default=1, show_default=True,
+              help="Spindles the instance uses.")
+@click.option("--count", type=int, default=2, show_default=True,
+              help="Instances of a multi-allocate request.")
+@dry_run_option
+@priority_option
+@reason_option
+@click.argument("names", nargs=-1, required=True, metavar="INSTANCE_NAME...")
+def iallocator(names: tuple[str, ...], direction: str, iallocator: str | None, mode: str,
+               memory: str, disks: str, disk_template: str | None, nics: str,
+               os_type: str | None, vcpus: int, tags: str | None, evac_mode: str,
+               target_groups: tuple[str, ...], spindle_use: int, count: int, dry_run: bool,
+               priority: int | None, reason: str | None) -> None:
+    """Build an allocator request (OP_TEST_ALLOCATOR) and print its input, or run an
+    allocator on it and print the answer as it came."""
+    try:
+        sizes = [parse_size(size) for size in disks.split(",")]
+        memory_mib = parse_size(memory)
+    except CorralError as err:
+        raise ParameterError(f"Invalid disks or memory parameter: {err.message}") from None
+    nic_list = []
+    for text in nics.split(","):
+        parts = [part or None for part in text.split("/")] + [None, None, None]
+        nic_list.append({"mac": parts[0], "ip": parts[1], "bridge": parts[2]})
+    params: dict[str, Any] = {
+        "direction": direction, "mode": mode, "name": names[0], "instances": list(names),
+        "memory": memory_mib, "disks": [{"size": size, "mode": "rw"} for size in sizes],
+        "disk_template": disk_template, "nics": nic_list, "os": os_type, "vcpus": vcpus,
+        "tags": [t for t in (tags or "").split(",") if t], "iallocator": iallocator,
+        "evac_mode": evac_mode, "target_groups": list(target_groups),
+        "spindle_use": spindle_use, "count": count}
+    op = make_op("OP_TEST_ALLOCATOR", params, trail=reason_trail(TOOL, "iallocator", reason),
+                 priority=priority, dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op])
+    if results is not None:
+        click.echo(str(results[0]))
 
 
 def _dash_if_empty(fmt: Formatter) -> Formatter:

@@ -42,7 +42,7 @@ from corral.cli.jobs import (
     submit_and_wait,
     submit_op,
 )
-from corral.cli.jobset import run_jobs
+from corral.cli.jobset import run_jobs, wait_jobs
 from corral.cli.keyval import IdentValue, KeyValDict
 from corral.cli.lookup import query_named
 from corral.cli.options import (
@@ -227,6 +227,23 @@ def convert_modifications(option: str, items: Sequence[tuple[str, IdentValue]], 
 _submit = functools.partial(submit_op, TOOL)
 
 
+def _iallocator_option(func: F) -> F:
+    return click.option(
+        "-I", "--iallocator", metavar="NAME",
+        help="The allocator that chooses the node ('.': the cluster's default allocators, "
+             "also used without -n and -I).")(func)
+
+
+def _placement(target_node: str | None, iallocator: str | None, ignore_ipolicy: bool
+               ) -> dict[str, Any]:
+    """The opcode fields of a move's target: only those given."""
+    body: dict[str, Any] = {"target_node": target_node, "iallocator": iallocator}
+    body = {key: value for key, value in body.items() if value is not None}
+    if ignore_ipolicy:
+        body["ignore_ipolicy"] = True
+    return body
+
+
 def _confirm(text: str, force: bool) -> None:
     """Ask ``text`` unless ``force``; a "no" ends the command with exit code 1, as
     does the lack of a terminal to ask on (Ganeti's default answer, silently)."""
@@ -248,7 +265,11 @@ def cli() -> None:
               help="Disk template: " + ", ".join(DISK_TEMPLATES) + ".")
 @click.option("-o", "--os-type", "os_type", metavar="OS[+VARIANT]",
               help="OS definition (and variant) to install.")
-@click.option("-n", "--node", "node", metavar="PNODE[:SNODE]", help="Primary node.")
+@click.option("-n", "--node", "node", metavar="PNODE[:SNODE]",
+              help="Primary node (without it, an allocator chooses).")
+@click.option("-I", "--iallocator", metavar="NAME",
+              help="The allocator that chooses the node ('.': the cluster's default "
+                   "allocators, also used without -n and -I).")
 @click.option("-g", "--node-group", "group_name", metavar="GROUP",
               help="Node group to place the instance in.")
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
@@ -279,12 +300,13 @@ def cli() -> None:
               help="Do not check that the instance's IP is unused.")
 @click.option("--tags", "tags", metavar="TAG,...", help="Comma-separated tags.")
 @click.option("--ignore-ipolicy", "ignore_ipolicy", is_flag=True,
-              help="Create file disks even if they are larger than the free space of "
-                   "the node's file storage (the files are sparse).")
+              help="Create the instance even if it breaks the instance policy, and file "
+                   "disks larger than the node's free file storage (they are sparse).")
 @_job_options()
 @click.argument("instance_name")
 def add(instance_name: str, disk_template: str | None, os_type: str | None,
-        node: str | None, group_name: str | None, disk_items: tuple[tuple[str, IdentValue], ...],
+        node: str | None, iallocator: str | None, group_name: str | None,
+        disk_items: tuple[tuple[str, IdentValue], ...],
         os_size: str | None, net_items: tuple[tuple[str, IdentValue], ...], no_nics: bool,
         hv_option: tuple[str, IdentValue] | None, hypervisor_name: str | None,
         beparams: KeyValDict | None, osparams: KeyValDict | None, no_start: bool,
@@ -336,7 +358,7 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
     }
     optional = {
         "disk_template": disk_template, "os_type": os_type, "pnode": pnode or None,
-        "snode": snode or None,
+        "snode": snode or None, "iallocator": iallocator,
         "group_name": group_name, "hypervisor": hypervisor,
         "file_storage_dir": file_storage_dir, "file_driver": file_driver,
     }
@@ -513,7 +535,9 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
 @cli.command()
 @force_option
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
-              help="Node to migrate to (required until corral has an allocator).")
+              help="Node to migrate to (without it, an allocator chooses).")
+@_iallocator_option
+@click.option("--ignore-ipolicy", is_flag=True, help="Ignore instance policy violations.")
 @click.option("--non-live", "non_live", is_flag=True,
               help="Suspend, copy and resume instead of a live migration.")
 @click.option("--migration-mode", type=click.Choice(["live", "non-live"]), default=None,
@@ -523,8 +547,9 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
               help="Fail over instead if the instance cannot be migrated.")
 @_job_options()
 @click.argument("instance_name")
-def migrate(instance_name: str, force: bool, target_node: str | None, non_live: bool,
-            migration_mode: str | None, cleanup: bool, allow_failover: bool,
+def migrate(instance_name: str, force: bool, target_node: str | None, iallocator: str | None,
+            ignore_ipolicy: bool, non_live: bool, migration_mode: str | None, cleanup: bool,
+            allow_failover: bool,
             submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
             dry_run: bool) -> None:
     """Move the running INSTANCE_NAME to another node without stopping it."""
@@ -538,8 +563,7 @@ def migrate(instance_name: str, force: bool, target_node: str | None, non_live: 
                             "allow_failover": allow_failover}
     if mode is not None:
         body["mode"] = mode
-    if target_node is not None:
-        body["target_node"] = target_node
+    body.update(_placement(target_node, iallocator, ignore_ipolicy))
     _submit("migrate", "OP_INSTANCE_MIGRATE", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
@@ -547,14 +571,17 @@ def migrate(instance_name: str, force: bool, target_node: str | None, non_live: 
 @cli.command()
 @force_option
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
-              help="Node to fail over to (required until corral has an allocator).")
+              help="Node to fail over to (without it, an allocator chooses).")
+@_iallocator_option
+@click.option("--ignore-ipolicy", is_flag=True, help="Ignore instance policy violations.")
 @click.option("--ignore-consistency", is_flag=True,
               help="Fail over even if the disks cannot be checked (source node offline).")
 @_shutdown_timeout_option
 @_job_options()
 @click.argument("instance_name")
 def failover(instance_name: str, force: bool, target_node: str | None,
-             ignore_consistency: bool, shutdown_timeout: int, submit_only: bool,
+             iallocator: str | None, ignore_ipolicy: bool, ignore_consistency: bool,
+             shutdown_timeout: int, submit_only: bool,
              print_jobid: bool, priority: int | None, reason: str | None,
              dry_run: bool) -> None:
     """Stop INSTANCE_NAME, make another node its primary and start it there if it ran."""
@@ -565,8 +592,7 @@ def failover(instance_name: str, force: bool, target_node: str | None,
     body: dict[str, Any] = {"instance_name": instance_name,
                             "ignore_consistency": ignore_consistency,
                             "shutdown_timeout": shutdown_timeout}
-    if target_node is not None:
-        body["target_node"] = target_node
+    body.update(_placement(target_node, iallocator, ignore_ipolicy))
     _submit("failover", "OP_INSTANCE_FAILOVER", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
@@ -592,6 +618,36 @@ def move(instance_name: str, force: bool, target_node: str, shutdown_timeout: in
         body["ignore_consistency"] = True
     _submit("move", "OP_INSTANCE_MOVE", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
+
+
+@cli.command("change-group")
+@click.option("--to", "to", metavar="GROUP", multiple=True,
+              help="Destination node group (name or UUID); repeatable [default: any other].")
+@_iallocator_option
+@click.option("--early-release", is_flag=True,
+              help="Release the locks on the secondary node(s) early.")
+@_job_options(dry_run=False)
+@click.argument("instance_name")
+def change_group(instance_name: str, to: tuple[str, ...], iallocator: str | None,
+                 early_release: bool, submit_only: bool, print_jobid: bool,
+                 priority: int | None, reason: str | None) -> None:
+    """Move INSTANCE_NAME to another node group, with the jobs an allocator plans."""
+    body: dict[str, Any] = {"instance_name": instance_name, "early_release": early_release,
+                            "target_groups": list(to) or None}
+    if iallocator is not None:
+        body["iallocator"] = iallocator
+    result = _submit("change-group", "OP_INSTANCE_CHANGE_GROUP", body, reason=reason,
+                     priority=priority, submit_only=submit_only, print_jobid=print_jobid)
+    if result is None:
+        return
+    with get_client() as client:
+        done = wait_jobs(client, [("", bool(ok), data) for ok, data in result["jobs"]])
+    bad = done.count(False)
+    if bad:
+        click.echo(f"There were {bad} errors while changing group of instance "
+                   f"'{instance_name}'.")
+        exit_with(1)
+    click.echo(f"Instance '{instance_name}' changed group successfully.")
 
 
 @cli.command("activate-disks")

@@ -21,6 +21,7 @@ from corral.cli.jobs import (
     list_fields_command,
     submit_op,
 )
+from corral.cli.jobset import wait_jobs
 from corral.cli.listing import list_command
 from corral.cli.lookup import query_named
 from corral.cli.options import (
@@ -37,7 +38,7 @@ from corral.cli.options import (
 from corral.cli.output import format_info, format_params
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
-from corral.errors import NothingToChangeError
+from corral.errors import NothingToChangeError, ParameterError
 
 __all__ = [
     "DEFAULT_FIELDS",
@@ -65,19 +66,13 @@ _INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candid
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
-
-
-
-
-
 # -- commands ----------------------------------------------------------------------
 
 
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Node administration: add, remove, list, info, modify, tags."""
+    """Node administration: add, remove, list, info, modify, evacuate, migrate, tags."""
 
 
 @cli.command()
@@ -229,6 +224,127 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
         click.echo(f"Modified node {node}")
         for param, value in result:
             click.echo(f" - {param:<5} -> {value}")
+
+
+def _wait_for_jobs(result: Any) -> int:
+    """Wait for the jobs a unit submitted (its ``jobs`` result); how many failed."""
+    with get_client() as client:
+        done = wait_jobs(client, [("", bool(ok), data) for ok, data in result["jobs"]])
+    return done.count(False)
+
+
+@cli.command()
+@force_option
+@click.option("-I", "--iallocator", metavar="NAME",
+              help="The allocator that chooses where the instances go ('.': the "
+                   "cluster's default allocators, also used without -I and -n).")
+@click.option("--ignore-soft-errors", is_flag=True,
+              help="Tell the allocator to ignore soft errors such as N+1 violations.")
+@click.option("-n", "--new-secondary", "dst_node", metavar="NODE",
+              help="The new secondary node (secondary instances only).")
+@click.option("--early-release", is_flag=True,
+              help="Release the locks on the secondary node(s) early.")
+@click.option("-p", "--primary-only", is_flag=True, help="Evacuate primary instances only.")
+@click.option("-s", "--secondary-only", is_flag=True,
+              help="Evacuate secondary instances only (mirrored disk templates).")
+@priority_option
+@submit_option
+@print_jobid_option
+@reason_option
+@click.argument("node")
+def evacuate(node: str, force: bool, iallocator: str | None, ignore_soft_errors: bool,
+             dst_node: str | None, early_release: bool, primary_only: bool,
+             secondary_only: bool, priority: int | None, submit_only: bool,
+             print_jobid: bool, reason: str | None) -> None:
+    """Move the instances away from NODE: one job per instance, to the nodes an
+    allocator chooses (or, for secondaries, to the new secondary node)."""
+    if dst_node is not None:
+        click.echo("New secondary node given (disabling iallocator), hence evacuating "
+                   "secondary instances only.", err=True)
+        primary_only, secondary_only = False, True
+    if primary_only and secondary_only:
+        raise ParameterError("Only one of the --primary-only and --secondary-only options can "
+                             "be passed")
+    mode = ("primary-only" if primary_only else "secondary-only" if secondary_only
+            else "all")
+    fields = ([] if secondary_only else ["pinst_list"]) + \
+        ([] if primary_only else ["sinst_list"])
+    with get_client() as client:
+        (row,) = query_named(client, "node", "node", [node], fields)
+    instances = sorted({name for field in fields for name in row[field] or []})
+    if not instances:
+        click.echo(f"No instances to evacuate on node(s) {node}, exiting.", err=True)
+        return
+    if not force and not ask_user(f"Relocate instance(s) {', '.join(instances)} from "
+                                  f"node(s) {node}?"):
+        exit_with(13)
+    params: dict[str, Any] = {"node_name": node, "mode": mode, "early_release": early_release,
+                              "ignore_soft_errors": ignore_soft_errors}
+    for key, value in (("remote_node", dst_node), ("iallocator", iallocator)):
+        if value is not None:
+            params[key] = value
+    result = submit_op(TOOL, "evacuate", "OP_NODE_EVACUATE", params, reason=reason,
+                       priority=priority, submit_only=submit_only, print_jobid=print_jobid)
+    if result is None:
+        return
+    bad = _wait_for_jobs(result)
+    if bad:
+        click.echo(f"There were {bad} errors during the evacuation.")
+        exit_with(1)
+    click.echo("All instances evacuated successfully.")
+
+
+@cli.command()
+@force_option
+@click.option("--non-live", is_flag=True,
+              help="Migrate non-live: pause the instance, copy its memory, resume it there.")
+@click.option("--migration-mode", type=click.Choice(["live", "non-live"]),
+              help="Override the instances' migration mode.")
+@click.option("-n", "--target-node", metavar="NODE",
+              help="The node to migrate the instances to (shared storage).")
+@click.option("-I", "--iallocator", metavar="NAME",
+              help="The allocator that chooses each instance's node ('.': the cluster's "
+                   "default allocators, also used without -I and -n).")
+@click.option("--ignore-ipolicy", is_flag=True, help="Ignore instance policy violations.")
+@click.option("--no-runtime-changes", "no_runtime_changes", is_flag=True,
+              help="Do not allow runtime changes (memory ballooning) to make them fit.")
+@priority_option
+@submit_option
+@print_jobid_option
+@reason_option
+@click.argument("node")
+def migrate(node: str, force: bool, non_live: bool, migration_mode: str | None,
+            target_node: str | None, iallocator: str | None, ignore_ipolicy: bool,
+            no_runtime_changes: bool, priority: int | None, submit_only: bool,
+            print_jobid: bool, reason: str | None) -> None:
+    """Migrate every primary instance of NODE away: one migration job per instance."""
+    with get_client() as client:
+        (row,) = query_named(client, "node", "node", [node], ["name", "pinst_list"])
+    instances = sorted(row["pinst_list"] or [])
+    if not instances:
+        click.echo(f"No primary instances on node {row['name']}, exiting.")
+        return
+    if not force and not ask_user(f"Migrate instance(s) {', '.join(instances)}?"):
+        exit_with(13)
+    if non_live and migration_mode is not None:
+        raise ParameterError("Only one of the --non-live and --migration-mode options can be "
+                             "passed")
+    params: dict[str, Any] = {"node_name": node,
+                              "mode": "non-live" if non_live else migration_mode,
+                              "allow_runtime_changes": not no_runtime_changes,
+                              "ignore_ipolicy": ignore_ipolicy}
+    for key, value in (("target_node", target_node), ("iallocator", iallocator)):
+        if value is not None:
+            params[key] = value
+    result = submit_op(TOOL, "migrate", "OP_NODE_MIGRATE", params, reason=reason,
+                       priority=priority, submit_only=submit_only, print_jobid=print_jobid)
+    if result is None:
+        return
+    bad = _wait_for_jobs(result)
+    if bad:
+        click.echo(f"There were {bad} errors during the node migration.")
+        exit_with(1)
+    click.echo("All instances migrated successfully.")
 
 
 add_tag_commands(cli, TOOL, "node", "NODE")

@@ -201,11 +201,22 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("/2/nodes/{node_name}/tags", _tags("a node"), "Node tags"),
     Route("/2/nodes/{node_name}/powercycle", {"POST": NotServed(
         "corral has no OP_NODE_POWERCYCLE yet")}, "Power-cycling a node"),
-    Route("/2/nodes/{node_name}/evacuate", {"POST": NotServed(
-        "corral has no OP_NODE_EVACUATE yet; move instances one by one")},
+    Route("/2/nodes/{node_name}/evacuate", {"POST": _job(
+        nodes.evacuate, "Move the node's instances away (one job per instance)",
+        args=(DRY_RUN,),
+        body=_opcode_body("OP_NODE_EVACUATE", fixed=("node_name", "dry_run")),
+        description="The job's result lists the jobs that move the instances "
+                    "(feature node-evac-res1): {\"jobs\": [[success, job id], ...]}.")},
         "Evacuating a node"),
-    Route("/2/nodes/{node_name}/migrate", {"POST": NotServed(
-        "corral has no OP_NODE_MIGRATE yet; migrate instances one by one")},
+    Route("/2/nodes/{node_name}/migrate", {"POST": _job(
+        nodes.migrate, "Migrate the node's primary instances (one job per instance)",
+        args=(QueryArg("live", "int", "Older form: 1 for a live migration, 0 for "
+                       "non-live"),
+              QueryArg("mode", "text", "Older form: live or non-live",
+                       choices=("live", "non-live"))),
+        body=_opcode_body("OP_NODE_MIGRATE", fixed=("node_name",)),
+        description="The body holds OP_NODE_MIGRATE's parameters (feature "
+                    "node-migrate-reqv1); without it the query arguments say the mode.")},
         "Migrating a node's instances"),
     Route("/2/nodes/{node_name}/storage", {"GET": _NO_STORAGE}, "Node storage units"),
     Route("/2/nodes/{node_name}/storage/modify", {"PUT": _NO_STORAGE}, "Storage changes"),
@@ -248,8 +259,15 @@ ROUTES: Final[tuple[Route, ...]] = (
                                  "\"__version__\": 1 and OP_INSTANCE_CREATE's parameters "
                                  "('name' and 'os' stand for instance_name and os_type)."),
     }, "Instances"),
-    Route("/2/instances-multi-alloc", {"POST": NotServed(
-        "corral has no OP_INSTANCE_MULTI_ALLOC yet; create instances one by one")},
+    Route("/2/instances-multi-alloc", {"POST": _op(
+        instances.multi_alloc, "write", "Place several new instances at once and create "
+        "each that fits in a job of its own; the job id", JOB_ID, args=(DRY_RUN,),
+        body=Body(opcode_schema("OP_INSTANCE_MULTI_ALLOC", fixed=("dry_run",), extra={
+            "instances": {"type": "array", "items": opcode_schema(
+                "OP_INSTANCE_CREATE", fixed=("dry_run",), rename=instances.CREATE_RENAME)}}),
+            required=True, check=False),
+        description="The job's result: {\"jobs\": [[success, job id], ...], \"allocatable\": "
+                    "[names], \"failed\": [names]}; with dry-run=1 no job is submitted.")},
         "Allocating several instances"),
     Route(_INSTANCE, {
         "GET": _op(instances.get, "public", "An instance", INSTANCE, args=(LOCK,)),
@@ -300,6 +318,12 @@ ROUTES: Final[tuple[Route, ...]] = (
         instances.failover, "Fail an instance over to another node",
         body=_opcode_body("OP_INSTANCE_FAILOVER", fixed=("instance_name",)))},
         "Failing an instance over"),
+    Route(f"{_INSTANCE}/change-group", {"PUT": _job(
+        instances.change_group, "Move an instance to another node group",
+        body=_opcode_body("OP_INSTANCE_CHANGE_GROUP", fixed=("instance_name",)),
+        description="corral's resource (Ganeti 3.0 has the opcode but no path for it): "
+                    "the job's result lists the jobs that move the instance.")},
+        "Changing an instance's group"),
     Route(f"{_INSTANCE}/activate-disks", {"PUT": _job(
         instances.activate_disks, "Activate an instance's disks", body=DEPENDS_ONLY,
         args=(QueryArg("ignore_size", "flag", "1: do not check the recorded disk sizes"),))},

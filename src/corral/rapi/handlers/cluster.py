@@ -21,6 +21,11 @@ FEATURES: Final[tuple[tuple[str, str], ...]] = (
      "POST /2/instances takes a body with __version__ 1: the opcode's parameters"),
     ("instance-reinstall-reqv1",
      "POST /2/instances/[name]/reinstall takes a body: os, start, osparams"),
+    ("node-migrate-reqv1",
+     "POST /2/nodes/[name]/migrate takes a body: OP_NODE_MIGRATE's parameters"),
+    ("node-evac-res1",
+     "POST /2/nodes/[name]/evacuate answers a job whose result lists the jobs moving the "
+     "instances"),
 )
 
 #: Keys ``/2/info`` also gives under the name Ganeti's opcodes use.

@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any, Final
 
 from corral.errors import ParameterError
+from corral.opcodes import op_from_dict
 from corral.rapi.errors import HttpError
 from corral.rapi.handlers.common import query_one, query_rows, uri_list
 from corral.rapi.request import RapiRequest
 
 __all__ = [
-    "CREATE_RENAME", "INSTANCE_FIELDS", "MODIFY_RENAME", "activate_disks", "console",
-    "create", "deactivate_disks", "delete", "failover", "get", "grow_disk", "index", "info",
-    "migrate", "modify", "reboot", "reinstall", "rename", "shutdown", "startup",
+    "CREATE_RENAME", "INSTANCE_FIELDS", "MODIFY_RENAME", "activate_disks", "change_group",
+    "console", "create", "deactivate_disks", "delete", "failover", "get", "grow_disk", "index",
+    "info", "migrate", "modify", "multi_alloc", "reboot", "reinstall", "rename", "shutdown",
+    "startup",
 ]
 
 #: Fields of each instance in ``/2/instances?bulk=1`` and ``/2/instances/[name]``.
@@ -34,6 +36,8 @@ INSTANCE_FIELDS: Final = (
 VERSION_KEY: Final = "__version__"
 #: Body keys of ``POST /2/instances`` that fill an opcode parameter of another name.
 CREATE_RENAME: Final = {"os": "os_type", "name": "instance_name"}
+#: The creation parameters as the body names them (for errors).
+_CREATE_NAMES: Final = {new: old for old, new in CREATE_RENAME.items()}
 #: Body keys of ``PUT .../modify`` named after the instance's query fields.
 MODIFY_RENAME: Final = {"custom_beparams": "beparams", "custom_hvparams": "hvparams"}
 
@@ -155,6 +159,44 @@ async def migrate(req: RapiRequest) -> int:
 async def failover(req: RapiRequest) -> int:
     """Stop the instance and start it on another node; a job id."""
     return await req.submit(req.opcode("OP_INSTANCE_FAILOVER", _name(req)))
+
+
+async def change_group(req: RapiRequest) -> int:
+    """Move the instance to another node group (``OP_INSTANCE_CHANGE_GROUP``; corral's
+    resource: Ganeti 3.0 has the opcode but no RAPI path for it); a job id."""
+    return await req.submit(req.opcode("OP_INSTANCE_CHANGE_GROUP", _name(req)))
+
+
+async def multi_alloc(req: RapiRequest) -> int:
+    """Place several new instances at once (``OP_INSTANCE_MULTI_ALLOC``): ``instances``
+    holds ``OP_INSTANCE_CREATE`` parameters each (``name`` and ``os`` stand for
+    ``instance_name`` and ``os_type``, as in an instance creation); a job id."""
+    body = req.body_dict()
+    if "instances" not in body:
+        raise ParameterError("Request is missing required 'instances' field in body")
+    instances = body["instances"]
+    if not isinstance(instances, list):
+        raise ParameterError("body: parameter 'instances': expected a list of instance "
+                             f"definitions, got {type(instances).__name__}")
+    renamed = []
+    for index, inst in enumerate(instances):
+        if not isinstance(inst, dict):
+            raise ParameterError(f"body: parameter 'instances[{index}]': expected an object of "
+                                 "OP_INSTANCE_CREATE parameters")
+        inst = dict(inst)
+        for old, new in CREATE_RENAME.items():
+            if old in inst and new in inst:
+                raise ParameterError(f"body: instances[{index}]: {old!r} is another name for "
+                                     f"{new!r}; give only one of them")
+            if old in inst:
+                inst[new] = inst.pop(old)
+        inst.pop("OP_ID", None)
+        op_from_dict({"OP_ID": "OP_INSTANCE_CREATE", **inst},
+                     where=f"body: instances[{index}]", names=_CREATE_NAMES)
+        renamed.append(inst)
+    body["instances"] = renamed
+    return await req.submit(req.opcode("OP_INSTANCE_MULTI_ALLOC",
+                                       {"dry_run": req.flag("dry-run")}, body=body))
 
 
 async def activate_disks(req: RapiRequest) -> int:

@@ -1,14 +1,16 @@
-"""``/2/nodes``, ``/2/nodes/[name]``, ``/role`` and ``/modify``."""
+"""``/2/nodes``, ``/2/nodes/[name]``, ``/role``, ``/modify``, ``/evacuate`` and
+``/migrate``."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from corral.errors import InternalError
+from corral.errors import InternalError, ParameterError
 from corral.rapi.handlers.common import query_one, query_rows, uri_list
 from corral.rapi.request import RapiRequest
 
-__all__ = ["NODE_FIELDS", "ROLES", "get", "get_role", "index", "modify", "set_role"]
+__all__ = ["NODE_FIELDS", "ROLES", "evacuate", "get", "get_role", "index", "migrate",
+           "modify", "set_role"]
 
 #: Fields of each node in ``/2/nodes?bulk=1`` and ``/2/nodes/[name]`` (Ganeti's list;
 #: ``sptotal`` and ``spfree`` are null: corral has no spindle accounting yet).
@@ -70,3 +72,24 @@ async def modify(req: RapiRequest) -> int:
     """Change node parameters (``OP_NODE_SET_PARAMS`` from the body); a job id."""
     return await req.submit(req.opcode("OP_NODE_SET_PARAMS",
                                        {"node_name": req.item("node_name")}))
+
+
+async def evacuate(req: RapiRequest) -> int:
+    """Move the node's instances away (``OP_NODE_EVACUATE`` from the body); a job id
+    whose result lists the jobs that move them (feature ``node-evac-res1``)."""
+    return await req.submit(req.opcode("OP_NODE_EVACUATE", {
+        "node_name": req.item("node_name"), "dry_run": req.flag("dry-run")}))
+
+
+async def migrate(req: RapiRequest) -> int:
+    """Migrate the node's primary instances (``OP_NODE_MIGRATE``): the body's parameters
+    (feature ``node-migrate-reqv1``) or, in the older form, the query arguments
+    ``live`` (1 or 0) or ``mode``; a job id."""
+    fixed: dict[str, Any] = {"node_name": req.item("node_name")}
+    live, mode = req.integer("live"), req.text("mode")
+    if live is not None or mode is not None:
+        if live is not None and mode is not None:
+            raise ParameterError("Only one of 'live' and 'mode' should be passed")
+        fixed["mode"] = mode if live is None else ("live" if live else "non-live")
+        return await req.submit(req.opcode("OP_NODE_MIGRATE", fixed, body={}))
+    return await req.submit(req.opcode("OP_NODE_MIGRATE", fixed))

@@ -271,7 +271,8 @@ def test_a_plugin_reads_its_input_file_and_gets_the_parameters(tmp_path: Path) -
     assert answer["input"] == {"request": {"type": "allocate"}}
     assert answer["args"] == "--max-cpu=4 --no-capacity-checks"
     assert not os.path.exists(answer["file"])  # the input file is gone afterwards
-    assert plugin_arguments({"a": "1", "b": None}) == ["--a=1", "--b"]
+    assert plugin_arguments({"a": "1", "b": None, "c": True, "d": False}) == [
+        "--a=1", "--b", "--c"]
 
 
 def test_a_missing_plugin_is_named_with_the_search_path(tmp_path: Path) -> None:

@@ -316,7 +316,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         names = [n.strip() for n in change.default_iallocator.split(",") if n.strip()]
         setattr_logged("default_iallocators", names, ",".join)
     if change.default_iallocator_params is not None:
-        setattr_logged("default_iallocator_params", dict(change.default_iallocator_params))
+        # replaced whole, as in Ganeti; a key given as None/"default" is left out
+        setattr_logged("default_iallocator_params", {
+            key: value for key, value in change.default_iallocator_params.items()
+            if value is not None and value != params.VALUE_DEFAULT})
     if change.file_storage_dir is not None:
         value = _check_abs_path("file storage dir", change.file_storage_dir)
         setattr_logged("file_storage_dir", value)

@@ -49,9 +49,10 @@ _OUTPUT_LIMIT: Final = 2000
 
 def plugin_arguments(params: Mapping[str, Any]) -> list[str]:
     """The command-line form of allocator parameters: ``--key=value``, ``--key`` for a
-    value of ``None`` (Ganeti's)."""
-    return [f"--{key}" if value is None else f"--{key}={value}"
-            for key, value in params.items()]
+    value of ``None`` (Ganeti's) or ``True`` (a flag such as hail's
+    ``no-capacity-checks``); ``False`` leaves the flag out."""
+    return [f"--{key}" if value is None or value is True else f"--{key}={value}"
+            for key, value in params.items() if value is not False]
 
 
 def _builtin_answer() -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -119,8 +119,9 @@ def test_ipolicy_options_info_rapi_and_a_refused_create(testbed: TestbedHandle) 
         assert "violates policy: cpu-count value 3 is not in range [1, 2]" in modify.stderr
         bad = testbed.run("gnt-cluster", "modify", "--ipolicy-disk-templates", "file,plain",
                           check=False)
-        assert bad.returncode == 1 and ("The following disk templates are allowed by the "
-                                        "ipolicy, but not enabled on the cluster: plain") in bad.stderr
+        assert bad.returncode == 1
+        assert ("The following disk templates are allowed by the ipolicy, but not enabled on "
+                "the cluster: plain") in bad.stderr
     finally:
         _remove(testbed, "big.testbed")
         testbed.run("gnt-group", "modify", "--ipolicy-bounds-specs", "default", "default")

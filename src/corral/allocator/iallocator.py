@@ -1,0 +1,81 @@
+"""The allocator behind the iallocator protocol: a request in, an answer out.
+
+:func:`answer` takes a decoded request (Ganeti's JSON shape, see
+:mod:`corral.allocator.request`) and returns Ganeti's answer shape::
+
+    {"success": bool, "info": str, "result": ...}
+
+``info`` starts with ``Request successful:`` or ``Request failed:`` as hail's does;
+``result`` is, for ``allocate``, the chosen node names (primary first), for
+``relocate`` the new node, for ``node-evacuate`` and ``change-group`` the moved
+instances, the failed ones and the jobs (lists of opcodes) that move them, and for
+``multi-allocate`` the allocated and the failed instances. A request that cannot be
+read or satisfied is an answer with ``success`` false, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from corral.allocator.alloc import AllocError, AllocOptions, allocate
+from corral.allocator.model import LoadError
+from corral.allocator.request import AllocateRequest, Parsed, parse
+
+__all__ = ["AnswerOptions", "answer", "answer_parsed"]
+
+
+@dataclass
+class AnswerOptions:
+    """hail's options that change answers."""
+
+    #: skip global N+1 checks (``--no-capacity-checks``)
+    capacity: bool = True
+    #: ignore soft limits (``--ignore-soft-errors``)
+    force: bool = False
+    #: only these nodes may receive instances (``--restrict-allocation-to``)
+    restrict_to: list[str] | None = None
+    #: reserved memory of kvm nodes (``--static-kvm-node-memory``; 0: as reported)
+    static_kvm_memory: int = 4096
+
+
+def _failed(message: str) -> dict[str, Any]:
+    return {"success": False, "info": f"Request failed: {message}", "result": []}
+
+
+def _succeeded(message: str, result: Any) -> dict[str, Any]:
+    return {"success": True, "info": f"Request successful: {message}", "result": result}
+
+
+def answer(request: Mapping[str, Any], options: AnswerOptions | None = None) -> dict[str, Any]:
+    """Answer an iallocator request (see the module text)."""
+    opts = options if options is not None else AnswerOptions()
+    try:
+        parsed = parse(request, opts.static_kvm_memory)
+    except LoadError as err:
+        return _failed(str(err))
+    return answer_parsed(parsed, opts)
+
+
+def answer_parsed(parsed: Parsed, opts: AnswerOptions) -> dict[str, Any]:
+    """Answer a request already read by :func:`corral.allocator.request.parse`."""
+    req = parsed.request
+    cluster = parsed.cluster
+    alloc_opts = AllocOptions(force=opts.force, capacity=opts.capacity,
+                              restrict_to=opts.restrict_to)
+    try:
+        if isinstance(req, AllocateRequest):
+            restrict = opts.restrict_to if opts.restrict_to is not None else req.restrict_to
+            alloc_opts.restrict_to = restrict
+            inst = req.inst
+            inst.idx = len(cluster.instances)
+            sol = allocate(cluster, inst, req.required_nodes, alloc_opts, req.group_name)
+            info = ", ".join(sol.log)
+            if sol.best is None:
+                return _failed(info)
+            return _succeeded(info, [cluster.nodes[i].name for i in sol.best.nodes])
+        return _failed(f"request type '{parsed.kind}' is not supported by this allocator "
+                       "yet")
+    except (AllocError, LoadError) as err:
+        return _failed(str(err))

@@ -22,9 +22,9 @@ import numpy as np
 
 from corral.allocator import kernels
 from corral.allocator.capacity import Redundancy
-from corral.allocator.metrics import Stats
+from corral.allocator.metrics import ExactScorer, Stats
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, Node
-from corral.allocator.nodeops import add_pri, add_sec, desired_location_score
+from corral.allocator.nodeops import add_pri, add_sec, desired_location_score, remove_pri
 from corral.allocator.policy import matches_policy
 from corral.allocator.textout import fixed
 from corral.allocator.types import FailMode
@@ -35,8 +35,10 @@ __all__ = [
     "Placement",
     "Solution",
     "alloc_in_group",
+    "alloc_list",
     "alloc_multi_group",
     "allocate",
+    "allocate_secondary",
     "apply_placement",
     "candidate_nodes",
     "try_alloc",
@@ -141,6 +143,10 @@ def candidate_nodes(cluster: Cluster, node_idxs: Sequence[int], count: int,
     raise AllocError("Unsupported number of nodes, only one or two  supported")
 
 
+#: Scores closer than this are settled by computing them as htools does.
+TIE = 1e-9
+
+
 class _Context:
     """A cluster being allocated on: its node table and the score of a node set."""
 
@@ -151,6 +157,32 @@ class _Context:
         self.scored = list(scored)
         self.stats = Stats(cluster.nodes[i] for i in self.scored)
         self.has_locations = any(n.loc_tags for n in cluster.nodes)
+        self._exact: ExactScorer | None = None
+
+    def exact(self, changed: list[Node]) -> float:
+        """The score with ``changed`` nodes, as htools computes it for one node."""
+        if self._exact is None:
+            self._exact = ExactScorer([self.cluster.nodes[i] for i in self.scored])
+        return self._exact.score(changed)
+
+    def exact_pair(self, changed: list[Node]) -> float:
+        """The score with ``changed`` nodes, as htools computes it for a pair (updating
+        the aggregates twice)."""
+        stats = self.stats.copy()
+        for node in changed:
+            stats.replace(self.cluster.nodes[node.idx], node)
+        return stats.score()
+
+    def apply(self, changed: list[Node]) -> None:
+        """Put changed nodes into the cluster, the table and the scores."""
+        scored = set(self.scored)
+        for node in changed:
+            if node.idx in scored:
+                self.stats.replace(self.cluster.nodes[node.idx], node)
+            self.cluster.nodes[node.idx] = node
+        self.table.refresh(changed)
+        if self._exact is not None:
+            self._exact.update([n for n in changed if n.idx in scored])
 
 
 def _tag_arrays(nodes: list[Node], rows: np.ndarray,
@@ -377,23 +409,36 @@ def try_alloc(cluster: Cluster, scored: Sequence[int], inst: Instance, count: in
         redundancy = redundancy if redundancy is not None else Redundancy(
             cluster, scored, accept_existing=opts.accept_existing,
             ignore_groups=opts.ignore_groups)
+    new_inst = inst.copy()
+    new_inst.idx = len(cluster.instances)
     dropped = 0
-    for pos in ranked:
-        value = float(values[pos])
-        node_idxs = tuple(int(i) for i in found[pos])
-        applied = apply_placement(cluster, inst, node_idxs, opts.force)
-        if isinstance(applied, FailMode):    # pragma: no cover - kernels agree
-            raise AssertionError(f"placement {node_idxs} refused on apply: {applied}")
-        changed, placed = applied
-        if opts.capacity:
-            assert redundancy is not None
-            trial = _trial(cluster, changed, placed)
-            groups = {cluster.nodes[i].group for i in node_idxs}
-            if not redundancy.check(trial, groups):
-                dropped += 1
-                continue
-        sol.best = Placement(node_idxs, value, changed, placed)
-        break
+    start = 0
+    while start < len(ranked) and sol.best is None:
+        # a run of scores equal to the printed digits is ordered by htools' own numbers
+        stop = start + 1
+        while stop < len(ranked) and values[ranked[stop]] <= values[ranked[start]] + TIE:
+            stop += 1
+        run = []
+        for pos in ranked[start:stop]:
+            node_idxs = tuple(int(i) for i in found[pos])
+            applied = apply_placement(cluster, new_inst, node_idxs, opts.force)
+            if isinstance(applied, FailMode):    # pragma: no cover - kernels agree
+                raise AssertionError(f"placement {node_idxs} refused on apply: {applied}")
+            changed, placed = applied
+            exact = ctx.exact(changed) if count == 1 else ctx.exact_pair(changed)
+            run.append((exact, -int(pos), node_idxs, changed, placed))
+        run.sort(key=lambda item: (item[0], item[1]))
+        for exact, _, node_idxs, changed, placed in run:
+            if opts.capacity:
+                assert redundancy is not None
+                trial = _trial(cluster, changed, placed)
+                groups = {cluster.nodes[i].group for i in node_idxs}
+                if not redundancy.check(trial, groups):
+                    dropped += 1
+                    continue
+            sol.best = Placement(node_idxs, exact, changed, placed)
+            break
+        start = stop
     if dropped:
         sol.fail(FailMode.N1, dropped)
         sol.allocs -= dropped
@@ -433,6 +478,7 @@ def alloc_multi_group(cluster: Cluster, inst: Instance, count: int, opts: AllocO
     if opts.capacity and redundancy is None:
         redundancy = Redundancy(cluster, everything, accept_existing=opts.accept_existing,
                                 ignore_groups=opts.ignore_groups)
+    net_msgs: list[str] = []
     msgs: list[str] = []
     results: list[tuple[Group, Solution]] = []
     groups = cluster.groups_in_use()
@@ -442,8 +488,8 @@ def alloc_multi_group(cluster: Cluster, inst: Instance, count: int, opts: AllocO
         group = cluster.groups[gdx]
         if any(network is not None and network not in group.networks
                for network in inst.nic_networks):
-            msgs.append(f"group {group.name} is not connected to a network required by "
-                        f"instance {inst.name}")
+            net_msgs.append(f"group {group.name} is not connected to a network required by "
+                            f"instance {inst.name}")
             continue
         nodes = [n.idx for n in cluster.nodes if n.group == gdx]
         try:
@@ -455,6 +501,7 @@ def alloc_multi_group(cluster: Cluster, inst: Instance, count: int, opts: AllocO
         msgs.append(f"{_group_label(group)}: {sol.describe(cluster)}")
         if sol.best is not None and group.allocable:
             results.append((group, sol))
+    msgs = net_msgs + msgs
     if not results:
         return None, Solution(), msgs
     # htools sorts the groups it kept in reverse; the sort is stable
@@ -479,4 +526,41 @@ def allocate(cluster: Cluster, inst: Instance, count: int, opts: AllocOptions,
                              "all groups: []")
         raise AllocError(", ".join(msgs))
     sol.log = [f"Selected group: {chosen.name}", *msgs]
+    return sol
+
+
+def alloc_list(cluster: Cluster, requests: Sequence[tuple[Instance, int]],
+               group_name: str | None, opts: AllocOptions) -> list[tuple[Instance, Solution]]:
+    """Allocate several new instances one after the other (each sees the ones placed
+    before it); changes ``cluster``. A failure to find any group fails the whole list
+    (:class:`AllocError`), as with htools."""
+    results = []
+    for inst in requests:
+        new = inst[0].copy()
+        new.idx = len(cluster.instances)
+        sol = allocate(cluster, new, inst[1], opts, group_name)
+        if sol.best is not None:
+            cluster.replace_nodes(sol.best.changed)
+            cluster.instances.append(sol.best.inst)
+        results.append((new, sol))
+    return results
+
+
+def allocate_secondary(cluster: Cluster, idx: int, opts: AllocOptions) -> Solution:
+    """A secondary node for an instance about to become drbd."""
+    inst = cluster.instances[idx]
+    if inst.snode >= 0:
+        raise AllocError("Instance already has a secondary")
+    pdx = inst.pnode
+    work = Cluster(cluster.groups, list(cluster.nodes), list(cluster.instances),
+                   cluster.tags, cluster.ipolicy, cluster.hypervisor)
+    work.nodes[pdx] = remove_pri(cluster.nodes[pdx], inst)
+    converted = inst.copy()
+    converted.disk_template = "drbd"
+    converted.refresh()
+    gdx = work.nodes[pdx].group
+    secs = [n.idx for n in work.nodes if n.group == gdx and n.idx != pdx]
+    everything = list(range(len(work.nodes)))
+    sol = try_alloc(work, everything, converted, 2, [(pdx, secs)] if secs else [], opts)
+    sol.log = [sol.describe(work)]
     return sol

@@ -19,9 +19,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from corral.allocator.alloc import AllocError, AllocOptions, allocate
+from corral.allocator.alloc import (
+    AllocError,
+    AllocOptions,
+    alloc_list,
+    allocate,
+    allocate_secondary,
+)
+from corral.allocator.evacuate import EvacError, change_group, node_evacuate, relocate
 from corral.allocator.model import LoadError
-from corral.allocator.request import AllocateRequest, Parsed, parse
+from corral.allocator.request import (
+    AllocateRequest,
+    ChangeGroupRequest,
+    MultiAllocateRequest,
+    NodeEvacuateRequest,
+    Parsed,
+    RelocateRequest,
+    SecondaryRequest,
+    parse,
+)
 
 __all__ = ["AnswerOptions", "answer", "answer_parsed"]
 
@@ -75,7 +91,30 @@ def answer_parsed(parsed: Parsed, opts: AnswerOptions) -> dict[str, Any]:
             if sol.best is None:
                 return _failed(info)
             return _succeeded(info, [cluster.nodes[i].name for i in sol.best.nodes])
-        return _failed(f"request type '{parsed.kind}' is not supported by this allocator "
-                       "yet")
-    except (AllocError, LoadError) as err:
+        if isinstance(req, RelocateRequest):
+            nodes = relocate(cluster, req.inst, req.required_nodes, req.relocate_from,
+                             opts.force)
+            return _succeeded("success", [cluster.nodes[i].name for i in nodes])
+        if isinstance(req, NodeEvacuateRequest):
+            outcome = node_evacuate(cluster, req.instances, req.mode, opts.force)
+            return _succeeded(outcome.info(), outcome.result(cluster))
+        if isinstance(req, ChangeGroupRequest):
+            outcome = change_group(cluster, req.instances, req.target_groups, alloc_opts)
+            return _succeeded(outcome.info(), outcome.result(cluster))
+        if isinstance(req, MultiAllocateRequest):
+            results = alloc_list(cluster, req.instances, req.group_name, alloc_opts)
+            done = [[inst.name, [cluster.nodes[i].name for i in sol.best.nodes]]
+                    for inst, sol in results if sol.best is not None]
+            failed = [[inst.name, ", ".join(sol.log)] for inst, sol in results
+                      if sol.best is None]
+            return _succeeded(f"{len(failed)} instances failed to allocate and {len(done)} "
+                              "were allocated successfully", [done, failed])
+        if isinstance(req, SecondaryRequest):
+            sol = allocate_secondary(cluster, req.inst, alloc_opts)
+            info = ", ".join(sol.log)
+            if sol.best is None:
+                return _failed(info)
+            return _succeeded(info, cluster.nodes[sol.best.nodes[1]].name)
+        raise AssertionError(f"unhandled request {req!r}")   # pragma: no cover
+    except (AllocError, EvacError, LoadError) as err:
         return _failed(str(err))

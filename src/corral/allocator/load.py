@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from corral.allocator.model import NO_NODE, Cluster, LoadError
+from corral.allocator.model import NO_NODE, Cluster, Instance, LoadError
 from corral.allocator.nodeops import build_peers, set_pri, set_sec
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "finish",
     "lookup_name",
     "set_node_status",
+    "update_tags",
 ]
 
 EXCLUSION_PREFIX = "htools:iextags:"
@@ -99,6 +100,19 @@ def _recv_migration(cluster_tags: Sequence[str], node_tags: Sequence[str]) -> se
     return result
 
 
+def update_tags(cluster: Cluster, inst: Instance,
+                exclusion_tags: Sequence[str] = ()) -> None:
+    """Set an instance's exclusion and desired-location tags from the cluster's tags
+    (and ``exclusion_tags`` prefixes given by the user)."""
+    ctags = cluster.tags
+    ex_prefixes = [*exclusion_tags, *_stripped(EXCLUSION_PREFIX, ctags)]
+    dsrd_prefixes = _stripped(DESIRED_LOCATION_PREFIX, ctags)
+    inst.excl_tags = tuple(tag for tag in inst.tags
+                           if any(tag.startswith(p) for p in ex_prefixes))
+    inst.dsrd_loc_tags = frozenset(tag for tag in inst.tags
+                                   if any(tag.startswith(p) for p in dsrd_prefixes))
+
+
 def finish(cluster: Cluster, *, exclusion_tags: Sequence[str] = (),
            selected: Sequence[str] = (), excluded: Sequence[str] = (),
            util: dict[str, tuple[float, float, float, float]] | None = None,
@@ -121,15 +135,10 @@ def finish(cluster: Cluster, *, exclusion_tags: Sequence[str] = (),
     for inst in cluster.instances:
         if util and inst.name in util:
             inst.util = util[inst.name]
-    ex_prefixes = [*exclusion_tags, *_stripped(EXCLUSION_PREFIX, ctags)]
-    dsrd_prefixes = _stripped(DESIRED_LOCATION_PREFIX, ctags)
     suffix = common_suffix(cluster)
     for inst in cluster.instances:
         inst.alias = inst.name[:len(inst.name) - len(suffix)] if suffix else inst.name
-        inst.excl_tags = tuple(tag for tag in inst.tags
-                               if any(tag.startswith(p) for p in ex_prefixes))
-        inst.dsrd_loc_tags = frozenset(tag for tag in inst.tags
-                                       if any(tag.startswith(p) for p in dsrd_prefixes))
+        update_tags(cluster, inst, exclusion_tags)
         if inst.name in exc or (sel and inst.name not in sel):
             inst.movable = False
     for node in cluster.nodes:

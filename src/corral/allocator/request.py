@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.allocator.load import finish
+from corral.allocator.load import finish, update_tags
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, LoadError, Node
 from corral.allocator.types import (
     DEFAULT_IPOLICY,
@@ -281,13 +281,8 @@ def parse(data: Any, static_kvm_memory: int = 4096) -> Parsed:
         cluster.hypervisor = str(hypervisors[0])
         for node in cluster.nodes:
             node.hypervisor = cluster.hypervisor
-    if "ipolicy" in data:
-        try:
-            cluster.ipolicy = IPolicy.from_json(data["ipolicy"], "cluster ipolicy")
-        except PolicyError as err:
-            raise RequestError(str(err)) from None
-    else:
-        cluster.ipolicy = DEFAULT_IPOLICY
+    # hail does not read the cluster's policy (groups carry theirs)
+    cluster.ipolicy = DEFAULT_IPOLICY
     warnings = finish(cluster, static_kvm_memory=static_kvm_memory)
     kind = _get(request, "type", "invalid request dict")
     what = "invalid request dict"
@@ -297,6 +292,7 @@ def parse(data: Any, static_kvm_memory: int = 4096) -> Parsed:
         if not isinstance(name, str):
             raise RequestError(f"{what}: key 'name' must be a string")
         inst = _base_instance(name, request)
+        update_tags(cluster, inst)
         group = request.get("group_name")
         restrict = request.get("restrict-to-nodes")
         parsed = AllocateRequest(inst, _number(request, "required_nodes", what), group,
@@ -330,8 +326,9 @@ def parse(data: Any, static_kvm_memory: int = 4096) -> Parsed:
         entries = []
         for raw in raw_insts:
             name = _get(raw, "name", what)
-            entries.append((_base_instance(name, raw),
-                            _number(raw, "required_nodes", what)))
+            inst = _base_instance(name, raw)
+            update_tags(cluster, inst)
+            entries.append((inst, _number(raw, "required_nodes", what)))
         parsed = MultiAllocateRequest(entries, request.get("group_name"))
     elif kind == "allocate-secondary":
         parsed = SecondaryRequest(_lookup(cluster.instances, _get(request, "name", what),

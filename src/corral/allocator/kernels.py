@@ -30,6 +30,7 @@ from corral.allocator.types import FailMode
 __all__ = [
     "OK",
     "Columns",
+    "InstVec",
     "NodeTable",
     "add_pri",
     "add_sec",
@@ -137,27 +138,97 @@ def _pdsk(excl: Any, t_sp: Any, f_sp: Any, t_dsk: Any, f_dsk: Any) -> Any:
     return np.where(excl, by_sp, by_dsk)
 
 
-def _spindle_use(c: Columns, inst: Instance, key: str) -> Any:
-    current = c[key]
-    if inst.local_storage:
-        current = current + inst.spindle_use
-    return np.where(c["excl"], 0.0, current)
+class InstVec:
+    """An instance's numbers for the kernels: of one instance (plain numbers), or of
+    many (arrays, shaped to broadcast against the node columns, e.g. (instances, 1)
+    against (targets,)). Forthcoming instances are only taken one at a time."""
+
+    __slots__ = (
+        "dsk",
+        "forthcoming",
+        "has_secondary",
+        "local",
+        "mem",
+        "not_offline",
+        "su",
+        "tsp",
+        "uses_memory",
+        "uses_sec_mem",
+        "util",
+        "vcpus",
+    )
+
+    def __init__(self, insts: Instance | Sequence[Instance], shape: tuple[int, ...] = ()) -> None:
+        if isinstance(insts, Instance):
+            inst = insts
+            self.mem: Any = inst.mem
+            self.dsk: Any = inst.dsk
+            self.vcpus: Any = inst.vcpus
+            self.su: Any = inst.spindle_use
+            self.util: Any = inst.util
+            self.uses_memory: Any = inst.uses_memory
+            self.local: Any = inst.local_storage
+            self.not_offline: Any = inst.not_offline
+            self.uses_sec_mem: Any = inst.uses_sec_mem
+            self.has_secondary: Any = inst.has_secondary
+            total = inst.total_spindles
+            self.tsp: Any = np.nan if total is None else float(total)
+            self.forthcoming = inst.forthcoming
+            return
+        if any(inst.forthcoming for inst in insts):
+            raise ValueError("forthcoming instances are evaluated one at a time")
+        shape = shape or (len(insts),)
+
+        def arr(values: list[Any], dtype: Any = np.float64) -> Any:
+            return np.array(values, dtype=dtype).reshape(shape)
+
+        self.mem = arr([i.mem for i in insts])
+        self.dsk = arr([i.dsk for i in insts])
+        self.vcpus = arr([i.vcpus for i in insts])
+        self.su = arr([i.spindle_use for i in insts])
+        self.util = tuple(arr([i.util[k] for i in insts]) for k in range(4))
+        self.uses_memory = arr([i.uses_memory for i in insts], bool)
+        self.local = arr([i.local_storage for i in insts], bool)
+        self.not_offline = arr([i.not_offline for i in insts], bool)
+        self.uses_sec_mem = arr([i.uses_sec_mem for i in insts], bool)
+        self.has_secondary = arr([i.has_secondary for i in insts], bool)
+        totals = [i.total_spindles for i in insts]
+        self.tsp = arr([np.nan if t is None else float(t) for t in totals])
+        self.forthcoming = False
 
 
-def _free_spindles(c: Columns, inst: Instance, key: str) -> Any:
-    total = inst.total_spindles
-    after = np.full_like(c[key], -1.0) if total is None else c[key] - total
+def _vec(inst: Instance | InstVec) -> InstVec:
+    return inst if isinstance(inst, InstVec) else InstVec(inst)
+
+
+def _plus_if(flag: Any, base: Any, delta: Any) -> Any:
+    if flag is True:
+        return base + delta
+    if flag is False:
+        return base
+    return base + np.where(flag, delta, 0.0)
+
+
+def _spindle_use(c: Columns, iv: InstVec, key: str) -> Any:
+    return np.where(c["excl"], 0.0, _plus_if(iv.local, c[key], iv.su))
+
+
+def _free_spindles(c: Columns, iv: InstVec, key: str) -> Any:
+    tsp = iv.tsp
+    after = np.where(np.isnan(tsp), -1.0, c[key] - np.nan_to_num(tsp))
     return np.where(c["excl"], after, 0.0)
 
 
-def _select(conds: list[Any], codes: list[FailMode], n: int) -> IntArray:
-    out = np.full(n, OK, dtype=np.int64)
+def _select(conds: list[Any], codes: list[FailMode]) -> IntArray:
+    out: Any = OK
     for cond, code in zip(reversed(conds), reversed(codes), strict=True):
+        if cond is False:
+            continue
         out = np.where(cond, int(code), out)
-    return out
+    return np.asarray(out, dtype=np.int64)
 
 
-def add_pri(c: Columns, inst: Instance, force: Any = False,
+def add_pri(c: Columns, inst: Instance | InstVec, force: Any = False,
             tag_rejects: BoolArray | None = None,
             tag_conflicts: FloatArray | None = None,
             loc_delta: Any = 0) -> tuple[IntArray, dict[str, Any]]:
@@ -169,15 +240,15 @@ def add_pri(c: Columns, inst: Instance, force: Any = False,
     ``tag_conflicts`` how many of its tags are there already (both computed by the
     caller, only for an instance with exclusion tags); ``loc_delta`` is what the
     location score of each row grows by."""
-    n = len(c["t_mem"])
+    iv = _vec(inst)
     strict = np.logical_not(force)
-    uses_disk = inst.local_storage
-    mem, dsk = inst.mem, inst.dsk
+    uses_disk = iv.local
+    mem, dsk = iv.mem, iv.dsk
     new_mem_forth = c["f_mem_forth"] - mem
-    new_dsk_forth = c["f_dsk_forth"] - dsk if uses_disk else c["f_dsk_forth"]
-    new_free_sp_forth = _free_spindles(c, inst, "f_sp_forth")
-    new_inst_sp_forth = _spindle_use(c, inst, "inst_sp_forth")
-    new_ucpu_forth = c["u_cpu_forth"] + inst.vcpus if inst.not_offline else c["u_cpu_forth"]
+    new_dsk_forth = _plus_if(uses_disk, c["f_dsk_forth"], -dsk)
+    new_free_sp_forth = _free_spindles(c, iv, "f_sp_forth")
+    new_inst_sp_forth = _spindle_use(c, iv, "inst_sp_forth")
+    new_ucpu_forth = _plus_if(iv.not_offline, c["u_cpu_forth"], iv.vcpus)
     with np.errstate(divide="ignore", invalid="ignore"):
         new_pcpu_forth = new_ucpu_forth / c["t_cpu"]
     l_cpu = c["vcpu_ratio"]
@@ -198,17 +269,17 @@ def add_pri(c: Columns, inst: Instance, force: Any = False,
         "u_cpu_forth": new_ucpu_forth,
     }
     conflicts = tag_conflicts if tag_conflicts is not None else 0.0
-    if inst.forthcoming:
-        fail = _select([strict & cond for cond in forth_conds], forth_codes, n)
+    if iv.forthcoming:
+        fail = _select([strict & cond for cond in forth_conds], forth_codes)
         new["conflicts"] = c["conflicts"] + conflicts
         return fail, new
-    new_i_mem = c["i_mem"] + mem if inst.uses_memory else c["i_mem"]
+    new_i_mem = _plus_if(iv.uses_memory, c["i_mem"], mem)
     new_free_mem = c["mem_base"] - new_i_mem
     new_failn1 = new_free_mem <= c["r_mem"]
-    new_dsk = c["f_dsk"] - dsk if uses_disk else c["f_dsk"]
-    new_free_sp = _free_spindles(c, inst, "f_sp")
-    new_inst_sp = _spindle_use(c, inst, "inst_sp")
-    new_ucpu = c["u_cpu"] + inst.vcpus if inst.not_offline else c["u_cpu"]
+    new_dsk = _plus_if(uses_disk, c["f_dsk"], -dsk)
+    new_free_sp = _free_spindles(c, iv, "f_sp")
+    new_inst_sp = _spindle_use(c, iv, "inst_sp")
+    new_ucpu = _plus_if(iv.not_offline, c["u_cpu"], iv.vcpus)
     with np.errstate(divide="ignore", invalid="ignore"):
         new_pcpu = new_ucpu / c["t_cpu"]
     rejects = tag_rejects if tag_rejects is not None else False
@@ -220,12 +291,12 @@ def add_pri(c: Columns, inst: Instance, force: Any = False,
         strict & uses_disk & (new_inst_sp > hi_sp),
         strict & new_failn1 & np.logical_not(c["fail_n1"]),
         strict & (l_cpu >= 0) & (l_cpu < new_pcpu),
-        strict & rejects,
+        (strict & rejects) if rejects is not False else False,
     ] + [strict & cond for cond in forth_conds]
     codes = [FailMode.MEM, FailMode.DISK, FailMode.DISK, FailMode.SPINDLES, FailMode.DISK,
              FailMode.MEM, FailMode.CPU, FailMode.TAGS, *forth_codes]
-    fail = _select(conds, codes, n)
-    util = inst.util
+    fail = _select(conds, codes)
+    util = iv.util
     new.update({
         "i_mem": new_i_mem, "f_dsk": new_dsk, "fail_n1": new_failn1, "u_cpu": new_ucpu,
         "inst_sp": new_inst_sp, "f_sp": new_free_sp, "n_pri": c["n_pri"] + 1,
@@ -237,22 +308,22 @@ def add_pri(c: Columns, inst: Instance, force: Any = False,
     return fail, new
 
 
-def add_sec(c: Columns, inst: Instance, peer_mem: Any, force: Any = False,
-            ignore_disks: bool = False) -> tuple[IntArray, dict[str, Any]]:
+def add_sec(c: Columns, inst: Instance | InstVec, peer_mem: Any, force: Any = False,
+            ignore_disks: Any = False) -> tuple[IntArray, dict[str, Any]]:
     """Place ``inst`` as secondary on each row of ``c``; ``peer_mem`` is, for each
     row, what it already reserves for the instance's primary node. Returns the failure
     codes and the changed columns (as :func:`add_pri`)."""
-    n = len(c["t_mem"])
+    iv = _vec(inst)
     strict = np.logical_not(force)
-    needed = inst.mem if inst.uses_sec_mem else 0
+    needed = _plus_if(iv.uses_sec_mem, 0.0, iv.mem)
     new_peem = peer_mem + needed
-    new_dsk_forth = c["f_dsk_forth"] - inst.dsk
-    new_free_sp_forth = _free_spindles(c, inst, "f_sp_forth")
-    new_inst_sp_forth = _spindle_use(c, inst, "inst_sp_forth")
+    new_dsk_forth = c["f_dsk_forth"] - iv.dsk
+    new_free_sp_forth = _free_spindles(c, iv, "f_sp_forth")
+    new_inst_sp_forth = _spindle_use(c, iv, "inst_sp_forth")
     lo_dsk, hi_sp, excl = c["lo_dsk"], c["hi_sp"], c["excl"]
-    no_sec = not inst.has_secondary
+    no_sec = np.logical_not(iv.has_secondary)
     forth_conds = [
-        np.full(n, no_sec),
+        no_sec,
         (new_dsk_forth <= 0) | (new_dsk_forth < lo_dsk),
         excl & (new_free_sp_forth < 0),
         new_inst_sp_forth > hi_sp,
@@ -264,16 +335,16 @@ def add_sec(c: Columns, inst: Instance, peer_mem: Any, force: Any = False,
         "f_dsk_forth": new_dsk_forth, "f_sp_forth": new_free_sp_forth,
         "inst_sp_forth": new_inst_sp_forth,
     }
-    if inst.forthcoming:
-        return _select([strict & cond for cond in forth_conds], forth_codes, n), new
+    if iv.forthcoming:
+        return _select([strict & cond for cond in forth_conds], forth_codes), new
     old_mem = c["mem_base"] - c["i_mem"]
-    new_dsk = c["f_dsk"] - inst.dsk
-    new_free_sp = _free_spindles(c, inst, "f_sp")
-    new_inst_sp = _spindle_use(c, inst, "inst_sp")
+    new_dsk = c["f_dsk"] - iv.dsk
+    new_free_sp = _free_spindles(c, iv, "f_sp")
+    new_inst_sp = _spindle_use(c, iv, "inst_sp")
     new_rmem = np.maximum(c["r_mem"], new_peem)
     new_failn1 = old_mem <= new_rmem
     conds = [
-        np.full(n, no_sec),
+        no_sec,
         np.logical_not(ignore_disks) & (new_dsk <= 0),
         strict & (new_dsk < lo_dsk),
         excl & (new_free_sp < 0),
@@ -283,11 +354,11 @@ def add_sec(c: Columns, inst: Instance, peer_mem: Any, force: Any = False,
     ] + [strict & cond for cond in forth_conds]
     codes = [FailMode.DISK, FailMode.DISK, FailMode.DISK, FailMode.SPINDLES, FailMode.DISK,
              FailMode.MEM, FailMode.MEM, *forth_codes]
-    fail = _select(conds, codes, n)
+    fail = _select(conds, codes)
     new.update({
         "f_dsk": new_dsk, "fail_n1": new_failn1, "r_mem": new_rmem, "inst_sp": new_inst_sp,
         "f_sp": new_free_sp, "n_sec": c["n_sec"] + 1,
-        "load2": c["load2"] + inst.util[2],
+        "load2": c["load2"] + iv.util[2],
     })
     return fail, new
 

@@ -28,6 +28,7 @@ from corral.allocator.model import Instance, Node
 from corral.allocator.types import FailMode
 
 __all__ = [
+    "COLUMNS",
     "OK",
     "Columns",
     "InstVec",
@@ -35,6 +36,7 @@ __all__ = [
     "add_pri",
     "add_sec",
     "metric_matrix",
+    "node_row",
     "scores",
 ]
 
@@ -45,14 +47,14 @@ BoolArray = npt.NDArray[np.bool_]
 #: The failure code of a candidate that fits.
 OK = -1
 
-_COLUMNS = (
+COLUMNS = (
     "t_mem", "mem_base", "i_mem", "f_mem_forth", "t_dsk", "f_dsk", "f_dsk_forth",
     "lo_dsk", "t_cpu", "cpu_speed", "u_cpu", "u_cpu_forth", "vcpu_ratio", "t_sp", "f_sp",
     "f_sp_forth", "inst_sp", "inst_sp_forth", "hi_sp", "excl", "offline", "r_mem",
     "fail_n1", "n_pri", "n_sec", "load0", "load1", "load2", "load3", "pool0", "pool1",
     "pool2", "pool3", "conflicts", "loc_score",
 )
-_BOOL_COLUMNS = frozenset({"excl", "offline", "fail_n1"})
+_BOOLCOLUMNS = frozenset({"excl", "offline", "fail_n1"})
 
 #: Column arrays of some candidate rows (a mapping from column name to array).
 Columns = Mapping[str, Any]
@@ -63,7 +65,8 @@ _SD[list(SPREAD)] = True
 _ONLINE_SUM = np.array([m.online and m.kind == "sum" for m in METRICS])
 
 
-def _row(node: Node) -> list[float]:
+def node_row(node: Node) -> list[float]:
+    """A node's numbers in the order of :data:`COLUMNS`."""
     load, pool = node.util_load, node.util_pool
     return [
         node.t_mem, int(node.t_mem) - node.n_mem - max(0, node.x_mem), node.i_mem,
@@ -81,19 +84,19 @@ class NodeTable:
     :class:`~corral.allocator.model.Node` objects by :meth:`refresh`."""
 
     def __init__(self, nodes: Sequence[Node]) -> None:
-        data = np.array([_row(node) for node in nodes], dtype=np.float64).reshape(
-            len(nodes), len(_COLUMNS))
+        data = np.array([node_row(node) for node in nodes], dtype=np.float64).reshape(
+            len(nodes), len(COLUMNS))
         self.cols: dict[str, Any] = {}
-        for pos, name in enumerate(_COLUMNS):
+        for pos, name in enumerate(COLUMNS):
             column = np.ascontiguousarray(data[:, pos])
-            self.cols[name] = column.astype(bool) if name in _BOOL_COLUMNS else column
+            self.cols[name] = column.astype(bool) if name in _BOOLCOLUMNS else column
         self.size = len(nodes)
 
     def refresh(self, nodes: Sequence[Node]) -> None:
         """Copy changed nodes' numbers into the columns."""
         cols = self.cols
         for node in nodes:
-            for name, value in zip(_COLUMNS, _row(node), strict=True):
+            for name, value in zip(COLUMNS, node_row(node), strict=True):
                 cols[name][node.idx] = value
 
     def take(self, rows: IntArray) -> dict[str, Any]:
@@ -105,8 +108,8 @@ def metric_matrix(c: Columns) -> FloatArray:
     """Each row's value of each metric: an array (metrics x rows); the map metric
     (exclusion tags sharing a location) is left at 0."""
     t_mem = c["t_mem"]
-    n = len(t_mem)
-    out = np.zeros((N_METRICS, n), dtype=np.float64)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in c.values()))
+    out = np.zeros((N_METRICS, *shape), dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out[0] = (c["mem_base"] - c["i_mem"]) / t_mem
         out[1] = _pdsk(c["excl"], c["t_sp"], c["f_sp"], c["t_dsk"], c["f_dsk"])

@@ -92,10 +92,30 @@ def _vec(node: Node) -> np.ndarray:
     return np.array(node_vector(node), dtype=np.float64)
 
 
+class _VecCache:
+    """The metric vectors of a cluster's current nodes (a node's until it changes)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, node: Node) -> np.ndarray:
+        if self.cluster.nodes[node.idx] is not node:
+            return _vec(node)
+        vec = self.cache.get(node.idx)
+        if vec is None:
+            vec = self.cache[node.idx] = _vec(node)
+        return vec
+
+    def forget(self, idxs: set[int]) -> None:
+        for idx in idxs:
+            self.cache.pop(idx, None)
+
+
 class _Fixed:
     """What the moves of one instance do to its own nodes (valid until they change)."""
 
-    __slots__ = ("kinds", "failover", "slot", "dyn_cols", "dyn_old", "ok")
+    __slots__ = ("dyn_cols", "dyn_old", "failover", "kinds", "ok", "slot")
 
     def __init__(self) -> None:
         self.kinds: tuple[str, ...] = ()
@@ -110,12 +130,14 @@ class _Fixed:
         self.ok: dict[str, bool] = {}
 
 
-def _delta(pairs: Sequence[tuple[Node, Node]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _delta(pairs: Sequence[tuple[Node, Node]],
+           vec: Callable[[Node], np.ndarray] = _vec) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
     d = np.zeros(N_METRICS)
     e = np.zeros(N_METRICS)
     off = np.zeros(2)
     for old, new in pairs:
-        a, b = _vec(old), _vec(new)
+        a, b = vec(old), _vec(new)
         if old.offline:
             off += b[_OFFLINE] - a[_OFFLINE]
         else:
@@ -151,6 +173,18 @@ class Balancer:
                              for i in self.instances))
         self._mig = any(cluster.nodes[i].mig_tags or cluster.nodes[i].rmig_tags
                         for i in self.nodes)
+        insts = cluster.instances
+        self.universe = [i for i in self.instances
+                         if insts[i].movable and insts[i].auto_balance]
+        self._upos = {idx: pos for pos, idx in enumerate(self.universe)}
+        self._grid: dict[str, np.ndarray] | None = None
+        self._dirty_rows: set[int] = set()
+        self._dirty_cols: set[int] = set()
+        self._fa: dict[str, Any] | None = None
+        self._vcache = _VecCache(cluster)
+        self._fa_dirty: set[int] = set()
+        self._tgpos = np.array([self._gpos[t] for t in self.targets], dtype=np.int64)
+        self._make_plan()
 
     # -- bookkeeping --------------------------------------------------------------
 
@@ -199,11 +233,11 @@ class Balancer:
         if with_failover:
             result = apply_move(nodes, inst, FAILOVER, force)
             if not isinstance(result, FailMode):
-                fixed.failover = _delta([(nodes[n.idx], n) for n in result[0]])
+                fixed.failover = self._delta_full([(nodes[n.idx], n) for n in result[0]])
         p = nodes[inst.pnode]
         p1 = remove_pri(p, inst)
         if "fa" in fixed.kinds:
-            fixed.slot["fa"] = _delta([(p, p1)])
+            fixed.slot["fa"] = self._delta_full([(p, p1)])
             fixed.ok["fa"] = True
         if inst.snode == NO_NODE or inst.mirror != Mirror.INTERNAL:
             self._fixed[idx] = fixed
@@ -215,12 +249,12 @@ class Balancer:
             p2 = add_pri(p1, inst, True)
             fixed.ok["rs"] = not isinstance(p2, FailMode)
             if not isinstance(p2, FailMode):
-                fixed.slot["rs"] = _delta([(p, p2), (s, s1)])
+                fixed.slot["rs"] = self._delta_full([(p, p2), (s, s1)])
         if "raf" in fixed.kinds:
             fixed.ok["raf"] = True
-            fixed.slot["raf"] = _delta([(s, s1)])
+            fixed.slot["raf"] = self._delta_full([(s, s1)])
             fixed.dyn_cols["raf"] = kernels.node_row(p1)
-            fixed.dyn_old["raf"] = _vec(p)
+            fixed.dyn_old["raf"] = self._vcache(p)
         if "rp" in fixed.kinds or "far" in fixed.kinds:
             s3 = add_pri(s1, inst, force_p)
             ok = not isinstance(s3, FailMode) and check_migration(p, s) is None
@@ -229,132 +263,259 @@ class Balancer:
                 if ok:
                     assert not isinstance(s3, FailMode)
                     s2 = remove_pri(s3, inst)
-                    fixed.slot["rp"] = _delta([(p, p1)])
+                    fixed.slot["rp"] = self._delta_full([(p, p1)])
                     fixed.dyn_cols["rp"] = kernels.node_row(s2)
-                    fixed.dyn_old["rp"] = _vec(s)
+                    fixed.dyn_old["rp"] = self._vcache(s)
             if "far" in fixed.kinds:
                 fixed.ok["far"] = ok
                 if ok:
                     assert not isinstance(s3, FailMode)
-                    fixed.slot["far"] = _delta([(p, p1), (s, s3)])
+                    fixed.slot["far"] = self._delta_full([(p, p1), (s, s3)])
         self._fixed[idx] = fixed
         return fixed
 
     # -- scoring ------------------------------------------------------------------
 
+    def _make_plan(self) -> None:
+        """Which metrics a move can change here, and which ones are always equal (their
+        weights are added up): without forthcoming instances the "forth" metrics of
+        disk, CPU and spindles equal the plain ones, and with the same utilisation
+        figures for CPU, memory and network their three load metrics are equal."""
+        cluster = self.cluster
+        group = set(self.nodes)
+        touching = [i for i in cluster.instances if i.pnode in group or i.snode in group]
+        weights = dict(enumerate(WEIGHTS))
+        if not any(i.forthcoming for i in touching):
+            for dup, rep in ((14, 1), (15, 6), (16, 12)):
+                weights[rep] += weights.pop(dup)
+        nodes = [cluster.nodes[i] for i in self.nodes]
+        if (all(i.util[0] == i.util[1] == i.util[3] for i in touching)
+                and all(n.util_pool[0] == n.util_pool[1] == n.util_pool[3] for n in nodes)):
+            weights[7] += weights.pop(8) + weights.pop(10)
+        self.plan_sd = [(m, w) for m, w in weights.items() if _SD[m]]
+        self.plan_sum = [(m, w) for m, w in weights.items() if m in (2, 19)]
+        self.plan_off = any(n.offline for n in nodes)
+        self.plan_idx = [m for m, _ in self.plan_sd] + [m for m, _ in self.plan_sum]
+        # metrics no move of the fast path changes: tags, locations (slow path), and the
+        # offline counts when no node of the group is offline
+        self.plan_const = [m for m in weights
+                           if m not in self.plan_idx and not (self.plan_off and m in _OFFLINE)]
+
     def _score(self, d: np.ndarray, e: np.ndarray, off: np.ndarray) -> np.ndarray:
-        """Scores from deltas of shape (metrics, ...) and offline deltas (2, ...)."""
+        """Scores from deltas (plan metrics x ...) and offline deltas (2 x ...)."""
         stats = self.stats
         n = float(stats.count)
-        base = np.array(stats.values(), dtype=np.float64)
-        sums = np.array(stats.sums, dtype=np.float64)
-        var = np.array(stats.var, dtype=np.float64)
-        shape = d.shape[1:]
-        extra = (1,) * len(shape)
-        out = np.zeros(shape)
+        base = stats.values()
+        weights = dict(enumerate(WEIGHTS))
+        const = 0.0
+        for m in self.plan_const:
+            const += weights[m] * base[m]
+        out = np.full(d.shape[1:], const)
+        inv = 1.0 / (n * n)
         with np.errstate(invalid="ignore", over="ignore"):
-            for pos in range(N_METRICS):
-                w = _W[pos]
-                if pos in _OFFLINE:
-                    out += w * (base[pos] + off[_OFFLINE.index(pos)])
-                elif _SD[pos]:
-                    dm = d[pos]
-                    nv = var[pos] + ((n * e[pos] - 2 * sums[pos] * dm) - dm * dm) / (n * n)
-                    out += w * np.sqrt(np.maximum(nv, 0.0))
-                elif pos == 18:
-                    out += w * base[pos]
-                else:
-                    out += w * (sums[pos] + d[pos])
-        del extra
+            for row, (m, w) in enumerate(self.plan_sd):
+                dm = d[row]
+                nv = ((n * e[row] - (2 * stats.sums[m]) * dm) - dm * dm) * inv + stats.var[m]
+                np.maximum(nv, 0.0, out=nv)
+                np.sqrt(nv, out=nv)
+                nv *= w
+                out += nv
+            base_row = len(self.plan_sd)
+            for row, (m, w) in enumerate(self.plan_sum, start=base_row):
+                out += w * (stats.sums[m] + d[row])
+            if self.plan_off:
+                for k, m in enumerate(_OFFLINE):
+                    out += WEIGHTS[m] * (stats.off_sums[m] + off[k])
         return out
+
+    def _delta_full(self, pairs: Sequence[tuple[Node, Node]]) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray]:
+        return _delta(pairs, self._vcache)
+
+    def _fixed_arrays(self) -> dict[str, Any]:
+        """The universe's fixed parts as arrays, refreshed for the dirty rows."""
+        n_u = len(self.universe)
+        plan = self.plan_idx
+        m = len(plan)
+        fa = self._fa
+        if fa is None:
+            insts = self.cluster.instances
+            fa = self._fa = {
+                "iv": kernels.InstVec([insts[i] for i in self.universe], (n_u, 1)),
+                "pnode": np.zeros(n_u, dtype=np.int64), "snode": np.zeros(n_u, dtype=np.int64),
+                "pcol": np.zeros(n_u, dtype=np.int64), "scol": np.zeros(n_u, dtype=np.int64),
+                "p_off": np.zeros(n_u, dtype=bool), "s_off": np.zeros(n_u, dtype=bool),
+                "fo": (np.zeros((m, n_u)), np.zeros((m, n_u)), np.zeros((2, n_u))),
+                "fo_ok": np.zeros(n_u, dtype=bool),
+            }
+            for kind in (*_KINDS, "fa"):
+                fa[kind] = (np.zeros((m, n_u)), np.zeros((m, n_u)), np.zeros((2, n_u)))
+                fa[kind + "_ok"] = np.zeros(n_u, dtype=bool)
+            for kind in ("raf", "rp"):
+                fa[kind + "_cols"] = np.zeros((n_u, len(kernels.COLUMNS)))
+                fa[kind + "_old"] = np.zeros((m, n_u))
+            self._fa_dirty = set(range(n_u))
+        nodes = self.cluster.nodes
+        insts = self.cluster.instances
+        for row in sorted(self._fa_dirty):
+            idx = self.universe[row]
+            inst = insts[idx]
+            fixed = self._fixed_part(idx)
+            fa["pnode"][row] = inst.pnode
+            fa["snode"][row] = inst.snode
+            fa["pcol"][row] = self._gpos[inst.pnode]
+            fa["scol"][row] = self._gpos.get(inst.snode, 0)
+            fa["p_off"][row] = nodes[inst.pnode].offline
+            fa["s_off"][row] = inst.snode != NO_NODE and nodes[inst.snode].offline
+            fa["fo_ok"][row] = fixed.failover is not None
+            if fixed.failover is not None:
+                for arr, val in zip(fa["fo"], fixed.failover, strict=True):
+                    arr[:, row] = val[plan] if len(val) != 2 else val
+            for kind in (*_KINDS, "fa"):
+                ok = kind in fixed.kinds and bool(fixed.ok.get(kind))
+                fa[kind + "_ok"][row] = ok
+                if ok:
+                    for arr, val in zip(fa[kind], fixed.slot[kind], strict=True):
+                        arr[:, row] = val[plan] if len(val) != 2 else val
+                    if kind in ("raf", "rp"):
+                        fa[kind + "_cols"][row] = fixed.dyn_cols[kind]
+                        fa[kind + "_old"][:, row] = fixed.dyn_old[kind][plan]
+        self._fa_dirty = set()
+        return fa
+
+    def _eval(self, kind: str, rows: np.ndarray, cols: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray]:
+        """Deltas (plan x rows x cols) and fit (rows x cols) of moves ``kind`` of the
+        universe's instances ``rows`` to the targets at positions ``cols``."""
+        fa = self._fixed_arrays()
+        plan = self.plan_idx
+        force = self.opts.force
+        t_rows = np.asarray(self.targets, dtype=np.int64)[cols]
+        tcols = self.table.take(t_rows)
+        t_old = kernels.metric_matrix(tcols, plan)[:, None, :]
+        tgpos = self._tgpos[cols]
+        iv = fa["iv"].take(rows)
+        p_off = fa["p_off"][rows][:, None]
+        s_off = fa["s_off"][rows][:, None]
+        pcol = fa["pcol"][rows]
+        scol = fa["scol"][rows]
+        if kind == "fa":
+            fail, new = kernels.add_pri(tcols, iv, p_off | force)
+            slots = [(t_old, kernels.metric_matrix(kernels.merged(tcols, new), plan))]
+            ok = fail == kernels.OK
+            if self._mig:
+                ok = ok & self._mig_mask(list(fa["pnode"][rows]), t_rows)
+        elif kind in ("rs", "far"):
+            peer_of = pcol if kind == "rs" else scol
+            peer = self._peers[tgpos[None, :], peer_of[:, None]]
+            tforce = (s_off | force) if kind == "rs" else (p_off | force)
+            fail, new = kernels.add_sec(tcols, iv, peer, tforce)
+            slots = [(t_old, kernels.metric_matrix(kernels.merged(tcols, new), plan))]
+            ok = fail == kernels.OK
+        else:
+            tforce = force if kind == "raf" else (p_off | force)
+            fail, new = kernels.add_pri(tcols, iv, tforce)
+            dyn_src = pcol if kind == "raf" else scol
+            peer = self._peers[dyn_src[:, None], tgpos[None, :]]
+            dcols_rows = fa[kind + "_cols"][rows]
+            dcols = {name: dcols_rows[:, pos][:, None]
+                     for pos, name in enumerate(kernels.COLUMNS)}
+            for name in ("excl", "offline", "fail_n1"):
+                dcols[name] = dcols[name].astype(bool)
+            sforce = (s_off | force) if kind == "raf" else (p_off | force)
+            dfail, dnew = kernels.add_sec(dcols, iv, peer, sforce)
+            d_old = fa[kind + "_old"][:, rows][:, :, None]
+            slots = [(t_old, kernels.metric_matrix(kernels.merged(tcols, new), plan)),
+                     (d_old, kernels.metric_matrix(kernels.merged(dcols, dnew), plan))]
+            ok = (fail == kernels.OK) & (dfail == kernels.OK)
+            if self._mig:
+                src = fa["pnode"][rows] if kind == "raf" else fa["snode"][rows]
+                ok = ok & self._mig_mask(list(src), t_rows)
+        fd, fe, _ = fa[kind]
+        d = np.repeat(fd[:, rows][:, :, None], len(cols), axis=2)
+        e = np.repeat(fe[:, rows][:, :, None], len(cols), axis=2)
+        for old, newm in slots:
+            delta = newm - old
+            d += delta
+            e += delta * (newm + old)
+        own = ((fa["pnode"][rows][:, None] == t_rows[None, :])
+               | (fa["snode"][rows][:, None] == t_rows[None, :]))
+        return d, e, ok & ~own & fa[kind + "_ok"][rows][:, None]
+
+    def _refresh_grid(self) -> None:
+        """Recompute the candidates whose nodes changed since the last time."""
+        n_u = len(self.universe)
+        n_t = len(self.targets)
+        m = len(self.plan_idx)
+        if self._grid is None:
+            self._grid = {
+                "d": np.zeros((4, m, n_u, n_t)), "e": np.zeros((4, m, n_u, n_t)),
+                "ok": np.zeros((4, n_u, n_t), dtype=bool),
+            }
+            self._dirty_rows = set(range(n_u))
+            self._dirty_cols = set()
+        grid = self._grid
+        fa = self._fixed_arrays()
+        rows = np.array(sorted(self._dirty_rows), dtype=np.int64)
+        cols_all = np.arange(n_t)
+        others = np.array(sorted(set(range(n_u)) - self._dirty_rows), dtype=np.int64)
+        cols = np.array(sorted(self._dirty_cols), dtype=np.int64)
+        for k, kind in enumerate(_KINDS):
+            names = (kind, "fa") if kind == "rs" else (kind,)
+            for block_rows, block_cols in ((rows, cols_all), (others, cols)):
+                if not len(block_rows) or not len(block_cols):
+                    continue
+                grid["ok"][k][np.ix_(block_rows, block_cols)] = False
+                for name in names:
+                    sel = block_rows[fa[name + "_ok"][block_rows]]
+                    if not len(sel):
+                        continue
+                    d, e, ok = self._eval(name, sel, block_cols)
+                    ix = np.ix_(sel, block_cols)
+                    grid["d"][k][(slice(None), *ix)] = d
+                    grid["e"][k][(slice(None), *ix)] = e
+                    grid["ok"][k][ix] = ok
+        self._dirty_rows = set()
+        self._dirty_cols = set()
 
     def _candidates(self, victims: list[int]) -> np.ndarray:
         """The score of every candidate: (victims, 1 + 4 x targets), inf where not
         allowed, columns in htools' order (failover, then per target rs raf rp far)."""
         n_t = len(self.targets)
         out = np.full((len(victims), 1 + 4 * n_t), np.inf)
-        if not victims or self._slow:
-            if victims:
-                self._slow_candidates(victims, out)
+        if not victims:
             return out
-        nodes = self.cluster.nodes
-        insts = self.cluster.instances
-        fixed = [self._fixed_part(i) for i in victims]
-        for row, f in enumerate(fixed):
-            if f.failover is not None:
-                out[row, 0] = self._score(f.failover[0][:, None], f.failover[1][:, None],
-                                          f.failover[2][:, None])[0]
-        t_rows = np.array(self.targets, dtype=np.int64)
-        tcols = self.table.take(t_rows)
-        t_old = kernels.metric_matrix(tcols)          # (M, T)
-        pcol = np.array([self._gpos[insts[i].pnode] for i in victims])
-        scol = np.array([self._gpos.get(insts[i].snode, -1) for i in victims])
-        tgpos = np.array([self._gpos[t] for t in self.targets])
-        p_t = np.array([insts[i].pnode for i in victims])[:, None] == t_rows[None, :]
-        s_t = np.array([insts[i].snode for i in victims])[:, None] == t_rows[None, :]
-        own = p_t | s_t
-        force = self.opts.force
-        for k, kind in enumerate(("rs", "raf", "rp", "far", "fa")):
-            rows = [r for r, f in enumerate(fixed) if kind in f.kinds and f.ok.get(kind)]
-            if not rows:
+        if self._slow:
+            self._slow_candidates(victims, out)
+            return out
+        self._refresh_grid()
+        grid = self._grid
+        assert grid is not None
+        fa = self._fixed_arrays()
+        rows = np.array([self._upos[i] for i in victims], dtype=np.int64)
+        every = len(rows) == len(self.universe)
+        full = np.full((len(self.universe), 1 + 4 * n_t), np.inf) if not every else out
+        fo_d, fo_e, fo_off = fa["fo"]
+        fscore = self._score(fo_d, fo_e, fo_off)
+        full[:, 0] = np.where(fa["fo_ok"], fscore, np.inf)
+        for k, kind in enumerate(_KINDS):
+            ok = grid["ok"][k]
+            if not ok.any():
                 continue
-            sel = np.array(rows)
-            sub = [insts[victims[r]] for r in rows]
-            iv = kernels.InstVec(sub, (len(rows), 1))
-            p_off = np.array([nodes[i.pnode].offline for i in sub])[:, None]
-            s_off = np.array([i.snode != NO_NODE and nodes[i.snode].offline
-                              for i in sub])[:, None]
-            fd = np.stack([fixed[r].slot[kind][0] for r in rows], axis=1)[:, :, None]
-            fe = np.stack([fixed[r].slot[kind][1] for r in rows], axis=1)[:, :, None]
-            foff = np.stack([fixed[r].slot[kind][2] for r in rows], axis=1)[:, :, None]
-            if kind == "fa":
-                fail, new = kernels.add_pri(tcols, iv, p_off | force)
-                slots = [(t_old[:, None, :], kernels.metric_matrix(kernels.merged(tcols, new)))]
-                ok = fail == kernels.OK
-                if self._mig:
-                    ok &= self._mig_mask([i.pnode for i in sub])
-            elif kind in ("rs", "far"):
-                peer_of = pcol[sel] if kind == "rs" else scol[sel]
-                peer = self._peers[tgpos[None, :], peer_of[:, None]]
-                tforce = (s_off | force) if kind == "rs" else (p_off | force)
-                fail, new = kernels.add_sec(tcols, iv, peer, tforce)
-                slots = [(t_old[:, None, :], kernels.metric_matrix(kernels.merged(tcols, new)))]
-                ok = fail == kernels.OK
-            else:
-                tforce = force if kind == "raf" else (p_off | force)
-                fail, new = kernels.add_pri(tcols, iv, tforce)
-                dyn_src = pcol[sel] if kind == "raf" else scol[sel]
-                peer = self._peers[dyn_src[:, None], tgpos[None, :]]
-                dcols_rows = np.array([fixed[r].dyn_cols[kind] for r in rows])
-                dcols = {name: dcols_rows[:, pos][:, None]
-                         for pos, name in enumerate(kernels.COLUMNS)}
-                for name in ("excl", "offline", "fail_n1"):
-                    dcols[name] = dcols[name].astype(bool)
-                sforce = (s_off | force) if kind == "raf" else (p_off | force)
-                dfail, dnew = kernels.add_sec(dcols, iv, peer, sforce)
-                d_old = np.stack([fixed[r].dyn_old[kind] for r in rows], axis=1)[:, :, None]
-                slots = [(t_old[:, None, :], kernels.metric_matrix(kernels.merged(tcols, new))),
-                         (d_old, kernels.metric_matrix(kernels.merged(dcols, dnew)))]
-                ok = (fail == kernels.OK) & (dfail == kernels.OK)
-                if self._mig:
-                    src = [i.pnode for i in sub] if kind == "raf" else [i.snode for i in sub]
-                    ok &= self._mig_mask(src)
-            d = fd.copy()
-            e = fe.copy()
-            for old, newm in slots:
-                d = d + (newm - old)
-                e = e + (newm * newm - old * old)
-            scores = self._score(d, e, np.broadcast_to(foff, (2, *d.shape[1:])))
-            ok = ok & ~own[sel]
-            scores = np.where(ok, scores, np.inf)
-            col = 1 + (0 if kind == "fa" else k)
-            out[sel[:, None], col + 4 * np.arange(n_t)[None, :]] = scores
+            off = fa[kind][2]
+            if kind == "rs":
+                off = np.where(fa["fa_ok"], fa["fa"][2], off)
+            scores = self._score(grid["d"][k], grid["e"][k], off[:, :, None])
+            scores[~ok] = np.inf
+            full[:, 1 + k::4] = scores
+        if not every:
+            out[:] = full[rows]
         return out
 
-    def _mig_mask(self, sources: list[int]) -> np.ndarray:
+    def _mig_mask(self, sources: list[int], targets: np.ndarray) -> np.ndarray:
         nodes = self.cluster.nodes
-        return np.array([[check_migration(nodes[s], nodes[t]) is None for t in self.targets]
-                         for s in sources], dtype=bool)
+        return np.array([[check_migration(nodes[s], nodes[int(t)]) is None for t in targets]
+                         for s in sources], dtype=bool).reshape(len(sources), len(targets))
 
     def _slow_candidates(self, victims: list[int], out: np.ndarray) -> None:
         """Score candidates one by one (clusters with location or exclusion tags)."""
@@ -443,10 +604,17 @@ class Balancer:
         assert step.moved is not None
         self.cluster.instances[step.inst] = step.moved
         changed = {n.idx for n in step.changed}
+        self._vcache.forget(changed)
         for idx in list(self._fixed):
             other = self.cluster.instances[idx]
             if other.pnode in changed or other.snode in changed or idx == step.inst:
                 del self._fixed[idx]
+        for idx in self.universe:
+            other = self.cluster.instances[idx]
+            if other.pnode in changed or other.snode in changed or idx == step.inst:
+                self._dirty_rows.add(self._upos[idx])
+                self._fa_dirty.add(self._upos[idx])
+        self._dirty_cols |= {self._tpos[i] for i in changed if i in self._tpos}
         self.score = step.score
         self.steps.append(step)
 

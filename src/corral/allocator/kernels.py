@@ -104,33 +104,51 @@ class NodeTable:
         return {name: column[rows] for name, column in self.cols.items()}
 
 
-def metric_matrix(c: Columns) -> FloatArray:
-    """Each row's value of each metric: an array (metrics x rows); the map metric
-    (exclusion tags sharing a location) is left at 0."""
+def _metric(c: Columns, pos: int) -> Any:
     t_mem = c["t_mem"]
+    if pos == 0:
+        return (c["mem_base"] - c["i_mem"]) / t_mem
+    if pos == 1:
+        return _pdsk(c["excl"], c["t_sp"], c["f_sp"], c["t_dsk"], c["f_dsk"])
+    if pos == 2:
+        return np.where(c["fail_n1"], c["n_pri"] + c["n_sec"], 0.0)
+    if pos in (3, 19):
+        return c["r_mem"] / t_mem
+    if pos == 4:
+        return c["n_pri"] + c["n_sec"]
+    if pos == 5:
+        return c["n_pri"]
+    if pos == 6:
+        return (c["u_cpu"] / c["t_cpu"]) / c["cpu_speed"]
+    if 7 <= pos <= 10:
+        k = pos - 7
+        return c[f"load{k}"] / c[f"pool{k}"]
+    if pos == 11:
+        return c["conflicts"]
+    if pos == 12:
+        return c["inst_sp"] / c["hi_sp"]
+    if pos == 13:
+        return c["f_mem_forth"] / t_mem
+    if pos == 14:
+        return _pdsk(c["excl"], c["t_sp"], c["f_sp_forth"], c["t_dsk"], c["f_dsk_forth"])
+    if pos == 15:
+        return (c["u_cpu_forth"] / c["t_cpu"]) / c["cpu_speed"]
+    if pos == 16:
+        return c["inst_sp_forth"] / c["hi_sp"]
+    if pos == 17:
+        return c["loc_score"]
+    return 0.0
+
+
+def metric_matrix(c: Columns, only: Sequence[int] | None = None) -> FloatArray:
+    """Each row's value of each metric (or of the metrics ``only``): an array
+    (metrics x rows...); the map metric (exclusion tags sharing a location) is 0."""
     shape = np.broadcast_shapes(*(np.shape(v) for v in c.values()))
-    out = np.zeros((N_METRICS, *shape), dtype=np.float64)
+    wanted = range(N_METRICS) if only is None else only
+    out = np.zeros((len(wanted), *shape), dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out[0] = (c["mem_base"] - c["i_mem"]) / t_mem
-        out[1] = _pdsk(c["excl"], c["t_sp"], c["f_sp"], c["t_dsk"], c["f_dsk"])
-        both = c["n_pri"] + c["n_sec"]
-        out[2] = np.where(c["fail_n1"], both, 0.0)
-        out[3] = c["r_mem"] / t_mem
-        out[4] = both
-        out[5] = c["n_pri"]
-        out[6] = (c["u_cpu"] / c["t_cpu"]) / c["cpu_speed"]
-        out[7] = c["load0"] / c["pool0"]
-        out[8] = c["load1"] / c["pool1"]
-        out[9] = c["load2"] / c["pool2"]
-        out[10] = c["load3"] / c["pool3"]
-        out[11] = c["conflicts"]
-        out[12] = c["inst_sp"] / c["hi_sp"]
-        out[13] = c["f_mem_forth"] / t_mem
-        out[14] = _pdsk(c["excl"], c["t_sp"], c["f_sp_forth"], c["t_dsk"], c["f_dsk_forth"])
-        out[15] = (c["u_cpu_forth"] / c["t_cpu"]) / c["cpu_speed"]
-        out[16] = c["inst_sp_forth"] / c["hi_sp"]
-        out[17] = c["loc_score"]
-        out[19] = out[3]
+        for row, pos in enumerate(wanted):
+            out[row] = _metric(c, pos)
     return out
 
 
@@ -198,6 +216,16 @@ class InstVec:
         totals = [i.total_spindles for i in insts]
         self.tsp = arr([np.nan if t is None else float(t) for t in totals])
         self.forthcoming = False
+
+    def take(self, rows: IntArray) -> InstVec:
+        """The numbers of some of many instances (rows along the first axis)."""
+        new = InstVec.__new__(InstVec)
+        for name in ("mem", "dsk", "vcpus", "su", "uses_memory", "local", "not_offline",
+                     "uses_sec_mem", "has_secondary", "tsp"):
+            setattr(new, name, getattr(self, name)[rows])
+        new.util = tuple(u[rows] for u in self.util)
+        new.forthcoming = False
+        return new
 
 
 def _vec(inst: Instance | InstVec) -> InstVec:

@@ -377,7 +377,8 @@ class Node:
 
     def copy(self) -> Node:
         """A copy whose lists and maps can be changed independently."""
-        return _copy_node(self)
+        new: Node = _copy_node(self)
+        return new
 
     def __repr__(self) -> str:
         return f"<Node {self.name} #{self.idx}>"

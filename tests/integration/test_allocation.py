@@ -139,7 +139,9 @@ def test_add_with_the_builtin_allocator_and_with_hail(testbed: TestbedHandle, ha
         out = _add(testbed, "viahail.testbed", "-I", "hail").stdout
         node = _instances(testbed)["viahail.testbed"]
         assert f"Selected nodes for instance viahail.testbed via iallocator hail: {node}" in out
-        out = _add(testbed, "viacorral.testbed", "-I", "corral").stdout
+        out = testbed.run("gnt-instance", "add", "-t", "sharedfile", "--disk", "0:size=8M",
+                          "--no-nics", "--no-install", "-o", OS, "-I", "corral",
+                          "viacorral.testbed").stdout
         assert "via iallocator corral: node" in out
         assert _instances(testbed)["viacorral.testbed"].startswith("node")
     finally:

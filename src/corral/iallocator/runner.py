@@ -9,8 +9,9 @@ first argument, the cluster's default allocator parameters as ``--key=value`` (o
 process group, never blocking the event loop, and is killed when it has not answered
 within the timeout.
 
-The built-in allocator, :data:`BUILTIN` (``corral``), is
-:func:`corral.allocator.answer`, called in a worker thread of the master daemon.
+The built-in allocator, :data:`BUILTIN` (``corral``), is the allocator engine's
+``answer`` (:mod:`corral.allocator`), called in a worker thread of the master daemon
+with the options hail's command line takes from the same parameters.
 
 Directories are cluster-wide paths seen below the node's root (``Paths.node_path``),
 as the OS search path is, so every node of a testbed has its own.
@@ -55,15 +56,43 @@ def plugin_arguments(params: Mapping[str, Any]) -> list[str]:
             for key, value in params.items() if value is not False]
 
 
-def _builtin_answer() -> Callable[[dict[str, Any]], dict[str, Any]]:
+#: The module of the allocator engine whose ``answer`` the built-in allocator is.
+_ENGINE: Final = "corral.allocator.iallocator"
+
+
+def _builtin_answer(params: Mapping[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The engine's ``answer`` with the options hail's command line would set from the
+    allocator parameters (``no-capacity-checks``, ``ignore-soft-errors``,
+    ``restrict-allocation-to``, ``static-kvm-node-memory``), so that the built-in
+    allocator honours the cluster's default parameters as a plugin does."""
     try:
-        answer = importlib.import_module("corral.allocator").answer
+        engine = importlib.import_module(_ENGINE)
+        answer = engine.answer
     except (ImportError, AttributeError) as err:
         raise OpExecError(
             f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' is not available in this "
             f"installation ({err}); name a plugin with -I or set the cluster's default "
             "allocators (gnt-cluster modify -I)") from None
-    return answer  # type: ignore[no-any-return]  # the engine's public entry point
+    options = engine.AnswerOptions()
+    if "no-capacity-checks" in params and params["no-capacity-checks"] is not False:
+        options.capacity = False
+    if "ignore-soft-errors" in params and params["ignore-soft-errors"] is not False:
+        options.force = True
+    if params.get("restrict-allocation-to"):
+        options.restrict_to = [n for n in str(params["restrict-allocation-to"]).split(",") if n]
+    if params.get("static-kvm-node-memory") not in (None, True, False):
+        try:
+            options.static_kvm_memory = int(params["static-kvm-node-memory"])
+        except ValueError:
+            raise ParameterError("allocator parameter static-kvm-node-memory must be a whole "
+                                 f"number of MiB, got {params['static-kvm-node-memory']!r}"
+                                 ) from None
+
+    def run(data: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = answer(data, options)
+        return result
+
+    return run
 
 
 class PluginRunner:
@@ -100,7 +129,7 @@ class PluginRunner:
             ``timeout`` seconds (it is then killed).
         """
         if name == BUILTIN:
-            return await self._run_builtin(data, timeout)
+            return await self._run_builtin(data, params, timeout)
         script = await asyncio.to_thread(self.find, name, search_path)
         text = json.dumps(data)
         input_file = await asyncio.to_thread(_write_input, text)
@@ -141,11 +170,19 @@ class PluginRunner:
                               f"output '{output}'")
         return stdout.decode(errors="replace")
 
-    async def _run_builtin(self, data: dict[str, Any], timeout: float) -> str:  # noqa: ASYNC109
-        answer = self._builtin or _builtin_answer()
+    async def _run_builtin(self, data: dict[str, Any], params: Mapping[str, Any],
+                           timeout: float) -> str:  # noqa: ASYNC109
+        builtin = self._builtin
+
+        def work() -> dict[str, Any]:
+            # the engine (and numpy) load in the worker thread too: the first import
+            # takes a fifth of a second
+            answer = builtin or _builtin_answer(params)
+            return answer(data)
+
         try:
             async with asyncio.timeout(timeout):
-                result = await asyncio.to_thread(answer, data)
+                result = await asyncio.to_thread(work)
         except TimeoutError:
             raise OpExecError(f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' did not "
                               f"answer within {timeout:g} seconds") from None

@@ -386,6 +386,12 @@ def test_grow_disk_dry_runs_then_grows(cl: Cluster) -> None:
                absolute=True)
     with pytest.raises(OpPrereqError, match="no disk 3"):
         cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=3, amount=100)
+    # beyond the group's instance policy: Ganeti's words, nothing grown
+    grown = len(cl.calls("blockdev_grow"))
+    with pytest.raises(OpPrereqError, match=r"^Growing disk 0 violates policy: disk-size/0 "
+                                            r"value 1050624 is not in range \[1, 1048576\]$"):
+        cl.run("OP_INSTANCE_GROW_DISK", instance_name="web1", disk=0, amount=1 << 20)
+    assert len(cl.calls("blockdev_grow")) == grown
 
 
 def test_grow_disk_refusals(cl: Cluster) -> None:

@@ -234,6 +234,11 @@ def _iallocator_option(func: F) -> F:
              "also used without -n and -I).")(func)
 
 
+def _ignore_ipolicy_option(func: F) -> F:
+    return click.option("--ignore-ipolicy", "ignore_ipolicy", is_flag=True,
+                        help="Ignore instance policy violations.")(func)
+
+
 def _placement(target_node: str | None, iallocator: str | None, ignore_ipolicy: bool
                ) -> dict[str, Any]:
     """The opcode fields of a move's target: only those given."""
@@ -480,6 +485,7 @@ def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
               help="Hotplug when the hypervisor can; otherwise the change waits for the "
                    "next start.")
 @force_option
+@_ignore_ipolicy_option
 @_job_options()
 @click.argument("instance_name")
 def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict | None,
@@ -487,6 +493,7 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
            disk_items: tuple[tuple[str, IdentValue], ...],
            net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None,
            allow_diskless: bool, hotplug: bool, hotplug_if_possible: bool, force: bool,
+           ignore_ipolicy: bool,
            submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
            dry_run: bool) -> None:
     """Change parameters, disks or NICs of INSTANCE_NAME."""
@@ -495,6 +502,8 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
         raise NothingToChangeError(f"{GANETI_NOTHING}\nnothing to change: give at least one of "
                                    "-H, -B, -O, -o, --disk, --net, --online, --offline")
     body: dict[str, Any] = {"instance_name": instance_name, "force": force}
+    if ignore_ipolicy:
+        body["ignore_ipolicy"] = True
     if hvparams:
         body["hvparams"] = dict(hvparams)
     if beparams:
@@ -537,7 +546,7 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
               help="Node to migrate to (without it, an allocator chooses).")
 @_iallocator_option
-@click.option("--ignore-ipolicy", is_flag=True, help="Ignore instance policy violations.")
+@_ignore_ipolicy_option
 @click.option("--non-live", "non_live", is_flag=True,
               help="Suspend, copy and resume instead of a live migration.")
 @click.option("--migration-mode", type=click.Choice(["live", "non-live"]), default=None,
@@ -573,7 +582,7 @@ def migrate(instance_name: str, force: bool, target_node: str | None, iallocator
 @click.option("-n", "--target-node", "target_node", metavar="NODE",
               help="Node to fail over to (without it, an allocator chooses).")
 @_iallocator_option
-@click.option("--ignore-ipolicy", is_flag=True, help="Ignore instance policy violations.")
+@_ignore_ipolicy_option
 @click.option("--ignore-consistency", is_flag=True,
               help="Fail over even if the disks cannot be checked (source node offline).")
 @_shutdown_timeout_option
@@ -604,10 +613,11 @@ def failover(instance_name: str, force: bool, target_node: str | None,
 @_shutdown_timeout_option
 @click.option("--ignore-consistency", is_flag=True,
               help="Go on even if the instance cannot be stopped on its node.")
+@_ignore_ipolicy_option
 @_job_options()
 @click.argument("instance_name")
 def move(instance_name: str, force: bool, target_node: str, shutdown_timeout: int,
-         ignore_consistency: bool, submit_only: bool, print_jobid: bool,
+         ignore_consistency: bool, ignore_ipolicy: bool, submit_only: bool, print_jobid: bool,
          priority: int | None, reason: str | None, dry_run: bool) -> None:
     """Copy the disks of INSTANCE_NAME to another node and make it the primary."""
     _confirm(f"Instance {instance_name} will be moved; it is shut down for that. "
@@ -616,6 +626,8 @@ def move(instance_name: str, force: bool, target_node: str, shutdown_timeout: in
                             "shutdown_timeout": shutdown_timeout}
     if ignore_consistency:
         body["ignore_consistency"] = True
+    if ignore_ipolicy:
+        body["ignore_ipolicy"] = True
     _submit("move", "OP_INSTANCE_MOVE", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
@@ -682,12 +694,13 @@ def deactivate_disks(instance_name: str, force: bool, submit_only: bool, print_j
 @cli.command("grow-disk")
 @click.option("--absolute", is_flag=True,
               help="AMOUNT is the new size, not the amount to add.")
+@_ignore_ipolicy_option
 @_job_options()
 @click.argument("instance_name")
 @click.argument("disk")
 @click.argument("amount")
-def grow_disk(instance_name: str, disk: str, amount: str, absolute: bool, submit_only: bool,
-              print_jobid: bool, priority: int | None, reason: str | None,
+def grow_disk(instance_name: str, disk: str, amount: str, absolute: bool, ignore_ipolicy: bool,
+              submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
               dry_run: bool) -> None:
     """Grow disk number DISK of INSTANCE_NAME by AMOUNT (e.g. 1G), or to AMOUNT."""
     try:
@@ -696,9 +709,11 @@ def grow_disk(instance_name: str, disk: str, amount: str, absolute: bool, submit
         raise ParameterError(f"invalid disk index '{disk}': expected a number such as 0") \
             from None
     size = _size("grow-disk", amount, "the amount")
-    _submit("grow-disk", "OP_INSTANCE_GROW_DISK",
-            {"instance_name": instance_name, "disk": index, "amount": size,
-             "absolute": absolute},
+    body: dict[str, Any] = {"instance_name": instance_name, "disk": index, "amount": size,
+                            "absolute": absolute}
+    if ignore_ipolicy:
+        body["ignore_ipolicy"] = True
+    _submit("grow-disk", "OP_INSTANCE_GROW_DISK", body,
             reason=reason, priority=priority, submit_only=submit_only,
             print_jobid=print_jobid, dry_run=dry_run)
 

@@ -10,8 +10,10 @@ import msgspec
 
 from corral.cmdlib.common import check_node_online
 from corral.cmdlib.instance_base import FILE_TEMPLATES, InstanceLU, disk_spec, is_running
+from corral.cmdlib.ipolicy import group_ipolicy
 from corral.errors import OpPrereqError
 from corral.objects import Disk, Instance
+from corral.objects.ipolicy import spec_violations
 from corral.opcodes.instance_change_ops import (
     OpInstanceActivateDisks,
     OpInstanceDeactivateDisks,
@@ -106,6 +108,17 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
                                     f"{op.amount} MiB")
         else:
             self.target_size, self.delta = self.disk.size + op.amount, op.amount
+        store = self.master.store
+        group = store.get("nodegroup", self.primary.group)
+        sizes = [self.target_size if d.uuid == self.disk.uuid else d.size for d in disks]
+        problems = spec_violations(group_ipolicy(store, group), memory=None, cpus=None,
+                                   disk_sizes=sizes, nic_count=None, spindle_use=None,
+                                   disk_templates=[d.dev_type for d in disks])
+        if problems:
+            message = f"Growing disk {op.disk} violates policy: {', '.join(problems)}"
+            if not op.ignore_ipolicy:
+                raise OpPrereqError(message, ecode="wrong_input")
+            self.feedback(f" - WARNING: {message}")
 
     async def execute(self) -> None:
         """Dry run on the node, grow, record the new size."""

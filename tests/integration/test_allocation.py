@@ -171,8 +171,9 @@ def test_the_default_allocators_are_tried_in_turn(testbed: TestbedHandle) -> Non
     ("ialloc-nosuch", None, [
         "Failure: command execution error:",
         "Failure while running the iallocator script: iallocator module 'ialloc-nosuch' not "
-        "found in the search path (searched /usr/local/lib/ganeti/iallocators, "
-        "/usr/lib/ganeti/iallocators, /srv/corral/iallocators)"]),
+        "found in the search path",
+        "searched: /usr/local/lib/ganeti/iallocators, /usr/lib/ganeti/iallocators, "
+        "/srv/corral/iallocators"]),
     ("ialloc-garbage2", "echo '[1, 2]'\n", [
         "Failure: command execution error:", "Can't parse iallocator results: not a dict"]),
     ("ialloc-none", 'echo \'{"success": false, "info": "FailMem: 3, FailDisk: 0", '

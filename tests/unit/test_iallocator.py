@@ -280,7 +280,7 @@ def test_a_missing_plugin_is_named_with_the_search_path(tmp_path: Path) -> None:
         _run(tmp_path, "nosuch")
     assert err.value.message == (
         "Failure while running the iallocator script: iallocator module 'nosuch' not found "
-        "in the search path (searched /srv/corral/iallocators)")
+        "in the search path\nsearched: /srv/corral/iallocators")
     with pytest.raises(ParameterError, match="invalid iallocator name"):
         _run(tmp_path, "../etc/passwd")
 

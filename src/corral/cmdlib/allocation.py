@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from corral.errors import CorralError, OpExecError, OpPrereqError
 from corral.iallocator import (
     Answer,
+    ClusterView,
     NodeLive,
     build_input,
     parse_answer,
@@ -48,7 +49,7 @@ def allocator_names(master: MasterContext, requested: str | None) -> list[str]:
     names = list(master.store.cluster.default_iallocators)
     if not names:
         raise OpPrereqError("No iallocator was specified, neither in the opcode nor as a "
-                            "cluster-wide default; name one with -I (iallocator) or set the "
+                            "cluster-wide default\nname one with -I (iallocator) or set the "
                             "cluster's default allocators with 'gnt-cluster modify -I'",
                             ecode="wrong_input")
     return names
@@ -82,8 +83,8 @@ async def gather_live(master: MasterContext, *, hypervisor: str, disk_template: 
             if result is None or result.failed or not isinstance(result.payload, dict):
                 why = result.error.message if result is not None and result.error else \
                     "no answer"
-                raise OpExecError(f"Can't get {what} for node {node.name}: {why} (mark it "
-                                  "offline if it is down)")
+                raise OpExecError(f"Can't get {what} for node {node.name}: {why}\nmark the "
+                                  "node offline if it is down")
         assert answer is not None and running is not None
         live[node.name] = NodeLive(info=answer.payload, instances=running.payload)
     return live
@@ -123,7 +124,9 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
         (cluster.enabled_disk_templates or ["diskless"])[0]
     live = await gather_live(master, hypervisor=hypervisor or cluster.default_hypervisor,
                              disk_template=template)
-    data = build_input(store, live, request, disk_template=template)
+    # 10,000 instances take a few tenths of a second to describe: not on the event loop
+    data = await asyncio.to_thread(build_input, ClusterView.of(store), live, request,
+                                   disk_template=template)
     params = {**cluster.default_iallocator_params, **(extra_params or {})}
     failures: list[CorralError] = []
     for position, name in enumerate(names):
@@ -137,7 +140,8 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
         except CorralError as err:
             failures.append(err)
             if position + 1 < len(names):
-                lu.feedback(f" - WARNING: iallocator '{name}' gave no solution: {err.message}; "
+                first_line = err.message.splitlines()[0] if err.message else ""
+                lu.feedback(f" - WARNING: iallocator '{name}' gave no solution: {first_line}; "
                             f"trying '{names[position + 1]}'")
             continue
         return name, answer

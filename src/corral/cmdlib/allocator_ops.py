@@ -12,6 +12,7 @@ submits nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from corral.errors import (
     ParameterError,
 )
 from corral.iallocator import (
+    ClusterView,
     allocate_request,
     build_input,
     change_group_request,
@@ -502,9 +504,11 @@ class LUTestAllocator(LogicalUnit[OpTestAllocator]):
         hypervisor = (op.hypervisor if op.mode == "allocate" else None) or \
             (self.instance.hypervisor if op.mode == "relocate" else cluster.default_hypervisor)
         live = await gather_live(self.master, hypervisor=hypervisor, disk_template=template)
-        data = build_input(store, live, request, disk_template=template)
+        data = await asyncio.to_thread(build_input, ClusterView.of(store), live, request,
+                                       disk_template=template)
         if op.direction == "in":
-            return msgspec.json.encode(data).decode()
+            text: bytes = await asyncio.to_thread(msgspec.json.encode, data)
+            return text.decode()
         assert op.iallocator is not None
         return await self.master.iallocators.run(
             op.iallocator, data, search_path=cluster.iallocator_search_path,

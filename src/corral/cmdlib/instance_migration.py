@@ -103,8 +103,8 @@ def _target_from_op(lu: _MoveBase[Any], target_node: str | None, target_uuid: st
         raise ParameterError(
             "No iallocator or node given and no cluster-wide default iallocator found; "
             "please specify either an iallocator or a node, or set a cluster-wide default "
-            f"iallocator (to {what} instance {lu.instance.name}, name its target node with "
-            "-n/--target-node)")
+            f"iallocator\nto {what} instance {lu.instance.name}, name its target node with "
+            "-n/--target-node")
     lu.allocators = allocator_names(lu.master, iallocator)
     return None
 

@@ -24,13 +24,14 @@ from corral.objects.ipolicy import group_policy
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.objects import Cluster, Instance, Node
+    from corral.objects import Cluster, Disk, Instance, Node, NodeGroup
 
 __all__ = [
     "EVAC_MODES",
     "IALLOCATOR_VERSION",
     "MODES",
     "REPORTED_STORAGE",
+    "ClusterView",
     "NodeLive",
     "allocate_request",
     "build_input",
@@ -145,25 +146,56 @@ def change_group_request(instances: Sequence[str], target_groups: Sequence[str]
 # -- the cluster -------------------------------------------------------------------
 
 
-def build_input(store: ConfigStore, live: Mapping[str, NodeLive], request: Mapping[str, Any],
-                *, disk_template: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The objects a request is built from, taken from the store in one go (cheap: its
+    lists and a dict of disks), so that the building itself can run in a worker
+    thread while the event loop goes on (the objects are never changed in place)."""
+
+    cluster: Cluster
+    groups: Mapping[str, NodeGroup]
+    nodes: Sequence[Node]
+    instances: Sequence[Instance]
+    disks: Mapping[str, Disk]
+
+    @classmethod
+    def of(cls, store: ConfigStore) -> ClusterView:
+        """The store's objects now."""
+        return cls(cluster=store.cluster,
+                   groups={group.uuid: group for group in store.all("nodegroup")},
+                   nodes=store.all("node"), instances=store.all("instance"),
+                   disks={disk.uuid: disk for disk in store.all("disk")})
+
+
+def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
+                request: Mapping[str, Any], *, disk_template: str | None = None
+                ) -> dict[str, Any]:
     """The whole input of a plugin for ``request``.
 
     ``live`` holds the answers of the online VM-capable nodes by name; any other node
     gets only its configuration (as Ganeti gives offline nodes).
     ``disk_template`` picks the storage whose space the nodes report (default: the
-    request's, else the cluster's first enabled one).
+    request's, else the cluster's first enabled one). Built in one pass over the
+    objects, with every group's filled parameters computed once.
     """
-    cluster = store.cluster
+    view = source if isinstance(source, ClusterView) else ClusterView.of(source)
+    cluster = view.cluster
     template = (disk_template or request.get("disk_template")
                 or (cluster.enabled_disk_templates or ["diskless"])[0])
-    groups = {group.uuid: group for group in store.all("nodegroup")}
-    instances = list(store.all("instance"))
-    nodes = list(store.all("node"))
-    node_names = {node.uuid: node.name for node in nodes}
-    beparams = {inst.uuid: _filled_be(store, inst) for inst in instances}
+    be_defaults = cluster.beparams.get("default", {})
+    nic_defaults = cluster.nicparams.get("default", {})
+    group_be = {uuid: fill_params(be_defaults, g.beparams) for uuid, g in view.groups.items()}
+    group_nic = {uuid: fill_params(nic_defaults, g.nicparams)
+                 for uuid, g in view.groups.items()}
+    group_nd = {uuid: fill_params(cluster.ndparams, g.ndparams)
+                for uuid, g in view.groups.items()}
+    node_group = {node.uuid: node.group for node in view.nodes}
+    node_names = {node.uuid: node.name for node in view.nodes}
+    beparams: dict[str, dict[str, Any]] = {}
     by_primary: dict[str, list[Instance]] = {}
-    for inst in instances:
+    for inst in view.instances:
+        group = node_group.get(inst.primary_node, "")
+        beparams[inst.uuid] = fill_params(group_be.get(group, be_defaults), inst.beparams)
         by_primary.setdefault(inst.primary_node, []).append(inst)
     storage = storage_dir_for(cluster, template)
     data: dict[str, Any] = {
@@ -177,11 +209,23 @@ def build_input(store: ConfigStore, live: Mapping[str, NodeLive], request: Mappi
                    "networks": list(group.networks),
                    "ipolicy": group_policy(cluster.ipolicy, group.ipolicy),
                    "tags": list(group.tags)}
-            for uuid, group in groups.items()},
+            for uuid, group in view.groups.items()},
     }
     node_data: dict[str, Any] = {}
-    for node in nodes:
-        static = _static_node(cluster, groups, node)
+    for node in view.nodes:
+        static = {
+            "tags": list(node.tags),
+            "primary_ip": node.primary_ip,
+            "secondary_ip": node.secondary_ip or node.primary_ip,
+            "offline": node.offline,
+            "drained": node.drained,
+            "master_candidate": node.master_candidate,
+            "group": node.group,
+            "master_capable": node.master_capable,
+            "vm_capable": node.vm_capable,
+            "ndparams": fill_params(group_nd.get(node.group, cluster.ndparams),
+                                    node.ndparams),
+        }
         answer = live.get(node.name)
         if answer is None or answer.info is None or node.offline or not node.vm_capable:
             node_data[node.name] = static
@@ -189,34 +233,14 @@ def build_input(store: ConfigStore, live: Mapping[str, NodeLive], request: Mappi
         dynamic = _dynamic_node(answer, by_primary.get(node.uuid, []), beparams, storage)
         node_data[node.name] = {**dynamic, **static}
     data["nodes"] = node_data
-    data["instances"] = {inst.name: _instance(store, inst, beparams[inst.uuid], node_names)
-                         for inst in instances}
+    instances: dict[str, Any] = {}
+    for inst in view.instances:
+        group = node_group.get(inst.primary_node, "")
+        instances[inst.name] = _instance(view, inst, beparams[inst.uuid],
+                                         group_nic.get(group, nic_defaults), node_names)
+    data["instances"] = instances
     data["request"] = dict(request)
     return data
-
-
-def _filled_be(store: ConfigStore, inst: Instance) -> dict[str, Any]:
-    node = store.find("node", inst.primary_node)
-    group = store.find("nodegroup", node.group) if node is not None else None
-    return fill_params(store.cluster.beparams.get("default", {}),
-                       group.beparams if group is not None else None, inst.beparams)
-
-
-def _static_node(cluster: Cluster, groups: Mapping[str, Any], node: Node) -> dict[str, Any]:
-    group = groups.get(node.group)
-    return {
-        "tags": list(node.tags),
-        "primary_ip": node.primary_ip,
-        "secondary_ip": node.secondary_ip or node.primary_ip,
-        "offline": node.offline,
-        "drained": node.drained,
-        "master_candidate": node.master_candidate,
-        "group": node.group,
-        "master_capable": node.master_capable,
-        "vm_capable": node.vm_capable,
-        "ndparams": fill_params(cluster.ndparams, group.ndparams if group else None,
-                                node.ndparams),
-    }
 
 
 def _number(info: Mapping[str, Any], *keys: str) -> int:
@@ -266,21 +290,18 @@ def _dynamic_node(answer: NodeLive, primaries: Sequence[Instance],
     }
 
 
-def _instance(store: ConfigStore, inst: Instance, be: Mapping[str, Any],
-              node_names: Mapping[str, str]) -> dict[str, Any]:
-    node = store.find("node", inst.primary_node)
-    group = store.find("nodegroup", node.group) if node is not None else None
-    nic_defaults = fill_params(store.cluster.nicparams.get("default", {}),
-                               group.nicparams if group is not None else None)
+def _instance(view: ClusterView, inst: Instance, be: Mapping[str, Any],
+              nic_defaults: Mapping[str, Any], node_names: Mapping[str, str]
+              ) -> dict[str, Any]:
     nics: list[dict[str, Any]] = []
     for nic in inst.nics:
-        filled = fill_params(nic_defaults, nic.nicparams)
+        filled = fill_params(nic_defaults, nic.nicparams) if nic.nicparams else nic_defaults
         entry = {"mac": nic.mac, "ip": nic.ip, "mode": filled.get("mode"),
                  "link": filled.get("link")}
         if filled.get("mode") == "bridged":
             entry["bridge"] = filled.get("link")
         nics.append(entry)
-    disks = [store.get("disk", uuid) for uuid in inst.disks]
+    disks = [view.disks[uuid] for uuid in inst.disks if uuid in view.disks]
     secondaries: list[str] = []
     for disk in disks:
         for node_uuid in disk.nodes:

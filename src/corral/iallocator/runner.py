@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
 import logging
 import os
 import signal
@@ -30,6 +29,8 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from corral.errors import OpExecError, ParameterError
 from corral.paths import Paths
@@ -119,7 +120,7 @@ class PluginRunner:
             if candidate.is_file():
                 return candidate
         raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' not found in the search "
-                          f"path (searched {', '.join(directories)})")
+                          f"path\nsearched: {', '.join(directories)}")
 
     async def run(self, name: str, data: dict[str, Any], *, search_path: Sequence[str],
                   params: Mapping[str, Any], timeout: float) -> str:  # noqa: ASYNC109
@@ -131,8 +132,7 @@ class PluginRunner:
         if name == BUILTIN:
             return await self._run_builtin(data, params, timeout)
         script = await asyncio.to_thread(self.find, name, search_path)
-        text = json.dumps(data)
-        input_file = await asyncio.to_thread(_write_input, text)
+        input_file = await asyncio.to_thread(_write_input, data)
         try:
             return await self._run_plugin(name, script, input_file, params, timeout)
         finally:
@@ -174,11 +174,11 @@ class PluginRunner:
                            timeout: float) -> str:  # noqa: ASYNC109
         builtin = self._builtin
 
-        def work() -> dict[str, Any]:
+        def work() -> bytes:
             # the engine (and numpy) load in the worker thread too: the first import
             # takes a fifth of a second
             answer = builtin or _builtin_answer(params)
-            return answer(data)
+            return msgspec.json.encode(answer(data))
 
         try:
             async with asyncio.timeout(timeout):
@@ -190,14 +190,14 @@ class PluginRunner:
             log.exception("the built-in allocator failed")
             raise OpExecError(f"{_RUN_FAILURE}the built-in allocator '{BUILTIN}' failed: "
                               f"{type(err).__name__}: {err}") from None
-        return json.dumps(result)
+        return result.decode()
 
 
-def _write_input(text: str) -> str:
-    """The input in a new private temporary file; its name."""
+def _write_input(data: dict[str, Any]) -> str:
+    """The input as JSON in a new private temporary file; its name."""
     fd, name = tempfile.mkstemp(prefix="corral-iallocator.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(msgspec.json.encode(data))
     return name
 
 

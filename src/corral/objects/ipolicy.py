@@ -141,16 +141,16 @@ def _spec(where: str, spec: Any, *, complete: bool) -> dict[str, int]:
 
 def _ratio(name: str, value: Any) -> float | int:
     if isinstance(value, bool):
-        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', expected "
-                             "a number")
+        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', error: "
+                             "expected a number, not a boolean")
     try:
         result = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', expected "
-                             "a number") from None
+    except (TypeError, ValueError) as err:
+        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', error: "
+                             f"{err}") from None
     if result <= 0:
-        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', expected "
-                             "a number above 0")
+        raise ParameterError(f"Invalid value for attribute '{name}': '{value}', error: "
+                             "the ratio must be above 0")
     return number(result)
 
 
@@ -161,7 +161,7 @@ def _templates(value: Any, known: Sequence[str]) -> list[str]:
     wrong = sorted({str(t) for t in value} - set(known))
     if wrong:
         raise ParameterError(f"Invalid instance policy: Invalid disk template(s) "
-                             f"{', '.join(wrong)}; known: {', '.join(known)}")
+                             f"{', '.join(wrong)}\nknown disk templates: {', '.join(known)}")
     return [str(t) for t in value]
 
 
@@ -177,7 +177,7 @@ def check_policy(policy: Mapping[str, Any], *, cluster: bool,
     unknown = sorted(set(policy) - set(POLICY_KEYS))
     if unknown:
         raise ParameterError(f"Invalid instance policy: Invalid keys in ipolicy: "
-                             f"{', '.join(unknown)}; valid: {', '.join(POLICY_KEYS)}")
+                             f"{', '.join(unknown)}\nvalid keys: {', '.join(POLICY_KEYS)}")
     if cluster:
         missing = [key for key in POLICY_KEYS if key not in policy]
         if missing:
@@ -199,8 +199,8 @@ def check_policy(policy: Mapping[str, Any], *, cluster: bool,
         if key in policy:
             result[key] = _ratio(key, policy[key])
     if cluster and not any(_std_fits(pair, result["std"]) for pair in result["minmax"]):
-        raise ParameterError("Invalid instance policy: Invalid std specifications (the std "
-                             "values must lie between the min and max of one bounds pair)")
+        raise ParameterError("Invalid instance policy: Invalid std specifications\nthe std "
+                             "values must lie between the min and max of one bounds pair")
     return result
 
 
@@ -248,11 +248,12 @@ def updated_policy(old: Mapping[str, Any], changes: Mapping[str, Any], *, group:
     result = copy.deepcopy(dict(old))
     for key, value in changes.items():
         if key not in POLICY_KEYS:
-            raise ParameterError(f"Invalid key in new ipolicy: {key}; valid: "
+            raise ParameterError(f"Invalid key in new ipolicy: {key}\nvalid keys: "
                                  f"{', '.join(POLICY_KEYS)}")
         if _is_reset(value):
             if not group:
-                raise ParameterError(f"Can't unset ipolicy attribute '{key}' on the cluster")
+                # Ganeti's text, its stray quote included
+                raise ParameterError(f"Can't unset ipolicy attribute '{key}' on the cluster'")
             result.pop(key, None)
         elif key == "std":
             if group:

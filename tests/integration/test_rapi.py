@@ -140,7 +140,7 @@ def test_protocol_authentication_jobs_filters_queries_and_tags(testbed: TestbedH
     assert status == 415 and "application/json" in body["message"]
     status, body, headers = api.request("DELETE", "/2/info")
     assert status == 501 and headers["Allow"] == "GET"
-    status, body, headers = api.request("POST", "/2/nodes/node2.testbed/evacuate")
+    status, body, headers = api.request("POST", "/2/nodes/node2.testbed/powercycle")
     assert status == 501 and "not served by corral yet" in body["message"]
     status, body, _ = api.request("GET", "/2/nodes/nope.testbed")
     assert status == 404 and "'nope.testbed' not found" in body["message"]

@@ -35,8 +35,13 @@ def test_backend_parameters_out_of_range(testbed: TestbedHandle) -> None:
         proc = refused(testbed, "gnt-instance", "add", "-t", "diskless", "--no-install",
                        "-n", "node1.testbed", "-B", value, "bad.testbed")
         assert "out of range; accepted: 1 or more" in proc.stderr
+    # beyond the instance policy's 32 GiB: refused by the policy, then (ignoring it) by
+    # the nodes' memory
     proc = refused(testbed, "gnt-instance", "add", "-t", "diskless", "--no-install", "-n",
                    "node1.testbed", "-B", "memory=64T", "bad.testbed")
+    assert "violates policy: memory-size value 67108864 is not in range" in proc.stderr
+    proc = refused(testbed, "gnt-instance", "add", "-t", "diskless", "--no-install", "-n",
+                   "node1.testbed", "-B", "memory=64T", "--ignore-ipolicy", "bad.testbed")
     assert "more memory than any node of group" in proc.stderr
     assert "accepted: at most" in proc.stderr
     assert list_instances(testbed, "name") == []
@@ -46,7 +51,8 @@ def test_backend_parameters_out_of_range(testbed: TestbedHandle) -> None:
     for value, message in (("vcpus=0", "accepted: 1 or more"),
                            ("maxmem=64T", "more memory than any node"),
                            ("memory=64T", "more memory than any node")):
-        proc = refused(testbed, "gnt-instance", "modify", "-B", value, "be.testbed")
+        proc = refused(testbed, "gnt-instance", "modify", "--ignore-ipolicy", "-B", value,
+                       "be.testbed")
         assert message in proc.stderr
     assert list_instances(testbed, FIELDS) == before
 
@@ -148,9 +154,12 @@ def disk_root(testbed: TestbedHandle) -> Path:
 @pytest.mark.shared_testbed
 def test_file_disks_larger_than_the_free_storage(testbed: TestbedHandle) -> None:
     files = sorted(p for p in disk_root(testbed).rglob("*") if p.is_file())
+    # within the instance policy (at most 1 TiB a disk) but beyond the free space
+    big = free_file_storage(testbed) * 2
+    assert big <= 1048576, "the test file system has more than 512 GiB free"
     proc = refused(testbed, "gnt-instance", "add", "-t", "file", "--no-install", "-n",
-                   "node1.testbed", "--disk", "0:size=1000T", "huge.testbed")
-    assert "disk 0 (1048576000 MiB) of instance huge.testbed needs more space than node " \
+                   "node1.testbed", "--disk", f"0:size={big}M", "huge.testbed")
+    assert f"disk 0 ({big} MiB) of instance huge.testbed needs more space than node " \
         "node1.testbed has free in /srv/corral/file-storage:" in proc.stderr
     assert "--ignore-ipolicy" in proc.stderr
     # Two disks that fit one by one but not together (the sparse files would).
@@ -173,9 +182,9 @@ def test_file_disks_larger_than_the_free_storage(testbed: TestbedHandle) -> None
     add(testbed, "grow.testbed", template="file")
     before = list_instances(testbed, FIELDS)
     files = sorted(p for p in disk_root(testbed).rglob("*") if p.is_file())
-    proc = refused(testbed, "gnt-instance", "modify", "--disk", "add:size=1000T",
+    proc = refused(testbed, "gnt-instance", "modify", "--disk", f"add:size={big}M",
                    "grow.testbed")
-    assert "disk 1 (1048576000 MiB) of instance grow.testbed needs more space than node " \
+    assert f"disk 1 ({big} MiB) of instance grow.testbed needs more space than node " \
         "node1.testbed has free in /srv/corral/file-storage:" in proc.stderr
     assert "--force" in proc.stderr
     part = free_file_storage(testbed) * 3 // 5

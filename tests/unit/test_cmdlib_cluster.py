@@ -84,10 +84,6 @@ def test_plain_needs_a_volume_group() -> None:
     cluster = _cluster()
     with pytest.raises(ParameterError, match="--vg-name"):
         apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"]))
-    # the instance policy must follow (Ganeti's rule): it may allow enabled ones only
-    with pytest.raises(OpPrereqError, match="allowed by the ipolicy, but not enabled"):
-        apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"],
-                                                       vg_name="xenvg"))
     apply_cluster_params(cluster, ClusterSetParams(enabled_disk_templates=["plain"],
                                                    vg_name="xenvg",
                                                    ipolicy={"disk-templates": ["plain"]}))

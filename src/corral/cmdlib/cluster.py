@@ -337,8 +337,6 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("iallocator_timeout", float(change.iallocator_timeout))
     if change.ipolicy is not None:
         setattr_logged("ipolicy", updated_policy(cluster.ipolicy, change.ipolicy, group=False))
-    if change.ipolicy is not None or change.enabled_disk_templates is not None:
-        disk_templates_not_enabled(cluster.ipolicy, cluster.enabled_disk_templates)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
         for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
@@ -535,6 +533,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))
+            if self.op.ipolicy is not None or self.op.enabled_disk_templates is not None:
+                disk_templates_not_enabled(cluster.ipolicy, cluster.enabled_disk_templates)
             if cluster.ipolicy != store.cluster.ipolicy:
                 warn_new_violations(store, [
                     (group, group_ipolicy(store, group),

@@ -25,6 +25,7 @@ import importlib
 import logging
 import os
 import signal
+import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -141,34 +142,30 @@ class PluginRunner:
 
     async def _run_plugin(self, name: str, script: Path, input_file: str,
                           params: Mapping[str, Any], timeout: float) -> str:  # noqa: ASYNC109
+        """Run the plugin in a worker thread (forking the master daemon takes a tenth of
+        a second and more: not on the event loop); a cancelled job stops it."""
+        started: list[subprocess.Popen[bytes]] = []
+        argv = [str(script), input_file, *plugin_arguments(params)]
         try:
-            proc = await asyncio.create_subprocess_exec(
-                str(script), input_file, *plugin_arguments(params),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
-        except OSError as err:
-            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' ({script}) cannot "
-                              f"be run: {err.strerror}") from None
-        try:
-            async with asyncio.timeout(timeout):
-                stdout, stderr = await proc.communicate()
-        except TimeoutError:
-            _kill(proc)
-            await proc.wait()
-            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' did not answer within "
-                              f"{timeout:g} seconds; it was stopped") from None
+            code, output = await asyncio.to_thread(_run_to_end, argv, timeout, started)
         except BaseException:
-            _kill(proc)
+            for proc in started:
+                _kill(proc)
             raise
-        if proc.returncode != 0:
-            output = (stdout + stderr).decode(errors="replace").strip()
-            if len(output) > _OUTPUT_LIMIT:
-                output = output[:_OUTPUT_LIMIT] + "..."
-            why = (f"killed by signal {-proc.returncode}" if proc.returncode is not None
-                   and proc.returncode < 0 else f"exited with exit code {proc.returncode}")
+        if code is None:
+            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' did not answer within "
+                              f"{timeout:g} seconds; it was stopped")
+        if code == _CANNOT_RUN:
+            raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' ({script}) cannot "
+                              f"be run: {output.decode(errors='replace')}")
+        if code != 0:
+            text = output.decode(errors="replace").strip()
+            if len(text) > _OUTPUT_LIMIT:
+                text = text[:_OUTPUT_LIMIT] + "..."
+            why = (f"killed by signal {-code}" if code < 0 else f"exited with exit code {code}")
             raise OpExecError(f"{_RUN_FAILURE}iallocator module '{name}' failed: {why}, "
-                              f"output '{output}'")
-        return stdout.decode(errors="replace")
+                              f"output '{text}'")
+        return output.decode(errors="replace")
 
     async def _run_builtin(self, data: dict[str, Any], params: Mapping[str, Any],
                            timeout: float) -> str:  # noqa: ASYNC109
@@ -201,7 +198,33 @@ def _write_input(data: dict[str, Any]) -> str:
     return name
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
+#: What :func:`_run_to_end` answers for a plugin that could not be started.
+_CANNOT_RUN: Final = -1000
+
+
+def _run_to_end(argv: list[str], timeout: float, started: list[subprocess.Popen[bytes]]
+                ) -> tuple[int | None, bytes]:
+    """Run ``argv`` in a new session; its exit code and output (stdout, or stdout and
+    stderr when it failed), ``None`` when it ran out of time (it is then killed)."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as err:
+        return _CANNOT_RUN, (err.strerror or str(err)).encode()
+    started.append(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
+        return None, b""
+    if proc.returncode != 0:
+        return proc.returncode, stdout + stderr
+    return 0, stdout
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the plugin and whatever it started (its process group)."""
+    if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)

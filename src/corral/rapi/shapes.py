@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from corral.jobs.model import STATUSES
+from corral.objects.ipolicy import SPEC_PARAMETERS
 from corral.rapi.handlers.nodes import ROLES
 from corral.rapi.schema import (
     ANY,
@@ -26,7 +27,8 @@ from corral.rapi.spec import DEPENDS_ONLY
 
 __all__ = [
     "CANCEL_RESULT", "CLUSTER_INFO", "CONSOLE", "ERROR", "FEATURE_LIST", "FILTER",
-    "FILTER_BODY", "GROUP", "INSTANCE", "JOB", "JOB_ID", "NETWORK", "NODE", "NODE_ROLE", "OPENAPI",
+    "FILTER_BODY", "GROUP", "INSTANCE", "IPOLICY", "JOB", "JOB_ID", "NETWORK", "NODE",
+    "NODE_ROLE", "OPENAPI",
     "QUERY_BODY", "QUERY_FIELDS_RESULT", "QUERY_RESULT", "REINSTALL_BODY", "ROLE_BODY",
     "STRINGS", "TAG_BODY", "WAIT_BODY", "WAIT_RESULT", "bulk_or_index",
 ]
@@ -54,6 +56,17 @@ def bulk_or_index(key: str, key_schema: Schema, item: Schema) -> Schema:
                   array(item, "With bulk=1: every item's fields"))
 
 
+_SPEC: Final = obj({name: integer(minimum=0) for name in SPEC_PARAMETERS},
+                  doc="An instance specification (sizes in MiB)")
+#: An instance policy as Ganeti shows it (``ipolicy`` of /2/info and /2/groups).
+IPOLICY: Final = obj({
+    "minmax": array(obj({"min": _SPEC, "max": _SPEC}), "Bounds: an instance fits one pair"),
+    "std": _SPEC,
+    "disk-templates": array(string(), "The disk templates instances may use"),
+    "vcpu-ratio": {"type": "number", "description": "Virtual CPUs per physical CPU"},
+    "spindle-ratio": {"type": "number", "description": "Spindle uses per spindle"},
+}, doc="An instance policy (a group's custom one has only the keys it overrides)")
+
 CLUSTER_INFO: Final = obj({
     "name": string("The cluster's name"),
     "uuid": string(),
@@ -63,7 +76,8 @@ CLUSTER_INFO: Final = obj({
     "enabled_hypervisors": STRINGS,
     "default_hypervisor": string(),
     "beparams": obj(), "hvparams": obj(), "nicparams": obj(), "ndparams": obj(),
-    "tags": STRINGS,
+    "tags": STRINGS, "ipolicy": IPOLICY, "default_iallocator": string(
+        "The default allocators, comma-separated, tried in turn"),
 }, required=("name", "uuid", "master"), doc="The cluster's settings (Ganeti's keys)")
 
 FEATURE_LIST: Final = array(string(), "Optional features this server implements")
@@ -123,6 +137,7 @@ GROUP: Final = obj({
     "name": string(), "uuid": string(), "alloc_policy": nullable(string()),
     "node_cnt": nullable(integer()), "node_list": nullable(STRINGS),
     "ndparams": nullable(obj()), "tags": nullable(STRINGS),
+    "ipolicy": nullable(IPOLICY), "custom_ipolicy": nullable(IPOLICY),
 }, required=("name",))
 
 NETWORK: Final = obj({

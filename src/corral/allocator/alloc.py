@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from corral.allocator import kernels
-from corral.allocator.capacity import Redundancy
-from corral.allocator.metrics import ExactScorer, Stats
+from corral.allocator.capacity import Memo, Redundancy
+from corral.allocator.metrics import ExactScorer, Stats, node_vector
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, Node
 from corral.allocator.nodeops import add_pri, add_sec, desired_location_score, remove_pri
 from corral.allocator.policy import matches_policy
@@ -63,6 +63,8 @@ class AllocOptions:
     accept_existing: bool = False
     #: in capacity checks, skip these groups
     ignore_groups: Sequence[int] = ()
+    #: verdicts of capacity checks kept between allocations (see capacity.Memo)
+    memo: Memo | None = None
 
 
 @dataclass
@@ -158,6 +160,14 @@ class _Context:
         self.stats = Stats(cluster.nodes[i] for i in self.scored)
         self.has_locations = any(n.loc_tags for n in cluster.nodes)
         self._exact: ExactScorer | None = None
+        self._vectors: dict[int, list[float]] = {}
+
+    def vector(self, idx: int) -> list[float]:
+        """The metric vector of node ``idx`` as it is now."""
+        vec = self._vectors.get(idx)
+        if vec is None:
+            vec = self._vectors[idx] = node_vector(self.cluster.nodes[idx])
+        return vec
 
     def exact(self, changed: list[Node]) -> float:
         """The score with ``changed`` nodes, as htools computes it for one node."""
@@ -180,6 +190,7 @@ class _Context:
             if node.idx in scored:
                 self.stats.replace(self.cluster.nodes[node.idx], node)
             self.cluster.nodes[node.idx] = node
+            self._vectors.pop(node.idx, None)
         self.table.refresh(changed)
         if self._exact is not None:
             self._exact.update([n for n in changed if n.idx in scored])
@@ -213,10 +224,63 @@ def _count_failures(sol: Solution, fail: np.ndarray) -> None:
 Fits = tuple[np.ndarray, np.ndarray]
 
 
+#: Below this many candidates, trying them one by one beats setting up arrays.
+SCALAR_BELOW = 48
+
+
+def _scalar(ctx: _Context, inst: Instance, cands: list[tuple[int, ...]], opts: AllocOptions,
+            sol: Solution) -> Fits:
+    """Try ``inst`` on each candidate (one node, or primary and secondary) one by one;
+    count failures, return the scores and nodes of the fits."""
+    nodes = ctx.cluster.nodes
+    scored = set(ctx.scored)
+    values: list[float] = []
+    found: list[tuple[int, ...]] = []
+    policy: dict[tuple[int, bool], FailMode | None] = {}
+    for cand in cands:
+        primary = nodes[cand[0]]
+        key = (primary.group, primary.excl)
+        if key not in policy:
+            policy[key] = matches_policy(inst, primary.policy, primary.excl)
+        bad = policy[key]
+        if bad is not None:
+            sol.fail(bad)
+            continue
+        if len(cand) == 1:
+            new_p = add_pri(primary, inst, opts.force)
+            if isinstance(new_p, FailMode):
+                sol.fail(new_p)
+                continue
+            new_nodes = [new_p]
+        else:
+            applied = apply_placement(ctx.cluster, inst, cand, opts.force)
+            if isinstance(applied, FailMode):
+                sol.fail(applied)
+                continue
+            new_nodes = applied[0]
+        stats = ctx.stats
+        changed = [n for n in new_nodes if n.idx in scored]
+        if len(changed) == 1:
+            value = stats.score_with(ctx.vector(changed[0].idx), node_vector(changed[0]),
+                                     changed[0].offline)
+        else:
+            trial = stats.copy()
+            for node in changed:
+                trial.replace(nodes[node.idx], node)
+            value = trial.score()
+        values.append(value)
+        found.append(cand)
+    width = len(cands[0]) if cands else 1
+    return (np.array(values, dtype=np.float64),
+            np.array(found, dtype=np.int64).reshape(len(found), width))
+
+
 def _single(ctx: _Context, inst: Instance, rows: list[int], opts: AllocOptions,
             sol: Solution) -> Fits:
     """Try ``inst`` alone on each of ``rows``; count failures, return the scores and
     nodes of the fits (in the order of ``rows``)."""
+    if len(rows) < SCALAR_BELOW:
+        return _scalar(ctx, inst, [(row,) for row in rows], opts, sol)
     cluster = ctx.cluster
     fit_rows: list[np.ndarray] = []
     fit_scores: list[np.ndarray] = []
@@ -263,6 +327,8 @@ def _pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
            opts: AllocOptions, sol: Solution) -> Fits:
     """Try ``inst`` on each primary/secondary pair; count failures, return the scores
     and nodes of the fits (in the order htools tries them)."""
+    if sum(len(secs) for _, secs in pairs) < SCALAR_BELOW:
+        return _scalar(ctx, inst, [(p, s) for p, secs in pairs for s in secs], opts, sol)
     cluster = ctx.cluster
     nodes = cluster.nodes
     fits: list[tuple[np.ndarray, np.ndarray]] = []
@@ -408,7 +474,7 @@ def try_alloc(cluster: Cluster, scored: Sequence[int], inst: Instance, count: in
     if opts.capacity and len(ranked):
         redundancy = redundancy if redundancy is not None else Redundancy(
             cluster, scored, accept_existing=opts.accept_existing,
-            ignore_groups=opts.ignore_groups)
+            ignore_groups=opts.ignore_groups, memo=opts.memo)
     new_inst = inst.copy()
     new_inst.idx = len(cluster.instances)
     dropped = 0
@@ -477,7 +543,7 @@ def alloc_multi_group(cluster: Cluster, inst: Instance, count: int, opts: AllocO
     ctx = ctx if ctx is not None else _Context(cluster, everything)
     if opts.capacity and redundancy is None:
         redundancy = Redundancy(cluster, everything, accept_existing=opts.accept_existing,
-                                ignore_groups=opts.ignore_groups)
+                                ignore_groups=opts.ignore_groups, memo=opts.memo)
     net_msgs: list[str] = []
     msgs: list[str] = []
     results: list[tuple[Group, Solution]] = []

@@ -212,7 +212,7 @@ class Stats:
     the sum of squares, which loses precision), as htools does.
     """
 
-    __slots__ = ("count", "off_sums", "pairs", "sums", "var")
+    __slots__ = ("_score", "_values", "count", "off_sums", "pairs", "sums", "var")
 
     def __init__(self, nodes: Iterable[Node] = ()) -> None:
         self.count = 0
@@ -220,6 +220,8 @@ class Stats:
         self.var = [0.0] * N_METRICS
         self.off_sums = [0.0] * N_METRICS
         self.pairs: Counter[tuple[str, str]] = Counter()
+        self._values: list[float] | None = None
+        self._score: float | None = None
         online = []
         for node in nodes:
             vec = node_vector(node)
@@ -255,10 +257,14 @@ class Stats:
         new.var = list(self.var)
         new.off_sums = list(self.off_sums)
         new.pairs = Counter(self.pairs)
+        new._values = self._values
+        new._score = self._score
         return new
 
     def replace(self, old: Node, new: Node) -> None:
         """Account for a node changing from ``old`` to ``new`` (same online state)."""
+        self._values = None
+        self._score = None
         self.replace_vectors(node_vector(old), node_vector(new), old.offline)
         if not old.offline and (old.inst_map or new.inst_map):
             self.pairs.subtract(old.inst_map)
@@ -268,6 +274,8 @@ class Stats:
     def replace_vectors(self, old: Sequence[float], new: Sequence[float],
                         offline: bool) -> None:
         """Account for one node's metric vector changing from ``old`` to ``new``."""
+        self._values = None
+        self._score = None
         if offline:
             for pos in OFFLINE_METRICS:
                 self.off_sums[pos] += new[pos] - old[pos]
@@ -290,6 +298,8 @@ class Stats:
 
     def values(self) -> list[float]:
         """Each metric's aggregate."""
+        if self._values is not None:
+            return self._values
         out = []
         for pos, metric in enumerate(METRICS):
             if metric.kind == "map":
@@ -300,15 +310,48 @@ class Stats:
                 out.append(self.sums[pos])
             else:
                 out.append(math.sqrt(self.var[pos]) if self.count else math.nan)
+        self._values = out
         return out
+
+    def score_with(self, old: Sequence[float], new: Sequence[float], offline: bool) -> float:
+        """The score if one node's vector changed from ``old`` to ``new`` (nothing is
+        changed; the map metric is taken as unchanged)."""
+        values = self.values()
+        total = self.score()
+        n = self.count
+        for pos, x, y in zip(_POSITIONS, old, new, strict=False):
+            if x == y:
+                continue
+            kind = _KIND[pos]
+            if offline:
+                if pos not in OFFLINE_METRICS:
+                    continue
+                value = self.off_sums[pos] + (y - x)
+            elif kind == 0:
+                ds = y - x
+                s = self.sums[pos]
+                v = self.var[pos] + ((n * (y * y - x * x) - 2 * s * ds) - ds * ds) / (n * n)
+                value = math.sqrt(v) if v > 0 else 0.0
+            elif kind == 1:
+                value = self.sums[pos] + (y - x)
+            else:
+                continue
+            total += WEIGHTS[pos] * (value - values[pos])
+        return total
 
     def score(self) -> float:
         """The score of the node set."""
-        return weighted(self.values())
+        if self._score is None:
+            self._score = weighted(self.values())
+        return self._score
 
 
 _ONLINE_SUMS: tuple[int, ...] = tuple(
     i for i, m in enumerate(METRICS) if m.online and m.kind == "sum")
+_POSITIONS = tuple(range(N_METRICS))
+#: per metric: 0 standard deviation, 1 sum over online nodes, 2 otherwise
+_KIND: tuple[int, ...] = tuple(
+    0 if m.kind == "sd" else 1 if (m.online and m.kind == "sum") else 2 for m in METRICS)
 
 
 class ExactScorer:

@@ -53,6 +53,10 @@ BASE_UTIL: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
 ZERO_UTIL: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
+#: The default of :attr:`Instance.disks`: one disk of the instance's whole size.
+_ONE_DISK: tuple[tuple[int, int | None], ...] = ((-1, None),)
+
+
 class LoadError(ValueError):
     """Cluster data that cannot be used: the message says what and where."""
 
@@ -91,8 +95,8 @@ class Instance:
     tags: tuple[str, ...] = ()
     auto_balance: bool = True
     forthcoming: bool = False
-    #: (size, spindles or None) of each disk
-    disks: tuple[tuple[int, int | None], ...] = ()
+    #: (size, spindles or None) of each disk (by default one disk of ``dsk``)
+    disks: tuple[tuple[int, int | None], ...] = _ONE_DISK
     #: networks of the NICs (None where a NIC names no network)
     nic_networks: tuple[str | None, ...] = ()
     util: tuple[float, float, float, float] = BASE_UTIL
@@ -114,7 +118,7 @@ class Instance:
     def __post_init__(self) -> None:
         if not self.alias:
             self.alias = self.name
-        if not self.disks:
+        if self.disks is _ONE_DISK:
             self.disks = ((self.dsk, None),)
         self.movable = self.disk_template in MOVABLE_TEMPLATES
         self.refresh()

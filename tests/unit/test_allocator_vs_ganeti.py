@@ -94,7 +94,8 @@ def test_hail_refuses_a_file_that_is_not_a_request(tmp_path: Path,
 
 
 def _answer(name: str) -> dict[str, Any]:
-    return json.loads(FIGURES["hail"][name]["answer"]["stdout"])
+    answer: dict[str, Any] = json.loads(FIGURES["hail"][name]["answer"]["stdout"])
+    return answer
 
 
 def test_recorded_answers_cover_every_request_type() -> None:

@@ -303,7 +303,8 @@ def _execute(opts: o.Options, original: Any, jobsets: list[list[Any]]) -> None:
                     if status == "success":
                         done.append(f"{original.instances[step.inst].name} (job {jid})")
                 if failed:
-                    listing = ", ".join(f"(JobId {jid},{status})" for jid, status in failed)
+                    listing = ", ".join(f"(JobId {jid},JOB_STATUS_{status.upper()})"
+                                        for jid, status in failed)
                     print("Moves done: " + (", ".join(done) if done else "none"))
                     o.fail(f"hbal: Not all jobs completed successfully: [{listing}]\n"
                            "Aborting.")

@@ -40,6 +40,8 @@ def clusters(draw: st.DrawFn, max_nodes: int = 7) -> Cluster:
                     draw(st.integers(1, 4)), 0, idx % n_groups)
         node.idx = idx
         cluster.nodes.append(node)
+    used_mem = [0] * n_nodes
+    used_dsk = [0] * n_nodes
     for idx in range(draw(st.integers(0, 14))):
         template = draw(st.sampled_from(TEMPLATES))
         group = draw(st.integers(0, n_groups - 1))
@@ -56,13 +58,16 @@ def clusters(draw: st.DrawFn, max_nodes: int = 7) -> Cluster:
                         tags=("svc:a",) if draw(st.booleans()) else ())
         inst.idx = idx
         cluster.instances.append(inst)
-        node = cluster.nodes[pnode]
         if inst.uses_memory:
-            node.f_mem -= mem
+            used_mem[pnode] += mem
         if inst.local_storage:
-            node.f_dsk -= dsk
+            used_dsk[pnode] += dsk
             if snode != NO_NODE:
-                cluster.nodes[snode].f_dsk -= dsk
+                used_dsk[snode] += dsk
+    for node in cluster.nodes:
+        # what the nodes report: running instances' memory and all disks in use
+        node.f_mem = node.f_mem_forth = node.f_mem - used_mem[node.idx]
+        node.f_dsk = node.f_dsk_forth = node.f_dsk - used_dsk[node.idx]
     cluster.tags = ["htools:iextags:svc"] if draw(st.booleans()) else []
     finish(cluster)
     return cluster

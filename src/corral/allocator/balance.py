@@ -285,10 +285,16 @@ class Balancer:
         group = set(self.nodes)
         touching = [i for i in cluster.instances if i.pnode in group or i.snode in group]
         weights = dict(enumerate(WEIGHTS))
-        if not any(i.forthcoming for i in touching):
-            for dup, rep in ((14, 1), (15, 6), (16, 12)):
-                weights[rep] += weights.pop(dup)
         nodes = [cluster.nodes[i] for i in self.nodes]
+        if not any(i.forthcoming for i in touching):
+            # moves change both alike; they start alike unless the data say otherwise
+            same = {14: all(n.f_dsk == n.f_dsk_forth and n.f_sp == n.f_sp_forth
+                            for n in nodes),
+                    15: all(n.u_cpu == n.u_cpu_forth for n in nodes),
+                    16: all(n.inst_sp == n.inst_sp_forth for n in nodes)}
+            for dup, rep in ((14, 1), (15, 6), (16, 12)):
+                if same[dup]:
+                    weights[rep] += weights.pop(dup)
         if (all(i.util[0] == i.util[1] == i.util[3] for i in touching)
                 and all(n.util_pool[0] == n.util_pool[1] == n.util_pool[3] for n in nodes)):
             weights[7] += weights.pop(8) + weights.pop(10)

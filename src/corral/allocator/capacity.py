@@ -19,8 +19,9 @@ cluster, since a trial allocation changes only the group it lands in.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from corral.allocator.metrics import ExactScorer, Stats, node_vector
 from corral.allocator.model import Cluster, Instance, Node
@@ -35,29 +36,28 @@ __all__ = ["Memo", "Redundancy", "can_evacuate", "redundant"]
 TIE = 1e-9
 
 
-def _bounds(cluster: Cluster, targets: Sequence[int], mem_delta: dict[int, int],
+def _bounds(group: _GroupInfo, ndx: int, mem_delta: dict[int, int],
             to_place: list[Instance]) -> bool | None:
-    """Whether ``to_place`` (in order) surely fit on ``targets`` whatever targets they
-    go to (True), surely do not (False), or only a simulation can tell (None)."""
+    """Whether ``to_place`` (in order) surely fit on the other nodes of the group
+    whatever targets they go to (True), surely do not (False), or only a simulation
+    can tell (None)."""
     placeable = [inst for inst in to_place if not inst.forthcoming]
     if not placeable:
         return True
-    if not targets:
+    if group.excl:
+        return None
+    keep = group.idxs != ndx
+    if not keep.any():
         return False
-    rooms = []
-    disks = []
-    for idx in targets:
-        target = cluster.nodes[idx]
-        if target.excl:
-            return None
-        rooms.append(target.unallocated_mem - mem_delta.get(idx, 0))
-        disks.append(target.f_dsk)
+    rooms = group.rooms.copy()
+    for idx, delta in mem_delta.items():
+        rooms[group.pos[idx]] -= delta
     sizes = [inst.mem if inst.uses_memory else 0 for inst in placeable]
     dsizes = [inst.dsk if inst.local_storage else 0 for inst in placeable]
-    return _room_bounds(rooms, disks, sizes, dsizes)
+    return _room_bounds(rooms[keep], group.disks[keep], sizes, dsizes)
 
 
-def _room_bounds(rooms: Sequence[int], disks: Sequence[int], sizes: Sequence[int],
+def _room_bounds(rooms: np.ndarray, disks: np.ndarray, sizes: Sequence[int],
                  dsizes: Sequence[int]) -> bool | None:
     """The bounds of :func:`_bounds` on targets with free memory ``rooms`` and free
     disk ``disks``, for instances of ``sizes`` memory and ``dsizes`` disk (in order).
@@ -71,22 +71,17 @@ def _room_bounds(rooms: Sequence[int], disks: Sequence[int], sizes: Sequence[int
     """
     if not sizes:
         return True
-    if sum(sizes) > sum(max(0, room - 1) for room in rooms):
+    if sum(sizes) > float(np.maximum(rooms - 1, 0).sum()):
         return False
     d_total = sum(dsizes)
-    if d_total and d_total > sum(max(0, room - 1) for room in disks):
+    if d_total and d_total > float(np.maximum(disks - 1, 0).sum()):
         return False
-    m_max = max(sizes)
-    d_max = max(dsizes)
-    surely = 0.0
-    for room, disk in zip(rooms, disks, strict=True):
-        surely += min(_guaranteed(room, m_max), _guaranteed(disk, d_max))
-    if surely >= len(sizes):
+    surely = np.minimum(_guaranteed(rooms, max(sizes)), _guaranteed(disks, max(dsizes)))
+    if float(surely.sum()) >= len(sizes):
         return True
-    usable = [room for room, disk in zip(rooms, disks, strict=True)
-              if room > 0 and (d_total == 0 or disk > d_total)]
+    usable = rooms[(rooms > 0) & ((disks > d_total) if d_total else True)]
     count = len(usable)
-    left = sum(usable)
+    left = float(usable.sum())
     for size in sizes:
         if left <= count * size:
             return None
@@ -94,14 +89,12 @@ def _room_bounds(rooms: Sequence[int], disks: Sequence[int], sizes: Sequence[int
     return True
 
 
-def _guaranteed(room: int, size: int) -> float:
-    """How many instances of at most ``size`` a target with ``room`` surely takes
-    (it takes one while room - size stays above zero)."""
+def _guaranteed(rooms: np.ndarray, size: int) -> np.ndarray:
+    """How many instances of at most ``size`` targets with ``rooms`` surely take
+    (a target takes one while room - size stays above zero)."""
     if size <= 0:
-        return math.inf if room > 0 else 0.0
-    if room <= 0:
-        return 0.0
-    return float(-(-room // size) - 1)
+        return np.where(rooms > 0, np.inf, 0.0)
+    return np.where(rooms > 0, np.ceil(rooms / size) - 1, 0.0)
 
 
 def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None,
@@ -120,8 +113,8 @@ def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None
     fixed = [inst for inst in pri if inst.disk_template != "drbd"
              and inst.disk_template not in EVAC_MOVABLE_TEMPLATES]
     fixed.sort(key=lambda inst: -inst.mem)
-    targets = [other.idx for other in cluster.nodes
-               if other.group == node.group and other.idx != ndx]
+    group = base.group(node.group)
+    targets = [idx for idx in group.order if idx != ndx]
     # the policy of the group decides whether an instance can be re-created at all
     if fixed and targets:
         first = cluster.nodes[targets[0]]
@@ -144,8 +137,8 @@ def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None
                 return False
         if drbd and not node.offline and node.f_dsk <= 0:
             return False
-        if not any(cluster.nodes[t].mig_tags or cluster.nodes[t].rmig_tags for t in targets):
-            verdict = _bounds(cluster, targets, mem_delta, shared + fixed)
+        if not group.mig:
+            verdict = _bounds(group, ndx, mem_delta, shared + fixed)
             if verdict is not None:
                 return verdict
     return _simulate(base, ndx, drbd, shared, fixed, targets, scored)
@@ -157,16 +150,40 @@ def _shape(inst: Instance) -> tuple[object, ...]:
             inst.total_spindles, inst.location_score, inst.dsrd_loc_tags)
 
 
+class _GroupInfo:
+    """A group's nodes (in index order) with their free memory and disk as arrays."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.order = [node.idx for node in nodes]
+        self.idxs = np.array(self.order, dtype=np.int64)
+        self.pos = {idx: pos for pos, idx in enumerate(self.order)}
+        self.rooms = np.array([node.unallocated_mem for node in nodes], dtype=np.float64)
+        self.disks = np.array([node.f_dsk for node in nodes], dtype=np.float64)
+        self.excl = any(node.excl for node in nodes)
+        self.mig = any(node.mig_tags or node.rmig_tags for node in nodes)
+        #: the nodes themselves: a node changes by being replaced, so this identifies
+        #: the group's state (see :class:`Memo`)
+        self.nodes = tuple(nodes)
+
+
 class _Base:
     """What the simulations of one capacity check share: the node vectors, trial
     placements and aggregates of the unchanged cluster they all start from."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.groups: dict[int, _GroupInfo] = {}
         self.vecs: dict[int, list[float]] = {}
         self.trials: dict[tuple[int, tuple[object, ...]], tuple[Node, list[float]] | None] = {}
         self.stats: dict[tuple[int, ...], Stats] = {}
         self.policy: dict[tuple[object, ...], bool] = {}
+
+    def group(self, gdx: int) -> _GroupInfo:
+        info = self.groups.get(gdx)
+        if info is None:
+            info = self.groups[gdx] = _GroupInfo(
+                [node for node in self.cluster.nodes if node.group == gdx])
+        return info
 
     def vec(self, idx: int) -> list[float]:
         vec = self.vecs.get(idx)
@@ -310,9 +327,10 @@ def _simulate(base: _Base, ndx: int, drbd: list[Instance], shared: list[Instance
         if plain_targets and pos and (sizes[pos] < sizes[pos - 1]
                                       or dsizes[pos] != dsizes[pos - 1]):
             # the rest may now be provably placeable (or not) whatever the choices
-            verdict = _room_bounds([sim.nodes[t].unallocated_mem for t in targets],
-                                   [sim.nodes[t].f_dsk for t in targets],
-                                   sizes[pos:], dsizes[pos:])
+            verdict = _room_bounds(
+                np.array([sim.nodes[t].unallocated_mem for t in targets], dtype=np.float64),
+                np.array([sim.nodes[t].f_dsk for t in targets], dtype=np.float64),
+                sizes[pos:], dsizes[pos:])
             if verdict is not None:
                 return verdict
         choice = sim.best(targets, inst, sim.stats)
@@ -331,10 +349,8 @@ class Memo:
         self.size = size
         self.verdicts: dict[tuple[object, ...], bool] = {}
 
-    def key(self, cluster: Cluster, ndx: int, scored: Sequence[int]) -> tuple[object, ...]:
-        gdx = cluster.nodes[ndx].group
-        group = tuple(node for node in cluster.nodes if node.group == gdx)
-        return (ndx, len(scored), group)
+    def key(self, base: _Base, ndx: int, scored: Sequence[int]) -> tuple[object, ...]:
+        return (ndx, len(scored), base.group(base.cluster.nodes[ndx].group).nodes)
 
     def get(self, key: tuple[object, ...]) -> bool | None:
         return self.verdicts.get(key)
@@ -349,7 +365,7 @@ def _check(cluster: Cluster, idx: int, scored: Sequence[int], base: _Base,
            memo: Memo | None) -> bool:
     if memo is None:
         return can_evacuate(cluster, idx, scored, base)
-    key = memo.key(cluster, idx, scored)
+    key = memo.key(base, idx, scored)
     verdict = memo.get(key)
     if verdict is None:
         verdict = can_evacuate(cluster, idx, scored, base)

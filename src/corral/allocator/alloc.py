@@ -161,6 +161,33 @@ class _Context:
         self.has_locations = any(n.loc_tags for n in cluster.nodes)
         self._exact: ExactScorer | None = None
         self._vectors: dict[int, list[float]] = {}
+        self._plans: dict[tuple[bool, bool], kernels.Plan] = {}
+        self._peers: np.ndarray | None = None
+
+    def plan(self, inst: Instance) -> kernels.Plan:
+        """The metrics placing ``inst`` can change (see :class:`kernels.Plan`)."""
+        key = (bool(inst.excl_tags), inst.forthcoming)
+        found = self._plans.get(key)
+        if found is None:
+            nodes = [self.cluster.nodes[i] for i in self.scored]
+            insts = [*self.cluster.instances, inst]
+            found = self._plans[key] = kernels.Plan(nodes, insts, tags=key[0],
+                                                    locations=self.has_locations)
+        return found
+
+    def peers(self, prow: np.ndarray, srow: np.ndarray) -> np.ndarray:
+        """What each secondary of ``srow`` reserves for its primary of ``prow``."""
+        nodes = self.cluster.nodes
+        if len(nodes) > 2048:
+            return np.array([float(nodes[int(s)].peers.get(int(p), 0))
+                             for p, s in zip(prow, srow, strict=True)])
+        if self._peers is None:
+            matrix = np.zeros((len(nodes), len(nodes)))
+            for node in nodes:
+                for pdx, mem in node.peers.items():
+                    matrix[node.idx, pdx] = mem
+            self._peers = matrix
+        return np.asarray(self._peers[srow, prow], dtype=np.float64)
 
     def vector(self, idx: int) -> list[float]:
         """The metric vector of node ``idx`` as it is now."""
@@ -191,6 +218,10 @@ class _Context:
                 self.stats.replace(self.cluster.nodes[node.idx], node)
             self.cluster.nodes[node.idx] = node
             self._vectors.pop(node.idx, None)
+            if self._peers is not None:
+                self._peers[node.idx, :] = 0.0
+                for pdx, mem in node.peers.items():
+                    self._peers[node.idx, pdx] = mem
         self.table.refresh(changed)
         if self._exact is not None:
             self._exact.update([n for n in changed if n.idx in scored])
@@ -307,9 +338,11 @@ def _single(ctx: _Context, inst: Instance, rows: list[int], opts: AllocOptions,
             ok = fail == kernels.OK
             if not ok.any():
                 continue
-            old = kernels.metric_matrix(cols)
-            after = kernels.metric_matrix(kernels.merged(cols, new))
-            fit_scores.append(kernels.scores(ctx.stats, [(old[:, ok], after[:, ok])]))
+            plan = ctx.plan(inst)
+            old = kernels.metric_matrix(cols, plan.idx)
+            after = kernels.metric_matrix(kernels.merged(cols, new), plan.idx)
+            d, e = plan.deltas([(old[:, ok], after[:, ok])])
+            fit_scores.append(plan.score(ctx.stats, d, e))
             fit_rows.append(arr[ok])
     if not fit_rows:
         return np.zeros(0), np.zeros((0, 1), dtype=np.int64)
@@ -341,8 +374,9 @@ def _pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
         rejects, conflicts = _tag_arrays(nodes, prims, inst)
         pfail, pnew = kernels.add_pri(pcols, inst, opts.force, rejects, conflicts,
                                       _loc_delta(ctx, prims, inst))
-        pold_m = kernels.metric_matrix(pcols)
-        pnew_m = kernels.metric_matrix(kernels.merged(pcols, pnew))
+        plan = ctx.plan(inst)
+        pold_m = kernels.metric_matrix(pcols, plan.idx)
+        pnew_m = kernels.metric_matrix(kernels.merged(pcols, pnew), plan.idx)
     start = 0
     while start < len(pairs):
         stop = start
@@ -391,8 +425,9 @@ def _pair_chunk(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]
             f, new = kernels.add_pri(cols, trial, opts.force, rej, conf,
                                      _loc_delta(ctx, one, trial))
             pfail_l.append(f[0])
-            pold_l.append(kernels.metric_matrix(cols)[:, 0])
-            pnew_l.append(kernels.metric_matrix(kernels.merged(cols, new))[:, 0])
+            plan = ctx.plan(trial)
+            pold_l.append(kernels.metric_matrix(cols, plan.idx)[:, 0])
+            pnew_l.append(kernels.metric_matrix(kernels.merged(cols, new), plan.idx)[:, 0])
         pfail = np.array(pfail_l)
         pold = np.array(pold_l).T
         pnew = np.array(pnew_l).T
@@ -401,19 +436,18 @@ def _pair_chunk(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]
         pold = prim_eval[1][:, ppos]
         pnew = prim_eval[2][:, ppos]
     scols = ctx.table.take(srow)
-    peer = np.array([nodes[int(s)].peers.get(int(p), 0) for p, s in zip(prow, srow,
-                                                                         strict=True)],
-                    dtype=np.float64)
+    peer = ctx.peers(prow, srow)
     sfail, snew = kernels.add_sec(scols, inst, peer)
     fail = np.where(pfail != kernels.OK, pfail, sfail)
     _count_failures(sol, fail)
     ok = fail == kernels.OK
     if not ok.any():
         return
-    sold = kernels.metric_matrix(scols)
-    snew_m = kernels.metric_matrix(kernels.merged(scols, snew))
-    values = kernels.scores(ctx.stats, [(pold[:, ok], pnew[:, ok]),
-                                        (sold[:, ok], snew_m[:, ok])])
+    plan = ctx.plan(inst)
+    sold = kernels.metric_matrix(scols, plan.idx)
+    snew_m = kernels.metric_matrix(kernels.merged(scols, snew), plan.idx)
+    d, e = plan.deltas([(pold[:, ok], pnew[:, ok]), (sold[:, ok], snew_m[:, ok])])
+    values = plan.score(ctx.stats, d, e)
     fits.append((values, np.stack([prow[ok], srow[ok]], axis=1)))
 
 

@@ -136,11 +136,14 @@ def candidate_nodes(cluster: Cluster, node_idxs: Sequence[int], count: int,
     if count == 1:
         return [n.idx for n in nodes]
     if count == 2:
+        by_group: dict[int, list[int]] = {}
+        for n in nodes:
+            by_group.setdefault(n.group, []).append(n.idx)
         pairs = []
-        for p in nodes:
-            secs = [s.idx for s in nodes if s.idx != p.idx and s.group == p.group]
-            if secs:
-                pairs.append((p.idx, secs))
+        for n in nodes:
+            members = by_group[n.group]
+            if len(members) > 1:
+                pairs.append((n.idx, [i for i in members if i != n.idx]))
         return pairs
     raise AllocError("Unsupported number of nodes, only one or two  supported")
 

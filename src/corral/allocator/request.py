@@ -111,7 +111,7 @@ class Parsed:
 
 
 def _get(obj: Mapping[str, Any], key: str, what: str) -> Any:
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise RequestError(f"{what}: expected an object")
     if key not in obj:
         raise RequestError(f"{what}: key '{key}' is missing")
@@ -120,6 +120,8 @@ def _get(obj: Mapping[str, Any], key: str, what: str) -> Any:
 
 def _number(obj: Mapping[str, Any], key: str, what: str, kind: type = int) -> Any:
     value = _get(obj, key, what)
+    if type(value) is int:
+        return value if kind is int else float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RequestError(f"{what}: key '{key}' must be a number, got {value!r}")
     if kind is int:

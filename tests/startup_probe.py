@@ -61,13 +61,19 @@ SERVER_LIBRARIES: tuple[str, ...] = ("asyncio", "aiohttp", "pyparsing", "cryptog
 CONFD_CODEC: tuple[str, ...] = ("msgspec",)
 
 
+#: The htools (``hbal``...), edges too.
+HTOOLS = ("hbal", "hspace", "hail", "hinfo", "hcheck", "hscan")
+
+
 def edge_entry_points() -> dict[str, str]:
-    """The console scripts that are edges: every ``gnt-*`` tool, ``corral-daemons``
-    and ``corral-confd-query`` (from pyproject.toml, so a new tool is covered)."""
+    """The console scripts that are edges: every ``gnt-*`` tool, the htools,
+    ``corral-daemons`` and ``corral-confd-query`` (from pyproject.toml, so a new tool
+    is covered)."""
     scripts: dict[str, str] = tomllib.loads(
         (ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     return {name: target for name, target in scripts.items()
-            if name.startswith("gnt-") or name in ("corral-daemons", "corral-confd-query")}
+            if name.startswith("gnt-") or name in HTOOLS
+            or name in ("corral-daemons", "corral-confd-query")}
 
 
 @dataclass(frozen=True)

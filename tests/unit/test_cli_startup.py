@@ -25,7 +25,8 @@ EDGES = edge_entry_points()
 def test_every_tool_is_checked() -> None:
     assert {"gnt-cluster", "gnt-instance", "gnt-node", "gnt-group", "gnt-job", "gnt-debug",
             "gnt-filter", "gnt-os", "gnt-network", "gnt-backup", "gnt-storage",
-            "corral-daemons", "corral-confd-query"} <= set(EDGES)
+            "corral-daemons", "corral-confd-query", "hbal", "hspace", "hail", "hinfo",
+            "hcheck", "hscan"} <= set(EDGES)
 
 
 @pytest.mark.parametrize("tool", sorted(EDGES))

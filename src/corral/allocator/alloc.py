@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from corral.allocator import kernels
-from corral.allocator.capacity import Redundancy
-from corral.allocator.metrics import ExactScorer, Stats
+from corral.allocator.capacity import Memo, Redundancy
+from corral.allocator.metrics import ExactScorer, Stats, node_vector
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, Node
 from corral.allocator.nodeops import add_pri, add_sec, desired_location_score, remove_pri
 from corral.allocator.policy import matches_policy
@@ -63,6 +63,8 @@ class AllocOptions:
     accept_existing: bool = False
     #: in capacity checks, skip these groups
     ignore_groups: Sequence[int] = ()
+    #: verdicts of capacity checks kept between allocations (see capacity.Memo)
+    memo: Memo | None = None
 
 
 @dataclass
@@ -134,11 +136,14 @@ def candidate_nodes(cluster: Cluster, node_idxs: Sequence[int], count: int,
     if count == 1:
         return [n.idx for n in nodes]
     if count == 2:
+        by_group: dict[int, list[int]] = {}
+        for n in nodes:
+            by_group.setdefault(n.group, []).append(n.idx)
         pairs = []
-        for p in nodes:
-            secs = [s.idx for s in nodes if s.idx != p.idx and s.group == p.group]
-            if secs:
-                pairs.append((p.idx, secs))
+        for n in nodes:
+            members = by_group[n.group]
+            if len(members) > 1:
+                pairs.append((n.idx, [i for i in members if i != n.idx]))
         return pairs
     raise AllocError("Unsupported number of nodes, only one or two  supported")
 
@@ -158,6 +163,41 @@ class _Context:
         self.stats = Stats(cluster.nodes[i] for i in self.scored)
         self.has_locations = any(n.loc_tags for n in cluster.nodes)
         self._exact: ExactScorer | None = None
+        self._vectors: dict[int, list[float]] = {}
+        self._plans: dict[tuple[bool, bool], kernels.Plan] = {}
+        self._peers: np.ndarray | None = None
+
+    def plan(self, inst: Instance) -> kernels.Plan:
+        """The metrics placing ``inst`` can change (see :class:`kernels.Plan`)."""
+        key = (bool(inst.excl_tags), inst.forthcoming)
+        found = self._plans.get(key)
+        if found is None:
+            nodes = [self.cluster.nodes[i] for i in self.scored]
+            insts = [*self.cluster.instances, inst]
+            found = self._plans[key] = kernels.Plan(nodes, insts, tags=key[0],
+                                                    locations=self.has_locations)
+        return found
+
+    def peers(self, prow: np.ndarray, srow: np.ndarray) -> np.ndarray:
+        """What each secondary of ``srow`` reserves for its primary of ``prow``."""
+        nodes = self.cluster.nodes
+        if len(nodes) > 2048:
+            return np.array([float(nodes[int(s)].peers.get(int(p), 0))
+                             for p, s in zip(prow, srow, strict=True)])
+        if self._peers is None:
+            matrix = np.zeros((len(nodes), len(nodes)))
+            for node in nodes:
+                for pdx, mem in node.peers.items():
+                    matrix[node.idx, pdx] = mem
+            self._peers = matrix
+        return np.asarray(self._peers[srow, prow], dtype=np.float64)
+
+    def vector(self, idx: int) -> list[float]:
+        """The metric vector of node ``idx`` as it is now."""
+        vec = self._vectors.get(idx)
+        if vec is None:
+            vec = self._vectors[idx] = node_vector(self.cluster.nodes[idx])
+        return vec
 
     def exact(self, changed: list[Node]) -> float:
         """The score with ``changed`` nodes, as htools computes it for one node."""
@@ -180,6 +220,11 @@ class _Context:
             if node.idx in scored:
                 self.stats.replace(self.cluster.nodes[node.idx], node)
             self.cluster.nodes[node.idx] = node
+            self._vectors.pop(node.idx, None)
+            if self._peers is not None:
+                self._peers[node.idx, :] = 0.0
+                for pdx, mem in node.peers.items():
+                    self._peers[node.idx, pdx] = mem
         self.table.refresh(changed)
         if self._exact is not None:
             self._exact.update([n for n in changed if n.idx in scored])
@@ -213,10 +258,63 @@ def _count_failures(sol: Solution, fail: np.ndarray) -> None:
 Fits = tuple[np.ndarray, np.ndarray]
 
 
+#: Below this many candidates, trying them one by one beats setting up arrays.
+SCALAR_BELOW = 48
+
+
+def _scalar(ctx: _Context, inst: Instance, cands: list[tuple[int, ...]], opts: AllocOptions,
+            sol: Solution) -> Fits:
+    """Try ``inst`` on each candidate (one node, or primary and secondary) one by one;
+    count failures, return the scores and nodes of the fits."""
+    nodes = ctx.cluster.nodes
+    scored = set(ctx.scored)
+    values: list[float] = []
+    found: list[tuple[int, ...]] = []
+    policy: dict[tuple[int, bool], FailMode | None] = {}
+    for cand in cands:
+        primary = nodes[cand[0]]
+        key = (primary.group, primary.excl)
+        if key not in policy:
+            policy[key] = matches_policy(inst, primary.policy, primary.excl)
+        bad = policy[key]
+        if bad is not None:
+            sol.fail(bad)
+            continue
+        if len(cand) == 1:
+            new_p = add_pri(primary, inst, opts.force)
+            if isinstance(new_p, FailMode):
+                sol.fail(new_p)
+                continue
+            new_nodes = [new_p]
+        else:
+            applied = apply_placement(ctx.cluster, inst, cand, opts.force)
+            if isinstance(applied, FailMode):
+                sol.fail(applied)
+                continue
+            new_nodes = applied[0]
+        stats = ctx.stats
+        changed = [n for n in new_nodes if n.idx in scored]
+        if len(changed) == 1:
+            value = stats.score_with(ctx.vector(changed[0].idx), node_vector(changed[0]),
+                                     changed[0].offline)
+        else:
+            trial = stats.copy()
+            for node in changed:
+                trial.replace(nodes[node.idx], node)
+            value = trial.score()
+        values.append(value)
+        found.append(cand)
+    width = len(cands[0]) if cands else 1
+    return (np.array(values, dtype=np.float64),
+            np.array(found, dtype=np.int64).reshape(len(found), width))
+
+
 def _single(ctx: _Context, inst: Instance, rows: list[int], opts: AllocOptions,
             sol: Solution) -> Fits:
     """Try ``inst`` alone on each of ``rows``; count failures, return the scores and
     nodes of the fits (in the order of ``rows``)."""
+    if len(rows) < SCALAR_BELOW:
+        return _scalar(ctx, inst, [(row,) for row in rows], opts, sol)
     cluster = ctx.cluster
     fit_rows: list[np.ndarray] = []
     fit_scores: list[np.ndarray] = []
@@ -243,9 +341,11 @@ def _single(ctx: _Context, inst: Instance, rows: list[int], opts: AllocOptions,
             ok = fail == kernels.OK
             if not ok.any():
                 continue
-            old = kernels.metric_matrix(cols)
-            after = kernels.metric_matrix(kernels.merged(cols, new))
-            fit_scores.append(kernels.scores(ctx.stats, [(old[:, ok], after[:, ok])]))
+            plan = ctx.plan(inst)
+            old = kernels.metric_matrix(cols, plan.idx)
+            after = kernels.metric_matrix(kernels.merged(cols, new), plan.idx)
+            d, e = plan.deltas([(old[:, ok], after[:, ok])])
+            fit_scores.append(plan.score(ctx.stats, d, e))
             fit_rows.append(arr[ok])
     if not fit_rows:
         return np.zeros(0), np.zeros((0, 1), dtype=np.int64)
@@ -263,6 +363,8 @@ def _pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
            opts: AllocOptions, sol: Solution) -> Fits:
     """Try ``inst`` on each primary/secondary pair; count failures, return the scores
     and nodes of the fits (in the order htools tries them)."""
+    if sum(len(secs) for _, secs in pairs) < SCALAR_BELOW:
+        return _scalar(ctx, inst, [(p, s) for p, secs in pairs for s in secs], opts, sol)
     cluster = ctx.cluster
     nodes = cluster.nodes
     fits: list[tuple[np.ndarray, np.ndarray]] = []
@@ -275,8 +377,9 @@ def _pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
         rejects, conflicts = _tag_arrays(nodes, prims, inst)
         pfail, pnew = kernels.add_pri(pcols, inst, opts.force, rejects, conflicts,
                                       _loc_delta(ctx, prims, inst))
-        pold_m = kernels.metric_matrix(pcols)
-        pnew_m = kernels.metric_matrix(kernels.merged(pcols, pnew))
+        plan = ctx.plan(inst)
+        pold_m = kernels.metric_matrix(pcols, plan.idx)
+        pnew_m = kernels.metric_matrix(kernels.merged(pcols, pnew), plan.idx)
     start = 0
     while start < len(pairs):
         stop = start
@@ -325,8 +428,9 @@ def _pair_chunk(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]
             f, new = kernels.add_pri(cols, trial, opts.force, rej, conf,
                                      _loc_delta(ctx, one, trial))
             pfail_l.append(f[0])
-            pold_l.append(kernels.metric_matrix(cols)[:, 0])
-            pnew_l.append(kernels.metric_matrix(kernels.merged(cols, new))[:, 0])
+            plan = ctx.plan(trial)
+            pold_l.append(kernels.metric_matrix(cols, plan.idx)[:, 0])
+            pnew_l.append(kernels.metric_matrix(kernels.merged(cols, new), plan.idx)[:, 0])
         pfail = np.array(pfail_l)
         pold = np.array(pold_l).T
         pnew = np.array(pnew_l).T
@@ -335,19 +439,18 @@ def _pair_chunk(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]
         pold = prim_eval[1][:, ppos]
         pnew = prim_eval[2][:, ppos]
     scols = ctx.table.take(srow)
-    peer = np.array([nodes[int(s)].peers.get(int(p), 0) for p, s in zip(prow, srow,
-                                                                         strict=True)],
-                    dtype=np.float64)
+    peer = ctx.peers(prow, srow)
     sfail, snew = kernels.add_sec(scols, inst, peer)
     fail = np.where(pfail != kernels.OK, pfail, sfail)
     _count_failures(sol, fail)
     ok = fail == kernels.OK
     if not ok.any():
         return
-    sold = kernels.metric_matrix(scols)
-    snew_m = kernels.metric_matrix(kernels.merged(scols, snew))
-    values = kernels.scores(ctx.stats, [(pold[:, ok], pnew[:, ok]),
-                                        (sold[:, ok], snew_m[:, ok])])
+    plan = ctx.plan(inst)
+    sold = kernels.metric_matrix(scols, plan.idx)
+    snew_m = kernels.metric_matrix(kernels.merged(scols, snew), plan.idx)
+    d, e = plan.deltas([(pold[:, ok], pnew[:, ok]), (sold[:, ok], snew_m[:, ok])])
+    values = plan.score(ctx.stats, d, e)
     fits.append((values, np.stack([prow[ok], srow[ok]], axis=1)))
 
 
@@ -408,7 +511,7 @@ def try_alloc(cluster: Cluster, scored: Sequence[int], inst: Instance, count: in
     if opts.capacity and len(ranked):
         redundancy = redundancy if redundancy is not None else Redundancy(
             cluster, scored, accept_existing=opts.accept_existing,
-            ignore_groups=opts.ignore_groups)
+            ignore_groups=opts.ignore_groups, memo=opts.memo)
     new_inst = inst.copy()
     new_inst.idx = len(cluster.instances)
     dropped = 0
@@ -477,7 +580,7 @@ def alloc_multi_group(cluster: Cluster, inst: Instance, count: int, opts: AllocO
     ctx = ctx if ctx is not None else _Context(cluster, everything)
     if opts.capacity and redundancy is None:
         redundancy = Redundancy(cluster, everything, accept_existing=opts.accept_existing,
-                                ignore_groups=opts.ignore_groups)
+                                ignore_groups=opts.ignore_groups, memo=opts.memo)
     net_msgs: list[str] = []
     msgs: list[str] = []
     results: list[tuple[Group, Solution]] = []

@@ -277,56 +277,17 @@ class Balancer:
     # -- scoring ------------------------------------------------------------------
 
     def _make_plan(self) -> None:
-        """Which metrics a move can change here, and which ones are always equal (their
-        weights are added up): without forthcoming instances the "forth" metrics of
-        disk, CPU and spindles equal the plain ones, and with the same utilisation
-        figures for CPU, memory and network their three load metrics are equal."""
+        """The metrics moves can change here (see :class:`kernels.Plan`)."""
         cluster = self.cluster
         group = set(self.nodes)
         touching = [i for i in cluster.instances if i.pnode in group or i.snode in group]
-        weights = dict(enumerate(WEIGHTS))
-        if not any(i.forthcoming for i in touching):
-            for dup, rep in ((14, 1), (15, 6), (16, 12)):
-                weights[rep] += weights.pop(dup)
         nodes = [cluster.nodes[i] for i in self.nodes]
-        if (all(i.util[0] == i.util[1] == i.util[3] for i in touching)
-                and all(n.util_pool[0] == n.util_pool[1] == n.util_pool[3] for n in nodes)):
-            weights[7] += weights.pop(8) + weights.pop(10)
-        self.plan_sd = [(m, w) for m, w in weights.items() if _SD[m]]
-        self.plan_sum = [(m, w) for m, w in weights.items() if m in (2, 19)]
-        self.plan_off = any(n.offline for n in nodes)
-        self.plan_idx = [m for m, _ in self.plan_sd] + [m for m, _ in self.plan_sum]
-        # metrics no move of the fast path changes: tags, locations (slow path), and the
-        # offline counts when no node of the group is offline
-        self.plan_const = [m for m in weights
-                           if m not in self.plan_idx and not (self.plan_off and m in _OFFLINE)]
+        self.plan = kernels.Plan(nodes, touching, offline=any(n.offline for n in nodes))
+        self.plan_idx = self.plan.idx
 
     def _score(self, d: np.ndarray, e: np.ndarray, off: np.ndarray) -> np.ndarray:
         """Scores from deltas (plan metrics x ...) and offline deltas (2 x ...)."""
-        stats = self.stats
-        n = float(stats.count)
-        base = stats.values()
-        weights = dict(enumerate(WEIGHTS))
-        const = 0.0
-        for m in self.plan_const:
-            const += weights[m] * base[m]
-        out = np.full(d.shape[1:], const)
-        inv = 1.0 / (n * n)
-        with np.errstate(invalid="ignore", over="ignore"):
-            for row, (m, w) in enumerate(self.plan_sd):
-                dm = d[row]
-                nv = ((n * e[row] - (2 * stats.sums[m]) * dm) - dm * dm) * inv + stats.var[m]
-                np.maximum(nv, 0.0, out=nv)
-                np.sqrt(nv, out=nv)
-                nv *= w
-                out += nv
-            base_row = len(self.plan_sd)
-            for row, (m, w) in enumerate(self.plan_sum, start=base_row):
-                out += w * (stats.sums[m] + d[row])
-            if self.plan_off:
-                for k, m in enumerate(_OFFLINE):
-                    out += WEIGHTS[m] * (stats.off_sums[m] + off[k])
-        return out
+        return self.plan.score(self.stats, d, e, off)
 
     def _delta_full(self, pairs: Sequence[tuple[Node, Node]]) -> tuple[
             np.ndarray, np.ndarray, np.ndarray]:

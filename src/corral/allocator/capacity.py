@@ -19,58 +19,91 @@ cluster, since a trial allocation changes only the group it lands in.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from corral.allocator import kernels
-from corral.allocator.metrics import Stats
+from corral.allocator.metrics import ExactScorer, Stats, node_vector
 from corral.allocator.model import Cluster, Instance, Node
 from corral.allocator.moves import FAILOVER, apply_move
 from corral.allocator.nodeops import add_pri, check_migration, remove_pri
 from corral.allocator.policy import matches_policy
 from corral.allocator.types import EVAC_MOVABLE_TEMPLATES, FailMode
 
-__all__ = ["Redundancy", "can_evacuate", "redundant"]
+__all__ = ["Memo", "Redundancy", "can_evacuate", "redundant"]
+
+#: Scores closer than this are settled by computing them as htools does.
+TIE = 1e-9
 
 
-def _guaranteed(room: int, size: int) -> float:
-    """How many instances of at most ``size`` a node with ``room`` surely takes
-    (it takes one while room - size > 0)."""
-    if size <= 0:
-        return math.inf
-    if room <= 0:
-        return 0
-    return math.ceil(room / size) - 1
-
-
-def _bound_holds(cluster: Cluster, node: Node, targets: Sequence[int],
-                 mem_delta: dict[int, int], to_place: list[Instance]) -> bool:
-    """Whether the instances surely fit on ``targets`` whatever nodes they go to."""
-    if not to_place:
+def _bounds(group: _GroupInfo, ndx: int, mem_delta: dict[int, int],
+            to_place: list[Instance]) -> bool | None:
+    """Whether ``to_place`` (in order) surely fit on the other nodes of the group
+    whatever targets they go to (True), surely do not (False), or only a simulation
+    can tell (None)."""
+    placeable = [inst for inst in to_place if not inst.forthcoming]
+    if not placeable:
         return True
-    m_max = max((inst.mem for inst in to_place if inst.uses_memory and not inst.forthcoming),
-                default=0)
-    d_max = max((inst.dsk for inst in to_place
-                 if inst.local_storage and not inst.forthcoming), default=0)
-    total = 0.0
-    need = len(to_place)
-    for idx in targets:
-        target = cluster.nodes[idx]
-        if target.excl:
-            return False
-        mem_room = target.unallocated_mem - mem_delta.get(idx, 0)
-        total += min(_guaranteed(mem_room, m_max), _guaranteed(target.f_dsk, d_max))
-        if total >= need:
-            return True
-    return False
+    if group.excl:
+        return None
+    keep = group.idxs != ndx
+    if not keep.any():
+        return False
+    rooms = group.rooms.copy()
+    for idx, delta in mem_delta.items():
+        rooms[group.pos[idx]] -= delta
+    sizes = [inst.mem if inst.uses_memory else 0 for inst in placeable]
+    dsizes = [inst.dsk if inst.local_storage else 0 for inst in placeable]
+    return _room_bounds(rooms[keep], group.disks[keep], sizes, dsizes)
 
 
-def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None) -> bool:
+def _room_bounds(rooms: np.ndarray, disks: np.ndarray, sizes: Sequence[int],
+                 dsizes: Sequence[int]) -> bool | None:
+    """The bounds of :func:`_bounds` on targets with free memory ``rooms`` and free
+    disk ``disks``, for instances of ``sizes`` memory and ``dsizes`` disk (in order).
+
+    A target takes an instance while its room stays above zero, and can never take
+    more than its room. Each target surely takes as many instances of the largest
+    size as leave it room; if those add up to the number of instances, no choice of
+    targets can fail. If every target refused an instance of size s, each would have
+    at most s left: when the rooms of the targets with disk to spare, less what was
+    placed before, stay above (targets x s) at every step, no choice can fail either.
+    """
+    if not sizes:
+        return True
+    if sum(sizes) > float(np.maximum(rooms - 1, 0).sum()):
+        return False
+    d_total = sum(dsizes)
+    if d_total and d_total > float(np.maximum(disks - 1, 0).sum()):
+        return False
+    surely = np.minimum(_guaranteed(rooms, max(sizes)), _guaranteed(disks, max(dsizes)))
+    if float(surely.sum()) >= len(sizes):
+        return True
+    usable = rooms[(rooms > 0) & ((disks > d_total) if d_total else True)]
+    count = len(usable)
+    left = float(usable.sum())
+    for size in sizes:
+        if left <= count * size:
+            return None
+        left -= size
+    return True
+
+
+def _guaranteed(rooms: np.ndarray, size: int) -> np.ndarray:
+    """How many instances of at most ``size`` targets with ``rooms`` surely take
+    (a target takes one while room - size stays above zero)."""
+    if size <= 0:
+        return np.where(rooms > 0, np.inf, 0.0)
+    return np.where(rooms > 0, np.ceil(rooms / size) - 1, 0.0)
+
+
+def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None,
+                 base: _Base | None = None) -> bool:
     """Whether node ``ndx`` could be evacuated (see the module text). ``scored`` are
     the nodes whose score picks where non-movable instances are re-created (htools:
-    the nodes the check runs on; default all)."""
+    the nodes the check runs on; default all); ``base`` is what the checks of the
+    other nodes of the same cluster share."""
+    base = base if base is not None else _Base(cluster)
     node = cluster.nodes[ndx]
     instances = cluster.instances
     pri = [instances[idx] for idx in reversed(node.p_list)]
@@ -80,15 +113,15 @@ def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None
     fixed = [inst for inst in pri if inst.disk_template != "drbd"
              and inst.disk_template not in EVAC_MOVABLE_TEMPLATES]
     fixed.sort(key=lambda inst: -inst.mem)
-    targets = [other.idx for other in cluster.nodes
-               if other.group == node.group and other.idx != ndx]
+    group = base.group(node.group)
+    targets = [idx for idx in group.order if idx != ndx]
     # the policy of the group decides whether an instance can be re-created at all
     if fixed and targets:
-        policy = cluster.nodes[targets[0]].policy
+        first = cluster.nodes[targets[0]]
         for inst in fixed:
-            if matches_policy(inst, policy, cluster.nodes[targets[0]].excl) is not None:
+            if not base.fits_policy(inst, first):
                 return False
-    # quick exit: failovers of drbd instances only need their secondaries' memory
+    # failovers of drbd instances only need their secondaries' memory
     mem_delta: dict[int, int] = {}
     simple = not node.excl and not node.mig_tags
     for inst in drbd:
@@ -104,16 +137,156 @@ def can_evacuate(cluster: Cluster, ndx: int, scored: Sequence[int] | None = None
                 return False
         if drbd and not node.offline and node.f_dsk <= 0:
             return False
-        if (not any(cluster.nodes[t].mig_tags or cluster.nodes[t].rmig_tags for t in targets)
-                and _bound_holds(cluster, node, targets, mem_delta, shared + fixed)):
-            return True
-    return _simulate(cluster, ndx, drbd, shared, fixed, targets, scored)
+        if not group.mig:
+            verdict = _bounds(group, ndx, mem_delta, shared + fixed)
+            if verdict is not None:
+                return verdict
+    return _simulate(base, ndx, drbd, shared, fixed, targets, scored)
 
 
-def _simulate(cluster: Cluster, ndx: int, drbd: list[Instance], shared: list[Instance],
+def _shape(inst: Instance) -> tuple[object, ...]:
+    return (inst.mem, inst.dsk, inst.vcpus, inst.spindle_use, inst.util, inst.uses_memory,
+            inst.local_storage, inst.not_offline, inst.forthcoming, inst.excl_tags,
+            inst.total_spindles, inst.location_score, inst.dsrd_loc_tags)
+
+
+class _GroupInfo:
+    """A group's nodes (in index order) with their free memory and disk as arrays."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.order = [node.idx for node in nodes]
+        self.idxs = np.array(self.order, dtype=np.int64)
+        self.pos = {idx: pos for pos, idx in enumerate(self.order)}
+        self.rooms = np.array([node.unallocated_mem for node in nodes], dtype=np.float64)
+        self.disks = np.array([node.f_dsk for node in nodes], dtype=np.float64)
+        self.excl = any(node.excl for node in nodes)
+        self.mig = any(node.mig_tags or node.rmig_tags for node in nodes)
+        #: the nodes themselves: a node changes by being replaced, so this identifies
+        #: the group's state (see :class:`Memo`)
+        self.nodes = tuple(nodes)
+
+
+class _Base:
+    """What the simulations of one capacity check share: the node vectors, trial
+    placements and aggregates of the unchanged cluster they all start from."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.groups: dict[int, _GroupInfo] = {}
+        self.vecs: dict[int, list[float]] = {}
+        self.trials: dict[tuple[int, tuple[object, ...]], tuple[Node, list[float]] | None] = {}
+        self.stats: dict[tuple[int, ...], Stats] = {}
+        self.policy: dict[tuple[object, ...], bool] = {}
+
+    def group(self, gdx: int) -> _GroupInfo:
+        info = self.groups.get(gdx)
+        if info is None:
+            info = self.groups[gdx] = _GroupInfo(
+                [node for node in self.cluster.nodes if node.group == gdx])
+        return info
+
+    def vec(self, idx: int) -> list[float]:
+        vec = self.vecs.get(idx)
+        if vec is None:
+            vec = self.vecs[idx] = node_vector(self.cluster.nodes[idx])
+        return vec
+
+    def stats_of(self, scored: Sequence[int]) -> Stats:
+        key = tuple(scored)
+        stats = self.stats.get(key)
+        if stats is None:
+            stats = self.stats[key] = Stats(self.cluster.nodes[i] for i in scored)
+        return stats.copy()
+
+    def fits_policy(self, inst: Instance, target: Node) -> bool:
+        key = (_shape(inst), inst.disk_template, len(inst.disks), tuple(inst.disks),
+               id(target.policy), target.excl)
+        found = self.policy.get(key)
+        if found is None:
+            found = self.policy[key] = matches_policy(inst, target.policy, target.excl) is None
+        return found
+
+
+class _Sim:
+    """The nodes of one evacuation being simulated, with the aggregates of the node
+    set that scores it and the vectors of the current nodes."""
+
+    def __init__(self, base: _Base, nodes: list[Node], scored: Sequence[int]) -> None:
+        self.base = base
+        self.nodes = nodes
+        self.scored = list(scored)
+        self.in_scored = set(self.scored)
+        self.stats = base.stats_of(self.scored)
+        base_nodes = base.cluster.nodes
+        for idx in self.scored:
+            if nodes[idx] is not base_nodes[idx]:
+                self.stats.replace_vectors(base.vec(idx), node_vector(nodes[idx]),
+                                           nodes[idx].offline)
+        self.vecs: dict[int, list[float]] = {}
+        self.trials: dict[tuple[int, tuple[object, ...]], tuple[Node, list[float]] | None] = {}
+
+    def vec(self, idx: int) -> list[float]:
+        if self.nodes[idx] is self.base.cluster.nodes[idx]:
+            return self.base.vec(idx)
+        vec = self.vecs.get(idx)
+        if vec is None:
+            vec = self.vecs[idx] = node_vector(self.nodes[idx])
+        return vec
+
+    def place(self, idx: int, new: Node, vec: list[float] | None = None) -> None:
+        new_vec = vec if vec is not None else node_vector(new)
+        if idx in self.in_scored:
+            self.stats.replace_vectors(self.vec(idx), new_vec, new.offline)
+        self.nodes[idx] = new
+        self.vecs[idx] = new_vec
+        for key in [k for k in self.trials if k[0] == idx]:
+            del self.trials[key]
+
+    def trial(self, idx: int, inst: Instance) -> tuple[Node, list[float]] | None:
+        """The node ``idx`` with ``inst`` added (forced), or None if it does not fit."""
+        key = (idx, _shape(inst))
+        at_base = self.nodes[idx] is self.base.cluster.nodes[idx]
+        trials = self.base.trials if at_base else self.trials
+        if key not in trials:
+            new = add_pri(self.nodes[idx], inst, force=True)
+            trials[key] = None if isinstance(new, FailMode) else (new, node_vector(new))
+        return trials[key]
+
+    def best(self, targets: Sequence[int], inst: Instance, stats: Stats,
+             allowed: Callable[[int], bool] | None = None) -> tuple[int, Node, list[float]] | None:
+        """The target whose placement scores best (the last of equal ones)."""
+        found: list[tuple[float, int, Node, list[float]]] = []
+        for idx in targets:
+            if allowed is not None and not allowed(idx):
+                continue
+            trial = self.trial(idx, inst)
+            if trial is None:
+                continue
+            new, vec = trial
+            if idx in self.in_scored:
+                value = stats.score_with(self.vec(idx), vec, new.offline)
+            else:
+                value = stats.score()
+            found.append((value, idx, new, vec))
+        if not found:
+            return None
+        low = min(item[0] for item in found)
+        near = [item for item in found if item[0] <= low + TIE]
+        if len(near) > 1:
+            exact = ExactScorer([self.nodes[i] for i in self.scored])
+            near = [(exact.score([new]) if idx in self.in_scored else exact.score(), idx, new,
+                     vec) for _, idx, new, vec in near]
+            low = min(item[0] for item in near)
+            near = [item for item in near if item[0] == low]
+        _, idx, new, vec = near[-1]
+        return idx, new, vec
+
+
+def _simulate(base: _Base, ndx: int, drbd: list[Instance], shared: list[Instance],
               fixed: list[Instance], targets: list[int],
               scored: Sequence[int] | None) -> bool:
     """Evacuate node ``ndx`` step by step as htools does; True if every step fits."""
+    cluster = base.cluster
     nodes: list[Node] = list(cluster.nodes)
     insts = list(cluster.instances)
     for inst in drbd:
@@ -130,94 +303,90 @@ def _simulate(cluster: Cluster, ndx: int, drbd: list[Instance], shared: list[Ins
     if not targets:
         return False
     group_rows = [n.idx for n in nodes if n.group == nodes[ndx].group]
-    scored_rows = list(scored) if scored is not None else list(range(len(nodes)))
-    table = kernels.NodeTable(nodes)
-    rows = np.array(targets, dtype=np.int64)
     if shared:
-        gstats = Stats(nodes[i] for i in group_rows)
+        gsim = _Sim(base, nodes, group_rows)
         for inst in shared:
             current = insts[inst.idx]
-            source = nodes[ndx]
-            left = remove_pri(source, current)
-            base = gstats.copy()
-            base.replace(source, left)
-            best = _best_target(table, rows, current, base, nodes,
-                                lambda t, src=source: check_migration(src, nodes[t]) is None)
-            if best is None:
+            source = gsim.nodes[ndx]
+            gsim.place(ndx, remove_pri(source, current))
+
+            def may_migrate(tdx: int, src: Node = source) -> bool:
+                return check_migration(src, gsim.nodes[tdx]) is None
+
+            choice = gsim.best(targets, current, gsim.stats, may_migrate)
+            if choice is None:
                 return False
-            placed = add_pri(nodes[best], current, force=True)
-            assert not isinstance(placed, FailMode)
-            gstats.replace(source, left)
-            gstats.replace(nodes[best], placed)
-            nodes[ndx] = left
-            nodes[best] = placed
-            table.refresh([left, placed])
-            moved = current.copy()
-            moved.pnode = best
-            insts[inst.idx] = moved
-    sstats = Stats(nodes[i] for i in scored_rows)
-    for inst in fixed:
-        copy = inst.copy()
-        copy.idx = len(insts)
-        insts.append(copy)
-        best = _best_target(table, rows, copy, sstats, nodes, None)
-        if best is None:
+            gsim.place(*choice)
+        nodes = gsim.nodes
+    sim = _Sim(base, nodes, scored if scored is not None else range(len(nodes)))
+    sizes = [inst.mem if inst.uses_memory and not inst.forthcoming else 0 for inst in fixed]
+    dsizes = [inst.dsk if inst.local_storage and not inst.forthcoming else 0
+              for inst in fixed]
+    plain_targets = not any(sim.nodes[t].excl for t in targets)
+    for pos, inst in enumerate(fixed):
+        if plain_targets and pos and (sizes[pos] < sizes[pos - 1]
+                                      or dsizes[pos] != dsizes[pos - 1]):
+            # the rest may now be provably placeable (or not) whatever the choices
+            verdict = _room_bounds(
+                np.array([sim.nodes[t].unallocated_mem for t in targets], dtype=np.float64),
+                np.array([sim.nodes[t].f_dsk for t in targets], dtype=np.float64),
+                sizes[pos:], dsizes[pos:])
+            if verdict is not None:
+                return verdict
+        choice = sim.best(targets, inst, sim.stats)
+        if choice is None:
             return False
-        placed = add_pri(nodes[best], copy, force=True)
-        assert not isinstance(placed, FailMode)
-        if best in scored_rows:
-            sstats.replace(nodes[best], placed)
-        nodes[best] = placed
-        table.refresh([placed])
+        sim.place(*choice)
     return True
 
 
-def _best_target(table: kernels.NodeTable, rows: np.ndarray, inst: Instance, stats: Stats,
-                 nodes: list[Node], allowed: object) -> int | None:
-    cols = table.take(rows)
-    fail, new = kernels.add_pri(cols, inst, force=True,
-                                tag_rejects=None, tag_conflicts=_tag_conflicts(nodes, rows,
-                                                                               inst))
-    ok = fail == kernels.OK
-    if callable(allowed):
-        ok &= np.array([bool(allowed(int(t))) for t in rows])
-    if not ok.any():
-        return None
-    old = kernels.metric_matrix(cols)
-    after = kernels.metric_matrix(kernels.merged(cols, new))
-    offline = cols["offline"]
-    score = np.full(len(rows), np.inf)
-    online = ok & ~offline
-    if online.any():
-        score[online] = kernels.scores(stats, [(old[:, online], after[:, online])])
-    off = ok & offline
-    if off.any():
-        score[off] = kernels.scores(stats, [(old[:, off], after[:, off])], offline=True)
-    # htools keeps the last of equally good targets
-    order = np.flatnonzero(ok)
-    values = score[order]
-    best = order[len(values) - 1 - int(np.argmin(values[::-1]))]
-    return int(rows[best])
+class Memo:
+    """Verdicts of :func:`can_evacuate` kept between checks: a node's verdict depends
+    on the nodes of its group (which are replaced, never changed, when instances move),
+    so it is reused while none of them changed. Bounded (oldest forgotten first)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.verdicts: dict[tuple[object, ...], bool] = {}
+
+    def key(self, base: _Base, ndx: int, scored: Sequence[int]) -> tuple[object, ...]:
+        return (ndx, len(scored), base.group(base.cluster.nodes[ndx].group).nodes)
+
+    def get(self, key: tuple[object, ...]) -> bool | None:
+        return self.verdicts.get(key)
+
+    def put(self, key: tuple[object, ...], verdict: bool) -> None:
+        if len(self.verdicts) >= self.size:
+            del self.verdicts[next(iter(self.verdicts))]
+        self.verdicts[key] = verdict
 
 
-def _tag_conflicts(nodes: list[Node], rows: np.ndarray, inst: Instance) -> np.ndarray | None:
-    if not inst.excl_tags:
-        return None
-    return np.array([float(sum(1 for tag in inst.excl_tags if tag in nodes[int(r)].p_tags))
-                     for r in rows])
+def _check(cluster: Cluster, idx: int, scored: Sequence[int], base: _Base,
+           memo: Memo | None) -> bool:
+    if memo is None:
+        return can_evacuate(cluster, idx, scored, base)
+    key = memo.key(base, idx, scored)
+    verdict = memo.get(key)
+    if verdict is None:
+        verdict = can_evacuate(cluster, idx, scored, base)
+        memo.put(key, verdict)
+    return verdict
 
 
 def redundant(cluster: Cluster, node_idxs: Sequence[int] | None = None, *,
-              accept_existing: bool = False, ignore_groups: Sequence[int] = ()) -> bool:
-    """Whether every node (of ``node_idxs``, default all) can be evacuated."""
+              accept_existing: bool = False, ignore_groups: Sequence[int] = (),
+              memo: Memo | None = None) -> bool:
+    """Whether every node (of ``node_idxs``, default all) can be evacuated; ``memo``
+    keeps verdicts between calls on clusters that share nodes."""
     scored = list(node_idxs) if node_idxs is not None else list(range(len(cluster.nodes)))
+    base = _Base(cluster)
     for idx in scored:
         node = cluster.nodes[idx]
         if accept_existing and node.offline:
             continue
         if node.group in ignore_groups:
             continue
-        if not can_evacuate(cluster, idx, scored):
+        if not _check(cluster, idx, scored, base, memo):
             return False
     return True
 
@@ -228,22 +397,25 @@ class Redundancy:
     checked on the groups it changes."""
 
     def __init__(self, cluster: Cluster, node_idxs: Sequence[int] | None = None, *,
-                 accept_existing: bool = False, ignore_groups: Sequence[int] = ()) -> None:
+                 accept_existing: bool = False, ignore_groups: Sequence[int] = (),
+                 memo: Memo | None = None) -> None:
         self.scored = (list(node_idxs) if node_idxs is not None
                        else list(range(len(cluster.nodes))))
         self.accept_existing = accept_existing
         self.ignore_groups = set(ignore_groups)
+        self.memo = memo
         self._base = cluster
         self._group_ok: dict[int, bool] = {}
 
     def _check_group(self, cluster: Cluster, gdx: int) -> bool:
+        base = _Base(cluster)
         for idx in self.scored:
             node = cluster.nodes[idx]
             if node.group != gdx or node.group in self.ignore_groups:
                 continue
             if self.accept_existing and node.offline:
                 continue
-            if not can_evacuate(cluster, idx, self.scored):
+            if not _check(cluster, idx, self.scored, base, self.memo):
                 return False
         return True
 

@@ -89,20 +89,47 @@ def node_vector(node: Node) -> list[float]:
 
     For an offline node only the offline metrics mean anything."""
     n_pri = len(node.p_list)
-    n_sec = len(node.s_list)
+    both = float(n_pri + len(node.s_list))
     t_mem = node.t_mem
-    unalloc = int(t_mem) - node.n_mem - node.i_mem - max(0, node.x_mem)
+    unalloc = int(t_mem) - node.n_mem - node.i_mem - (node.x_mem if node.x_mem > 0 else 0)
     load, pool = node.util_load, node.util_pool
     hi_sp = node.hi_sp
+    t_cpu = node.t_cpu
+    speed = node.cpu_speed
+    # a / b where b is never 0 on a sane node; _div gives IEEE's answer when it is
+    if t_mem and hi_sp and t_cpu and speed and pool[0] and pool[1] and pool[2] and pool[3]:
+        p_rem = node.r_mem / t_mem
+        return [
+            unalloc / t_mem,
+            pdsk(node, node.f_sp, node.f_dsk),
+            both if node.fail_n1 else 0.0,
+            p_rem,
+            both,
+            float(n_pri),
+            (node.u_cpu / t_cpu) / speed,
+            load[0] / pool[0],
+            load[1] / pool[1],
+            load[2] / pool[2],
+            load[3] / pool[3],
+            float(sum(node.p_tags.values()) - len(node.p_tags)) if node.p_tags else 0.0,
+            node.inst_sp / hi_sp,
+            node.f_mem_forth / t_mem,
+            pdsk(node, node.f_sp_forth, node.f_dsk_forth),
+            (node.u_cpu_forth / t_cpu) / speed,
+            node.inst_sp_forth / hi_sp,
+            float(node.loc_score),
+            0.0,
+            p_rem,
+        ]
     p_rem = _div(node.r_mem, t_mem)
     return [
         _div(unalloc, t_mem),
         pdsk(node, node.f_sp, node.f_dsk),
-        float(n_pri + n_sec) if node.fail_n1 else 0.0,
+        both if node.fail_n1 else 0.0,
         p_rem,
-        float(n_pri + n_sec),
+        both,
         float(n_pri),
-        _div(_div(node.u_cpu, node.t_cpu), node.cpu_speed),
+        _div(_div(node.u_cpu, t_cpu), speed),
         _div(load[0], pool[0]),
         _div(load[1], pool[1]),
         _div(load[2], pool[2]),
@@ -111,7 +138,7 @@ def node_vector(node: Node) -> list[float]:
         _div(node.inst_sp, hi_sp),
         _div(node.f_mem_forth, t_mem),
         pdsk(node, node.f_sp_forth, node.f_dsk_forth),
-        _div(_div(node.u_cpu_forth, node.t_cpu), node.cpu_speed),
+        _div(_div(node.u_cpu_forth, t_cpu), speed),
         _div(node.inst_sp_forth, hi_sp),
         float(node.loc_score),
         0.0,
@@ -212,7 +239,7 @@ class Stats:
     the sum of squares, which loses precision), as htools does.
     """
 
-    __slots__ = ("count", "off_sums", "pairs", "sums", "var")
+    __slots__ = ("_score", "_values", "count", "off_sums", "pairs", "sums", "var")
 
     def __init__(self, nodes: Iterable[Node] = ()) -> None:
         self.count = 0
@@ -220,6 +247,8 @@ class Stats:
         self.var = [0.0] * N_METRICS
         self.off_sums = [0.0] * N_METRICS
         self.pairs: Counter[tuple[str, str]] = Counter()
+        self._values: list[float] | None = None
+        self._score: float | None = None
         online = []
         for node in nodes:
             vec = node_vector(node)
@@ -255,6 +284,8 @@ class Stats:
         new.var = list(self.var)
         new.off_sums = list(self.off_sums)
         new.pairs = Counter(self.pairs)
+        new._values = list(self._values) if self._values is not None else None
+        new._score = self._score
         return new
 
     def replace(self, old: Node, new: Node) -> None:
@@ -264,18 +295,26 @@ class Stats:
             self.pairs.subtract(old.inst_map)
             self.pairs.update(new.inst_map)
             self.pairs = +self.pairs
+            self._values = None
 
     def replace_vectors(self, old: Sequence[float], new: Sequence[float],
                         offline: bool) -> None:
         """Account for one node's metric vector changing from ``old`` to ``new``."""
+        self._score = None
+        vals = self._values
         if offline:
             for pos in OFFLINE_METRICS:
                 self.off_sums[pos] += new[pos] - old[pos]
+                if vals is not None:
+                    vals[pos] = self.off_sums[pos]
             return
         n = self.count
         sums, var = self.sums, self.var
         for pos in _ONLINE_SUMS:
-            sums[pos] += new[pos] - old[pos]
+            if old[pos] != new[pos]:
+                sums[pos] += new[pos] - old[pos]
+                if vals is not None:
+                    vals[pos] = sums[pos]
         for pos in SPREAD:
             x = old[pos]
             y = new[pos]
@@ -287,9 +326,13 @@ class Stats:
             sums[pos] = s + ds
             v = var[pos] + dnnvar / (n * n)
             var[pos] = v if v > 0 else 0.0
+            if vals is not None:
+                vals[pos] = math.sqrt(var[pos])
 
     def values(self) -> list[float]:
         """Each metric's aggregate."""
+        if self._values is not None:
+            return self._values
         out = []
         for pos, metric in enumerate(METRICS):
             if metric.kind == "map":
@@ -300,15 +343,48 @@ class Stats:
                 out.append(self.sums[pos])
             else:
                 out.append(math.sqrt(self.var[pos]) if self.count else math.nan)
+        self._values = out
         return out
+
+    def score_with(self, old: Sequence[float], new: Sequence[float], offline: bool) -> float:
+        """The score if one node's vector changed from ``old`` to ``new`` (nothing is
+        changed; the map metric is taken as unchanged)."""
+        values = self.values()
+        total = self.score()
+        n = self.count
+        for pos, x, y in zip(_POSITIONS, old, new, strict=False):
+            if x == y:
+                continue
+            kind = _KIND[pos]
+            if offline:
+                if pos not in OFFLINE_METRICS:
+                    continue
+                value = self.off_sums[pos] + (y - x)
+            elif kind == 0:
+                ds = y - x
+                s = self.sums[pos]
+                v = self.var[pos] + ((n * (y * y - x * x) - 2 * s * ds) - ds * ds) / (n * n)
+                value = math.sqrt(v) if v > 0 else 0.0
+            elif kind == 1:
+                value = self.sums[pos] + (y - x)
+            else:
+                continue
+            total += WEIGHTS[pos] * (value - values[pos])
+        return total
 
     def score(self) -> float:
         """The score of the node set."""
-        return weighted(self.values())
+        if self._score is None:
+            self._score = weighted(self.values())
+        return self._score
 
 
 _ONLINE_SUMS: tuple[int, ...] = tuple(
     i for i, m in enumerate(METRICS) if m.online and m.kind == "sum")
+_POSITIONS = tuple(range(N_METRICS))
+#: per metric: 0 standard deviation, 1 sum over online nodes, 2 otherwise
+_KIND: tuple[int, ...] = tuple(
+    0 if m.kind == "sd" else 1 if (m.online and m.kind == "sum") else 2 for m in METRICS)
 
 
 class ExactScorer:

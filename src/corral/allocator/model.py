@@ -53,6 +53,10 @@ BASE_UTIL: tuple[float, float, float, float] = (1.0, 1.0, 1.0, 1.0)
 ZERO_UTIL: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
+#: The default of :attr:`Instance.disks`: one disk of the instance's whole size.
+_ONE_DISK: tuple[tuple[int, int | None], ...] = ((-1, None),)
+
+
 class LoadError(ValueError):
     """Cluster data that cannot be used: the message says what and where."""
 
@@ -91,8 +95,8 @@ class Instance:
     tags: tuple[str, ...] = ()
     auto_balance: bool = True
     forthcoming: bool = False
-    #: (size, spindles or None) of each disk
-    disks: tuple[tuple[int, int | None], ...] = ()
+    #: (size, spindles or None) of each disk (by default one disk of ``dsk``)
+    disks: tuple[tuple[int, int | None], ...] = _ONE_DISK
     #: networks of the NICs (None where a NIC names no network)
     nic_networks: tuple[str | None, ...] = ()
     util: tuple[float, float, float, float] = BASE_UTIL
@@ -114,7 +118,7 @@ class Instance:
     def __post_init__(self) -> None:
         if not self.alias:
             self.alias = self.name
-        if not self.disks:
+        if self.disks is _ONE_DISK:
             self.disks = ((self.dsk, None),)
         self.movable = self.disk_template in MOVABLE_TEMPLATES
         self.refresh()
@@ -155,9 +159,7 @@ class Instance:
 
     def copy(self) -> Instance:
         """A copy that can be changed independently."""
-        new = Instance.__new__(Instance)
-        for name in Instance.__slots__:
-            setattr(new, name, getattr(self, name))
+        new: Instance = _copy_instance(self)
         return new
 
 
@@ -384,24 +386,24 @@ class Node:
         return f"<Node {self.name} #{self.idx}>"
 
 
-def _make_node_copier() -> Any:
-    # trial moves copy nodes all the time: a function with one assignment per field
-    # is several times faster than a loop over the slots
-    containers = {"p_list": "list", "s_list": "list", "p_list_forth": "list",
-                  "s_list_forth": "list", "peers": "dict", "p_tags": "dict",
-                  "inst_map": "dict"}
-    lines = ["def copy_node(self):", "    new = new_node(Node)"]
-    for name in Node.__slots__:
+def _make_copier(cls: type, containers: dict[str, str]) -> Any:
+    # trial moves copy nodes and instances all the time: a function with one
+    # assignment per field is several times faster than a loop over the slots
+    lines = ["def copy(self):", "    new = new_object(cls)"]
+    for name in cls.__slots__:   # type: ignore[attr-defined]
         kind = containers.get(name)
         value = f"{kind}(self.{name})" if kind else f"self.{name}"
         lines.append(f"    new.{name} = {value}")
     lines.append("    return new")
-    namespace: dict[str, Any] = {"Node": Node, "new_node": object.__new__}
+    namespace: dict[str, Any] = {"cls": cls, "new_object": object.__new__}
     exec("\n".join(lines), namespace)
-    return namespace["copy_node"]
+    return namespace["copy"]
 
 
-_copy_node = _make_node_copier()
+_copy_node = _make_copier(Node, {
+    "p_list": "list", "s_list": "list", "p_list_forth": "list", "s_list_forth": "list",
+    "peers": "dict", "p_tags": "dict", "inst_map": "dict"})
+_copy_instance = _make_copier(Instance, {})
 
 
 @dataclass

@@ -111,7 +111,7 @@ class Parsed:
 
 
 def _get(obj: Mapping[str, Any], key: str, what: str) -> Any:
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise RequestError(f"{what}: expected an object")
     if key not in obj:
         raise RequestError(f"{what}: key '{key}' is missing")
@@ -120,6 +120,8 @@ def _get(obj: Mapping[str, Any], key: str, what: str) -> Any:
 
 def _number(obj: Mapping[str, Any], key: str, what: str, kind: type = int) -> Any:
     value = _get(obj, key, what)
+    if type(value) is int:
+        return value if kind is int else float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RequestError(f"{what}: key '{key}' must be a number, got {value!r}")
     if kind is int:
@@ -255,10 +257,12 @@ def _lookup(items: Sequence[Any], name: str, what: str) -> int:
     raise RequestError(f"{what} '{name}' not found")
 
 
-def parse(data: Any, static_kvm_memory: int = 4096) -> Parsed:
+def parse(data: Any, static_kvm_memory: int = 4096, finish_cluster: bool = True) -> Parsed:
     """Read a request (already decoded from JSON) as hail does; ``static_kvm_memory``
     replaces the reserved memory of nodes when the first enabled hypervisor is kvm
-    (hail's ``--static-kvm-node-memory``, default 4096; 0 keeps the nodes' own)."""
+    (hail's ``--static-kvm-node-memory``, default 4096; 0 keeps the nodes' own).
+    Without ``finish_cluster`` the cluster is left as read (for the tools' ``-I``,
+    which finish it with their own options)."""
     if not isinstance(data, Mapping):
         raise RequestError("invalid iallocator message: expected a JSON object")
     request = _get(data, "request", "invalid iallocator message")
@@ -283,7 +287,8 @@ def parse(data: Any, static_kvm_memory: int = 4096) -> Parsed:
             node.hypervisor = cluster.hypervisor
     # hail does not read the cluster's policy (groups carry theirs)
     cluster.ipolicy = DEFAULT_IPOLICY
-    warnings = finish(cluster, static_kvm_memory=static_kvm_memory)
+    warnings = (finish(cluster, static_kvm_memory=static_kvm_memory) if finish_cluster
+                else [])
     kind = _get(request, "type", "invalid request dict")
     what = "invalid request dict"
     parsed: Request

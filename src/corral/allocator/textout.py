@@ -1,7 +1,7 @@
 """How the htools print numbers and tables: node and instance lists (``-p``,
 ``--print-instances``), the metric table, fixed-point numbers rounded as Haskell's
-``printf`` rounds them (half up on the shortest decimal form), and ``show`` of lists
-and floats."""
+``printf`` rounds them (on the shortest decimal form, ties to even), and ``show`` of
+lists and floats."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from collections.abc import Sequence
 from corral.allocator.model import NO_NODE, Cluster, Instance, Node
 from corral.allocator.nodeops import pdsk
 from corral.allocator.textformat import haskell_double
+from corral.allocator.types import IPolicy, ISpec
 
 __all__ = [
     "NODE_DEFAULT_FIELDS",
     "UnknownFieldError",
     "fixed",
+    "format_rows",
     "format_table",
     "node_fields",
     "print_instances",
     "print_nodes",
+    "show_ipolicy",
 ]
 
 UNKNOWN_FIELD = "<unknown field>"
@@ -31,7 +34,8 @@ class UnknownFieldError(ValueError):
 
 def fixed(value: float, decimals: int) -> str:
     """``printf "%.Nf"`` as the htools print it: the shortest decimal form of the
-    number rounded half up (Python's ``%`` rounds the binary value instead)."""
+    number rounded, a tie to the even digit (Python's ``%`` rounds the binary value
+    instead, which differs when the shortest form ends in 5)."""
     if value != value:
         return "NaN"
     if value in (float("inf"), float("-inf")):
@@ -40,7 +44,7 @@ def fixed(value: float, decimals: int) -> str:
     with decimal.localcontext() as ctx:
         ctx.prec = 60
         number = decimal.Decimal(repr(value)).quantize(quantum,
-                                                       rounding=decimal.ROUND_HALF_UP)
+                                                       rounding=decimal.ROUND_HALF_EVEN)
     text = f"{number:f}"
     if text.startswith("-") and float(number) == 0:
         text = text[1:]
@@ -51,18 +55,27 @@ def _pad(text: str, width: int, numeric: bool) -> str:
     return text.rjust(width) if numeric else text.ljust(width)
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]],
-                 numeric: Sequence[bool], prefix: str = "") -> str:
-    """A table as the htools print it: columns padded to their widest cell (numbers
+def format_rows(rows: Sequence[Sequence[str]], numeric: Sequence[bool],
+                prefix: str = "") -> str:
+    """Rows as the htools print tables: columns padded to their widest cell (numbers
     to the right), one space before each line, ``prefix`` before that."""
-    table = [list(header), *[list(row) for row in rows]]
-    widths = [max(len(row[col]) for row in table) for col in range(len(header))]
-    flags = list(numeric) + [True] * (len(header) - len(numeric))
+    if not rows:
+        return ""
+    table = [list(row) for row in rows]
+    width = len(table[0])
+    widths = [max(len(row[col]) for row in table) for col in range(width)]
+    flags = list(numeric) + [True] * (width - len(numeric))
     lines = []
     for row in table:
         cells = [_pad(cell, widths[col], flags[col]) for col, cell in enumerate(row)]
         lines.append(prefix + " " + " ".join(cells))
     return "".join(line + "\n" for line in lines)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+                 numeric: Sequence[bool], prefix: str = "") -> str:
+    """A table with a header line (see :func:`format_rows`)."""
+    return format_rows([list(header), *rows], numeric, prefix)
 
 
 #: The fields ``-p`` prints by default.
@@ -176,3 +189,26 @@ def print_instances(cluster: Cluster, instances: Sequence[Instance]) -> str:
     header = ["F", "Name", "Pri_node", "Sec_node", "Auto_bal", "vcpu", "mem", "dsk",
               "lCpu", "lMem", "lDsk", "lNet"]
     return format_table(header, rows, [False] * 5 + [True] * 7)
+
+
+_DT_NAMES = {"diskless": "DTDiskless", "file": "DTFile", "sharedfile": "DTSharedFile",
+             "plain": "DTPlain", "blockdev": "DTBlock", "drbd": "DTDrbd8", "rbd": "DTRbd",
+             "ext": "DTExt", "gluster": "DTGluster"}
+
+
+def _show_spec(spec: ISpec) -> str:
+    return (f"ISpec {{iSpecMemorySize = {spec.memory_size}, iSpecCpuCount = "
+            f"{spec.cpu_count}, iSpecDiskSize = {spec.disk_size}, iSpecDiskCount = "
+            f"{spec.disk_count}, iSpecNicCount = {spec.nic_count}, iSpecSpindleUse = "
+            f"{spec.spindle_use}}}")
+
+
+def show_ipolicy(policy: IPolicy) -> str:
+    """A policy as hbal -v -v prints it (Haskell's ``show`` of its record)."""
+    minmax = ",".join(f"MinMaxISpecs {{minMaxISpecsMinSpec = {_show_spec(p.min)}, "
+                      f"minMaxISpecsMaxSpec = {_show_spec(p.max)}}}" for p in policy.minmax)
+    templates = ",".join(_DT_NAMES[t] for t in policy.disk_templates)
+    return (f"IPolicy {{iPolicyMinMaxISpecs = [{minmax}], iPolicyStdSpec = "
+            f"{_show_spec(policy.std)}, iPolicyDiskTemplates = [{templates}], "
+            f"iPolicyVcpuRatio = {haskell_double(policy.vcpu_ratio)}, iPolicySpindleRatio = "
+            f"{haskell_double(policy.spindle_ratio)}}}")

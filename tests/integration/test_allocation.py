@@ -144,8 +144,12 @@ def test_add_with_the_builtin_allocator_and_with_hail(testbed: TestbedHandle, ha
                           "viacorral.testbed").stdout
         assert "via iallocator corral: node" in out
         assert _instances(testbed)["viacorral.testbed"].startswith("node")
+        # without -n or -I: the cluster's default allocators, a new cluster's being corral
+        assert testbed.info()["default_iallocator"] == "corral"
+        out = _add(testbed, "viadefault.testbed").stdout
+        assert "Selected nodes for instance viadefault.testbed via iallocator corral" in out
     finally:
-        _remove(testbed, "viahail.testbed", "viacorral.testbed")
+        _remove(testbed, "viahail.testbed", "viacorral.testbed", "viadefault.testbed")
 
 
 def test_the_default_allocators_are_tried_in_turn(testbed: TestbedHandle) -> None:

@@ -167,6 +167,39 @@ class ClusterView:
                    disks={disk.uuid: disk for disk in store.all("disk")})
 
 
+@dataclass(slots=True)
+class _Described:
+    """An instance's entry in an earlier input, with the objects it was made from: it
+    is reused while they are the very same objects (the store replaces an object it
+    changes, never changes it in place), which turns the largest part of a request on a
+    big cluster into a lookup per instance."""
+
+    #: The instance, the cluster, its primary node and group, its disks and their nodes.
+    made_from: tuple[Any, ...]
+    beparams: dict[str, Any]
+    entry: dict[str, Any]
+
+    @staticmethod
+    def key(inst: Instance, cluster: Cluster, view: ClusterView,
+            nodes: Mapping[str, Node]) -> tuple[Any, ...]:
+        node = nodes.get(inst.primary_node)
+        disks = tuple(view.disks.get(uuid) for uuid in inst.disks)
+        others = tuple(nodes.get(uuid) for disk in disks if disk is not None
+                       for uuid in disk.nodes if uuid != inst.primary_node)
+        group = view.groups.get(node.group) if node is not None else None
+        return (inst, cluster, node, group, *disks, *others)
+
+    def same(self, key: tuple[Any, ...]) -> bool:
+        """Whether ``key`` holds the very objects this entry was made from."""
+        return len(key) == len(self.made_from) and all(
+            a is b for a, b in zip(key, self.made_from, strict=True))
+
+
+#: The entries of the latest input, by instance UUID (only the current instances: an
+#: input replaces the whole map, so nothing stale is kept alive).
+_described: dict[str, _Described] = {}
+
+
 def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
                 request: Mapping[str, Any], *, disk_template: str | None = None
                 ) -> dict[str, Any]:
@@ -176,7 +209,9 @@ def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
     gets only its configuration (as Ganeti gives offline nodes).
     ``disk_template`` picks the storage whose space the nodes report (default: the
     request's, else the cluster's first enabled one). Built in one pass over the
-    objects, with every group's filled parameters computed once.
+    objects, with every group's filled parameters computed once and the entries of
+    unchanged instances taken from the previous input (:class:`_Described`); the result
+    shares them, so it is read, never changed.
     """
     view = source if isinstance(source, ClusterView) else ClusterView.of(source)
     cluster = view.cluster
@@ -191,12 +226,25 @@ def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
                 for uuid, g in view.groups.items()}
     node_group = {node.uuid: node.group for node in view.nodes}
     node_names = {node.uuid: node.name for node in view.nodes}
+    nodes_by_uuid = {node.uuid: node for node in view.nodes}
     beparams: dict[str, dict[str, Any]] = {}
     by_primary: dict[str, list[Instance]] = {}
+    instances: dict[str, Any] = {}
+    global _described
+    before, described = _described, {}
     for inst in view.instances:
-        group = node_group.get(inst.primary_node, "")
-        beparams[inst.uuid] = fill_params(group_be.get(group, be_defaults), inst.beparams)
+        group_uuid = node_group.get(inst.primary_node, "")
+        key = _Described.key(inst, cluster, view, nodes_by_uuid)
+        old = before.get(inst.uuid)
+        if old is None or not old.same(key):
+            be = fill_params(group_be.get(group_uuid, be_defaults), inst.beparams)
+            old = _Described(key, be, _instance(view, inst, be, group_nic.get(
+                group_uuid, nic_defaults), node_names))
+        described[inst.uuid] = old
+        beparams[inst.uuid] = old.beparams
+        instances[inst.name] = old.entry
         by_primary.setdefault(inst.primary_node, []).append(inst)
+    _described = described
     storage = storage_dir_for(cluster, template)
     data: dict[str, Any] = {
         "version": IALLOCATOR_VERSION,
@@ -233,11 +281,6 @@ def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
         dynamic = _dynamic_node(answer, by_primary.get(node.uuid, []), beparams, storage)
         node_data[node.name] = {**dynamic, **static}
     data["nodes"] = node_data
-    instances: dict[str, Any] = {}
-    for inst in view.instances:
-        group = node_group.get(inst.primary_node, "")
-        instances[inst.name] = _instance(view, inst, beparams[inst.uuid],
-                                         group_nic.get(group, nic_defaults), node_names)
     data["instances"] = instances
     data["request"] = dict(request)
     return data

@@ -322,3 +322,32 @@ def test_the_builtin_allocator_runs_in_a_thread() -> None:
     with pytest.raises(OpExecError, match="built-in allocator 'corral' failed: KeyError"):
         asyncio.run(PluginRunner(builtin=broken).run("corral", {}, search_path=[], params={},
                                                      timeout=5))
+
+
+def test_a_changed_object_is_described_anew(tmp_path: Path) -> None:
+    """Entries of unchanged instances are reused between requests; a change of the
+    instance, its disks, its node's group or the cluster shows at once."""
+    store = _cluster(tmp_path)
+    request = _request(store, "allocate")
+    first = build_input(store, _live(store), request)["instances"]["compat-ialloc-i1"]
+    again = build_input(store, _live(store), request)["instances"]["compat-ialloc-i1"]
+    assert again is first
+    with store.transaction() as txn:
+        inst = txn.get("instance", "compat-ialloc-i1")
+        inst.beparams = {**inst.beparams, "vcpus": 4}
+        txn.update(inst)
+    assert build_input(store, _live(store), request)["instances"][
+        "compat-ialloc-i1"]["vcpus"] == 4
+    with store.transaction() as txn:
+        disk = txn.get("disk", store.get("instance", "compat-ialloc-i1").disks[0])
+        disk.size = 2048
+        txn.update(disk)
+    assert build_input(store, _live(store), request)["instances"][
+        "compat-ialloc-i1"]["disk_space_total"] == 2048
+    with store.transaction() as txn:
+        group = txn.get("nodegroup", "default")
+        group.beparams = {"maxmem": 512}
+        txn.update(group)
+    data = build_input(store, _live(store), request)
+    assert data["instances"]["compat-ialloc-i2"]["memory"] == 512
+    assert data["instances"]["compat-ialloc-i1"]["memory"] == 256  # its own value

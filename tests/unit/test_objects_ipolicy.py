@@ -196,3 +196,31 @@ def test_cluster_policy_display() -> None:
     ((low, high),) = shown["bounds specs"]
     assert low == ("min/0", {**{k: str(v) for k, v in _cluster()["minmax"][0]["min"].items()}})
     assert high[0] == "max/0"
+
+
+def test_a_new_clusters_policy(tmp_path: Any) -> None:
+    """init: Ganeti's defaults, the options applied, the allowed templates restricted to
+    the enabled ones (in their order), and the built-in allocator by default."""
+    from corral import bootstrap
+    from corral.cmdlib.cluster import ClusterSetParams
+    from corral.paths import Paths
+
+    def init(**params: Any) -> Any:
+        options = bootstrap.InitOptions(cluster_name="c.test", master_name="m.test",
+                                        primary_ip="127.0.9.1",
+                                        params=ClusterSetParams(**params))
+        cluster, _group, _node = bootstrap._build_config(Paths(tmp_path), options)
+        return cluster
+
+    cluster = init(enabled_disk_templates=["diskless", "file"])
+    assert cluster.ipolicy == {**default_policy(["diskless", "file"])}
+    assert cluster.default_iallocators == ["corral"]
+    split = ipolicy_from_options({"specs_mem_size": "min=64,max=4G,std=256"}, group=False)
+    cluster = init(ipolicy={**(split or {}), "vcpu-ratio": 2,
+                            "disk-templates": ["file", "plain"]})
+    assert cluster.ipolicy["disk-templates"] == ["file"]
+    assert cluster.ipolicy["std"]["memory-size"] == 256
+    assert cluster.ipolicy["minmax"][0]["max"]["memory-size"] == 4096
+    assert cluster.ipolicy["vcpu-ratio"] == 2
+    with pytest.raises(ParameterError, match="allows none of the enabled disk templates"):
+        init(ipolicy={"disk-templates": ["plain"]})

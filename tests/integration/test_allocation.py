@@ -179,7 +179,8 @@ def test_the_default_allocators_are_tried_in_turn(testbed: TestbedHandle) -> Non
         "searched: /usr/local/lib/ganeti/iallocators, /usr/lib/ganeti/iallocators, "
         "/srv/corral/iallocators"]),
     ("ialloc-garbage2", "echo '[1, 2]'\n", [
-        "Failure: command execution error:", "Can't parse iallocator results: not a dict"]),
+        "Failure: command execution error:", "Can't parse iallocator results: not a dict",
+        "iallocator 'ialloc-garbage2' answered: '[1, 2]'"]),
     ("ialloc-none", 'echo \'{"success": false, "info": "FailMem: 3, FailDisk: 0", '
                     '"result": []}\'\n', [
         "Failure: prerequisites not met for this operation:",

@@ -37,6 +37,8 @@ __all__ = ["DEFAULT_SHORTCUT", "LIVE_TIMEOUT", "allocator_names", "gather_live",
 DEFAULT_SHORTCUT: Final = "."
 #: Seconds the nodes have to tell their memory, disk and CPUs for a request.
 LIVE_TIMEOUT: Final = 30.0
+#: How much of an answer that could not be read an error quotes.
+_SHOWN: Final = 300
 
 
 def allocator_names(master: MasterContext, requested: str | None) -> list[str]:
@@ -134,7 +136,14 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
             text = await master.iallocators.run(
                 name, data, search_path=cluster.iallocator_search_path, params=params,
                 timeout=cluster.iallocator_timeout)
-            answer = parse_answer(text, data)
+            try:
+                answer = parse_answer(text, data)
+            except OpExecError as err:
+                # Ganeti's line, then which plugin answered what
+                shown = text.strip()
+                shown = shown if len(shown) <= _SHOWN else shown[:_SHOWN] + "..."
+                raise OpExecError(f"{err.message}\niallocator '{name}' answered: {shown!r}"
+                                  ) from None
             if not answer.success:
                 raise OpPrereqError(failure(name, answer.info), ecode="insufficient_resources")
         except CorralError as err:

@@ -20,7 +20,13 @@ from corral.opcodes import (
     op_to_dict,
     opcode_source,
 )
-from corral.opcodes.reason import client_entry, queue_entry, rapi_entry, user_entry
+from corral.opcodes.reason import (
+    client_entry,
+    queue_entry,
+    rapi_entries,
+    user_entry,
+    watcher_entry,
+)
 
 
 def test_registry_holds_exactly_the_implemented_opcodes() -> None:
@@ -110,7 +116,10 @@ def test_reason_sources() -> None:
     assert (source, text) == ("gnt:opcode:tags_set", "job=12;index=1")
     assert ts > 10**18  # nanoseconds
     assert client_entry("gnt-job", "cancel")[:2] == ("gnt:client:gnt-job", "cancel")
-    assert rapi_entry("/2/jobs")[:2] == ("gnt:client:rapi", "/2/jobs")
+    assert [entry[:2] for entry in rapi_entries("jobs")] == [
+        ("gnt:client:rapi:jobs", ""), ("gnt:library:rlib2:jobs", "")]
+    assert watcher_entry("Restarting instance web1")[:2] == ("gnt:watcher",
+                                                              "Restarting instance web1")
     assert user_entry("maintenance")[:2] == ("user", "maintenance")
 
 

@@ -37,7 +37,7 @@ from corral.masterd.state import MasterState
 from corral.objects import Cluster, FilterRule
 from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
 from corral.opcodes.checks import REFERENCES
-from corral.opcodes.reason import CLIENT_PREFIX
+from corral.opcodes.reason import CLIENT_PREFIX, RAPI_LIBRARY_PREFIX, WATCHER_SOURCE
 from corral.rpc.protocol import RpcResult
 from corral.utils.recent import RecentAnswers
 
@@ -63,6 +63,10 @@ OS_SEEN_TTL = 60.0
 _CREATES = {"OP_NODE_ADD": ("node", "node_name"), "OP_GROUP_ADD": ("nodegroup", "group_name"),
             "OP_GROUP_RENAME": ("nodegroup", "new_name")}
 
+#: The ``gnt:`` sources a luxi client may add for itself: the CLI tools' and RAPI's
+#: (``gnt:client:``), RAPI's request library's and the watcher's.
+_CLIENT_SOURCES = (CLIENT_PREFIX, RAPI_LIBRARY_PREFIX, WATCHER_SOURCE)
+
 #: Longest a WaitForJobChange call waits before answering "nochange" (seconds).
 WFJC_MAX_TIMEOUT = 30.0
 
@@ -81,7 +85,7 @@ def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
     for index, data in enumerate(ops):
         try:
             op = op_from_dict(data)
-            op.reason = list(check_submitted_trail(op.reason, allowed_internal=(CLIENT_PREFIX,)))
+            op.reason = list(check_submitted_trail(op.reason, allowed_internal=_CLIENT_SOURCES))
         except ParameterError as err:
             raise type(err)(f"{where}, opcode {index}: {err.message}") from None
         result.append(op)
@@ -343,7 +347,7 @@ class MasterMethods:
                                      f"{_uuid.uuid4()}") from None
         predicates, action = validate_rule(priority, args.predicates, args.action)
         trail = [list(e) for e in check_submitted_trail(reason or [],
-                                                        allowed_internal=(CLIENT_PREFIX,))]
+                                                        allowed_internal=_CLIENT_SOURCES)]
         existing = self.store.find("filter", uuid) if uuid is not None else None
         watermark = self.state.job_store.last_id
         async with self.store.transaction() as txn:

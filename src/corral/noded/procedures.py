@@ -38,7 +38,7 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, join, master_role, replication
+from corral.noded import debug, files, instance_status, join, master_role, replication
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
@@ -243,13 +243,20 @@ async def instance_start(paths: Paths, args: InstanceStartArgs) -> Any:
     spec = args.instance
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).start(spec, disk_paths, paused=args.startup_paused)
+    await instance_status.record_status_change(paths, spec, args.reason, "start")
     return None
 
 
 async def instance_shutdown(paths: Paths, args: InstanceShutdownArgs) -> Any:
-    """Stop the instance; one that does not run here is already stopped."""
+    """Stop the instance; one that does not run here is already stopped. With
+    ``forget`` the node then drops its status files (the instance is removed or
+    leaves this node), otherwise the trail is kept as its last status change."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).stop(spec.name, timeout=args.timeout)
+    if args.forget:
+        await instance_status.forget(paths, spec.name)
+    else:
+        await instance_status.record_status_change(paths, spec, args.reason, "shutdown")
     return None
 
 
@@ -259,6 +266,7 @@ async def instance_reboot(paths: Paths, args: InstanceRebootArgs) -> Any:
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).reboot(spec, disk_paths, args.reboot_type,
                                              timeout=args.timeout)
+    await instance_status.record_status_change(paths, spec, args.reason, "reboot")
     return None
 
 
@@ -316,6 +324,10 @@ async def migration_finish(paths: Paths, args: MigrationFinishArgs) -> Any:
     """On the target node: run the received instance, or drop it after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration(spec, success=args.success)
+    if args.success:
+        # the instance's status did not change, but this node is its primary now:
+        # it keeps the trail of the last change, with its own entry for the move
+        await instance_status.record_status_change(paths, spec, args.reason, "migrate")
     return None
 
 
@@ -324,6 +336,8 @@ async def migration_finish_source(paths: Paths, args: MigrationFinishArgs) -> An
     after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration_source(spec, success=args.success)
+    if args.success:
+        await instance_status.forget(paths, spec.name)
     return None
 
 
@@ -490,6 +504,7 @@ async def instance_run_rename(paths: Paths, args: InstanceRunRenameArgs) -> Any:
     log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
                                        args.old_name, spec.name)
     await osapi.run_script(definition, "rename", env, log_file)
+    await instance_status.rename(paths, args.old_name, spec.name)
     return None
 
 

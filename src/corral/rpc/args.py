@@ -62,6 +62,7 @@ __all__ = [
     "OsGetArgs",
     "OsValidateArgs",
     "ProcedureArgs",
+    "ReasonTrail",
     "ReplicateArgs",
     "TestDelayArgs",
     "UploadFile",
@@ -74,6 +75,11 @@ __all__ = [
 A = TypeVar("A", bound="ProcedureArgs")
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+#: A reason trail as it travels to a node (seed 001): ``[source, reason, timestamp_ns]``
+#: entries. The node appends its own ``gnt:daemon:noded:<operation>`` entry and keeps
+#: the trail of the last status change in the instance's reason file.
+ReasonTrail = list[tuple[str, str, int]]
 
 
 class ProcedureArgs(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -124,15 +130,20 @@ class InstanceArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class InstanceStartArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_start``."""
+    """``instance_start``; ``reason`` is the trail of the operation that starts it."""
 
     startup_paused: bool = False
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class InstanceShutdownArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds."""
+    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds;
+    ``forget`` drops what the node keeps about the instance's status (it is removed
+    or leaves this node)."""
 
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
+    forget: bool = False
 
 
 class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -140,6 +151,7 @@ class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown
 
     reboot_type: RebootType
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -162,9 +174,11 @@ class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_
 
 class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``migration_finish`` (target) and ``migration_finish_source`` (source): whether
-    the migration succeeded."""
+    the migration succeeded; ``reason``, the trail of the instance's last status
+    change, which the target keeps from then on (the source forgets it)."""
 
     success: bool
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class HotplugDeviceArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -50,6 +50,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     client = RpcClient(paths)
     state = MasterState(store, JobStore.open(paths.jobs_db),
                         rpc=MasterRpc(store, paths, client))
+    state.paths = paths
     state.context.ancillary_files = lambda: read_ancillary_files(
         paths, vnc_password_files(store))
     try:

@@ -66,6 +66,7 @@ from corral.rpc.args import (
     OsGetArgs,
     OsValidateArgs,
     ProcedureArgs,
+    WatcherPauseArgs,
 )
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import RPC_VERSION
@@ -520,6 +521,15 @@ async def os_validate(paths: Paths, args: OsValidateArgs) -> Any:
     return None
 
 
+# -- watcher ---------------------------------------------------------------------
+async def set_watcher_pause(paths: Paths, args: WatcherPauseArgs) -> Any:
+    """Pause this node's watcher until ``until`` or end the pause; the time kept."""
+    from corral.watcher.pause import write_pause
+
+    await asyncio.to_thread(write_pause, paths.watcher_pause_file, args.until)
+    return args.until
+
+
 def _typed(procedure: str, function: Callable[[Paths, A], Awaitable[Any]]) -> Procedure:
     """``function`` as a :data:`Procedure` that first decodes its arguments into the
     Struct :data:`corral.rpc.args.ARGS` names for ``procedure``, which must be the
@@ -579,6 +589,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "master_takeover": master_role.master_takeover,
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
+    "set_watcher_pause": set_watcher_pause,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

@@ -67,6 +67,7 @@ __all__ = [
     "TestDelayArgs",
     "UploadFile",
     "UploadFilesArgs",
+    "WatcherPauseArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -364,6 +365,13 @@ class UploadFilesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
 
 
 #: The argument Struct of every procedure, by procedure name.
+class WatcherPauseArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``set_watcher_pause``: pause this node's watcher until ``until`` (seconds since
+    the epoch), or end the pause (``None``)."""
+
+    until: float | None = None
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -404,6 +412,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "master_takeover": NoArgs,
     "replica_dump": NoArgs,
     "upload_files": UploadFilesArgs,
+    "set_watcher_pause": WatcherPauseArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

@@ -51,13 +51,14 @@ class Daemon:
 
 
 #: In start order: the node daemon first (the master calls it as soon as it runs),
-#: then the master daemon, the Remote API daemon (a client of the master daemon) and
-#: confd. Stopping goes the other way.
+#: then the master daemon, the Remote API daemon (a client of the master daemon),
+#: confd and the monitoring daemon. Stopping goes the other way.
 DAEMONS: tuple[Daemon, ...] = (
     Daemon("noded", "corral.noded", runs_on="node"),
     Daemon("masterd", "corral.masterd", runs_on="master"),
     Daemon("rapi", "corral.rapi", runs_on="master"),
     Daemon("confd", "corral.confd", runs_on="candidate"),
+    Daemon("mond", "corral.mond", runs_on="node"),
 )
 
 

@@ -125,6 +125,8 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
+    lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
 
 
 class LogicalUnit(Generic[OpT]):

@@ -14,6 +14,7 @@ import signal
 import sys
 
 import click
+from aiohttp import web
 
 from corral import __version__
 from corral.cmdlib.config_files import vnc_password_files
@@ -22,6 +23,7 @@ from corral.errors import CorralError, NotClusterError
 from corral.jobs import JobStore
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
+from corral.masterd.metrics import MasterMetrics, read_metrics_settings, start_listener
 from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
 from corral.noded.files import read_ancillary_files
@@ -53,23 +55,38 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     state.paths = paths
     state.context.ancillary_files = lambda: read_ancillary_files(
         paths, vnc_password_files(store))
+    metrics = MasterMetrics(state)
+    metrics.attach(state)
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch,
                             group=_socket_group(paths))
         await server.start()
         log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
+        metrics_runner = await _metrics_listener(paths, metrics)
         notify_ready()
         try:
             await stop.wait()
             log.info("termination signal received, shutting down")
         finally:
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
             await server.stop()
     finally:
         try:
             await state.stop()
         finally:
             await client.close()
+
+
+async def _metrics_listener(paths: Paths, metrics: MasterMetrics) -> web.AppRunner | None:
+    """The metrics listener; one that cannot start is logged and the master daemon
+    serves without it (its jobs matter more than its figures)."""
+    try:
+        return await start_listener(metrics, read_metrics_settings(paths))
+    except CorralError as err:
+        log.error("no metrics: %s", err.message)
+        return None
 
 
 def _open_store(paths: Paths) -> ConfigStore:

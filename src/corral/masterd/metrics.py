@@ -124,7 +124,7 @@ class MasterMetrics:
 
     def __init__(self, state: MasterState) -> None:
         # the *_created series would double every series for a time nobody graphs
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=False)
         self.job_duration = Histogram(
             "corral_job_duration_seconds", "Time from a job's submission to its end",

@@ -9,7 +9,8 @@ trails and status records, the hypervisors' state) and the kernel's counters.
 
 Where it listens: ``--bind``/``--port`` on the command line, else
 ``/var/lib/corral/mond.json`` (keys ``bind`` and ``port``), else all addresses and
-port 1815 (Ganeti's). SIGTERM/SIGINT stop it.
+port 1815 (Ganeti's); ``cache`` there sets how many seconds a report is reused (1).
+SIGTERM/SIGINT stop it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from aiohttp import web
 from corral import __version__
 from corral.errors import CorralError, DaemonError
 from corral.mond.collectors import CpuSampler, collectors
-from corral.mond.server import MondApp
+from corral.mond.server import CACHE_SECONDS, MondApp
 from corral.paths import Paths
 from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
@@ -53,10 +54,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     bind: str = "0.0.0.0"
     port: int = DEFAULT_PORT
+    cache: float = CACHE_SECONDS
 
     def __post_init__(self) -> None:
         self.bind = check_bind(self.bind)
         check_port(self.port, allow_zero=True)
+        if self.cache < 0:
+            raise ValueError(f"cache must be 0 or more seconds, got {self.cache}")
 
 
 def settings_file(paths: Paths) -> Path:
@@ -78,8 +82,8 @@ async def serve(paths: Paths, settings: Settings) -> None:
         loop.add_signal_handler(signum, stop.set)
     cpu = CpuSampler()
     cpu.start()
-    runner = web.AppRunner(MondApp(paths, collectors(paths, cpu)).application(),
-                           handle_signals=False, access_log=None)
+    app = MondApp(paths, collectors(paths, cpu), cache_seconds=settings.cache)
+    runner = web.AppRunner(app.application(), handle_signals=False, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.bind, settings.port, reuse_address=True)

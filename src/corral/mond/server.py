@@ -10,9 +10,9 @@ daemon answers. ``GET /metrics`` is the node's Prometheus metrics
 (:mod:`corral.mond.metrics`).
 
 Reports are computed on request, off the event loop where they read files or run
-LVM's tools, and kept for :data:`CACHE_SECONDS` so that many monitoring systems
-polling at once cost one collection. A collector that fails answers 500 naming it
-(and the failure is logged), never the whole daemon.
+LVM's tools, and kept for :data:`CACHE_SECONDS` (``mond.json``'s ``cache``) so that
+many monitoring systems polling at once cost one collection. A collector that fails
+answers 500 naming it (and the failure is logged), never the whole daemon.
 """
 
 from __future__ import annotations
@@ -49,9 +49,11 @@ def _json(data: Any) -> web.Response:
 class MondApp:
     """The API over a list of collectors."""
 
-    def __init__(self, paths: Paths, collectors: list[Collector]) -> None:
+    def __init__(self, paths: Paths, collectors: list[Collector], *,
+                 cache_seconds: float = CACHE_SECONDS) -> None:
         self.paths = paths
         self.collectors = collectors
+        self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
 
     def application(self) -> web.Application:
@@ -68,10 +70,10 @@ class MondApp:
         return app
 
     async def collect(self, collector: Collector) -> dict[str, Any]:
-        """The collector's report, fresh or at most :data:`CACHE_SECONDS` old."""
+        """The collector's report, fresh or at most ``cache_seconds`` old."""
         cached = self._cache.get(collector.name)
         now = time.monotonic()
-        if cached is not None and now - cached[0] < CACHE_SECONDS:
+        if cached is not None and now - cached[0] < self.cache_seconds:
             return cached[1]
         result = await report(collector)
         self._cache[collector.name] = (now, result)

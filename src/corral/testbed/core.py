@@ -349,8 +349,9 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
         {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + b"\n")
     write_public(confd_settings_file(paths), dumps(
         {"bind": ip, "port": ports["confd"]}) + b"\n")
+    # no report cache: a test sees each change at once
     write_public(mond_settings_file(paths), dumps(
-        {"bind": ip, "port": ports["mond"]}) + b"\n")
+        {"bind": ip, "port": ports["mond"], "cache": 0}) + b"\n")
     write_public(masterd_settings_file(paths), dumps(
         {"metrics_bind": ip, "metrics_port": ports["metrics"]}) + b"\n")
     os_dir = paths.node_path("/srv/corral/os")

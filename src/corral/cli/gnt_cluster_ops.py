@@ -57,4 +57,8 @@ def watcher(command: str, duration: str | None, reason: str | None) -> None:
 
 def add_ops_commands(group: click.Group) -> None:
     """Add this module's commands to ``gnt-cluster``."""
+    from corral.cli.cluster_wide import command, copyfile
+
     group.add_command(watcher)
+    group.add_command(command)
+    group.add_command(copyfile)

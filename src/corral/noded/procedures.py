@@ -38,7 +38,15 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, instance_status, join, master_role, replication
+from corral.noded import (
+    cluster_wide,
+    debug,
+    files,
+    instance_status,
+    join,
+    master_role,
+    replication,
+)
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
@@ -590,6 +598,8 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
     "set_watcher_pause": set_watcher_pause,
+    "run_command": cluster_wide.run_command,
+    "write_file_part": cluster_wide.write_file_part,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

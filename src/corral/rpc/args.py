@@ -64,10 +64,12 @@ __all__ = [
     "ProcedureArgs",
     "ReasonTrail",
     "ReplicateArgs",
+    "RunCommandArgs",
     "TestDelayArgs",
     "UploadFile",
     "UploadFilesArgs",
     "WatcherPauseArgs",
+    "WriteFilePartArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -372,6 +374,28 @@ class WatcherPauseArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_
     until: float | None = None
 
 
+class RunCommandArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``run_command``: a shell command line (``gnt-cluster command``) and how long it
+    may run, in seconds."""
+
+    command: Annotated[str, msgspec.Meta(min_length=1)]
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+
+
+class WriteFilePartArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``write_file_part``: one part of a file ``gnt-cluster copyfile`` copies: its
+    absolute path, the transfer it belongs to, where the part starts, its bytes
+    (base64) and, with the last part, the file's mode and modification time."""
+
+    path: str
+    transfer: str
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    data: str = ""
+    last: bool = True
+    mode: Annotated[int, msgspec.Meta(ge=0, le=0o7777)] = 0o644
+    mtime: float | None = None
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -413,6 +437,8 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "replica_dump": NoArgs,
     "upload_files": UploadFilesArgs,
     "set_watcher_pause": WatcherPauseArgs,
+    "run_command": RunCommandArgs,
+    "write_file_part": WriteFilePartArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

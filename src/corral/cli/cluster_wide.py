@@ -1,4 +1,5 @@
-"""``gnt-cluster command`` and ``gnt-cluster copyfile``: through the node daemons, no SSH.
+"""``gnt-cluster command``, ``copyfile`` and ``renew-crypto``: through the node daemons
+and the master, no SSH.
 
 Run on the master (or a master candidate): the tool asks the master daemon which
 nodes to use (``-n``, repeatable, and ``-g`` narrow the choice; offline nodes are
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import os
-import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +34,8 @@ from corral.cli.options import reason_option
 from corral.errors import NotFoundError, OpPrereqError
 from corral.paths import Paths
 
-__all__ = ["PART_SIZE", "SEPARATOR", "command", "copyfile"]
+__all__ = ["PART_SIZE", "RENEW_FIRST", "RENEW_LAST", "SEPARATOR", "command", "copyfile",
+           "renew_crypto"]
 
 #: Ganeti's line between two nodes' results.
 SEPARATOR = "-" * 48
@@ -164,6 +165,8 @@ def copyfile(nodes: tuple[str, ...], use_replication_network: bool, nodegroup: s
         return  # Ganeti copies nothing here either (a directory is not copied)
     info = path.stat()
     data = path.read_bytes()
+    import secrets
+
     transfer = secrets.token_hex(8)
     failed: dict[str, str] = {}
     offset = 0
@@ -185,3 +188,108 @@ def copyfile(nodes: tuple[str, ...], use_replication_network: bool, nodegroup: s
             click.echo(f"Copy of file {path} to node {name}:{port} failed: {failed[name]}",
                        err=True)
     sys.stdout.flush()
+
+
+#: What renew-crypto prints first and last (Ganeti's lines).
+RENEW_FIRST = ('Updating certificates now. Running "gnt-cluster verify"  is recommended after '
+               'this operation.')
+RENEW_LAST = ('All requested certificates and keys have been replaced. Running "gnt-cluster '
+              'verify" now is recommended.')
+
+
+def _renew_refusal(message: str) -> None:
+    """A refused renew-crypto: the message alone on stderr, exit 1 (as Ganeti's)."""
+    click.echo(message, err=True)
+    sys.exit(1)
+
+
+@click.command("renew-crypto")
+@click.option("--new-cluster-certificate", is_flag=True,
+              help="Generate a new cluster certificate")
+@click.option("--new-rapi-certificate", is_flag=True,
+              help="Generate a new self-signed RAPI certificate")
+@click.option("--rapi-certificate", "rapi_cert", metavar="RAPI_CERT",
+              help="File containing new RAPI certificate")
+@click.option("--new-confd-hmac-key", is_flag=True,
+              help="Create a new HMAC key for corral-confd")
+@click.option("-f", "--force", is_flag=True, help="Force the operation")
+@click.option("--new-cluster-domain-secret", is_flag=True,
+              help="Create a new cluster domain secret")
+@click.option("--cluster-domain-secret", "cds_file", metavar="CLUSTER_DOMAIN_SECRET",
+              help="Load new new cluster domain secret from file")
+@click.option("--new-spice-certificate", is_flag=True,
+              help="Generate a new self-signed SPICE certificate (corral has no SPICE)")
+@click.option("--spice-certificate", metavar="SPICE_CERT",
+              help="File containing new SPICE certificate (corral has no SPICE)")
+@click.option("--spice-ca-certificate", metavar="SPICE_CACERT",
+              help="File containing the certificate of the CA which signed the SPICE "
+                   "certificate (corral has no SPICE)")
+@click.option("--new-node-certificates", is_flag=True,
+              help="Generate new node certificates (for all nodes)")
+@click.option("--new-ssh-keys", is_flag=True,
+              help="Generate new node SSH keys (corral uses none: nothing to do)")
+@click.option("--no-ssh-key-check", is_flag=True,
+              help="Disable SSH key fingerprint checking (corral uses no SSH)")
+@click.option("-v", "--verbose", is_flag=True, help="Increase the verbosity of the operation")
+@click.option("--ssh-key-bits", type=int, help="Length of SSH keys (corral uses no SSH)")
+@click.option("--ssh-key-type", help="Type of SSH key (corral uses no SSH)")
+@reason_option
+def renew_crypto(new_cluster_certificate: bool, new_rapi_certificate: bool,
+                 rapi_cert: str | None, new_confd_hmac_key: bool, force: bool,
+                 new_cluster_domain_secret: bool, cds_file: str | None,
+                 new_spice_certificate: bool, spice_certificate: str | None,
+                 spice_ca_certificate: str | None, new_node_certificates: bool,
+                 new_ssh_keys: bool, no_ssh_key_check: bool, verbose: bool,
+                 ssh_key_bits: int | None, ssh_key_type: str | None,
+                 reason: str | None) -> None:
+    """Renews cluster certificates, keys and secrets.
+
+    Every node gets the new ones while instances keep running: nodes trust the old
+    and the new cluster certificate until all have switched (see docs/monitoring.md).
+    """
+    from corral.cli.common import reason_trail
+    from corral.cli.jobs import make_op, submit_and_wait
+    from corral.cli.prompt import ask_user
+
+    click.echo(RENEW_FIRST)
+    if new_rapi_certificate and rapi_cert:
+        _renew_refusal("Only one of the --new-rapi-certificate and --rapi-certificate options "
+                       "can be specified at the same time.")
+    if new_cluster_domain_secret and cds_file:
+        _renew_refusal("Only one of the --new-cluster-domain-secret and --cluster-domain-"
+                       "secret options can be specified at the same time.")
+    if new_spice_certificate or spice_certificate or spice_ca_certificate:
+        _renew_refusal("corral has no SPICE consoles, so there is no SPICE certificate to "
+                       "renew; leave out the --*spice* options")
+    rapi_pem = cds = None
+    if rapi_cert:
+        try:
+            rapi_pem = Path(rapi_cert).read_text()
+        except OSError as err:
+            _renew_refusal(f"Unable to load X509 certificate from {rapi_cert}: Unable to read "
+                           f"certificate: {err}")
+    if cds_file:
+        try:
+            cds = Path(cds_file).read_text()
+        except OSError as err:
+            _renew_refusal(f"Can't load new cluster domain secret from {cds_file}: {err}")
+    if not force and not ask_user(
+            "This replaces certificates and keys on every node (no instance is stopped and "
+            "no daemon of the node daemons' is restarted). Continue?"):
+        sys.exit(1)
+    params = {"node_certificates": new_node_certificates, "renew_ssh_keys": new_ssh_keys,
+              "verbose": verbose, "cluster_certificate": new_cluster_certificate,
+              "rapi_certificate": new_rapi_certificate, "rapi_certificate_pem": rapi_pem,
+              "confd_hmac_key": new_confd_hmac_key,
+              "cluster_domain_secret": new_cluster_domain_secret,
+              "cluster_domain_secret_data": cds}
+    wanted = [key for key, value in params.items()
+              if value and key not in ("verbose", "renew_ssh_keys")]
+    if wanted:
+        op = make_op("OP_CLUSTER_RENEW_CRYPTO", params,
+                     trail=reason_trail("gnt-cluster", "renew-crypto", reason))
+        with get_client() as client:
+            submit_and_wait(client, [op])
+    elif new_ssh_keys:
+        click.echo("corral uses no SSH keys between nodes: there are none to renew")
+    click.echo(RENEW_LAST)

@@ -57,8 +57,9 @@ def watcher(command: str, duration: str | None, reason: str | None) -> None:
 
 def add_ops_commands(group: click.Group) -> None:
     """Add this module's commands to ``gnt-cluster``."""
-    from corral.cli.cluster_wide import command, copyfile
+    from corral.cli.cluster_wide import command, copyfile, renew_crypto
 
     group.add_command(watcher)
     group.add_command(command)
     group.add_command(copyfile)
+    group.add_command(renew_crypto)

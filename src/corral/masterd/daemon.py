@@ -53,6 +53,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     state = MasterState(store, JobStore.open(paths.jobs_db),
                         rpc=MasterRpc(store, paths, client))
     state.paths = paths
+    state.context.paths = paths
     state.context.ancillary_files = lambda: read_ancillary_files(
         paths, vnc_password_files(store))
     metrics = MasterMetrics(state)

@@ -40,6 +40,7 @@ from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
 from corral.noded import (
     cluster_wide,
+    crypto,
     debug,
     files,
     instance_status,
@@ -600,6 +601,8 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "set_watcher_pause": set_watcher_pause,
     "run_command": cluster_wide.run_command,
     "write_file_part": cluster_wide.write_file_part,
+    "renew_crypto": crypto.renew_crypto,
+    "restart_daemons": crypto.restart_daemons,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

@@ -17,6 +17,7 @@ __all__ = [
     "ListChange",
     "OpClusterQuery",
     "OpClusterRedistConf",
+    "OpClusterRenewCrypto",
     "OpClusterSetParams",
     "OpQuery",
     "OpQueryFields",
@@ -63,6 +64,33 @@ class OpClusterQuery(OpCode, tag="OP_CLUSTER_QUERY"):
 @register
 class OpClusterRedistConf(OpCode, tag="OP_CLUSTER_REDIST_CONF"):
     """Push the full configuration and the cluster's ancillary files to the nodes."""
+
+
+@register
+class OpClusterRenewCrypto(OpCode, tag="OP_CLUSTER_RENEW_CRYPTO"):
+    """Replace the cluster's certificates, keys and secrets on every node
+    (``gnt-cluster renew-crypto``), without stopping any instance.
+
+    ``node_certificates`` and ``renew_ssh_keys`` are Ganeti's (corral uses no SSH keys:
+    the latter is accepted and does nothing); the rest are corral's, set by the
+    command line: a new cluster CA with new certificates for every node
+    (``cluster_certificate``), a new RAPI certificate (``rapi_certificate``, or the
+    PEM of one in ``rapi_certificate_pem``: certificate and key), a new confd key, a
+    new cluster domain secret (or the one in ``cluster_domain_secret_data``).
+    """
+
+    node_certificates: bool = False
+    renew_ssh_keys: bool = False
+    ssh_key_type: str | None = None
+    ssh_key_bits: int | None = None
+    verbose: bool = False
+    debug: bool = False
+    cluster_certificate: bool = False
+    rapi_certificate: bool = False
+    rapi_certificate_pem: str | None = None
+    confd_hmac_key: bool = False
+    cluster_domain_secret: bool = False
+    cluster_domain_secret_data: str | None = None
 
 
 @register

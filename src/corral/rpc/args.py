@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -63,7 +63,9 @@ __all__ = [
     "OsValidateArgs",
     "ProcedureArgs",
     "ReasonTrail",
+    "RenewCryptoArgs",
     "ReplicateArgs",
+    "RestartDaemonsArgs",
     "RunCommandArgs",
     "TestDelayArgs",
     "UploadFile",
@@ -396,6 +398,28 @@ class WriteFilePartArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown
     mtime: float | None = None
 
 
+class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``renew_crypto``: one step of replacing the cluster's certificates (see
+    :mod:`corral.noded.crypto`): ``stage`` (trust ``ca_bundle``, keep the new
+    certificate and keys aside), ``activate`` (serve and call with them), ``finish``
+    (trust ``ca_bundle`` only; the master keeps ``ca_key``) or ``abort`` (trust
+    ``ca_bundle`` again, drop what was kept aside)."""
+
+    phase: Literal["stage", "activate", "finish", "abort"]
+    ca_bundle: str = ""
+    node_cert: str = ""
+    node_key: str = ""
+    master_client: str | None = None
+    ca_key: str | None = None
+
+
+class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``restart_daemons``: restart those of these daemons that run on the node (so
+    that they load new keys or certificates)."""
+
+    daemons: list[Literal["confd", "rapi", "mond"]]
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -439,6 +463,8 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "set_watcher_pause": WatcherPauseArgs,
     "run_command": RunCommandArgs,
     "write_file_part": WriteFilePartArgs,
+    "renew_crypto": RenewCryptoArgs,
+    "restart_daemons": RestartDaemonsArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

@@ -7,9 +7,11 @@ reports it; the master's and the nodes' Prometheus metrics after a known workloa
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -259,3 +261,81 @@ def test_master_metrics_after_a_known_workload(testbed: TestbedHandle) -> None:
     for node in ("node2.testbed", "node3.testbed"):
         assert (("corral_replication_lag", (("candidate", node), ("stream", "configuration")))
                 in after)
+
+
+# -- cluster-wide commands -------------------------------------------------------------
+
+def test_command_runs_on_every_node_through_the_node_daemons(testbed: TestbedHandle) -> None:
+    out = testbed.run("gnt-cluster", "command", "echo out; echo err >&2; pwd; exit 3").stdout
+    blocks = out.split("------------------------------------------------\n")[1:]
+    assert [block.splitlines()[0] for block in blocks] == [
+        "node: node2.testbed", "node: node3.testbed", "node: node1.testbed"]  # master last
+    for number, block in zip((2, 3, 1), blocks, strict=True):
+        root = testbed.state["nodes"][number - 1]["root"]
+        assert block.splitlines()[1:] == ["out", root, "err", "", "return code = 3"]
+    out = testbed.run("gnt-cluster", "command", "-M", "-n", "node3.testbed",
+                      "printf 'a\\nb\\n'").stdout
+    assert out.splitlines() == ["------------------------------------------------",
+                                "node3.testbed: a", "node3.testbed: b", "return code = 0"]
+    out = testbed.run("gnt-cluster", "command", "--failure-only", "-g", "default",
+                      "test", "-d", "/nonexistent-ops").stdout
+    assert out.count("return code = 1") == 3
+    assert testbed.run("gnt-cluster", "command", "--failure-only", "true").stdout == ""
+    bad = testbed.run("gnt-cluster", "command", "-n", "nosuch", "true", check=False)
+    assert bad.returncode == 1 and "Node name nosuch not found" in bad.stderr
+
+
+def test_copyfile_copies_to_every_other_node(testbed: TestbedHandle, tmp_path: Path) -> None:
+    source = tmp_path / "ops-copy.conf"
+    source.write_bytes(b"key = value\n" * 1000)
+    source.chmod(0o640)
+    os.utime(source, (1_700_000_000, 1_700_000_000))
+    assert testbed.run("gnt-cluster", "copyfile", str(source)).stdout == ""
+    for number in (2, 3):
+        copy = _node_paths(testbed, number).node_path(str(source))
+        assert copy.read_bytes() == source.read_bytes()
+        assert (copy.stat().st_mode & 0o777, copy.stat().st_mtime) == (0o640, 1_700_000_000)
+    assert not _node_paths(testbed, 1).node_path(str(source)).exists()  # the source's node
+    missing = testbed.run("gnt-cluster", "copyfile", str(tmp_path / "none"), check=False)
+    assert missing.returncode == 1
+    assert missing.stderr.splitlines()[-1] == f"No such filename '{tmp_path / 'none'}'"
+
+
+def test_renew_crypto_keeps_instances_running_and_nodes_answering(
+        instances: TestbedHandle) -> None:
+    testbed = instances
+    up = INSTANCES[0]
+    before = {n: (_node_paths(testbed, n).ca_cert.read_text(),
+                  _node_paths(testbed, n).node_cert.read_text(),
+                  _node_paths(testbed, n).confd_hmac_key.read_bytes()) for n in (1, 2, 3)}
+    refused = testbed.run("gnt-cluster", "renew-crypto", "--new-rapi-certificate",
+                          "--rapi-certificate=/nonexistent", "-f", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        "Only one of the --new-rapi-certificate and --rapi-certificate options")
+    out = testbed.run("gnt-cluster", "renew-crypto", "-f", "--new-cluster-certificate",
+                      "--new-confd-hmac-key", "--new-rapi-certificate",
+                      "--new-cluster-domain-secret").stdout.splitlines()
+    assert out[0].startswith("Updating certificates now.")
+    assert out[-1].startswith("All requested certificates and keys have been replaced.")
+    cas = {_node_paths(testbed, n).ca_cert.read_text() for n in (1, 2, 3)}
+    assert len(cas) == 1 and cas.pop().count("BEGIN CERTIFICATE") == 1
+    for number in (1, 2, 3):
+        paths = _node_paths(testbed, number)
+        ca, cert, key = before[number]
+        assert paths.ca_cert.read_text() != ca and paths.node_cert.read_text() != cert
+        assert paths.confd_hmac_key.read_bytes() != key
+        assert not list(paths.data_dir.glob("*.new"))
+    # The instance ran throughout; every node answers the master with the new certificates.
+    assert _status(testbed)[up] == "running"
+    nodes = testbed.run("gnt-node", "list", "--no-headers", "-o", "name,mfree").stdout
+    assert all(line.split()[1] != "?" for line in nodes.splitlines()), nodes
+    testbed.run("gnt-instance", "reboot", up)
+    # confd answers with the new key, RAPI with its new certificate.
+    assert run_tool(["corral-confd-query", "ping"], testbed.env).stdout.strip()
+    rapi = testbed.state["rapi"]
+    context = ssl.create_default_context(cafile=rapi["ca"])
+    request = urllib.request.Request(f"{rapi['url']}/version", headers={
+        "Authorization": "Basic " + base64.b64encode(
+            f"{rapi['user']}:{rapi['password']}".encode()).decode()})
+    with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+        assert answer.read().strip() == b"2"

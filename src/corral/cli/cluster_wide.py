@@ -103,7 +103,7 @@ def _call(procedure: str, targets: list[tuple[str, str, int]], args: Any,
     return asyncio.run(run())
 
 
-@click.command("command")
+@click.command("command", context_settings={"allow_interspersed_args": False})
 @_node_option
 @_group_option
 @click.option("-M", "--show-machine-names", is_flag=True,

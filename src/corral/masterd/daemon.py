@@ -14,7 +14,6 @@ import signal
 import sys
 
 import click
-from aiohttp import web
 
 from corral import __version__
 from corral.cmdlib.config_files import vnc_password_files
@@ -23,7 +22,12 @@ from corral.errors import CorralError, NotClusterError
 from corral.jobs import JobStore
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
-from corral.masterd.metrics import MasterMetrics, read_metrics_settings, start_listener
+from corral.masterd.metrics import (
+    MasterMetrics,
+    MetricsListener,
+    read_metrics_settings,
+    start_listener,
+)
 from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
 from corral.noded.files import read_ancillary_files
@@ -71,7 +75,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
             log.info("termination signal received, shutting down")
         finally:
             if metrics_runner is not None:
-                await metrics_runner.cleanup()
+                await metrics_runner.stop()
             await server.stop()
     finally:
         try:
@@ -80,7 +84,7 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
             await client.close()
 
 
-async def _metrics_listener(paths: Paths, metrics: MasterMetrics) -> web.AppRunner | None:
+async def _metrics_listener(paths: Paths, metrics: MasterMetrics) -> MetricsListener | None:
     """The metrics listener; one that cannot start is logged and the master daemon
     serves without it (its jobs matter more than its figures)."""
     try:

@@ -9,27 +9,33 @@ queue length (queued and waiting), each candidate's replication lag per stream
 (configuration and job queue: serials behind the master, ``-1`` when not heard from
 yet) and the configuration serial.
 
-A scrape reads dictionaries on the master daemon's event loop and takes no lock,
-so it never waits for a job. The listener's address and port come from
-``masterd.json`` (``metrics_bind``, ``metrics_port``; default all addresses, port
-:data:`DEFAULT_METRICS_PORT`; port ``0`` turns it off).
+The text is written by prometheus_client's HTTP server in a thread of its own, so a
+scrape never waits for a job; the gauges are read on the master daemon's event loop
+(dictionary reads, no lock), asked for by each scrape but waited for at most
+:data:`GAUGE_WAIT` seconds, else the last reading (at most a second old) is served.
+The listener's address and port come from ``masterd.json`` (``metrics_bind``,
+``metrics_port``; default all addresses, port :data:`DEFAULT_METRICS_PORT`; port ``0``
+turns it off).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
     disable_created_metrics,
     generate_latest,
+    start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -43,7 +49,8 @@ from corral.utils.settings import check_bind, check_port
 if TYPE_CHECKING:
     from corral.masterd.state import MasterState
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_METRICS_PORT", "MasterMetrics", "MetricsSettings",
+__all__ = ["CONTENT_TYPE", "DEFAULT_METRICS_PORT", "MasterMetrics", "MetricsListener",
+           "MetricsSettings",
            "read_metrics_settings", "settings_file", "start_listener"]
 
 log = logging.getLogger("corral.masterd")
@@ -52,13 +59,14 @@ log = logging.getLogger("corral.masterd")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Where the master's metrics are served unless ``masterd.json`` says otherwise.
 DEFAULT_METRICS_PORT = 1816
+#: How long a scrape waits for the event loop to read the gauges (seconds).
+GAUGE_WAIT = 0.05
 
-#: Buckets (seconds) for jobs and opcodes: from instant queries to long installs.
-_JOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
-                600, 1800)
+#: Buckets (seconds) for jobs and opcodes: from instant queries to long installs. Few
+#: of them: every bucket is a line per label set in every scrape.
+_JOB_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
 #: Buckets for lock waits and node RPCs.
-_SHORT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-                  5, 10, 30, 60)
+_SHORT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30)
 
 
 class MetricsSettings(msgspec.Struct, kw_only=True):
@@ -89,13 +97,18 @@ def _seconds(start: tuple[int, int] | None, end: tuple[int, int] | None) -> floa
 
 
 class _StateGauges(Collector):
-    """The gauges read from the master daemon's memory at scrape time."""
+    """The gauges read from the master daemon's memory: :meth:`read` takes them on the
+    event loop (plain dictionary reads, no lock), the registry's scrape hands them out
+    in whichever thread renders the text."""
 
     def __init__(self, state: MasterState) -> None:
         self.state = state
+        self.families: list[Metric] = []
+        #: The master daemon's event loop, once the listener runs.
+        self.loop: asyncio.AbstractEventLoop | None = None
 
-    def collect(self) -> Iterable[Metric]:
-        """Live jobs, queue length, replication lag, configuration serial."""
+    def read(self) -> None:
+        """Read live jobs, queue length, replication lag and configuration serial now."""
         jobs = GaugeMetricFamily("corral_jobs", "Jobs in the live queue, by status and "
                                  "first opcode", labels=["status", "opcode"])
         queued = 0
@@ -103,9 +116,8 @@ class _StateGauges(Collector):
             jobs.add_metric([status, op_id], count)
             if status in ("queued", "waiting"):
                 queued += count
-        yield jobs
-        yield GaugeMetricFamily("corral_job_queue_length", "Jobs queued or waiting for "
-                                "locks", value=queued)
+        length = GaugeMetricFamily("corral_job_queue_length", "Jobs queued or waiting for "
+                                   "locks", value=queued)
         lag = GaugeMetricFamily("corral_replication_lag", "Serials a master candidate's "
                                 "replica is behind the master (-1: not heard from yet)",
                                 labels=["candidate", "stream"])
@@ -114,9 +126,27 @@ class _StateGauges(Collector):
             stream = replicator.WHAT or type(replicator).__name__
             for candidate, serial in sorted(replicator.replica_serials().items()):
                 lag.add_metric([candidate, stream], -1 if serial is None else current - serial)
-        yield lag
-        yield GaugeMetricFamily("corral_config_serial", "The configuration's serial number",
-                                value=self.state.store.serial)
+        config = GaugeMetricFamily("corral_config_serial", "The configuration's serial number",
+                                   value=self.state.store.serial)
+        self.families = [jobs, length, lag, config]
+
+    def collect(self) -> Iterable[Metric]:
+        """The gauges: read now on the event loop if it can within :data:`GAUGE_WAIT`
+        seconds (this runs in the HTTP server's thread), else as last read."""
+        loop = self.loop
+        if loop is not None and loop.is_running():
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+            def read() -> None:
+                try:
+                    self.read()
+                finally:
+                    done.set_result(None)
+
+            loop.call_soon_threadsafe(read)
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                done.result(timeout=GAUGE_WAIT)
+        return list(self.families)
 
 
 class MasterMetrics:
@@ -131,7 +161,7 @@ class MasterMetrics:
             ["status"], buckets=_JOB_BUCKETS, registry=self.registry)
         self.opcode_duration = Histogram(
             "corral_opcode_duration_seconds", "Time from an opcode's start (locks included) "
-            "to its end", ["opcode", "status"], buckets=_JOB_BUCKETS, registry=self.registry)
+            "to its end", ["opcode"], buckets=_JOB_BUCKETS, registry=self.registry)
         self.jobs_finished = Counter(
             "corral_jobs_finished", "Jobs that ended, by status and first opcode",
             ["status", "opcode"], registry=self.registry)
@@ -144,7 +174,8 @@ class MasterMetrics:
         self.rpc_failures = Counter(
             "corral_rpc_node_failures", "Node calls that failed (unreachable node or error)",
             ["procedure"], registry=self.registry)
-        self.registry.register(_StateGauges(state))
+        self.gauges = _StateGauges(state)
+        self.registry.register(self.gauges)
 
     def job_finished(self, job: Job) -> None:
         """A job ended: its duration and its opcodes'."""
@@ -157,8 +188,7 @@ class MasterMetrics:
         for op in job.ops:
             spent = _seconds(op.start_timestamp, op.end_timestamp)
             if spent is not None:
-                self.opcode_duration.labels(str(op.input.get("OP_ID", "")),
-                                            op.status).observe(spent)
+                self.opcode_duration.labels(str(op.input.get("OP_ID", ""))).observe(spent)
 
     def lock_waited(self, op_id: str, seconds: float) -> None:
         """An opcode got its locks after ``seconds``."""
@@ -171,7 +201,7 @@ class MasterMetrics:
             self.rpc_failures.labels(procedure).inc(failed)
 
     def text(self) -> bytes:
-        """Every metric in the text exposition format."""
+        """Every metric in the text exposition format (the gauges as last read)."""
         return generate_latest(self.registry)
 
     def attach(self, state: MasterState) -> None:
@@ -183,27 +213,48 @@ class MasterMetrics:
             rpc.observe = self.rpc_done
 
 
+#: How often the gauges are read from the master daemon's memory anyway (seconds).
+GAUGE_INTERVAL = 1.0
+
+
+class MetricsListener:
+    """``GET /metrics`` served by prometheus_client's HTTP server in a thread of its own,
+    so that a scrape never queues behind the jobs on the event loop; the gauges are
+    read on the loop every :data:`GAUGE_INTERVAL` seconds."""
+
+    def __init__(self, metrics: MasterMetrics, server: Any, refresher: asyncio.Task[None]
+                 ) -> None:
+        self.metrics = metrics
+        self.server = server
+        self.refresher = refresher
+
+    async def stop(self) -> None:
+        """Stop serving and reading."""
+        self.refresher.cancel()
+        await asyncio.gather(self.refresher, return_exceptions=True)
+        await asyncio.to_thread(self.server.shutdown)
+        self.server.server_close()
+
+
+async def _refresh(metrics: MasterMetrics) -> None:
+    while True:
+        metrics.gauges.read()
+        await asyncio.sleep(GAUGE_INTERVAL)
+
+
 async def start_listener(metrics: MasterMetrics, settings: MetricsSettings
-                         ) -> web.AppRunner | None:
+                         ) -> MetricsListener | None:
     """Serve ``GET /metrics``; ``None`` when the port is 0 (turned off)."""
     if settings.metrics_port == 0:
         return None
-
-    async def handle(request: web.Request) -> web.Response:
-        return web.Response(body=metrics.text(), headers={"Content-Type": CONTENT_TYPE})
-
-    app = web.Application()
-    app.router.add_get("/metrics", handle)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.metrics_bind, settings.metrics_port,
-                       reuse_address=True)
+    metrics.gauges.read()
+    metrics.gauges.loop = asyncio.get_running_loop()
     try:
-        await site.start()
+        server, _thread = await asyncio.to_thread(
+            start_http_server, settings.metrics_port, settings.metrics_bind, metrics.registry)
     except OSError as err:
-        await runner.cleanup()
         raise DaemonError(f"cannot serve metrics on TCP {settings.metrics_bind}:"
                           f"{settings.metrics_port}: {err.strerror or err} (masterd.json "
                           "metrics_bind/metrics_port; port 0 turns the metrics off)") from None
     log.info("serving metrics on %s port %d", settings.metrics_bind, settings.metrics_port)
-    return runner
+    return MetricsListener(metrics, server, asyncio.create_task(_refresh(metrics)))

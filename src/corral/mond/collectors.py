@@ -222,8 +222,25 @@ def _lvs(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return volumes
 
 
+#: Seconds the volume groups' figures are reused: running LVM's tools costs tens of
+#: milliseconds, and a volume group's size changes seldom.
+VGS_CACHE_SECONDS = 10.0
+_vgs_cache: tuple[float, list[dict[str, Any]]] | None = None
+
+
 def _vgs() -> list[dict[str, Any]]:
-    """LVM volume groups: name, size and free space in MiB."""
+    """LVM volume groups: name, size and free space in MiB (see
+    :data:`VGS_CACHE_SECONDS`)."""
+    global _vgs_cache
+    now = time.monotonic()
+    if _vgs_cache is not None and now - _vgs_cache[0] < VGS_CACHE_SECONDS:
+        return [dict(unit) for unit in _vgs_cache[1]]
+    result = _read_vgs()
+    _vgs_cache = (now, result)
+    return [dict(unit) for unit in result]
+
+
+def _read_vgs() -> list[dict[str, Any]]:
     result = []
     for row in _run_lvm(["vgs", "--noheadings", "--units", "m", "--nosuffix", "--separator",
                          "|", "-o", "vg_name,vg_size,vg_free"]):

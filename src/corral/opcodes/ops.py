@@ -111,6 +111,7 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     candidate_pool_size: int | None = None
     max_running_jobs: int | None = None
     max_tracked_jobs: int | None = None
+    job_archive_age: int | None = None
     mac_prefix: str | None = None
     master_netdev: str | None = None
     vg_name: str | None = None

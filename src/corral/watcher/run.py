@@ -13,7 +13,9 @@ state cleaners (:mod:`corral.watcher.cleanup`). On the master also:
   job holds is skipped for this pass, with a line saying so;
 - **re-activate disks** of instances on a node whose boot id changed since the last
   pass (it rebooted), when their disks should be active and they were not restarted;
-- **archive** finished jobs older than the job age (Ganeti's ``--job-age``, 6 hours).
+- **archive** finished jobs older than the cluster's ``job_archive_age`` (6 hours
+  unless ``gnt-cluster modify --job-archive-age`` says otherwise; Ganeti's watcher
+  option ``--job-age`` overrides it for one run).
 
 Two watchers never run at once on a node (the lock file), and a paused watcher
 (``gnt-cluster watcher pause``) does nothing unless told to ignore the pause.
@@ -63,7 +65,9 @@ def backoff(attempts: int) -> float:
 class Options:
     """How a pass runs (``corral-watcher``'s options)."""
 
-    job_age: float = DEFAULT_JOB_AGE
+    job_age: float | None = None
+    """Archive jobs finished longer ago than this (seconds); ``None``: the cluster's
+    ``job_archive_age`` (``gnt-cluster modify --job-archive-age``)."""
     ignore_pause: bool = False
     wait_for_jobs: float = JOB_WAIT
 
@@ -173,10 +177,13 @@ def _master_pass(paths: Paths, options: Options, state: WatcherState, report: Re
                 report.disks_activated.append(name)
             else:
                 log.warning("activating the disks of instance %s ended %s", name, status)
-        archived = client.call("AutoArchiveJobs", options.job_age, 30.0)
+        age = options.job_age
+        if age is None:
+            (age,) = client.call("QueryConfigValues", ["job_archive_age"])
+        archived = client.call("AutoArchiveJobs", float(age), 30.0)
         report.archived = int(archived[0]) if isinstance(archived, list) else 0
         if report.archived:
-            log.info("archived %d job(s) older than %d s", report.archived, options.job_age)
+            log.info("archived %d job(s) older than %d s", report.archived, age)
 
 
 def _op(op_id: str, name: str, text: str) -> dict[str, Any]:

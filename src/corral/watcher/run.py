@@ -127,10 +127,13 @@ def _ensure_daemons(paths: Paths) -> dict[str, int]:
         if pid is not None:
             continue
         log.warning("corral-%s is not running: starting it", name)
+        failed: dict[str, str] = {}
         try:
-            started.update(daemons.start(paths, only={name}))
+            started.update(daemons.start(paths, only={name}, failed=failed))
         except CorralError as err:
-            log.error("cannot start corral-%s: %s", name, err.message)
+            failed[name] = err.message
+        for daemon, reason in failed.items():
+            log.error("cannot start corral-%s: %s", daemon, reason)
     return started
 
 

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from corral import daemons
 from corral.hypervisor.kvm.migration import MigrationFiles
 from corral.hypervisor.kvm.monitor import monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, open_unix_connection
 from corral.paths import Paths
 from corral.testbed import guest as tiny_guest
+from corral.utils.process import running_pid
 from tests.conftest import BIN
 from tests.system.conftest import KvmTestbed
 
@@ -184,6 +188,59 @@ def test_failed_migration_leaves_the_guest_on_the_source(kvm_testbed: KvmTestbed
     assert f"instance {name} stays on node node1.testbed" in out, out
     assert _rows(tb)[name] == ["node1.testbed", "running"]
     assert not target.dir.exists(), "nothing of the instance is left on the target"
+    count = len(_console(tb, 1, name))
+    _wait_console(tb, 1, name, TICK.pattern, since=count)  # still counting on node1
+    tb.run("gnt-instance", "remove", "-f", name)
+
+
+def test_source_noded_killed_mid_migration_loses_no_guest(kvm_testbed: KvmTestbed) -> None:
+    """The source's node daemon killed with SIGKILL while the memory is being sent: the
+    job fails, the target's qemu is dropped, and the guest keeps running on the source
+    (qemu is not noded's child). Once noded is back the instance is listed running on
+    the source, ``migrate --cleanup`` finds nothing to undo there, and exactly one qemu
+    runs the guest."""
+    tb, name = kvm_testbed, "mig-noded"
+    _add(tb, name, "sharedfile")
+    _wait_console(tb, 1, name, r"tick 2\b")
+    source = _runtime(tb, 1, name)
+    pid = source.live_pid()
+    tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1")
+    noded_pid = running_pid(_paths(tb, 1).pid_file("noded"))
+    assert noded_pid is not None
+    try:
+        job = subprocess.Popen(
+            [str(BIN / "gnt-instance"), "migrate", "-f", "-n", "node2.testbed", name],
+            env=tb.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            progress = MigrationFiles.of(_paths(tb, 1), name).progress
+            deadline = time.monotonic() + 60
+            while '"status": "active"' not in (progress.read_text() if progress.exists()
+                                               else ""):
+                assert time.monotonic() < deadline, "the migration did not start"
+                assert job.poll() is None, job.communicate()[0]
+                time.sleep(0.1)
+            os.kill(noded_pid, signal.SIGKILL)
+            out, _ = job.communicate(timeout=180)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+    finally:
+        if running_pid(_paths(tb, 1).pid_file("noded")) is None:
+            daemons.start(_paths(tb, 1))
+        tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1000")
+    assert job.returncode != 0, out
+    assert source.live_pid() == pid, "the source's qemu is the same process"
+    assert not _runtime(tb, 2, name).live_pid(), "the target's qemu was dropped"
+    deadline = time.monotonic() + 60
+    while _rows(tb)[name] != ["node1.testbed", "running"]:
+        assert time.monotonic() < deadline, _rows(tb)[name]
+        time.sleep(0.5)
+    cleanup = tb.run("gnt-instance", "migrate", "--cleanup", "-f", "-n", "node2.testbed", name,
+                     check=False)
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert _rows(tb)[name] == ["node1.testbed", "running"]
+    assert source.live_pid() == pid and not _runtime(tb, 2, name).live_pid()
     count = len(_console(tb, 1, name))
     _wait_console(tb, 1, name, TICK.pattern, since=count)  # still counting on node1
     tb.run("gnt-instance", "remove", "-f", name)

@@ -87,7 +87,7 @@ async def _no_submit(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int |
     raise InternalError("no job queue configured (submitting jobs from an opcode)")
 
 
-async def _replicated(timeout: float) -> bool:  # noqa: ASYNC109 - a bound, not a call's
+async def _replicated(timeout: float) -> bool:
     return True
 
 

@@ -14,8 +14,9 @@ running), ``memory`` (the node's memory as ``memory_hypervisor`` reports it),
 ``files`` (per requested file: its SHA-256 in hex, or None when missing; user files
 this node's own list does not name are in ``unlisted``), ``storage`` (per template:
 its problem or None), ``volumes`` (per template: the volumes there), ``certificates``
-(per name: validity, or None when missing), ``bridges`` (the missing ones),
-``confd`` (on a candidate: None when it answers, else why not) and
+(per name: the file's ``path`` and its validity, ``missing`` or an ``error``),
+``bridges`` (the missing ones), ``confd`` (on a candidate: None when it answers,
+else why not) and
 ``config_serial`` (on a candidate: the serial of the configuration it holds).
 """
 
@@ -107,13 +108,13 @@ def _checksums(paths: Paths, entries: list[str]) -> dict[str, Any]:
     return {"sums": sums, "unlisted": unlisted}
 
 
-def _certificate(path: Path) -> dict[str, Any] | None:
+def _certificate(path: Path) -> dict[str, Any]:
     from corral import x509  # cryptography: only when a certificate is asked about
 
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None
+        return {"path": str(path), "missing": True}
     try:
         info = x509.load_cert_info(data)
     except CorralError as err:

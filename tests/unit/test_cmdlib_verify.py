@@ -17,7 +17,7 @@ from corral.cmdlib.verify import certificate_finding, config_problems
 from corral.cmdlib.verify_findings import Findings, format_finding
 from corral.locking import LockLevel
 from corral.noded import procedures
-from corral.opcodes import OpClusterVerifyGroup, OpCode
+from corral.opcodes import OpClusterVerifyConfig, OpClusterVerifyGroup, OpCode
 from tests.unit.instance_helpers import Cluster, open_cluster
 from tests.unit.lu_helpers import JobCtx
 
@@ -185,8 +185,8 @@ def test_verify_submits_the_config_job_and_one_job_per_group(cl: Cluster) -> Non
     # each group job depends on the configuration job (relative ids, as Ganeti's)
     assert [g.depends for g in groups] == [[(-1, [])], [(-2, [])]]
     for op in (config, *groups):
-        assert op.priority == 5
-        assert getattr(op, "error_codes") and getattr(op, "ignore_errors") == ["ENODEN1"]
+        assert isinstance(op, OpClusterVerifyConfig | OpClusterVerifyGroup)
+        assert op.priority == 5 and op.error_codes and op.ignore_errors == ["ENODEN1"]
         assert op.reason[0] == ("gnt:client:gnt-cluster", "verify", 1)
         assert op.comment == "Submitted by OP_CLUSTER_VERIFY"
     assert all(g.skip_checks == ["nplusone_mem"] for g in groups

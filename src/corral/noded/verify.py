@@ -50,7 +50,7 @@ CERTIFICATES: dict[str, str] = {
 }
 
 #: How long a candidate waits for its own confd to answer a ping (seconds).
-CONFD_PING_TIMEOUT = 1.0
+CONFD_PING_TIMEOUT = 0.5
 
 #: Where the kernel lists network interfaces (a bridge has a ``bridge`` subdirectory).
 SYS_CLASS_NET = Path("/sys/class/net")

@@ -228,11 +228,10 @@ def check_node(found: Findings, img: NodeImage, gathered: Gathered) -> None:
             else:
                 img.running.update(dict.fromkeys(listing or (), hv))
         memory = answer.get("memory")
-        if found.report_if(not isinstance(memory, dict) or "memory_free" not in memory,
-                           "ENODEHV", name, "rpc call to node failed (hvinfo)"):
-            img.mfree = None
-        else:
-            img.mfree = int(memory["memory_free"])  # type: ignore[index]
+        free = memory.get("memory_free") if isinstance(memory, dict) else None
+        failed = found.report_if(not isinstance(free, int), "ENODEHV", name,
+                                 "rpc call to node failed (hvinfo)")
+        img.mfree = free if isinstance(free, int) and not failed else None
     for template, problem in sorted((answer.get("storage") or {}).items()):
         kind = STORAGE[template]
         text = problem.get("error") if isinstance(problem, dict) else problem

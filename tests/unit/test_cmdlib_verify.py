@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from corral.cmdlib.verify_findings import Findings, format_finding
 from corral.locking import LockLevel
 from corral.noded import procedures
 from corral.opcodes import OpClusterVerifyConfig, OpClusterVerifyGroup, OpCode
-from tests.unit.instance_helpers import Cluster, open_cluster
+from tests.unit.instance_helpers import OS_SEARCH, Cluster, open_cluster
 from tests.unit.lu_helpers import JobCtx
 
 DAY = 86400.0
@@ -369,3 +370,17 @@ def test_verify_changes_nothing(cl: Cluster) -> None:
     before = cl.store.serial
     verify_group(cl)
     assert cl.store.serial == before
+
+
+def test_os_definitions_differing_between_nodes_are_enodeos(cl: Cluster) -> None:
+    assert not with_code(verify_group(cl)[1], "ENODEOS")
+    shutil.rmtree(cl.rpc.nodes.paths("node3").node_path(OS_SEARCH) / "plainos")
+    cl.rpc.install_os(OS_SEARCH, "corral-ext4", variants=["default"],
+                      parameters=["filesystem file system type", "fail fail on purpose"],
+                      nodes=["node2"])
+    found = with_code(verify_group(cl)[1], "ENODEOS")
+    assert ("ERROR", "node3", "OSes present on reference node node1 but missing on this "
+            "node: plainos") in found
+    assert ("ERROR", "node2", "OS variants list for corral-ext4 differs from reference node "
+            "node1: [default] vs. [default, minimal]") in found
+    assert len(found) == 2

@@ -36,6 +36,7 @@ __all__ = [
     "check_node",
     "check_nplusone",
     "check_orphan_volumes",
+    "check_os",
     "check_running",
     "disk_volume",
     "expected_files",
@@ -297,6 +298,63 @@ def _check_certificate(found: Findings, img: NodeImage, gathered: Gathered) -> N
         finding = certificate_finding(path, info, gathered.end)
         if finding is not None:
             found.report("ECLUSTERCERT", None, finding[1], severity=finding[0])
+
+
+def _os_table(answer: Any) -> dict[str, dict[str, Any]] | None:
+    if not isinstance(answer, list):
+        return None
+    return {str(item.get("name")): item for item in answer if isinstance(item, dict)}
+
+
+def _joined(values: Iterable[Any]) -> str:
+    return ", ".join(sorted(str(v) for v in values))
+
+
+def check_os(found: Findings, images: Sequence[NodeImage]) -> None:
+    """Every OS definition valid, and the same on every node as on the first node
+    that answered (the reference): API versions, variants, parameters, version."""
+    reference: tuple[str, dict[str, dict[str, Any]]] | None = None
+    for img in images:
+        answer = (img.answer or {}).get("os")
+        if answer is None:
+            continue
+        name = img.node.name
+        table = _os_table(answer)
+        if found.report_if(table is None, "ENODEOS", name,
+                           f"node hasn't returned valid OS data: {_error(answer)}"):
+            continue
+        assert table is not None
+        if reference is None:
+            reference = (name, table)
+        ref_name, ref = reference
+        for os_name, info in sorted(table.items()):
+            found.report_if(not info.get("valid"), "ENODEOS", name,
+                            f"Invalid OS {os_name} (located at {info.get('path')}): "
+                            f"{info.get('message')}")
+            base = ref.get(os_name)
+            if found.report_if(base is None, "ENODEOS", name,
+                               f"Extra OS {os_name} not present on reference node "
+                               f"({ref_name})") or base is None or not base.get("valid"):
+                continue
+            for kind, key in (("API version", "api_versions"), ("variants list", "variants"),
+                              ("parameters", "parameters"), ("version", "os_version")):
+                mine, theirs = _os_values(info.get(key)), _os_values(base.get(key))
+                found.report_if(mine != theirs, "ENODEOS", name,
+                                f"OS {kind} for {os_name} differs from reference node "
+                                f"{ref_name}: [{_joined(mine)}] vs. [{_joined(theirs)}]")
+        missing = set(ref) - set(table)
+        found.report_if(missing, "ENODEOS", name,
+                        f"OSes present on reference node {ref_name} but missing on this "
+                        f"node: {_joined(missing)}")
+
+
+def _os_values(value: Any) -> set[str]:
+    """A compared OS field as a set of strings (a parameter is ``name: doc``)."""
+    if value is None:
+        return set()
+    if not isinstance(value, list):
+        return {str(value)}
+    return {": ".join(map(str, v)) if isinstance(v, list) else str(v) for v in value}
 
 
 def check_running(found: Findings, img: NodeImage, store: ConfigStore,

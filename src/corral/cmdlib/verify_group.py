@@ -38,6 +38,7 @@ from corral.cmdlib.verify_checks import (
     check_node,
     check_nplusone,
     check_orphan_volumes,
+    check_os,
     check_running,
     disk_volume,
     expected_files,
@@ -49,6 +50,7 @@ from corral.objects import Instance, Node, NodeGroup, params
 from corral.objects.params import HV_PARAMS
 from corral.objects.verify_codes import NPLUSONE_MEM
 from corral.opcodes import OpClusterVerifyGroup
+from corral.paths import Paths
 
 __all__ = ["LOCK_TIMEOUT", "NODE_TIMEOUT", "REPLICATION_WAIT", "LUClusterVerifyGroup"]
 
@@ -112,6 +114,7 @@ class LUClusterVerifyGroup(LogicalUnit[OpClusterVerifyGroup]):
             check_node(found, img, gathered)
             if node.vm_capable:
                 check_running(found, img, store, skip)
+        check_os(found, [gathered.images[n.uuid] for n in nodes if n.vm_capable])
 
         found.step("* Verifying instance status")
         for name in sorted(skip & {i.name for i in instances}):
@@ -154,6 +157,8 @@ class LUClusterVerifyGroup(LogicalUnit[OpClusterVerifyGroup]):
             args["storage"] = storage
             args["volumes"] = sorted(storage)
             args["bridges"] = self._bridges(node, instances)
+            args["os_search_path"] = list(cluster.os_search_path
+                                          or Paths.DEFAULT_OS_SEARCH_PATH)
         return args
 
     def _storage(self) -> dict[str, str]:

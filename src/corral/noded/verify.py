@@ -16,13 +16,14 @@ this node's own list does not name are in ``unlisted``), ``storage`` (per templa
 its problem or None), ``volumes`` (per template: the volumes there), ``certificates``
 (per name: the file's ``path`` and its validity, ``missing`` or an ``error``),
 ``bridges`` (the missing ones), ``confd`` (on a candidate: None when it answers,
-else why not) and
+else why not), ``os`` (the OS definitions, as ``os_diagnose`` describes them) and
 ``config_serial`` (on a candidate: the serial of the configuration it holds).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import Awaitable, Iterable
@@ -155,6 +156,19 @@ async def _confd(paths: Paths) -> str | None:
     return None
 
 
+def _os_list(paths: Paths, search_path: list[str]) -> list[dict[str, Any]]:
+    """The OS definitions along ``search_path``, their paths cluster-wide."""
+    from corral import osapi
+
+    found = []
+    for definition in osapi.discover([paths.node_path(d) for d in search_path]):
+        info = definition.to_dict()
+        with contextlib.suppress(ValueError):
+            info["path"] = "/" + str(definition.path.relative_to(paths.root))
+        found.append(info)
+    return found
+
+
 async def _memory(paths: Paths, name: str) -> dict[str, Any]:
     return await hypervisor.get_hypervisor(name, paths).node_info()
 
@@ -178,6 +192,8 @@ async def node_verify(paths: Paths, args: NodeVerifyArgs) -> dict[str, Any]:
         parts["certificates"] = asyncio.to_thread(_certificates, paths, args.certificates)
     if args.bridges:
         parts["bridges"] = asyncio.to_thread(missing_bridges, args.bridges)
+    if args.os_search_path is not None:
+        parts["os"] = asyncio.to_thread(_os_list, paths, args.os_search_path)
     if args.candidate:
         parts["confd"] = _confd(paths)
         parts["config_serial"] = asyncio.to_thread(held_config_serial, paths)
@@ -194,7 +210,7 @@ async def node_verify(paths: Paths, args: NodeVerifyArgs) -> dict[str, Any]:
         "volumes": {key[8:]: value for key, value in found.items()
                     if key.startswith("volumes:")},
     }
-    for key in ("memory", "files", "certificates", "bridges", "confd", "config_serial"):
+    for key in ("memory", "files", "certificates", "bridges", "confd", "config_serial", "os"):
         if key in found:
             answer[key] = found[key]
     return answer

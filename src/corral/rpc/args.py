@@ -108,7 +108,8 @@ class NodeVerifyArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fi
     disks to list. ``certificates`` names the certificate files to check for expiry
     (``ca_cert``, ``node_cert``, ``master_client_cert``, ``rapi_cert``); ``bridges``
     the bridges instances need; ``candidate`` whether the node is a master candidate
-    (its confd must answer and its replica's serial is reported).
+    (its confd must answer and its replica's serial is reported); ``os_search_path``
+    where to list the OS definitions.
     """
 
     hypervisors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
@@ -119,6 +120,8 @@ class NodeVerifyArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fi
     certificates: list[str] = msgspec.field(default_factory=list)
     bridges: list[str] = msgspec.field(default_factory=list)
     candidate: bool = False
+    os_search_path: list[str] | None = None
+    """Where to look for OS definitions (cluster-wide directories); None: not asked."""
 
 
 class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):

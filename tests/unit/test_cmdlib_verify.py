@@ -384,3 +384,15 @@ def test_os_definitions_differing_between_nodes_are_enodeos(cl: Cluster) -> None
     assert ("ERROR", "node2", "OS variants list for corral-ext4 differs from reference node "
             "node1: [default] vs. [default, minimal]") in found
     assert len(found) == 2
+
+
+def test_unreadable_master_copies_are_a_finding_not_a_failed_job(cl: Cluster) -> None:
+    def unreadable() -> list[dict[str, Any]]:
+        raise PermissionError("[Errno 13] Permission denied: '/var/lib/corral/ca.pem'")
+
+    cl.ctx.ancillary_files = unreadable
+    result, found, _job = verify_group(cl)
+    assert result is False
+    assert ("ERROR", "None", "cannot read the master's copies of the distributed files, they "
+            "are not compared: [Errno 13] Permission denied: '/var/lib/corral/ca.pem'") in \
+        with_code(found, "ECLUSTERFILECHECK")

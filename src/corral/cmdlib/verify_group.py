@@ -45,6 +45,7 @@ from corral.cmdlib.verify_checks import (
     other_notes,
 )
 from corral.cmdlib.verify_findings import Findings
+from corral.errors import CorralError
 from corral.locking import LockLevel
 from corral.objects import Instance, Node, NodeGroup, params
 from corral.objects.params import HV_PARAMS
@@ -90,7 +91,7 @@ class LUClusterVerifyGroup(LogicalUnit[OpClusterVerifyGroup]):
         found.step(f"* Gathering data ({len(nodes)} nodes)")
         serial = store.serial
         await self.master.wait_replicated(REPLICATION_WAIT)
-        files = self._files()
+        files = self._files(found)
         skip, creating_nodes, gathered = await self._gather(found, nodes, instances, files,
                                                             serial)
         checked = [i for i in instances if i.name not in skip]
@@ -132,9 +133,16 @@ class LUClusterVerifyGroup(LogicalUnit[OpClusterVerifyGroup]):
         return not found.bad
 
     # -- what to ask ---------------------------------------------------------------------
-    def _files(self) -> list[ExpectedFile]:
-        """The ancillary files the master distributes, with the master's checksums."""
-        entries = [*self.master.ancillary_files(), *config_files(self.master.store.cluster)]
+    def _files(self, found: Findings) -> list[ExpectedFile]:
+        """The files the master distributes, with the master's checksums; when the
+        master cannot read its own copies, only those made from the configuration."""
+        entries = config_files(self.master.store.cluster)
+        try:
+            entries += self.master.ancillary_files()
+        except (OSError, CorralError) as err:
+            text = err.message if isinstance(err, CorralError) else str(err)
+            found.report("ECLUSTERFILECHECK", None, "cannot read the master's copies of the "
+                         f"distributed files, they are not compared: {text}")
         return expected_files(entries)
 
     def _args(self, node: Node, instances: Sequence[Instance],

@@ -38,7 +38,7 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, join, master_role, replication
+from corral.noded import debug, files, join, master_role, replication, verify
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
@@ -175,14 +175,9 @@ async def node_leave(paths: Paths, args: NoArgs) -> Any:
 
 
 # -- what an instance needs of a node ------------------------------------------
-#: Where the kernel lists network interfaces; a bridge has a ``bridge`` subdirectory
-#: (the test Ganeti makes for bridges).
-SYS_CLASS_NET = Path("/sys/class/net")
-
-
 def _missing_bridges(spec: InstanceSpec) -> list[str]:
-    links = sorted({nic.link for nic in spec.nics if nic.mode == "bridged" and nic.link})
-    return [link for link in links if not (SYS_CLASS_NET / link / "bridge").is_dir()]
+    return verify.missing_bridges(nic.link for nic in spec.nics
+                                  if nic.mode == "bridged" and nic.link)
 
 
 def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
@@ -564,6 +559,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "master_takeover": master_role.master_takeover,
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
+    "node_verify": verify.node_verify,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

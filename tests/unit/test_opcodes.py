@@ -44,6 +44,7 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_INSTANCE_ACTIVATE_DISKS", "OP_INSTANCE_DEACTIVATE_DISKS", "OP_INSTANCE_GROW_DISK",
         "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE", "OP_CLUSTER_REDIST_CONF",
         "OP_CLUSTER_RENEW_CRYPTO",
+        "OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID
@@ -155,3 +156,12 @@ def test_rapi_trails_refuse_every_internal_source_and_keep_every_entry() -> None
         check_rapi_trail([["gnt:client", ""]])
     with pytest.raises(ParameterError, match="reason: expected a list"):
         check_rapi_trail("user")
+
+
+def test_a_bad_code_in_a_list_parameter_names_the_accepted_ones() -> None:
+    with pytest.raises(ParameterError) as info:
+        op_from_dict({"OP_ID": "OP_CLUSTER_VERIFY", "ignore_errors": ["ENODETIME", "BOGUS"]})
+    message = str(info.value)
+    assert message.startswith("OP_CLUSTER_VERIFY: parameter 'ignore_errors[1]': invalid enum "
+                              "value 'BOGUS'; valid: ECLUSTERCERT, ECLUSTERCFG, ")
+    assert "ENODEVERSION" in message

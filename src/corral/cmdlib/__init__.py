@@ -18,6 +18,8 @@ from corral.cmdlib.processor import JobOwner, Processor
 from corral.cmdlib.query import LUQuery, LUQueryFields
 from corral.cmdlib.tags import LUTagsDel, LUTagsGet, LUTagsSearch, LUTagsSet
 from corral.cmdlib.test import LUTestDelay
+from corral.cmdlib.verify import LUClusterVerify, LUClusterVerifyConfig
+from corral.cmdlib.verify_group import LUClusterVerifyGroup
 
 __all__ = [
     "AREAS",
@@ -39,8 +41,8 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
     unit.OP_ID: unit
     for unit in (
         LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf,
-        LUClusterRenewCrypto, LUTagsGet,
-        LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery, LUQueryFields,
+        LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
+        LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
         *(u for area in AREAS for u in area.UNITS),
     )
 }

@@ -42,6 +42,7 @@ __all__ = [
     "NodeRpc",
     "QueryResource",
     "RpcArgs",
+    "SubmitJobs",
 ]
 
 #: The arguments of one RPC: the same for every node, or computed per node.
@@ -77,6 +78,19 @@ class _NoRpc:
 
     async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
         raise InternalError("no node RPC configured (joining a node)")
+
+#: Submits jobs from a running opcode (Ganeti's ``ResultWithJobs``): each job is a list
+#: of opcodes; the answer per job is ``(True, job id)`` or ``(False, why it was refused)``.
+SubmitJobs = Callable[[Sequence[Sequence[OpCode]]], Awaitable[list[tuple[bool, int | str]]]]
+
+
+async def _no_submit(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
+    raise InternalError("no job queue configured (submitting jobs from an opcode)")
+
+
+async def _replicated(timeout: float) -> bool:
+    return True
+
 
 class Feedback(Protocol):
     """Writes a message to the job log of the opcode being executed.
@@ -131,6 +145,13 @@ class MasterContext:
     paths: Paths | None = None
     #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
     lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
+    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``): the job
+    #: queue's ``submit_many``.
+    submit_jobs: SubmitJobs = _no_submit
+    #: ``await wait_replicated(timeout)``: whether every online master candidate
+    #: holds the current configuration serial within ``timeout`` seconds (what
+    #: ``gnt-cluster verify`` waits for before it compares the replicas).
+    wait_replicated: Callable[[float], Awaitable[bool]] = _replicated
 
 
 class LogicalUnit(Generic[OpT]):

@@ -50,7 +50,9 @@ class MasterState:
         self.replicators: list[Replicator[Any]] = []
         if rpc is not None:
             self.context.rpc = rpc
-            self.replicators = [ConfigReplicator(store, rpc), JobReplicator(store, jobs, rpc)]
+            config = ConfigReplicator(store, rpc)
+            self.replicators = [config, JobReplicator(store, jobs, rpc)]
+            self.context.wait_replicated = config.wait_replicated
         for area in AREAS:
             self.context.queries.update(area.query_resources(self.context))
         self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))
@@ -61,6 +63,7 @@ class MasterState:
             max_running=store.cluster.max_running_jobs,
             decider=self._decider(),
         )
+        self.context.submit_jobs = self.queue.submit_many
 
     @classmethod
     def open(cls, paths: Paths, store: ConfigStore) -> MasterState:

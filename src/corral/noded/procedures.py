@@ -47,6 +47,7 @@ from corral.noded import (
     join,
     master_role,
     replication,
+    verify,
 )
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -185,14 +186,9 @@ async def node_leave(paths: Paths, args: NoArgs) -> Any:
 
 
 # -- what an instance needs of a node ------------------------------------------
-#: Where the kernel lists network interfaces; a bridge has a ``bridge`` subdirectory
-#: (the test Ganeti makes for bridges).
-SYS_CLASS_NET = Path("/sys/class/net")
-
-
 def _missing_bridges(spec: InstanceSpec) -> list[str]:
-    links = sorted({nic.link for nic in spec.nics if nic.mode == "bridged" and nic.link})
-    return [link for link in links if not (SYS_CLASS_NET / link / "bridge").is_dir()]
+    return verify.missing_bridges(nic.link for nic in spec.nics
+                                  if nic.mode == "bridged" and nic.link)
 
 
 def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
@@ -603,6 +599,7 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "write_file_part": cluster_wide.write_file_part,
     "renew_crypto": crypto.renew_crypto,
     "restart_daemons": crypto.restart_daemons,
+    "node_verify": verify.node_verify,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

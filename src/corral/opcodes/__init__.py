@@ -11,6 +11,7 @@ from corral.opcodes import (  # noqa: F401
     network_ops,
     node_ops,
     os_ops,
+    verify_ops,
 )
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,
@@ -42,6 +43,11 @@ from corral.opcodes.reason import (
     check_submitted_trail,
     opcode_source,
 )
+from corral.opcodes.verify_ops import (
+    OpClusterVerify,
+    OpClusterVerifyConfig,
+    OpClusterVerifyGroup,
+)
 
 __all__ = [
     "FINAL_JOB_STATUSES",
@@ -52,6 +58,9 @@ __all__ = [
     "OpClusterRedistConf",
     "OpClusterRenewCrypto",
     "OpClusterSetParams",
+    "OpClusterVerify",
+    "OpClusterVerifyConfig",
+    "OpClusterVerifyGroup",
     "OpCode",
     "OpQuery",
     "OpQueryFields",

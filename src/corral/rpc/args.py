@@ -58,6 +58,7 @@ __all__ = [
     "MigrationSendArgs",
     "NoArgs",
     "NodeInfoArgs",
+    "NodeVerifyArgs",
     "OsArgs",
     "OsGetArgs",
     "OsValidateArgs",
@@ -103,6 +104,35 @@ class NodeInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fiel
 
     storage_dirs: list[str] = msgspec.field(default_factory=list)
     hypervisors: list[str] = msgspec.field(default_factory=list)
+
+
+class NodeVerifyArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``node_verify``: what ``gnt-cluster verify`` wants to know of a node, gathered in
+    one call. Each part is asked for by giving it; a part left empty is not looked at.
+
+    ``hypervisors`` maps each enabled hypervisor to its filled cluster parameters (the
+    node checks the hypervisor and lists its instances); ``memory_hypervisor`` is the
+    one asked for the node's memory. ``files`` names the ancillary files to checksum
+    (:data:`corral.noded.files.KNOWN_FILES` names, ``vnc_password_file:<path>`` and
+    ``user:<path>`` entries). ``storage`` maps a disk template to the cluster-wide
+    directory (or volume group) it uses here; ``volumes`` lists the templates whose
+    disks to list. ``certificates`` names the certificate files to check for expiry
+    (``ca_cert``, ``node_cert``, ``master_client_cert``, ``rapi_cert``); ``bridges``
+    the bridges instances need; ``candidate`` whether the node is a master candidate
+    (its confd must answer and its replica's serial is reported); ``os_search_path``
+    where to list the OS definitions.
+    """
+
+    hypervisors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    memory_hypervisor: str | None = None
+    files: list[str] = msgspec.field(default_factory=list)
+    storage: dict[str, str] = msgspec.field(default_factory=dict)
+    volumes: list[str] = msgspec.field(default_factory=list)
+    certificates: list[str] = msgspec.field(default_factory=list)
+    bridges: list[str] = msgspec.field(default_factory=list)
+    candidate: bool = False
+    os_search_path: list[str] | None = None
+    """Where to look for OS definitions (cluster-wide directories); None: not asked."""
 
 
 class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -465,6 +495,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "write_file_part": WriteFilePartArgs,
     "renew_crypto": RenewCryptoArgs,
     "restart_daemons": RestartDaemonsArgs,
+    "node_verify": NodeVerifyArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

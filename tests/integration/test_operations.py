@@ -338,3 +338,14 @@ def test_renew_crypto_keeps_instances_running_and_nodes_answering(
             f"{rapi['user']}:{rapi['password']}".encode()).decode()})
     with urllib.request.urlopen(request, context=context, timeout=10) as answer:
         assert answer.read().strip() == b"2"
+
+    # A secret given in a file reaches every node, and never the job (others read jobs).
+    secret = _node_paths(testbed, 1).root / "ops-domain-secret"
+    secret.write_text("0123456789abcdef-ops-secret\n")
+    testbed.run("gnt-cluster", "renew-crypto", "-f", f"--cluster-domain-secret={secret}")
+    for number in (1, 2, 3):
+        assert _node_paths(testbed, number).cluster_domain_secret.read_text() == \
+            secret.read_text()
+    jobs = testbed.run("gnt-job", "list", "--no-headers", "-o", "id").stdout.split()
+    shown = testbed.run("gnt-job", "info", jobs[-1]).stdout
+    assert "OP_CLUSTER_RENEW_CRYPTO" in shown and "ops-secret" not in shown

@@ -261,28 +261,32 @@ def renew_crypto(new_cluster_certificate: bool, new_rapi_certificate: bool,
     if new_spice_certificate or spice_certificate or spice_ca_certificate:
         _renew_refusal("corral has no SPICE consoles, so there is no SPICE certificate to "
                        "renew; leave out the --*spice* options")
-    rapi_pem = cds = None
+    # The files are checked here and named to the master daemon by absolute path (it
+    # runs on this node): their contents never travel in the job, which others may read.
+    rapi_path = cds_path = None
     if rapi_cert:
         try:
-            rapi_pem = Path(rapi_cert).read_text()
+            Path(rapi_cert).read_text()
         except OSError as err:
             _renew_refusal(f"Unable to load X509 certificate from {rapi_cert}: Unable to read "
                            f"certificate: {err}")
+        rapi_path = os.path.abspath(rapi_cert)
     if cds_file:
         try:
-            cds = Path(cds_file).read_text()
+            Path(cds_file).read_text()
         except OSError as err:
             _renew_refusal(f"Can't load new cluster domain secret from {cds_file}: {err}")
+        cds_path = os.path.abspath(cds_file)
     if not force and not ask_user(
-            "This replaces certificates and keys on every node (no instance is stopped and "
-            "no daemon of the node daemons' is restarted). Continue?"):
+            "This replaces certificates and keys on every node (no instance is stopped; "
+            "confd and RAPI restart to load their new keys). Continue?"):
         sys.exit(1)
     params = {"node_certificates": new_node_certificates, "renew_ssh_keys": new_ssh_keys,
               "verbose": verbose, "cluster_certificate": new_cluster_certificate,
-              "rapi_certificate": new_rapi_certificate, "rapi_certificate_pem": rapi_pem,
+              "rapi_certificate": new_rapi_certificate, "rapi_certificate_file": rapi_path,
               "confd_hmac_key": new_confd_hmac_key,
               "cluster_domain_secret": new_cluster_domain_secret,
-              "cluster_domain_secret_data": cds}
+              "cluster_domain_secret_file": cds_path}
     wanted = [key for key, value in params.items()
               if value and key not in ("verbose", "renew_ssh_keys")]
     if wanted:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from pathlib import Path
 from typing import Any
 
 from corral import x509
@@ -63,21 +64,20 @@ class LUClusterRenewCrypto(LogicalUnit[OpClusterRenewCrypto]):
     REQ_BGL = True
 
     def check_arguments(self) -> None:
-        """Each secret from one source; a given RAPI certificate holds a key."""
+        """Each secret from one source, given files by absolute paths."""
         op = self.op
-        if op.rapi_certificate and op.rapi_certificate_pem:
+        if op.rapi_certificate and op.rapi_certificate_file:
             raise ParameterError("Only one of the --new-rapi-certificate and "
                                  "--rapi-certificate options can be specified at the same time.")
-        if op.cluster_domain_secret and op.cluster_domain_secret_data:
+        if op.cluster_domain_secret and op.cluster_domain_secret_file:
             raise ParameterError("Only one of the --new-cluster-domain-secret and "
                                  "--cluster-domain-secret options can be specified at the "
                                  "same time.")
-        if op.rapi_certificate_pem is not None:
-            pem = op.rapi_certificate_pem
-            if "PRIVATE KEY-----" not in pem or "BEGIN CERTIFICATE-----" not in pem:
-                raise ParameterError("the RAPI certificate file must hold the certificate "
-                                     "and its private key (PEM)")
-            x509.load_cert_info(pem)
+        for name in ("rapi_certificate_file", "cluster_domain_secret_file"):
+            value = getattr(op, name)
+            if value is not None and not value.startswith("/"):
+                raise ParameterError(f"{name} must be an absolute path on the master node, "
+                                     f"got {value!r}")
 
     def _paths(self) -> Paths:
         paths = self.master.paths or getattr(self.master.rpc, "paths", None)
@@ -104,15 +104,16 @@ class LUClusterRenewCrypto(LogicalUnit[OpClusterRenewCrypto]):
         files: list[dict[str, Any]] = []
         if op.confd_hmac_key:
             files.append({"name": "confd_key", "data": _b64(x509.generate_hmac_key())})
-        if op.cluster_domain_secret or op.cluster_domain_secret_data is not None:
-            secret = op.cluster_domain_secret_data or x509.generate_hmac_key() + "\n"
+        if op.cluster_domain_secret or op.cluster_domain_secret_file is not None:
+            secret = (await _read(op.cluster_domain_secret_file, "cluster domain secret")
+                      if op.cluster_domain_secret_file else x509.generate_hmac_key() + "\n")
             files.append({"name": "cluster_domain_secret", "data": _b64(secret)})
         if files:
             await self._send_files(nodes, files)
             renewed += [f["name"] for f in files]
         if op.confd_hmac_key:
             await self._restart(nodes, "confd")
-        if op.rapi_certificate or op.rapi_certificate_pem is not None:
+        if op.rapi_certificate or op.rapi_certificate_file is not None:
             await self._rapi_certificate()
             renewed.append("rapi certificate")
         if op.renew_ssh_keys:
@@ -216,17 +217,30 @@ class LUClusterRenewCrypto(LogicalUnit[OpClusterRenewCrypto]):
     async def _rapi_certificate(self) -> None:
         store = self.master.store
         master = store.get("node", store.cluster.master_node)
-        pem = self.op.rapi_certificate_pem
-        if pem is None:
+        path = self.op.rapi_certificate_file
+        if path is None:
             cert_b, key_b = x509.create_self_signed(
                 store.cluster.name, [store.cluster.name, master.name],
                 [ip for ip in (master.primary_ip, master.secondary_ip) if ip], x509.CERT_DAYS)
             cert, key = cert_b.decode(), key_b.decode()
         else:
+            pem = await _read(path, "RAPI certificate")
+            if "PRIVATE KEY-----" not in pem or "BEGIN CERTIFICATE-----" not in pem:
+                raise ParameterError(f"the RAPI certificate file {path} must hold the "
+                                     "certificate and its private key (PEM)")
+            x509.load_cert_info(pem)
             cert, key = _split_pem(pem)
         await self._send_files([master], [{"name": "rapi_key", "data": _b64(key)},
                                           {"name": "rapi_cert", "data": _b64(cert)}])
         await self._restart([master], "rapi")
+
+
+async def _read(path: str, what: str) -> str:
+    """A file the command line names on the master node."""
+    try:
+        return await asyncio.to_thread(Path(path).read_text)
+    except OSError as err:
+        raise ParameterError(f"cannot read the {what} from {path}: {err}") from None
 
 
 def _split_pem(pem: str) -> tuple[str, str]:

@@ -75,8 +75,10 @@ class OpClusterRenewCrypto(OpCode, tag="OP_CLUSTER_RENEW_CRYPTO"):
     the latter is accepted and does nothing); the rest are corral's, set by the
     command line: a new cluster CA with new certificates for every node
     (``cluster_certificate``), a new RAPI certificate (``rapi_certificate``, or the
-    PEM of one in ``rapi_certificate_pem``: certificate and key), a new confd key, a
-    new cluster domain secret (or the one in ``cluster_domain_secret_data``).
+    PEM file ``rapi_certificate_file`` names: certificate and key), a new confd key, a
+    new cluster domain secret (or the one in ``cluster_domain_secret_file``). Files are
+    named by their absolute path on the master node, never carried in the opcode: a
+    job's input is shown to anyone who may read jobs (RAPI ``/2/jobs/ID``).
     """
 
     node_certificates: bool = False
@@ -87,10 +89,10 @@ class OpClusterRenewCrypto(OpCode, tag="OP_CLUSTER_RENEW_CRYPTO"):
     debug: bool = False
     cluster_certificate: bool = False
     rapi_certificate: bool = False
-    rapi_certificate_pem: str | None = None
+    rapi_certificate_file: str | None = None
     confd_hmac_key: bool = False
     cluster_domain_secret: bool = False
-    cluster_domain_secret_data: str | None = None
+    cluster_domain_secret_file: str | None = None
 
 
 @register

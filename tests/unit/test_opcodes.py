@@ -20,7 +20,13 @@ from corral.opcodes import (
     op_to_dict,
     opcode_source,
 )
-from corral.opcodes.reason import client_entry, queue_entry, rapi_entry, user_entry
+from corral.opcodes.reason import (
+    client_entry,
+    queue_entry,
+    rapi_entries,
+    user_entry,
+    watcher_entry,
+)
 
 
 def test_registry_holds_exactly_the_implemented_opcodes() -> None:
@@ -37,6 +43,7 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER", "OP_INSTANCE_MOVE",
         "OP_INSTANCE_ACTIVATE_DISKS", "OP_INSTANCE_DEACTIVATE_DISKS", "OP_INSTANCE_GROW_DISK",
         "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE", "OP_CLUSTER_REDIST_CONF",
+        "OP_CLUSTER_RENEW_CRYPTO",
         "OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP",
     }
     for op_id, cls in REGISTRY.items():
@@ -111,7 +118,10 @@ def test_reason_sources() -> None:
     assert (source, text) == ("gnt:opcode:tags_set", "job=12;index=1")
     assert ts > 10**18  # nanoseconds
     assert client_entry("gnt-job", "cancel")[:2] == ("gnt:client:gnt-job", "cancel")
-    assert rapi_entry("/2/jobs")[:2] == ("gnt:client:rapi", "/2/jobs")
+    assert [entry[:2] for entry in rapi_entries("jobs")] == [
+        ("gnt:client:rapi:jobs", ""), ("gnt:library:rlib2:jobs", "")]
+    assert watcher_entry("Restarting instance web1")[:2] == ("gnt:watcher",
+                                                              "Restarting instance web1")
     assert user_entry("maintenance")[:2] == ("user", "maintenance")
 
 

@@ -16,6 +16,7 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_cluster_ops import add_ops_commands
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
 from corral.cli.options import (
@@ -61,6 +62,14 @@ def _csv(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _timespec(value: str | None) -> int | None:
+    if value is None:
+        return None
+    from corral.watcher.pause import parse_timespec
+
+    return parse_timespec(value)
+
+
 def _uids(value: str | None) -> list[tuple[int, int]] | None:
     return None if value is None else uidpool.parse_uid_pool(value)
 
@@ -101,6 +110,9 @@ def _params_options(init: bool) -> list[Any]:
         click.option("--max-running-jobs", type=int, help="Jobs that may run at once."),
         click.option("--max-tracked-jobs", type=int,
                      help="Jobs the scheduler tracks at once."),
+        click.option("--job-archive-age", metavar="TIMESPEC",
+                     help="The watcher archives jobs finished longer ago (30, 5m, 6h, 2d, "
+                          "1w)."),
         click.option("-m", "--mac-prefix", metavar="PREFIX",
                      help="Prefix of generated MAC addresses, XX:XX:XX."),
         click.option("--master-netdev", metavar="NETDEV",
@@ -152,6 +164,7 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         candidate_pool_size=kw["candidate_pool_size"],
         max_running_jobs=kw["max_running_jobs"],
         max_tracked_jobs=kw["max_tracked_jobs"],
+        job_archive_age=_timespec(kw["job_archive_age"]),
         mac_prefix=kw["mac_prefix"],
         master_netdev=kw["master_netdev"],
         vg_name=kw["vg_name"],
@@ -503,6 +516,7 @@ def destroy(yes_do_it: bool) -> None:
 
 
 add_tag_commands(cli, TOOL, "cluster")
+add_ops_commands(cli)
 cli.add_command(search_tags_command(TOOL))
 
 

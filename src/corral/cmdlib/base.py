@@ -32,6 +32,7 @@ from corral.rpc.protocol import RpcResult
 if TYPE_CHECKING:
     from corral.config import ConfigStore
     from corral.objects import Cluster, Node
+    from corral.paths import Paths
 
 __all__ = [
     "Feedback",
@@ -139,6 +140,11 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: This (the master) node's paths, for the units that renew its secrets; ``None``
+    #: where there is no node (tests).
+    paths: Paths | None = None
+    #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
+    lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
     #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``): the job
     #: queue's ``submit_many``.
     submit_jobs: SubmitJobs = _no_submit

@@ -35,6 +35,8 @@ class MasterState:
     def __init__(self, store: ConfigStore, jobs: JobStore, rpc: NodeRpc | None = None) -> None:
         self.store = store
         self.job_store = jobs
+        #: This node's paths (set by the daemon; ``None`` in tests without a node).
+        self.paths: Paths | None = None
         self.locks = LockManager(
             nodes=[n.name for n in store.all("node")],
             nodegroups=[g.name for g in store.all("nodegroup")],

@@ -398,10 +398,11 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 new_ids = await self._create_target_disks(created)
                 for disk in target_spec["disks"]:
                     disk["logical_id"] = new_ids.get(disk["uuid"], disk["logical_id"])
-            await self._same_machine(target_spec)
+            devices = await self._same_machine(target_spec)
             accepted = await self.call_one(
                 target, "migration_accept",
-                {"instance": target_spec, "address": target_ip, "mirror_disks": mirror},
+                {"instance": target_spec, "address": target_ip, "mirror_disks": mirror,
+                 "devices": devices},
                 f"preparing node {target.name} to receive instance {inst.name}",
                 rpc_timeout=RPC_START)
             nbd_port = accepted.get("nbd_port") if isinstance(accepted, dict) else None
@@ -451,16 +452,17 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                     "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
 
-    async def _same_machine(self, target_spec: dict[str, Any]) -> None:
+    async def _same_machine(self, target_spec: dict[str, Any]) -> dict[str, Any]:
         """Make the target start the machine the source runs: the parameters it was
         started with (as Ganeti's target starts from the source's runtime), save the
-        cluster-wide migration settings, which apply to this migration."""
+        cluster-wide migration settings, which apply to this migration. Answers the
+        source's device layout (opaque here) for the target's ``migration_accept``."""
         inst, source = self.instance, self.primary
         started = await self.call_one(
             source, "migration_info", {"instance": inst.name, "hypervisor": inst.hypervisor},
             f"asking node {source.name} what instance {inst.name} was started with")
         if not isinstance(started, dict):
-            return
+            return {}
         hvparams = dict(started.get("hvparams") or {})
         hvparams.update({k: v for k, v in target_spec["hvparams"].items()
                          if k.startswith("migration_")})
@@ -475,6 +477,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                           "start")
         target_spec["hvparams"] = hvparams
         target_spec["beparams"] = dict(started.get("beparams") or target_spec["beparams"])
+        devices = started.get("devices")
+        return dict(devices) if isinstance(devices, dict) else {}
 
     async def _arrived(self) -> bool:
         """Whether the guest already runs on the target (a migration that completed

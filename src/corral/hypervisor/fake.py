@@ -277,7 +277,7 @@ class FakeHypervisor(Hypervisor):
 
     async def accept_migration(
         self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
-        mirror_disks: bool = False,
+        mirror_disks: bool = False, devices: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Reserve the instance here in state ``migrating``.
 

@@ -303,7 +303,8 @@ async def migration_accept(paths: Paths, args: MigrationAcceptArgs) -> Any:
     spec = args.instance
     disk_paths = await _assemble(paths, spec.disks)
     return await _hv(paths, spec.hypervisor).accept_migration(
-        spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks)
+        spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks,
+        devices=args.devices)
 
 
 async def migration_send(paths: Paths, args: MigrationSendArgs) -> Any:

@@ -195,6 +195,8 @@ class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknow
 
     address: str = ""
     mirror_disks: bool = False
+    devices: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The source's device layout, as its ``migration_info`` gave it (opaque here)."""
 
 
 class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -43,6 +43,8 @@ from corral.errors import (
     ParameterError,
 )
 from corral.objects import Disk, Instance, Node, fill_params
+from corral.objects.disk_templates import templates_where
+from corral.objects.params import DISK_TEMPLATES
 from corral.objects.specs import DiskSpec
 from corral.opcodes.instance_change_ops import (
     MOVE_COMPRESSIONS,
@@ -62,7 +64,7 @@ __all__ = [
 _Op = TypeVar("_Op", bound=InstanceOp)
 
 #: Disk templates whose data every node reaches (migration/failover need no copy).
-SHARED_TEMPLATES = frozenset({"sharedfile", "diskless"})
+SHARED_TEMPLATES = templates_where(shared=True)
 #: Disk templates whose data ``move`` copies (an instance without disks moves too).
 COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
 #: Disk templates a live migration takes along (qemu mirrors them), by hypervisor.
@@ -292,7 +294,8 @@ def _check_shared(instance: Instance, verb: str, noun: str, *,
                      f"{instance.hypervisor!r})")
         raise OpPrereqError(
             f"cannot {verb} instance {instance.name}: disk template {template!r} does not "
-            f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES))} do);{hint}".rstrip(";")
+            f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES & set(DISK_TEMPLATES)))}"
+            f" do);{hint}".rstrip(";")
         )
 
 

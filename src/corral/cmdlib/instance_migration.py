@@ -26,13 +26,13 @@ from corral.cmdlib.common import (
     expand_node,
     fill_hvparams,
 )
+from corral.cmdlib.disk_layout import logical_id_on_node
 from corral.cmdlib.instance_base import (
     RPC_START,
     InstanceLU,
     check_node_takes_instance,
     disk_spec,
     is_running,
-    storage_dir,
 )
 from corral.cmdlib.nic_networks import check_networks_reach
 from corral.errors import (
@@ -53,7 +53,6 @@ from corral.opcodes.instance_change_ops import (
     OpInstanceMove,
 )
 from corral.opcodes.instance_ops import InstanceOp
-from corral.storage import file_logical_id
 
 __all__ = [
     "LUInstanceFailover",
@@ -491,8 +490,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
         inst, target = self.instance, self.target
         new_ids: dict[str, list[str]] = {}
         for index, disk in enumerate(self.disks()):
-            directory = storage_dir(self.master.store, inst, disk.dev_type)
-            new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+            new_id = logical_id_on_node(self.master.store, inst, disk, index)
             new = disk_spec(disk, index, new_id)
             self.feedback(f"creating disk {index} ({disk.size} MiB) on node {target.name}")
             await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
@@ -719,8 +717,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         new_ids: dict[str, list[str]] = {}
         try:
             for index, disk in enumerate(self.disks()):
-                directory = storage_dir(self.master.store, inst, disk.dev_type)
-                new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+                new_id = logical_id_on_node(self.master.store, inst, disk, index)
                 new = disk_spec(disk, index, new_id)
                 old = disk_spec(disk, index)
                 await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},

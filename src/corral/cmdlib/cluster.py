@@ -512,6 +512,9 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             await self._validate_osparams()
         if self.op.hvparams or self.op.os_hvp or self.op.enabled_hypervisors:
             await self._validate_hvparams()
+        if self.op.vg_name:
+            from corral.cmdlib.storage import check_vg_on_nodes
+            await check_vg_on_nodes(self.master, self.op.vg_name)
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()

@@ -60,7 +60,8 @@ __all__ = [
 ]
 
 #: The disk templates new disks can be made of.
-CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile"})
+CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile", "plain",
+                                                 "blockdev"})
 #: Keys of a disk definition in a request (Ganeti's ``IDISK_PARAMS``).
 DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider",
              "access")

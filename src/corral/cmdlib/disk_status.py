@@ -25,7 +25,8 @@ The repairs (:mod:`corral.cmdlib.instance_repair`) and ``gnt-cluster verify-disk
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from corral.cmdlib.base import MasterContext
 
 __all__ = [
+    "SYNC_POLL",
     "DiskState",
     "DiskStatusEntry",
     "disk_nodes",
@@ -47,12 +49,15 @@ __all__ = [
     "ganeti_status",
     "instance_disk_status",
     "node_disk_status",
+    "wait_for_sync",
 ]
 
 DiskState = Literal["ok", "inactive", "degraded", "faulty", "missing", "offline", "unknown"]
 
 #: How long a node may take to look its disks up, in seconds.
 STATUS_TIMEOUT = 60.0
+#: Seconds between two looks at a resynchronisation in progress.
+SYNC_POLL = 2.0
 
 
 @dataclass(frozen=True)
@@ -177,3 +182,34 @@ def ganeti_status(entry: DiskStatusEntry) -> list[Any] | None:
             status.get("sync_percent"), status.get("estimated_time"),
             bool(status.get("is_degraded")),
             LDISK_CODES.get(str(status.get("ldisk_status")), LDISK_CODES["unknown"])]
+
+
+async def wait_for_sync(master: MasterContext, instance: Instance,
+                        feedback: Callable[[str], Any]) -> bool:
+    """Wait until no disk of ``instance`` is resynchronising on its primary node,
+    reporting the progress in Ganeti's words; whether the disks are in sync (a
+    degraded disk left over is not). Disks that never resync (every template but a
+    mirrored one) are in sync at once."""
+    feedback(f" - INFO: Waiting for instance {instance.name} to sync disks")
+    while True:
+        entries = [e for e in await instance_disk_status(master, instance)
+                   if e.node.uuid == instance.primary_node]
+        syncing = [e for e in entries
+                   if e.status is not None and e.status.get("sync_percent") is not None]
+        if not syncing:
+            break
+        for entry in syncing:
+            assert entry.status is not None
+            eta = entry.status.get("estimated_time")
+            left = f"{eta}s" if eta else "unknown time"
+            feedback(f" - INFO: - device {entry.disk.iv_name}: "
+                     f"{float(entry.status['sync_percent']):5.2f}% done, {left} remaining "
+                     "(estimated)")
+        await asyncio.sleep(SYNC_POLL)
+    degraded = [e for e in entries if e.state in ("degraded", "faulty", "missing")]
+    if degraded:
+        feedback(f" - WARNING: Instance {instance.name}'s disks are degraded: "
+                 + ", ".join(f"{e.disk.iv_name} ({e.state})" for e in degraded))
+        return False
+    feedback(f" - INFO: Instance {instance.name}'s disks are in sync")
+    return True

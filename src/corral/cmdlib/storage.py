@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from corral.cmdlib.base import LockRequest, LogicalUnit, QueryResource
+from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import check_node_online, expand_node
 from corral.errors import CorralError, OpExecError, OpPrereqError, ParameterError
 from corral.locking import ALL_SET, LockLevel
@@ -41,6 +41,7 @@ __all__ = [
     "LUNodeQueryvols",
     "LURepairNodeStorage",
     "check_storage_type_enabled",
+    "check_vg_on_nodes",
     "query_resources",
 ]
 
@@ -75,6 +76,28 @@ def _unknown_fields(fields: list[str], known: tuple[str, ...]) -> None:
     if unknown:
         raise ParameterError(f"Unknown output fields selected: {','.join(unknown)}\n"
                              f"known fields: {', '.join(known)}")
+
+
+async def check_vg_on_nodes(master: MasterContext, vg_name: str) -> None:
+    """Refuse a cluster volume group that an online vm_capable node does not have
+    (Ganeti's check of ``--vg-name``, without its minimum size: corral takes groups
+    of any size), naming the node and the groups it has."""
+    nodes = sorted((n for n in master.store.all("node") if n.vm_capable and not n.offline),
+                   key=lambda n: n.name)
+    results = await master.rpc.call(nodes, "node_info", {"volume_groups": [vg_name]},
+                                     timeout=_RPC_TIMEOUT) if nodes else {}
+    for node in nodes:
+        info = results[node.name].get("asking for its volume groups")
+        lvm = info.get("lvm") if isinstance(info, dict) else None
+        groups = lvm.get("vgs") if isinstance(lvm, dict) else None
+        if not isinstance(groups, dict):
+            why = lvm.get("error") if isinstance(lvm, dict) else "no answer"
+            raise OpPrereqError(f"Error on node '{node.name}': cannot list its volume "
+                                f"groups: {why}", ecode="environment_error")
+        if vg_name not in groups:
+            raise OpPrereqError(
+                f"Error on node '{node.name}': volume group '{vg_name}' missing\nits volume "
+                f"groups: {', '.join(sorted(groups)) or 'none'}", ecode="environment_error")
 
 
 def storage_args(cluster: Cluster, storage_type: str) -> list[str]:

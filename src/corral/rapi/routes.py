@@ -332,7 +332,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route(f"{_INSTANCE}/replace-disks", {"POST": _job(
         storage.replace_disks, "Replace disks from their mirror (internally mirrored "
         "templates only); body or, Ganeti's older form, query arguments",
-        body=_opcode_body("OP_INSTANCE_REPLACE_DISKS", fixed=("instance_name",)),
+        body=Body(opcode_schema("OP_INSTANCE_REPLACE_DISKS", fixed=("instance_name",)),
+                  check=False),
         args=(QueryArg("mode", "text", "replace_on_primary, replace_on_secondary, "
                        "replace_new_secondary or replace_auto"),
               QueryArg("remote_node", "text", "The new secondary node"),

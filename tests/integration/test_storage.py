@@ -271,3 +271,16 @@ def test_rapi_instance_disk_operations(testbed: TestbedHandle, instance: str) ->
     state, info = job_result(testbed, job_id)
     pstatus = info[instance]["disks"][0]["pstatus"]
     assert pstatus[0] == str(disk_file(testbed, instance, 1)) and pstatus[5:] == [False, 1]
+
+
+def test_a_new_file_storage_dir_is_made_on_every_node(testbed: TestbedHandle) -> None:
+    new = f"{STORAGE_DIR}/pool2"
+    testbed.run("gnt-cluster", "modify", "--file-storage-dir", new)
+    try:
+        for index in range(1, len(NODES) + 1):
+            assert node_paths(testbed, index).node_path(new).is_dir()
+        rows = testbed.run("gnt-node", "list-storage", "--no-headers", "--separator=|",
+                           "-o", "node,name").stdout.split()
+        assert rows == [f"{node}|{new}" for node in NODES]
+    finally:
+        testbed.run("gnt-cluster", "modify", "--file-storage-dir", STORAGE_DIR)

@@ -42,6 +42,7 @@ __all__ = [
     "LURepairNodeStorage",
     "check_storage_type_enabled",
     "check_vg_on_nodes",
+    "create_storage_dirs",
     "query_resources",
 ]
 
@@ -98,6 +99,27 @@ async def check_vg_on_nodes(master: MasterContext, vg_name: str) -> None:
             raise OpPrereqError(
                 f"Error on node '{node.name}': volume group '{vg_name}' missing\nits volume "
                 f"groups: {', '.join(sorted(groups)) or 'none'}", ecode="environment_error")
+
+
+async def create_storage_dirs(master: MasterContext, feedback: Any,
+                              directories: list[tuple[str, str]]) -> None:
+    """Make the storage directories ``[(type, path)]`` on every online vm_capable node
+    (the ``create-dir`` operation of their storage units); a node that cannot is a
+    warning in the job log (the directory is then made at its first disk)."""
+    nodes = sorted((n for n in master.store.all("node") if n.vm_capable and not n.offline),
+                   key=lambda n: n.name)
+    for storage_type, path in directories:
+        if not nodes or not path:
+            continue
+        results = await master.rpc.call(
+            nodes, "storage_execute", {"su_type": storage_type, "su_args": [path],
+                                       "name": path, "operation": "create-dir"},
+            timeout=_RPC_TIMEOUT)
+        for node in nodes:
+            error = results[node.name].error
+            if error is not None:
+                feedback(f" - WARNING: node {node.name}: cannot create the {storage_type} "
+                         f"storage directory {path}: {error.message}")
 
 
 def storage_args(cluster: Cluster, storage_type: str) -> list[str]:

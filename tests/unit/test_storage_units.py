@@ -50,7 +50,8 @@ async def test_file_units_list_size_use_and_free(node: Paths) -> None:
 async def test_storage_directory_creation_and_removal(node: Paths) -> None:
     sub = f"{STORAGE}/pool"
     units = get_units("file", node, [sub])
-    assert (await units.status(sub))["ok"] is False
+    assert await units.status(sub) == {"name": sub, "ok": False,
+                                       "message": "the directory does not exist"}
     await units.execute(sub, "create-dir")
     assert node.node_path(sub).is_dir() and (await units.status(sub))["ok"]
     (node.node_path(sub) / "disk").write_text("data")
@@ -131,7 +132,9 @@ async def test_lvm_units_use_the_reports_and_pvchange(node: Paths) -> None:
     assert await pv_units.list(None, ["name", "free", "allocatable"]) == [
         ["/dev/loop0", 52, False], ["/dev/loop1", 60, True], ["/dev/loop2", 10, False],
         ["[unknown]", 60, True]]
-    assert (await pv_units.status("[unknown]"))["ok"] is False
+    assert await pv_units.status("[unknown]") == {
+        "name": "[unknown]", "ok": False, "message": "its device is missing"}
+    assert await pv_units.list("/dev/loop1", ["status"]) == [["ok"]]
     await pv_units.modify("/dev/loop0", {"allocatable": True})
     assert fake.ran[-1] == ["pvchange", "-x", "y", "/dev/loop0"]
     with pytest.raises(ParameterError, match="true or false"):

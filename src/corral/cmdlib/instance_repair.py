@@ -179,9 +179,11 @@ class LUInstanceRecreateDisks(InstanceLU[OpInstanceRecreateDisks]):
         faulty = await self._check_target(plan)
         creating = [(index, msgspec.structs.replace(disk, logical_id=new_id))
                     for index, disk, new_id in plan]
+        # Sparse files larger than the free space are only a warning here, as they are
+        # with --ignore-ipolicy at creation: the disks existed before. Volumes must fit.
         await check_space(self, target, inst.hypervisor, inst.name,
                           [(i, d) for i, d in creating if i not in faulty],
-                          forced=False, override="")
+                          forced=True, override="")
         if self.op.dry_run:
             return
         if self.moving:

@@ -11,10 +11,12 @@ TINY_GUEST := build/tiny-guest
 .PHONY: all install sysdeps rapi-clients demo demo-down test lint unit integration system bench clean
 
 # System tools the tests and the demo use: e2fsprogs for the bundled OS definition
-# (mkfs.ext4 and debugfs work on plain files, no mounts); lvm2 for plain (LVM) disks and
-# the LVM storage units, tested on loop devices. Installed only when missing.
-SYSDEPS_CMDS := mkfs.ext4 debugfs
-SYSDEPS_PKGS := e2fsprogs
+# (mkfs.ext4 and debugfs work on plain files, no mounts); faketime (libfaketime, 60 kB)
+# to run one node daemon with a skewed clock in the gnt-cluster verify test; lvm2 for
+# plain (LVM) disks and the LVM storage units, tested on loop devices. Installed only
+# when missing.
+SYSDEPS_CMDS := mkfs.ext4 debugfs faketime
+SYSDEPS_PKGS := e2fsprogs faketime
 # RAPI clients the RAPI tests drive: Ganeti's own Python client, run under the system
 # python3 (ganeti-3.0 ships it; with its dependencies, lvm2, openssh-server, socat and a
 # dozen Python modules, some 25 packages and 6 MB: about 15 s; python3-pycurl is its

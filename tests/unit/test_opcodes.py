@@ -20,7 +20,13 @@ from corral.opcodes import (
     op_to_dict,
     opcode_source,
 )
-from corral.opcodes.reason import client_entry, queue_entry, rapi_entry, user_entry
+from corral.opcodes.reason import (
+    client_entry,
+    queue_entry,
+    rapi_entries,
+    user_entry,
+    watcher_entry,
+)
 
 
 def test_registry_holds_exactly_the_implemented_opcodes() -> None:
@@ -41,6 +47,8 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER", "OP_INSTANCE_MOVE",
         "OP_INSTANCE_ACTIVATE_DISKS", "OP_INSTANCE_DEACTIVATE_DISKS", "OP_INSTANCE_GROW_DISK",
         "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE", "OP_CLUSTER_REDIST_CONF",
+        "OP_CLUSTER_RENEW_CRYPTO",
+        "OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID
@@ -114,7 +122,10 @@ def test_reason_sources() -> None:
     assert (source, text) == ("gnt:opcode:tags_set", "job=12;index=1")
     assert ts > 10**18  # nanoseconds
     assert client_entry("gnt-job", "cancel")[:2] == ("gnt:client:gnt-job", "cancel")
-    assert rapi_entry("/2/jobs")[:2] == ("gnt:client:rapi", "/2/jobs")
+    assert [entry[:2] for entry in rapi_entries("jobs")] == [
+        ("gnt:client:rapi:jobs", ""), ("gnt:library:rlib2:jobs", "")]
+    assert watcher_entry("Restarting instance web1")[:2] == ("gnt:watcher",
+                                                              "Restarting instance web1")
     assert user_entry("maintenance")[:2] == ("user", "maintenance")
 
 
@@ -149,3 +160,12 @@ def test_rapi_trails_refuse_every_internal_source_and_keep_every_entry() -> None
         check_rapi_trail([["gnt:client", ""]])
     with pytest.raises(ParameterError, match="reason: expected a list"):
         check_rapi_trail("user")
+
+
+def test_a_bad_code_in_a_list_parameter_names_the_accepted_ones() -> None:
+    with pytest.raises(ParameterError) as info:
+        op_from_dict({"OP_ID": "OP_CLUSTER_VERIFY", "ignore_errors": ["ENODETIME", "BOGUS"]})
+    message = str(info.value)
+    assert message.startswith("OP_CLUSTER_VERIFY: parameter 'ignore_errors[1]': invalid enum "
+                              "value 'BOGUS'; valid: ECLUSTERCERT, ECLUSTERCFG, ")
+    assert "ENODEVERSION" in message

@@ -13,10 +13,13 @@ from corral.cmdlib import group, instance, instance_change, network, node, stora
 from corral.cmdlib import os as os_area
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, NodeRpc, QueryResource
 from corral.cmdlib.cluster import LUClusterQuery, LUClusterRedistConf, LUClusterSetParams
+from corral.cmdlib.cluster_crypto import LUClusterRenewCrypto
 from corral.cmdlib.processor import JobOwner, Processor
 from corral.cmdlib.query import LUQuery, LUQueryFields
 from corral.cmdlib.tags import LUTagsDel, LUTagsGet, LUTagsSearch, LUTagsSet
 from corral.cmdlib.test import LUTestDelay
+from corral.cmdlib.verify import LUClusterVerify, LUClusterVerifyConfig
+from corral.cmdlib.verify_group import LUClusterVerifyGroup
 
 __all__ = [
     "AREAS",
@@ -37,8 +40,9 @@ AREAS = (node, group, instance, instance_change, os_area, network, storage)
 LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
     unit.OP_ID: unit
     for unit in (
-        LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf, LUTagsGet,
-        LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery, LUQueryFields,
+        LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf,
+        LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
+        LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
         *(u for area in AREAS for u in area.UNITS),
     )
 }

@@ -32,6 +32,7 @@ from corral.rpc.protocol import RpcResult
 if TYPE_CHECKING:
     from corral.config import ConfigStore
     from corral.objects import Cluster, Node
+    from corral.paths import Paths
 
 __all__ = [
     "Feedback",
@@ -87,6 +88,10 @@ async def _no_submit(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int |
     raise InternalError("no job queue configured (submitting jobs from an opcode)")
 
 
+async def _replicated(timeout: float) -> bool:
+    return True
+
+
 class Feedback(Protocol):
     """Writes a message to the job log of the opcode being executed.
 
@@ -135,9 +140,18 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
-    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY_DISKS``): the job
-    #: queue's ``submit_many``.
+    #: This (the master) node's paths, for the units that renew its secrets; ``None``
+    #: where there is no node (tests).
+    paths: Paths | None = None
+    #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
+    lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
+    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``,
+    #: ``OP_CLUSTER_VERIFY_DISKS``): the job queue's ``submit_many``.
     submit_jobs: SubmitJobs = _no_submit
+    #: ``await wait_replicated(timeout)``: whether every online master candidate
+    #: holds the current configuration serial within ``timeout`` seconds (what
+    #: ``gnt-cluster verify`` waits for before it compares the replicas).
+    wait_replicated: Callable[[float], Awaitable[bool]] = _replicated
 
 
 class LogicalUnit(Generic[OpT]):

@@ -287,7 +287,8 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
             "disk template 'plain' is enabled but no LVM volume group is set; "
             "give one with --vg-name or disable 'plain'"
         )
-    for name in ("candidate_pool_size", "max_running_jobs", "max_tracked_jobs"):
+    for name in ("candidate_pool_size", "max_running_jobs", "max_tracked_jobs",
+                 "job_archive_age"):
         value = getattr(change, name)
         if value is not None:
             setattr_logged(name, _check_positive(name, value))
@@ -401,6 +402,7 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "candidate_pool_size": cluster.candidate_pool_size,
         "max_running_jobs": cluster.max_running_jobs,
         "max_tracked_jobs": cluster.max_tracked_jobs,
+        "job_archive_age": cluster.job_archive_age,
         "mac_prefix": cluster.mac_prefix,
         "master_netdev": cluster.master_netdev,
         "volume_group_name": cluster.volume_group_name,

@@ -82,7 +82,8 @@ class LUInstanceRemove(InstanceLU[Any]):
         hint = "; use ignore_failures (--ignore-failures) to remove it anyway"
         try:
             await self.call_one(node, "instance_shutdown",
-                        {"instance": wire(spec), "timeout": float(op.shutdown_timeout)},
+                        {"instance": wire(spec), "timeout": float(op.shutdown_timeout),
+                         "reason": op.reason, "forget": True},
                         f"shutting down instance {inst.name}",
                         rpc_timeout=op.shutdown_timeout + RPC_QUICK)
         except CorralError as err:
@@ -141,7 +142,8 @@ class LUInstanceStartup(InstanceLU[Any]):
         spec.beparams = fill_params(spec.beparams, self.be_extra)
         spec.admin_state = "up"
         await self.call_one(node, "instance_start",
-                    {"instance": wire(spec), "startup_paused": op.startup_paused},
+                    {"instance": wire(spec), "startup_paused": op.startup_paused,
+                     "reason": op.reason},
                     f"starting instance {inst.name}", rpc_timeout=RPC_START)
         if op.no_remember:
             # not remembered as wanted up, but it did start: that is its last status
@@ -181,7 +183,8 @@ class LUInstanceShutdown(InstanceLU[Any]):
                           "marked as stopped")
             return None
         await self.call_one(node, "instance_shutdown",
-                    {"instance": self.spec(), "timeout": float(op.timeout)},
+                    {"instance": self.spec(), "timeout": float(op.timeout),
+                     "reason": op.reason},
                     f"shutting down instance {inst.name}", rpc_timeout=op.timeout + RPC_QUICK)
         if op.no_remember:
             await self.set_state(status_change=True)  # stopped: see LUInstanceStartup
@@ -219,19 +222,21 @@ class LUInstanceReboot(InstanceLU[Any]):
         if running and op.reboot_type in ("soft", "hard"):
             await self.call_one(node, "instance_reboot",
                         {"instance": wire(spec), "reboot_type": op.reboot_type,
-                         "timeout": float(op.shutdown_timeout)},
+                         "timeout": float(op.shutdown_timeout), "reason": op.reason},
                         f"rebooting instance {inst.name}",
                         rpc_timeout=op.shutdown_timeout + RPC_START)
         else:
             if running:
                 await self.call_one(node, "instance_shutdown",
-                            {"instance": wire(spec), "timeout": float(op.shutdown_timeout)},
+                            {"instance": wire(spec), "timeout": float(op.shutdown_timeout),
+                             "reason": op.reason},
                             f"shutting down instance {inst.name} for a full reboot",
                             rpc_timeout=op.shutdown_timeout + RPC_QUICK)
             else:
                 self.feedback(f"Instance {inst.name} was not running: starting it")
             await self.call_one(node, "instance_start",
-                        {"instance": wire(spec), "startup_paused": False},
+                        {"instance": wire(spec), "startup_paused": False,
+                         "reason": op.reason},
                         f"starting instance {inst.name}", rpc_timeout=RPC_START)
         await self.set_state(admin_state="up", status_change=True)
         return None

@@ -492,6 +492,11 @@ class InstanceLU(LogicalUnit[_Op]):
         """The instance spec as RPC arguments (for ``node`` if not the primary)."""
         return wire(self.instance_spec(node))
 
+    def last_reason(self) -> list[list[Any]]:
+        """The reason trail of the instance's last status change (from the
+        configuration), which a node that becomes its primary keeps from then on."""
+        return [list(entry) for entry in self.instance.last_reason]
+
     async def instance_info(self, node: Node) -> Any:
         """``instance_info`` of the instance on ``node`` (raises naming the node)."""
         return await self.call_one(

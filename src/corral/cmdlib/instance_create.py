@@ -524,7 +524,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             self.feedback(f"Starting instance {name} on {node.name}")
             try:
                 await call_node(self.master, node, "instance_start",
-                            {"instance": wire(spec), "startup_paused": False},
+                            {"instance": wire(spec), "startup_paused": False,
+                             "reason": op.reason},
                             f"starting instance {name}", timeout=RPC_START)
             except CorralError as err:
                 await commit_instance(self.master, self.instance.uuid, op.reason,

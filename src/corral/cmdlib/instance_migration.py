@@ -180,7 +180,8 @@ class _MoveBase(InstanceLU[_Op]):
         self.feedback(f"starting instance {self.instance.name} on node {self.target.name}")
         try:
             await self.call_one(self.target, "instance_start",
-                                {"instance": self.spec(), "startup_paused": False},
+                                {"instance": self.spec(), "startup_paused": False,
+                                 "reason": self.op.reason},
                                 f"starting instance {self.instance.name}")
         except CorralError as err:
             raise OpExecError(
@@ -253,7 +254,8 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
     lu.feedback(f"shutting down instance {inst.name} on node {source.name}")
     try:
         await lu.call_one(source, "instance_shutdown",
-                          {"instance": lu.spec(), "timeout": float(shutdown_timeout)},
+                          {"instance": lu.spec(), "timeout": float(shutdown_timeout),
+                           "reason": lu.op.reason, "forget": True},
                           f"shutting down instance {inst.name}")
     except CorralError as err:
         if not (ignore_consistency or source.offline):
@@ -411,7 +413,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                  "target_name": target.name, "nbd_port": nbd_port},
                 SEND_TIMEOUT + size / 10)
             await self.call_one(target, "migration_finish",
-                                {"instance": target_spec, "success": True},
+                                {"instance": target_spec, "success": True,
+                                 "reason": self.last_reason()},
                                 f"starting instance {inst.name} on node {target.name} "
                                 "after its migration")
         except BaseException as err:
@@ -574,7 +577,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                               f"{target.name}: stop one of them by hand")
         if target_state in _RUNS or (target_state and not source_state):
             await self.call_one(target, "migration_finish",
-                                {"instance": target_spec, "success": True},
+                                {"instance": target_spec, "success": True,
+                                 "reason": self.last_reason()},
                                 f"finishing the migration of instance {inst.name}")
             if source_state:
                 await self.try_call(source, "migration_finish_source",
@@ -684,7 +688,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         try:
             await self.call_one(source, "instance_shutdown",
                                 {"instance": self.spec(),
-                                 "timeout": float(self.op.shutdown_timeout)},
+                                 "timeout": float(self.op.shutdown_timeout),
+                                 "reason": self.op.reason},
                                 f"shutting down instance {inst.name}")
         except CorralError as err:
             if not self.op.ignore_consistency:
@@ -695,7 +700,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         except BaseException:
             if was_running:
                 await self.try_call(source, "instance_start",
-                                    {"instance": self.spec(), "startup_paused": False},
+                                    {"instance": self.spec(), "startup_paused": False,
+                                     "reason": self.op.reason},
                                     f"restarting instance {inst.name}")
             raise
         old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
@@ -704,6 +710,9 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
                                 f"removing disk {spec.index} of instance {inst.name} from "
                                 f"the old node")
+        await self.try_call(source, "instance_shutdown",
+                            {"instance": self.spec(source), "forget": True},
+                            f"forgetting instance {inst.name} on the old node")
         self.feedback(f"instance {inst.name} moved to node {target.name}")
         if self.instance.admin_state == "up":
             await self.start_on_target()

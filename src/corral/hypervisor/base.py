@@ -170,6 +170,13 @@ class Hypervisor(ABC):
         to check by default."""
         del hvparams
 
+    async def verify(self, hvparams: Mapping[str, Any]) -> str | None:
+        """Whether this node can run instances of this hypervisor with the cluster's
+        filled parameters ``hvparams`` (``gnt-cluster verify``): None, or what is
+        missing, in one line. Nothing to check by default."""
+        del hvparams
+        return None
+
     async def finish_migration_source(self, spec: InstanceSpec, *, success: bool) -> None:
         """On the source: after ``success`` drop what is left of the instance here,
         else make it run here again. Nothing is left by default."""

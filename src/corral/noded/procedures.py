@@ -38,7 +38,17 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, join, master_role, replication
+from corral.noded import (
+    cluster_wide,
+    crypto,
+    debug,
+    files,
+    instance_status,
+    join,
+    master_role,
+    replication,
+    verify,
+)
 from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -69,6 +79,7 @@ from corral.rpc.args import (
     OsGetArgs,
     OsValidateArgs,
     ProcedureArgs,
+    WatcherPauseArgs,
 )
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import RPC_VERSION
@@ -193,14 +204,9 @@ async def node_leave(paths: Paths, args: NoArgs) -> Any:
 
 
 # -- what an instance needs of a node ------------------------------------------
-#: Where the kernel lists network interfaces; a bridge has a ``bridge`` subdirectory
-#: (the test Ganeti makes for bridges).
-SYS_CLASS_NET = Path("/sys/class/net")
-
-
 def _missing_bridges(spec: InstanceSpec) -> list[str]:
-    links = sorted({nic.link for nic in spec.nics if nic.mode == "bridged" and nic.link})
-    return [link for link in links if not (SYS_CLASS_NET / link / "bridge").is_dir()]
+    return verify.missing_bridges(nic.link for nic in spec.nics
+                                  if nic.mode == "bridged" and nic.link)
 
 
 def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
@@ -261,13 +267,20 @@ async def instance_start(paths: Paths, args: InstanceStartArgs) -> Any:
     spec = args.instance
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).start(spec, disk_paths, paused=args.startup_paused)
+    await instance_status.record_status_change(paths, spec, args.reason, "start")
     return None
 
 
 async def instance_shutdown(paths: Paths, args: InstanceShutdownArgs) -> Any:
-    """Stop the instance; one that does not run here is already stopped."""
+    """Stop the instance; one that does not run here is already stopped. With
+    ``forget`` the node then drops its status files (the instance is removed or
+    leaves this node), otherwise the trail is kept as its last status change."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).stop(spec.name, timeout=args.timeout)
+    if args.forget:
+        await instance_status.forget(paths, spec.name)
+    else:
+        await instance_status.record_status_change(paths, spec, args.reason, "shutdown")
     return None
 
 
@@ -277,6 +290,7 @@ async def instance_reboot(paths: Paths, args: InstanceRebootArgs) -> Any:
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).reboot(spec, disk_paths, args.reboot_type,
                                              timeout=args.timeout)
+    await instance_status.record_status_change(paths, spec, args.reason, "reboot")
     return None
 
 
@@ -334,6 +348,10 @@ async def migration_finish(paths: Paths, args: MigrationFinishArgs) -> Any:
     """On the target node: run the received instance, or drop it after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration(spec, success=args.success)
+    if args.success:
+        # the instance's status did not change, but this node is its primary now:
+        # it keeps the trail of the last change, with its own entry for the move
+        await instance_status.record_status_change(paths, spec, args.reason, "migrate")
     return None
 
 
@@ -342,6 +360,8 @@ async def migration_finish_source(paths: Paths, args: MigrationFinishArgs) -> An
     after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration_source(spec, success=args.success)
+    if args.success:
+        await instance_status.forget(paths, spec.name)
     return None
 
 
@@ -536,6 +556,7 @@ async def instance_run_rename(paths: Paths, args: InstanceRunRenameArgs) -> Any:
     log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
                                        args.old_name, spec.name)
     await osapi.run_script(definition, "rename", env, log_file)
+    await instance_status.rename(paths, args.old_name, spec.name)
     return None
 
 
@@ -549,6 +570,15 @@ async def os_validate(paths: Paths, args: OsValidateArgs) -> Any:
     log_file = await asyncio.to_thread(_os_log, paths, "verify", definition.name)
     await osapi.verify_params(definition, variant, args.osparams, log_file)
     return None
+
+
+# -- watcher ---------------------------------------------------------------------
+async def set_watcher_pause(paths: Paths, args: WatcherPauseArgs) -> Any:
+    """Pause this node's watcher until ``until`` or end the pause; the time kept."""
+    from corral.watcher.pause import write_pause
+
+    await asyncio.to_thread(write_pause, paths.watcher_pause_file, args.until)
+    return args.until
 
 
 def _typed(procedure: str, function: Callable[[Paths, A], Awaitable[Any]]) -> Procedure:
@@ -619,6 +649,12 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "master_takeover": master_role.master_takeover,
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
+    "set_watcher_pause": set_watcher_pause,
+    "run_command": cluster_wide.run_command,
+    "write_file_part": cluster_wide.write_file_part,
+    "renew_crypto": crypto.renew_crypto,
+    "restart_daemons": crypto.restart_daemons,
+    "node_verify": verify.node_verify,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

@@ -247,6 +247,9 @@ class Cluster(ConfigObject, kw_only=True):
     candidate_pool_size: int = 10
     max_running_jobs: int = 20
     max_tracked_jobs: int = 25
+    #: Seconds after which the watcher archives a finished job (Ganeti's watcher
+    #: option ``--job-age``, cluster-wide here).
+    job_archive_age: int = 6 * 3600
     file_storage_dir: str = ""
     shared_file_storage_dir: str = ""
     volume_group_name: str = ""

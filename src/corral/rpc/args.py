@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -62,11 +62,16 @@ __all__ = [
     "MigrationSendArgs",
     "NoArgs",
     "NodeInfoArgs",
+    "NodeVerifyArgs",
     "OsArgs",
     "OsGetArgs",
     "OsValidateArgs",
     "ProcedureArgs",
+    "ReasonTrail",
+    "RenewCryptoArgs",
     "ReplicateArgs",
+    "RestartDaemonsArgs",
+    "RunCommandArgs",
     "StorageExecuteArgs",
     "StorageListArgs",
     "StorageModifyArgs",
@@ -75,6 +80,8 @@ __all__ = [
     "UploadFile",
     "UploadFilesArgs",
     "VolumeGroupsArgs",
+    "WatcherPauseArgs",
+    "WriteFilePartArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -83,6 +90,11 @@ __all__ = [
 A = TypeVar("A", bound="ProcedureArgs")
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+#: A reason trail as it travels to a node (seed 001): ``[source, reason, timestamp_ns]``
+#: entries. The node appends its own ``gnt:daemon:noded:<operation>`` entry and keeps
+#: the trail of the last status change in the instance's reason file.
+ReasonTrail = list[tuple[str, str, int]]
 
 
 class ProcedureArgs(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -150,6 +162,35 @@ class DevicesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_field
     devices: list[str]
 
 
+class NodeVerifyArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``node_verify``: what ``gnt-cluster verify`` wants to know of a node, gathered in
+    one call. Each part is asked for by giving it; a part left empty is not looked at.
+
+    ``hypervisors`` maps each enabled hypervisor to its filled cluster parameters (the
+    node checks the hypervisor and lists its instances); ``memory_hypervisor`` is the
+    one asked for the node's memory. ``files`` names the ancillary files to checksum
+    (:data:`corral.noded.files.KNOWN_FILES` names, ``vnc_password_file:<path>`` and
+    ``user:<path>`` entries). ``storage`` maps a disk template to the cluster-wide
+    directory (or volume group) it uses here; ``volumes`` lists the templates whose
+    disks to list. ``certificates`` names the certificate files to check for expiry
+    (``ca_cert``, ``node_cert``, ``master_client_cert``, ``rapi_cert``); ``bridges``
+    the bridges instances need; ``candidate`` whether the node is a master candidate
+    (its confd must answer and its replica's serial is reported); ``os_search_path``
+    where to list the OS definitions.
+    """
+
+    hypervisors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    memory_hypervisor: str | None = None
+    files: list[str] = msgspec.field(default_factory=list)
+    storage: dict[str, str] = msgspec.field(default_factory=dict)
+    volumes: list[str] = msgspec.field(default_factory=list)
+    certificates: list[str] = msgspec.field(default_factory=list)
+    bridges: list[str] = msgspec.field(default_factory=list)
+    candidate: bool = False
+    os_search_path: list[str] | None = None
+    """Where to look for OS definitions (cluster-wide directories); None: not asked."""
+
+
 class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``instance_list``, ``all_instances_info``: which hypervisors to ask
     (``None``: every hypervisor this node implements)."""
@@ -180,15 +221,20 @@ class InstanceArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class InstanceStartArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_start``."""
+    """``instance_start``; ``reason`` is the trail of the operation that starts it."""
 
     startup_paused: bool = False
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class InstanceShutdownArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds."""
+    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds;
+    ``forget`` drops what the node keeps about the instance's status (it is removed
+    or leaves this node)."""
 
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
+    forget: bool = False
 
 
 class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -196,6 +242,7 @@ class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown
 
     reboot_type: RebootType
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -218,9 +265,11 @@ class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_
 
 class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``migration_finish`` (target) and ``migration_finish_source`` (source): whether
-    the migration succeeded."""
+    the migration succeeded; ``reason``, the trail of the instance's last status
+    change, which the target keeps from then on (the source forgets it)."""
 
     success: bool
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class HotplugDeviceArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -429,6 +478,57 @@ class UploadFilesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
 
 
 #: The argument Struct of every procedure, by procedure name.
+class WatcherPauseArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``set_watcher_pause``: pause this node's watcher until ``until`` (seconds since
+    the epoch), or end the pause (``None``)."""
+
+    until: float | None = None
+
+
+class RunCommandArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``run_command``: a shell command line (``gnt-cluster command``) and how long it
+    may run, in seconds."""
+
+    command: Annotated[str, msgspec.Meta(min_length=1)]
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+
+
+class WriteFilePartArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``write_file_part``: one part of a file ``gnt-cluster copyfile`` copies: its
+    absolute path, the transfer it belongs to, where the part starts, its bytes
+    (base64) and, with the last part, the file's mode and modification time."""
+
+    path: str
+    transfer: str
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    data: str = ""
+    last: bool = True
+    mode: Annotated[int, msgspec.Meta(ge=0, le=0o7777)] = 0o644
+    mtime: float | None = None
+
+
+class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``renew_crypto``: one step of replacing the cluster's certificates (see
+    :mod:`corral.noded.crypto`): ``stage`` (trust ``ca_bundle``, keep the new
+    certificate and keys aside), ``activate`` (serve and call with them), ``finish``
+    (trust ``ca_bundle`` only; the master keeps ``ca_key``) or ``abort`` (trust
+    ``ca_bundle`` again, drop what was kept aside)."""
+
+    phase: Literal["stage", "activate", "finish", "abort"]
+    ca_bundle: str = ""
+    node_cert: str = ""
+    node_key: str = ""
+    master_client: str | None = None
+    ca_key: str | None = None
+
+
+class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``restart_daemons``: restart those of these daemons that run on the node (so
+    that they load new keys or certificates)."""
+
+    daemons: list[Literal["confd", "rapi", "mond"]]
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -478,6 +578,12 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "master_takeover": NoArgs,
     "replica_dump": NoArgs,
     "upload_files": UploadFilesArgs,
+    "set_watcher_pause": WatcherPauseArgs,
+    "run_command": RunCommandArgs,
+    "write_file_part": WriteFilePartArgs,
+    "renew_crypto": RenewCryptoArgs,
+    "restart_daemons": RestartDaemonsArgs,
+    "node_verify": NodeVerifyArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

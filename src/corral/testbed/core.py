@@ -52,6 +52,8 @@ from corral.errors import CorralError, DaemonError, NotFoundError, ParameterErro
 from corral.hypervisor import HYPERVISOR_NAMES
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.luxi.client import Client
+from corral.masterd.metrics import settings_file as masterd_settings_file
+from corral.mond.daemon import settings_file as mond_settings_file
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
 from corral.serializer import dumps, dumps_pretty, loads
@@ -229,6 +231,8 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         "noded": _free_port(master.ip, socket.SOCK_STREAM),
         "rapi": _free_port(master.ip, socket.SOCK_STREAM),
         "confd": _free_port(master.ip, socket.SOCK_DGRAM),
+        "mond": _free_port(master.ip, socket.SOCK_STREAM),
+        "metrics": _free_port(master.ip, socket.SOCK_STREAM),
     }
     shared = directory / "shared-file-storage"
     shared.mkdir(exist_ok=True)
@@ -330,8 +334,8 @@ def bundled_os_dir() -> Path:
 
 
 def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> None:
-    """Give a node its noded and RAPI settings, the bundled OS definitions and the
-    shared storage.
+    """Give a node its noded, RAPI, confd and mond settings and masterd's metrics
+    listener, the bundled OS definitions and the shared storage.
 
     Every node sees the cluster's shared file storage directory as a link to one
     directory of the testbed, which is what a shared mount looks like on real hosts.
@@ -345,6 +349,11 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
         {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + b"\n")
     write_public(confd_settings_file(paths), dumps(
         {"bind": ip, "port": ports["confd"]}) + b"\n")
+    # no report cache: a test sees each change at once
+    write_public(mond_settings_file(paths), dumps(
+        {"bind": ip, "port": ports["mond"], "cache": 0}) + b"\n")
+    write_public(masterd_settings_file(paths), dumps(
+        {"metrics_bind": ip, "metrics_port": ports["metrics"]}) + b"\n")
     os_dir = paths.node_path("/srv/corral/os")
     os_dir.mkdir(parents=True, exist_ok=True)
     for definition in sorted(bundled_os_dir().iterdir()):

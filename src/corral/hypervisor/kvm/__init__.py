@@ -39,7 +39,7 @@ from corral.hypervisor.kvm.runtime import (
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
 
-__all__ = ["QEMU_STATES", "KvmHypervisor", "missing_files"]
+__all__ = ["KVM_DEVICE", "QEMU_STATES", "KvmHypervisor", "missing_files", "verify_node"]
 
 _MIB = 1024 * 1024
 
@@ -77,6 +77,27 @@ def missing_files(spec: InstanceSpec) -> list[str]:
         if path and not Path(path).is_file():
             missing.append(f"{what} {path} ({key}) not found")
     return missing
+
+
+#: The device KVM acceleration needs.
+KVM_DEVICE = Path("/dev/kvm")
+
+
+def verify_node(hvparams: Mapping[str, Any], device: Path = KVM_DEVICE) -> str | None:
+    """What this node lacks to run kvm instances with the filled cluster parameters
+    ``hvparams`` (problems joined by ``; ``), or None."""
+    problems = []
+    binary = str(hvparams.get("kvm_path") or "")
+    if not binary:
+        problems.append("kvm_path is empty: it must name the qemu binary")
+    elif not Path(binary).is_file() or not os.access(binary, os.X_OK):
+        problems.append(f"the qemu binary {binary} (kvm_path) does not exist or is not "
+                        "executable")
+    if hvparams.get("kvm_flag") == "enabled" and not os.access(device, os.R_OK | os.W_OK):
+        problems.append(f"kvm_flag is enabled but {device} is missing or not accessible "
+                        "(no KVM on this node: set kvm_flag=disabled for software "
+                        "emulation)")
+    return "; ".join(problems) or None
 
 
 class KvmHypervisor(Hypervisor):
@@ -422,6 +443,11 @@ class KvmHypervisor(Hypervisor):
         """The node-side checks of kvm parameters: the ``security_domain`` user exists
         here (see :func:`.security.validate_security_params`)."""
         security.validate_security_params(hvparams)
+
+    async def verify(self, hvparams: Mapping[str, Any]) -> str | None:
+        """The qemu binary (``kvm_path``) is there and executable, and with
+        ``kvm_flag=enabled`` the node has ``/dev/kvm`` readable and writable."""
+        return await asyncio.to_thread(verify_node, hvparams)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """Ganeti's console dict: serial (``ssh``), else VNC, else a message (see

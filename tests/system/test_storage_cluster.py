@@ -216,6 +216,28 @@ def test_adopting_an_existing_logical_volume(cluster: LvmCluster) -> None:
     assert cluster.lvs(NODE2) == {}
 
 
+def test_gnt_cluster_verify_checks_the_volume_groups_and_their_volumes(
+        cluster: LvmCluster) -> None:
+    name = "verified.testbed"
+    cluster.run("gnt-instance", "add", "-t", "plain", "--no-install", "--no-start", "-o", OS,
+                "-n", NODE2, "--disk", "0:size=4M", name)
+    group = cluster.groups[NODE2]
+    try:
+        [lv] = cluster.lvs(NODE2)
+        group.lvm("lvcreate", "-q", "-Wn", "-L", "4m", "-n", "stray", cluster.vg)
+        group.lvm("lvremove", "-q", "-f", f"{cluster.vg}/{lv}")
+        proc = cluster.testbed.run("gnt-cluster", "verify", "--error-codes", check=False)
+        assert proc.returncode != 0
+        assert (f"WARNING:ENODEORPHANLV:node:{NODE2}:volume {cluster.vg}/stray is unknown"
+                in proc.stdout)
+        assert (f"ERROR:EINSTANCEMISSINGDISK:instance:{name}:volume {cluster.vg}/{lv} "
+                f"missing on node {NODE2}") in proc.stdout
+        assert "ENODELVM" not in proc.stdout
+    finally:
+        group.lvm("lvremove", "-q", "-f", f"{cluster.vg}/stray", check=False)
+        cluster.run("gnt-instance", "remove", "-f", name)
+
+
 def test_activation_and_verify_disks_without_device_mapper(cluster: LvmCluster) -> None:
     if device_mapper_available():
         pytest.skip("this host has device-mapper: plain instances start here")

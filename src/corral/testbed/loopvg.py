@@ -160,3 +160,10 @@ class LoopVolumeGroup:
                 backing.unlink()
         self.files.clear()
         shutil.rmtree(self.config_dir, ignore_errors=True)
+        # A process using the machine's own LVM configuration (another program's vgs)
+        # may have written metadata backups of this group there: they go too.
+        system = Path("/etc/lvm")
+        for leftover in [system / "backup" / self.name,
+                         *(system / "archive").glob(f"{self.name}_*.vg")]:
+            with contextlib.suppress(OSError):
+                leftover.unlink()

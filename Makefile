@@ -12,8 +12,9 @@ TINY_GUEST := build/tiny-guest
 
 # System tools the tests and the demo use: e2fsprogs for the bundled OS definition
 # (mkfs.ext4 and debugfs work on plain files, no mounts); faketime (libfaketime, 60 kB)
-# to run one node daemon with a skewed clock in the gnt-cluster verify test. Installed
-# only when missing.
+# to run one node daemon with a skewed clock in the gnt-cluster verify test; lvm2 for
+# plain (LVM) disks and the LVM storage units, tested on loop devices. Installed only
+# when missing.
 SYSDEPS_CMDS := mkfs.ext4 debugfs faketime
 SYSDEPS_PKGS := e2fsprogs faketime
 # RAPI clients the RAPI tests drive: Ganeti's own Python client, run under the system
@@ -49,6 +50,8 @@ install: $(STAMP)
 sysdeps:
 	@pkgs=""; for c in $(SYSDEPS_CMDS); do command -v $$c >/dev/null 2>&1 || \
 	  [ -x /sbin/$$c ] || [ -x /usr/sbin/$$c ] || pkgs="$(SYSDEPS_PKGS)"; done; \
+	command -v lvcreate >/dev/null 2>&1 || [ -x /sbin/lvcreate ] || \
+	  [ -x /usr/sbin/lvcreate ] || pkgs="$$pkgs lvm2"; \
 	[ -f $(RAPI_CLIENT) ] || pkgs="$$pkgs ganeti-3.0"; \
 	[ -x $(HSCAN) ] || pkgs="$$pkgs ganeti-htools-3.0"; \
 	/usr/bin/python3 -c 'import pycurl' >/dev/null 2>&1 || pkgs="$$pkgs python3-pycurl"; \

@@ -16,6 +16,7 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_cluster_disks import verify_disks
 from corral.cli.gnt_cluster_ops import add_ops_commands
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
@@ -518,6 +519,7 @@ def destroy(yes_do_it: bool) -> None:
 add_tag_commands(cli, TOOL, "cluster")
 add_ops_commands(cli)
 cli.add_command(search_tags_command(TOOL))
+cli.add_command(verify_disks)
 
 
 def main() -> None:

@@ -145,8 +145,8 @@ class MasterContext:
     paths: Paths | None = None
     #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
     lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
-    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``): the job
-    #: queue's ``submit_many``.
+    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``,
+    #: ``OP_CLUSTER_VERIFY_DISKS``): the job queue's ``submit_many``.
     submit_jobs: SubmitJobs = _no_submit
     #: ``await wait_replicated(timeout)``: whether every online master candidate
     #: holds the current configuration serial within ``timeout`` seconds (what

@@ -42,12 +42,19 @@ from corral.cmdlib.common import (
     lower_os_params,
     os_state_listed,
 )
+from corral.cmdlib.disk_layout import (
+    CREATABLE_TEMPLATES,
+    check_adoption,
+    check_space,
+    filled_disk_spec,
+    new_logical_id,
+    parse_disks,
+)
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
     RPC_START,
     call_node,
-    check_file_space,
     check_hv_be,
     check_instance_name,
     check_ip,
@@ -60,7 +67,7 @@ from corral.cmdlib.instance_base import (
     remove_disks,
     wire,
 )
-from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -73,24 +80,19 @@ from corral.errors import (
 )
 from corral.locking import LockLevel
 from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params, new_uuid
+from corral.objects.disk_templates import DISK_TEMPLATE_INFO
 from corral.objects.params import (
     HV_PARAMS,
     NIC_MODES,
     NIC_PARAMS,
-    parse_size,
     update_params,
     validate_params,
 )
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.opcodes.instance_ops import OpInstanceCreate
-from corral.storage import file_logical_id
 
-__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate"]
+__all__ = ["NIC_KEYS", "LUInstanceCreate"]
 
-#: Disk templates instances can be created with so far.
-SUPPORTED_TEMPLATES = ("diskless", "file", "sharedfile")
-#: Keys of a disk definition (Ganeti's); the last ones are refused when set.
-DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider")
 #: Keys of a NIC definition (Ganeti's, plus the legacy ``bridge``).
 NIC_KEYS = ("mac", "ip", "mode", "link", "vlan", "name", "network", "bridge")
 
@@ -135,60 +137,6 @@ def allocate_network_port(master: MasterContext) -> int:
 
 
 # -- disks and NICs of a new instance ------------------------------------------
-
-def _parse_disks(template: str, disks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validated disk definitions: ``{"size": MiB, "mode", "name", "spindles"}``."""
-    if template == "diskless":
-        if disks:
-            raise ParameterError("disk template 'diskless' takes no disks; "
-                                 f"got {len(disks)}")
-        return []
-    if not disks:
-        raise ParameterError(f"disk template {template!r} needs at least one disk, e.g. "
-                             "disks=[{\"size\": \"1G\"}]")
-    if len(disks) > MAX_DISKS:
-        raise ParameterError(f"at most {MAX_DISKS} disks are allowed, got {len(disks)}")
-    result: list[dict[str, Any]] = []
-    names: set[str] = set()
-    for index, disk in enumerate(disks):
-        where = f"disk {index}"
-        if not isinstance(disk, dict):
-            raise ParameterError(f"{where}: expected an object with size, mode, name")
-        unknown = sorted(set(disk) - set(DISK_KEYS))
-        if unknown:
-            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
-                                 f"{', '.join(DISK_KEYS)}")
-        for key in ("adopt", "vg", "metavg", "provider"):
-            if disk.get(key) not in (None, ""):
-                raise ParameterError(f"{where}: {key!r} is not supported with the "
-                                     f"{template!r} template (only plain/ext disks have it)")
-        if disk.get("size") is None:
-            raise ParameterError(f"{where}: the size is missing (e.g. size=10G)")
-        size = parse_size(disk["size"])
-        if size < 1:
-            raise ParameterError(f"{where}: the size must be at least 1 MiB")
-        mode = disk.get("mode") or "rw"
-        if mode not in ("rw", "ro"):
-            raise ParameterError(f"{where}: invalid mode {mode!r}; valid: rw, ro")
-        name = disk.get("name")
-        if name in ("", "none"):
-            name = None
-        if name is not None:
-            if not isinstance(name, str) or name.isdigit():
-                raise ParameterError(f"{where}: invalid name {name!r} (a non-numeric string)")
-            if name in names:
-                raise ParameterError(f"{where}: the name {name!r} is used twice")
-            names.add(name)
-        spindles = disk.get("spindles")
-        if spindles is not None:
-            try:
-                spindles = int(spindles)
-            except (TypeError, ValueError):
-                raise ParameterError(f"{where}: spindles must be an integer, got "
-                                     f"{spindles!r}") from None
-        result.append({"size": size, "mode": mode, "name": name, "spindles": spindles})
-    return result
-
 
 def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
                 ) -> list[dict[str, Any]]:
@@ -316,10 +264,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """The new name exclusively, the primary node shared (see the module doc), the
         networks its NICs name exclusively (their pools hand out addresses)."""
         node = [self.op.pnode or ""]
+        # Adopting takes the node exclusively: two creates must not adopt one volume.
+        adopting = any(isinstance(d, dict) and d.get("adopt") for d in self.op.disks)
         locks = {
             LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
-            LockLevel.NODE: LockRequest(node, shared=True),
-            LockLevel.NODE_RES: LockRequest(node, shared=True),
+            LockLevel.NODE: LockRequest(node, shared=not adopting),
+            LockLevel.NODE_RES: LockRequest(node, shared=not adopting),
         }
         networks = network_lock_names(self.master.store, self.op.nics)
         if networks:
@@ -337,12 +287,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         check_node_takes_instance(node, f"create instance {op.instance_name}")
         self.node = node
         template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
-        if template == "plain":
-            raise OpPrereqError("disk template 'plain' (LVM) is not available yet; use "
-                                f"one of {', '.join(SUPPORTED_TEMPLATES)}")
-        if template not in SUPPORTED_TEMPLATES:
-            raise ParameterError(f"unknown disk template {template!r}; corral has "
-                                 f"{', '.join(SUPPORTED_TEMPLATES)}")
+        if template not in CREATABLE_TEMPLATES:
+            known = ", ".join(sorted(CREATABLE_TEMPLATES))
+            if template in DISK_TEMPLATE_INFO:
+                raise OpPrereqError(f"disk template {template!r} is not available in "
+                                    f"corral yet; use one of {known}")
+            raise ParameterError(f"unknown disk template {template!r}; corral has {known}")
         if template not in cluster.enabled_disk_templates:
             raise OpPrereqError(
                 f"disk template {template!r} is not enabled on this cluster (enabled: "
@@ -373,7 +323,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                           "(reinstall and rename still work); see 'gnt-os modify'")
         group = store.get("nodegroup", node.group)
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
-        self.disks = _parse_disks(template, op.disks)
+        self.disks = parse_disks(template, op.disks, default_vg=cluster.volume_group_name)
         self.nics = _parse_nics(op.nics, nic_defaults)
         self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
@@ -418,10 +368,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         for index, d in enumerate(self.disks):
             disk_uuid = new_uuid()
             disks.append(Disk(
-                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"],
+                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"] or 0,
                 mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
                 spindles=d["spindles"],
-                logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
+                logical_id=new_logical_id(self.template, d, instance_uuid=inst_uuid,
+                                          disk_uuid=disk_uuid, index=index,
+                                          storage_dir=self.storage_dir),
             ))
         nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
                     network=n["network"]) for n in self.nics]
@@ -455,12 +407,61 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def _spec(self) -> InstanceSpec:
         store = self.master.store
         spec = instance_spec(store, msgspec.structs.replace(self.instance, disks=[]), self.node)
-        spec.disks = [
-            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
-                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
-            for i, d in enumerate(self.disk_objects)
-        ]
+        spec.disks = [filled_disk_spec(store, d, i, self.node)
+                      for i, d in enumerate(self.disk_objects)]
         return spec
+
+    @property
+    def adopting(self) -> bool:
+        """Whether the disks are existing volumes or devices (``adopt=``)."""
+        return any(d["adopt"] for d in self.disks)
+
+    async def _adopt(self, node: Node) -> None:
+        """Check what is adopted and give the disks its sizes."""
+        await check_adoption(self, node, self.template, self.disks)
+        for disk_obj, d in zip(self.disk_objects, self.disks, strict=True):
+            disk_obj.size = int(d["size"])
+
+    async def _make_disks(self, spec: InstanceSpec, node: Node, name: str,
+                          created: list[DiskSpec], renamed: list[tuple[DiskSpec, list[str]]]
+                          ) -> None:
+        """Create the disks, or take over the adopted ones (adopted LVs get corral's
+        names, as Ganeti renames them); ``created`` and ``renamed`` record what to
+        undo."""
+        for disk, d in zip(spec.disks, self.disks, strict=True):
+            if d["adopt"] and self.template == "plain":
+                old = msgspec.structs.replace(disk, logical_id=[d["vg"], d["adopt"]])
+                self.feedback(f"Adopting logical volume {d['vg']}/{d['adopt']} as disk "
+                              f"{disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(old),
+                                              "new_logical_id": list(disk.logical_id)}]},
+                                f"renaming the adopted logical volume of disk {disk.index}")
+                renamed.append((disk, list(old.logical_id)))
+            elif d["adopt"]:
+                self.feedback(f"Adopting block device {d['adopt']} as disk {disk.index} "
+                              f"({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_assemble",
+                                {"disks": [wire(disk)]},
+                                f"checking the adopted device of disk {disk.index}")
+            else:
+                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_create", {"disk": wire(disk)},
+                                f"creating disk {disk.index} of instance {name}",
+                                timeout=RPC_START)
+                created.append(disk)
+
+    async def _undo_disks(self, node: Node, created: list[DiskSpec],
+                          renamed: list[tuple[DiskSpec, list[str]]]) -> None:
+        """Remove the disks made, give adopted volumes their names back."""
+        await remove_disks(self, node, created, best_effort=True)
+        for disk, old_id in renamed:
+            try:
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(disk), "new_logical_id": old_id}]},
+                                f"giving disk {disk.index} its name back")
+            except CorralError as err:
+                self.feedback(f"Warning: {err.message}")
 
     async def execute(self) -> list[str]:
         """Check the OS on the node, create disks, install, commit, start."""
@@ -470,11 +471,18 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if "maxmem" in self.beparams:
             maxmem = filled_beparams(self.master.store, self.instance, node)["maxmem"]
             await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
-        await check_file_space(
-            self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
-            forced=op.ignore_ipolicy,
-            override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
-        if not op.no_install:
+        if self.adopting:
+            await self._adopt(node)
+        else:
+            await check_space(
+                self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
+                forced=op.ignore_ipolicy,
+                override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
+        install = not op.no_install and not self.adopting
+        if not op.no_install and self.adopting:
+            # Ganeti installs no OS on adopted disks: they hold their data already.
+            self.feedback("Disks are adopted: the OS is not installed on them")
+        if install:
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,
                             own_params=self.instance.osparams)
@@ -489,13 +497,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             _ports_in_creation.add(port)
         spec = self._spec()
         created: list[DiskSpec] = []
+        renamed: list[tuple[DiskSpec, list[str]]] = []
         try:
-            for disk in spec.disks:
-                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
-                await call_node(self.master, node, "blockdev_create", {"disk": wire(disk)},
-                            f"creating disk {disk.index} of instance {name}", timeout=RPC_START)
-                created.append(disk)
-            if not op.no_install:
+            await self._make_disks(spec, node, name, created, renamed)
+            if install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,
@@ -507,7 +512,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     txn.add(disk_obj)
                 txn.add(self.instance)
         except BaseException:
-            await remove_disks(self, node, created, best_effort=True)
+            await self._undo_disks(node, created, renamed)
             raise
         finally:
             if port is not None:

@@ -67,14 +67,19 @@ STORAGE: dict[str, StorageKind] = {
                               "ENODESHAREDFILESTORAGEPATHUNUSABLE",
                               "The configured sharedfile storage path is unusable: {}",
                               shared=True),
+    "plain": StorageKind("volume_group_name", "ENODELVM", "{}"),
 }
 
 
-def disk_volume(disk: Disk) -> tuple[str, str] | None:
+def disk_volume(disk: Disk, vg_name: str = "") -> tuple[str, str] | None:
     """The template and volume name under which a node lists ``disk``, if verify checks
-    its template: a file disk's cluster-wide path."""
+    its template: a file disk's cluster-wide path, an LV in the cluster's volume group
+    ``vg_name`` as ``vg/lv`` (nodes list that group's volumes only)."""
     if disk.dev_type in ("file", "sharedfile") and len(disk.logical_id) == 2:
         return disk.dev_type, disk.logical_id[1]
+    if (disk.dev_type == "plain" and len(disk.logical_id) == 2 and vg_name
+            and disk.logical_id[0] == vg_name):
+        return disk.dev_type, f"{disk.logical_id[0]}/{disk.logical_id[1]}"
     return None
 
 
@@ -403,7 +408,7 @@ def check_instances(found: Findings, instances: Sequence[Instance], gathered: Ga
 
 def _check_disk(found: Findings, inst: Instance, index: int, disk: Disk,
                 images: Mapping[str, NodeImage], store: ConfigStore) -> None:
-    volume = disk_volume(disk)
+    volume = disk_volume(disk, store.cluster.volume_group_name)
     if volume is None:
         return
     template, name = volume

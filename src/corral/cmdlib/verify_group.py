@@ -199,7 +199,7 @@ class LUClusterVerifyGroup(LogicalUnit[OpClusterVerifyGroup]):
         per_node: dict[str, set[str]] = {}
         shared: dict[str, set[str]] = {}
         for disk in store.all("disk"):
-            volume = disk_volume(disk)
+            volume = disk_volume(disk, store.cluster.volume_group_name)
             if volume is None:
                 continue
             template, name = volume

@@ -35,6 +35,7 @@ from corral import hypervisor
 from corral.errors import CorralError
 from corral.noded import instance_status
 from corral.paths import Paths
+from corral.storage.lvm import lvm_environment
 
 __all__ = ["BUILTIN_VERSION", "CATEGORIES", "Collector", "CpuSampler", "collectors",
            "parse_diskstats", "report"]
@@ -182,25 +183,27 @@ _LV_INTS = {"major", "minor", "kernel_major", "kernel_minor", "size", "seg_count
             "seg_start", "seg_start_pe", "seg_size"}
 
 
-def _run_lvm(args: list[str]) -> list[list[str]]:
-    """Rows of an LVM reporting command (``|``-separated); none without LVM."""
+def _run_lvm(paths: Paths, args: list[str]) -> list[list[str]]:
+    """Rows of an LVM reporting command (``|``-separated) run with the node's LVM
+    configuration (:func:`corral.storage.lvm.lvm_environment`: a testbed node sees its
+    own devices only); none without LVM."""
     binary = shutil.which(args[0]) or next(
         (p for p in (f"/sbin/{args[0]}", f"/usr/sbin/{args[0]}") if os.path.exists(p)), None)
     if binary is None:
         return []
     try:
         proc = subprocess.run([binary, *args[1:]], capture_output=True, text=True,
-                              timeout=10, check=False)
+                              timeout=10, check=False, env=lvm_environment(paths))
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [[field.strip() for field in line.strip().split("|")]
             for line in proc.stdout.splitlines() if line.strip()]
 
 
-def _lvs(records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _lvs(paths: Paths, records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Ganeti's ``lv`` data; ``instance`` is the instance whose UUID the LV's name
     carries, when this node knows it."""
-    rows = _run_lvm(["lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator",
+    rows = _run_lvm(paths, ["lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator",
                      "|", "-o", ",".join(column for _name, column in _LV_COLUMNS)])
     by_uuid = {record.get("uuid"): name for name, record in records.items()}
     volumes = []
@@ -228,21 +231,21 @@ VGS_CACHE_SECONDS = 10.0
 _vgs_cache: tuple[float, list[dict[str, Any]]] | None = None
 
 
-def _vgs() -> list[dict[str, Any]]:
+def _vgs(paths: Paths) -> list[dict[str, Any]]:
     """LVM volume groups: name, size and free space in MiB (see
     :data:`VGS_CACHE_SECONDS`)."""
     global _vgs_cache
     now = time.monotonic()
     if _vgs_cache is not None and now - _vgs_cache[0] < VGS_CACHE_SECONDS:
         return [dict(unit) for unit in _vgs_cache[1]]
-    result = _read_vgs()
+    result = _read_vgs(paths)
     _vgs_cache = (now, result)
     return [dict(unit) for unit in result]
 
 
-def _read_vgs() -> list[dict[str, Any]]:
+def _read_vgs(paths: Paths) -> list[dict[str, Any]]:
     result = []
-    for row in _run_lvm(["vgs", "--noheadings", "--units", "m", "--nosuffix", "--separator",
+    for row in _run_lvm(paths, ["vgs", "--noheadings", "--units", "m", "--nosuffix", "--separator",
                          "|", "-o", "vg_name,vg_size,vg_free"]):
         if len(row) == 3:
             try:
@@ -283,7 +286,7 @@ def _file_storage(paths: Paths) -> list[dict[str, Any]]:
 
 def storage_units(paths: Paths) -> list[dict[str, Any]]:
     """corral's ``storage`` data: every storage unit here with size and free MiB."""
-    return _file_storage(paths) + _vgs()
+    return _file_storage(paths) + _vgs(paths)
 
 
 # -- instances and hypervisors ----------------------------------------------------------
@@ -375,7 +378,7 @@ def collectors(paths: Paths, cpu: CpuSampler) -> list[Collector]:
 
     async def lvs() -> Any:
         records = await asyncio.to_thread(instance_status.read_records, paths)
-        return await asyncio.to_thread(_lvs, records)
+        return await asyncio.to_thread(_lvs, paths, records)
 
     async def storage() -> Any:
         return await asyncio.to_thread(storage_units, paths)

@@ -49,12 +49,15 @@ from corral.noded import (
     replication,
     verify,
 )
+from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
 from corral.rpc.args import (
     BlockdevCopyFromArgs,
     BlockdevGrowArgs,
+    BlockdevRenameArgs,
+    BlockdevSnapshotArgs,
     DiskArgs,
     DisksArgs,
     HotplugDeviceArgs,
@@ -156,9 +159,24 @@ async def node_info(paths: Paths, args: NodeInfoArgs) -> Any:
         "storage": {d: await storage.dir_info(paths.node_path(d), nearest_existing=True)
                     for d in args.storage_dirs},
     }
+    if args.volume_groups:
+        info["lvm"] = await _lvm_info(paths)
     if "memory_hv" in hv_info:
         info["memory_hv"] = hv_info["memory_hv"]
     return info
+
+
+async def _lvm_info(paths: Paths) -> dict[str, Any]:
+    """Every volume group's size, free space and free space on its allocatable
+    physical volumes (MiB), or the error that kept LVM from telling."""
+    try:
+        groups = await storage.LvmTools(paths).volume_groups()
+    except CorralError as err:
+        return {"error": err.message}
+    return {"vgs": {vg.name: {"size": vg.size, "free": vg.free,
+                              "allocatable_free": vg.allocatable_free,
+                              "missing_pvs": vg.missing_pvs}
+                    for vg in groups}}
 
 
 def _cpu_topology_and_boot_id() -> tuple[int, int, str]:
@@ -411,6 +429,34 @@ async def blockdev_shutdown(paths: Paths, args: DisksArgs) -> Any:
     return None
 
 
+async def blockdev_find(paths: Paths, args: DisksArgs) -> Any:
+    """The status of each disk here (:class:`~corral.storage.DiskStatus`), in order;
+    ``None`` for a disk that does not exist on this node. Disks of one device type
+    are looked up together (one ``lvs`` for every LV)."""
+    by_type: dict[str, list[int]] = {}
+    for position, disk in enumerate(args.disks):
+        by_type.setdefault(disk.dev_type, []).append(position)
+    result: list[Any] = [None] * len(args.disks)
+    for dev_type, positions in by_type.items():
+        driver = storage.get_block_device(dev_type, paths)
+        found = await driver.find_all([args.disks[p] for p in positions])
+        for position, status in zip(positions, found, strict=True):
+            result[position] = status
+    return result
+
+
+async def blockdev_rename(paths: Paths, args: BlockdevRenameArgs) -> Any:
+    """Give disks new logical ids, in order; stops at the first failure."""
+    for entry in args.renames:
+        await _disks(paths, entry.disk).rename(entry.disk, list(entry.new_logical_id))
+    return None
+
+
+async def blockdev_snapshot(paths: Paths, args: BlockdevSnapshotArgs) -> Any:
+    """Snapshot a disk; answer the snapshot's logical id."""
+    return await _disks(paths, args.disk).snapshot(args.disk, args.name, args.size)
+
+
 def stream_disk_spec(cluster_path: str, dev_type: str = "file") -> DiskSpec:
     """The disk a stream request names by its cluster-wide path."""
     return DiskSpec(uuid="", index=0, dev_type=dev_type, size=0,
@@ -582,6 +628,15 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_assemble": blockdev_assemble,
     "blockdev_shutdown": blockdev_shutdown,
     "blockdev_copy_from": blockdev_copy_from,
+    "blockdev_find": blockdev_find,
+    "blockdev_rename": blockdev_rename,
+    "blockdev_snapshot": blockdev_snapshot,
+    "storage_list": storage_procs.storage_list,
+    "storage_modify": storage_procs.storage_modify,
+    "storage_execute": storage_procs.storage_execute,
+    "node_volumes": storage_procs.node_volumes,
+    "lv_list": storage_procs.lv_list,
+    "bdev_sizes": storage_procs.bdev_sizes,
     "os_diagnose": os_diagnose,
     "os_get": os_get,
     "instance_os_add": instance_os_add,

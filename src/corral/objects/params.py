@@ -194,13 +194,14 @@ NIC_PARAMS: dict[str, ParamSpec] = {
 }
 
 #: Disk templates corral knows; DRBD is not among them (see DESIGN.md, Storage).
-DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless")
+DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless", "blockdev")
 
 DISK_PARAMS: dict[str, dict[str, ParamSpec]] = {
     "plain": {"stripes": _i(1)},
     "file": {},
     "sharedfile": {},
     "diskless": {},
+    "blockdev": {},
 }
 
 ND_PARAMS: dict[str, ParamSpec] = {

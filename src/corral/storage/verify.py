@@ -11,8 +11,8 @@ directory for ``file`` and ``sharedfile``; a volume group for ``plain``):
 
 Both are blocking functions; :func:`check_storage` and :func:`list_volumes` run them in
 a worker thread. Templates without disks (``diskless``) need no hook. Another storage
-kind registers its own with :func:`register` (LVM's ``plain``: the volume group
-exists with enough space, and its logical volumes).
+kind registers its own with :func:`register`. LVM's ``plain``: the cluster's volume
+group exists here and misses no physical volume; its logical volumes, as ``vg/lv``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Final
 from corral.errors import BlockDeviceError, ParameterError
 from corral.paths import Paths
 from corral.storage.confine import FORBIDDEN_PREFIXES, allowed_dirs
+from corral.storage.lvm import LvmTools
 
 __all__ = ["MAX_VOLUMES", "VERIFIERS", "StorageVerifier", "check_storage", "list_volumes",
            "register"]
@@ -127,10 +128,35 @@ def _file_volumes(paths: Paths, cluster_dir: str) -> list[str]:
     return sorted(found[:MAX_VOLUMES])
 
 
+def _check_plain(paths: Paths, vg_name: str) -> str | None:
+    """``plain``: the volume group exists here (Ganeti's ``volume group 'X' missing``)
+    and misses no physical volume (``gnt-node repair-storage`` fixes that)."""
+    try:
+        groups = asyncio.run(LvmTools(paths).volume_groups())
+    except BlockDeviceError as err:
+        return f"unable to check volume groups: {err.message}"
+    for group in groups:
+        if group.name == vg_name:
+            if group.partial:
+                return (f"volume group '{vg_name}' misses {group.missing_pvs or 1} "
+                        "physical volume(s); see 'gnt-node repair-storage'")
+            return None
+    return f"volume group '{vg_name}' missing"
+
+
+def _plain_volumes(paths: Paths, vg_name: str) -> list[str]:
+    """The logical volumes of the volume group, as ``vg/lv`` (none when it is not
+    here); volumes whose data is gone (LVM's virtual ones) are left out."""
+    volumes = asyncio.run(LvmTools(paths).logical_volumes())
+    return sorted(f"{lv.vg}/{lv.name}" for lv in volumes
+                  if lv.vg == vg_name and not lv.attr.startswith("v"))[:MAX_VOLUMES]
+
+
 #: The hooks by disk template.
 VERIFIERS: dict[str, StorageVerifier] = {
     "file": StorageVerifier(_check_file, _file_volumes),
     "sharedfile": StorageVerifier(_check_sharedfile, _file_volumes),
+    "plain": StorageVerifier(_check_plain, _plain_volumes),
 }
 
 

@@ -42,6 +42,7 @@ from corral.cmdlib.common import (
     lower_os_params,
     os_state_listed,
 )
+from corral.cmdlib.disk_layout import CREATABLE_TEMPLATES, new_logical_id, parse_disks
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
@@ -60,7 +61,7 @@ from corral.cmdlib.instance_base import (
     remove_disks,
     wire,
 )
-from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -73,24 +74,19 @@ from corral.errors import (
 )
 from corral.locking import LockLevel
 from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params, new_uuid
+from corral.objects.disk_templates import DISK_TEMPLATE_INFO
 from corral.objects.params import (
     HV_PARAMS,
     NIC_MODES,
     NIC_PARAMS,
-    parse_size,
     update_params,
     validate_params,
 )
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.opcodes.instance_ops import OpInstanceCreate
-from corral.storage import file_logical_id
 
-__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate"]
+__all__ = ["NIC_KEYS", "LUInstanceCreate"]
 
-#: Disk templates instances can be created with so far.
-SUPPORTED_TEMPLATES = ("diskless", "file", "sharedfile")
-#: Keys of a disk definition (Ganeti's); the last ones are refused when set.
-DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider")
 #: Keys of a NIC definition (Ganeti's, plus the legacy ``bridge``).
 NIC_KEYS = ("mac", "ip", "mode", "link", "vlan", "name", "network", "bridge")
 
@@ -135,60 +131,6 @@ def allocate_network_port(master: MasterContext) -> int:
 
 
 # -- disks and NICs of a new instance ------------------------------------------
-
-def _parse_disks(template: str, disks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validated disk definitions: ``{"size": MiB, "mode", "name", "spindles"}``."""
-    if template == "diskless":
-        if disks:
-            raise ParameterError("disk template 'diskless' takes no disks; "
-                                 f"got {len(disks)}")
-        return []
-    if not disks:
-        raise ParameterError(f"disk template {template!r} needs at least one disk, e.g. "
-                             "disks=[{\"size\": \"1G\"}]")
-    if len(disks) > MAX_DISKS:
-        raise ParameterError(f"at most {MAX_DISKS} disks are allowed, got {len(disks)}")
-    result: list[dict[str, Any]] = []
-    names: set[str] = set()
-    for index, disk in enumerate(disks):
-        where = f"disk {index}"
-        if not isinstance(disk, dict):
-            raise ParameterError(f"{where}: expected an object with size, mode, name")
-        unknown = sorted(set(disk) - set(DISK_KEYS))
-        if unknown:
-            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
-                                 f"{', '.join(DISK_KEYS)}")
-        for key in ("adopt", "vg", "metavg", "provider"):
-            if disk.get(key) not in (None, ""):
-                raise ParameterError(f"{where}: {key!r} is not supported with the "
-                                     f"{template!r} template (only plain/ext disks have it)")
-        if disk.get("size") is None:
-            raise ParameterError(f"{where}: the size is missing (e.g. size=10G)")
-        size = parse_size(disk["size"])
-        if size < 1:
-            raise ParameterError(f"{where}: the size must be at least 1 MiB")
-        mode = disk.get("mode") or "rw"
-        if mode not in ("rw", "ro"):
-            raise ParameterError(f"{where}: invalid mode {mode!r}; valid: rw, ro")
-        name = disk.get("name")
-        if name in ("", "none"):
-            name = None
-        if name is not None:
-            if not isinstance(name, str) or name.isdigit():
-                raise ParameterError(f"{where}: invalid name {name!r} (a non-numeric string)")
-            if name in names:
-                raise ParameterError(f"{where}: the name {name!r} is used twice")
-            names.add(name)
-        spindles = disk.get("spindles")
-        if spindles is not None:
-            try:
-                spindles = int(spindles)
-            except (TypeError, ValueError):
-                raise ParameterError(f"{where}: spindles must be an integer, got "
-                                     f"{spindles!r}") from None
-        result.append({"size": size, "mode": mode, "name": name, "spindles": spindles})
-    return result
-
 
 def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
                 ) -> list[dict[str, Any]]:
@@ -337,12 +279,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         check_node_takes_instance(node, f"create instance {op.instance_name}")
         self.node = node
         template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
-        if template == "plain":
-            raise OpPrereqError("disk template 'plain' (LVM) is not available yet; use "
-                                f"one of {', '.join(SUPPORTED_TEMPLATES)}")
-        if template not in SUPPORTED_TEMPLATES:
-            raise ParameterError(f"unknown disk template {template!r}; corral has "
-                                 f"{', '.join(SUPPORTED_TEMPLATES)}")
+        if template not in CREATABLE_TEMPLATES:
+            known = ", ".join(sorted(CREATABLE_TEMPLATES))
+            if template in DISK_TEMPLATE_INFO:
+                raise OpPrereqError(f"disk template {template!r} is not available in "
+                                    f"corral yet; use one of {known}")
+            raise ParameterError(f"unknown disk template {template!r}; corral has {known}")
         if template not in cluster.enabled_disk_templates:
             raise OpPrereqError(
                 f"disk template {template!r} is not enabled on this cluster (enabled: "
@@ -373,7 +315,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                           "(reinstall and rename still work); see 'gnt-os modify'")
         group = store.get("nodegroup", node.group)
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
-        self.disks = _parse_disks(template, op.disks)
+        self.disks = parse_disks(template, op.disks, default_vg=cluster.volume_group_name)
         self.nics = _parse_nics(op.nics, nic_defaults)
         self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
@@ -421,7 +363,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                 uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"],
                 mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
                 spindles=d["spindles"],
-                logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
+                logical_id=new_logical_id(self.template, d, instance_uuid=inst_uuid,
+                                          disk_uuid=disk_uuid, index=index,
+                                          storage_dir=self.storage_dir),
             ))
         nics = [NIC(name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
                     network=n["network"]) for n in self.nics]

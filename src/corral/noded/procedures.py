@@ -45,6 +45,8 @@ from corral.rpc import args as rpc_args
 from corral.rpc.args import (
     BlockdevCopyFromArgs,
     BlockdevGrowArgs,
+    BlockdevRenameArgs,
+    BlockdevSnapshotArgs,
     DiskArgs,
     DisksArgs,
     HotplugDeviceArgs,
@@ -390,6 +392,24 @@ async def blockdev_shutdown(paths: Paths, args: DisksArgs) -> Any:
     return None
 
 
+async def blockdev_find(paths: Paths, args: DisksArgs) -> Any:
+    """The status of each disk here (:class:`~corral.storage.DiskStatus`), in order;
+    ``None`` for a disk that does not exist on this node."""
+    return [await _disks(paths, disk).find(disk) for disk in args.disks]
+
+
+async def blockdev_rename(paths: Paths, args: BlockdevRenameArgs) -> Any:
+    """Give disks new logical ids, in order; stops at the first failure."""
+    for entry in args.renames:
+        await _disks(paths, entry.disk).rename(entry.disk, list(entry.new_logical_id))
+    return None
+
+
+async def blockdev_snapshot(paths: Paths, args: BlockdevSnapshotArgs) -> Any:
+    """Snapshot a disk; answer the snapshot's logical id."""
+    return await _disks(paths, args.disk).snapshot(args.disk, args.name, args.size)
+
+
 def stream_disk_spec(cluster_path: str, dev_type: str = "file") -> DiskSpec:
     """The disk a stream request names by its cluster-wide path."""
     return DiskSpec(uuid="", index=0, dev_type=dev_type, size=0,
@@ -551,6 +571,9 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_assemble": blockdev_assemble,
     "blockdev_shutdown": blockdev_shutdown,
     "blockdev_copy_from": blockdev_copy_from,
+    "blockdev_find": blockdev_find,
+    "blockdev_rename": blockdev_rename,
+    "blockdev_snapshot": blockdev_snapshot,
     "os_diagnose": os_diagnose,
     "os_get": os_get,
     "instance_os_add": instance_os_add,

@@ -35,9 +35,12 @@ __all__ = [
     "ArchiveRow",
     "BlockdevCopyFromArgs",
     "BlockdevGrowArgs",
+    "BlockdevRenameArgs",
+    "BlockdevSnapshotArgs",
     "ConfigReplicateArgs",
     "ConfigRow",
     "DiskArgs",
+    "DiskRename",
     "DisksArgs",
     "HotplugDeviceArgs",
     "HypervisorParamsArgs",
@@ -191,9 +194,32 @@ class BlockdevGrowArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_field
 
 
 class DisksArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``blockdev_assemble``, ``blockdev_shutdown``: an instance's disks in order."""
+    """``blockdev_assemble``, ``blockdev_shutdown``, ``blockdev_find``: an instance's
+    disks in order."""
 
     disks: list[DiskSpec]
+
+
+class DiskRename(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One disk of ``blockdev_rename`` and the logical id it gets."""
+
+    disk: DiskSpec
+    new_logical_id: list[str]
+
+
+class BlockdevRenameArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``blockdev_rename``: disks to give new logical ids, in order."""
+
+    renames: list[DiskRename]
+
+
+class BlockdevSnapshotArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_snapshot``: a snapshot of ``disk`` called ``name`` with room for
+    ``size`` MiB of changes."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    size: Annotated[int, msgspec.Meta(ge=1)]
 
 
 class BlockdevCopyFromArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -377,6 +403,9 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "blockdev_assemble": DisksArgs,
     "blockdev_shutdown": DisksArgs,
     "blockdev_copy_from": BlockdevCopyFromArgs,
+    "blockdev_find": DisksArgs,
+    "blockdev_rename": BlockdevRenameArgs,
+    "blockdev_snapshot": BlockdevSnapshotArgs,
     "os_diagnose": OsArgs,
     "os_get": OsGetArgs,
     "instance_os_add": InstanceOsAddArgs,

@@ -1,9 +1,10 @@
 """Block devices on a node (node-side layer).
 
 :class:`BlockDevice` is the asynchronous interface every disk driver implements;
-:func:`get_block_device` gives the driver of a disk's device type. Today the
-file-based disks of templates ``file`` and ``sharedfile``
-(:class:`~corral.storage.filestore.FileStorage`): sparse raw files below the
+:func:`get_block_device` gives the driver of a disk's device type, from the drivers
+listed in :data:`DRIVERS` (one entry per driver class, each naming its device types).
+The file-based disks of templates ``file`` and ``sharedfile``
+(:class:`~corral.storage.filestore.FileStorage`) are sparse raw files below the
 storage directories this node allows (:mod:`corral.storage.confine`). Errors are
 :class:`~corral.errors.BlockDeviceError` with a message saying what was wrong.
 """
@@ -15,7 +16,15 @@ from typing import Final
 
 from corral.errors import BlockDeviceError
 from corral.paths import Paths
-from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo
+from corral.storage.base import (
+    DEFAULT_CHUNK,
+    LDISK_CODES,
+    BlockDevice,
+    DiskInfo,
+    DiskMissingError,
+    DiskStatus,
+    LdiskStatus,
+)
 from corral.storage.confine import allowed_dirs, confine
 from corral.storage.filestore import (
     FILE_DEV_TYPES,
@@ -30,12 +39,17 @@ from corral.storage.filestore import (
 __all__ = [
     "DEFAULT_CHUNK",
     "DEV_TYPES",
+    "DRIVERS",
     "FILE_DEV_TYPES",
     "FILE_DRIVER",
     "FILE_DRIVERS",
+    "LDISK_CODES",
     "BlockDevice",
     "DiskInfo",
+    "DiskMissingError",
+    "DiskStatus",
     "FileStorage",
+    "LdiskStatus",
     "allowed_dirs",
     "confine",
     "dir_info",
@@ -44,8 +58,13 @@ __all__ = [
     "get_block_device",
 ]
 
+#: Every driver this node has; each handles the device types it names.
+DRIVERS: Final[tuple[type[BlockDevice], ...]] = (
+    FileStorage,
+)
+
 _DRIVERS: Final[dict[str, Callable[[Paths], BlockDevice]]] = {
-    dev_type: FileStorage for dev_type in FileStorage.dev_types
+    dev_type: driver for driver in DRIVERS for dev_type in driver.dev_types
 }
 
 #: The disk device types this node has a driver for.

@@ -25,7 +25,7 @@ from typing import ClassVar, Final
 from corral.errors import BlockDeviceError
 from corral.objects.specs import DiskSpec
 from corral.paths import Paths
-from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo
+from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo, DiskMissingError
 from corral.storage.confine import confine
 
 __all__ = [
@@ -138,6 +138,11 @@ class FileStorage(BlockDevice):
         """The file's path, its apparent size and the space allocated to it."""
         return await asyncio.to_thread(self._info, disk)
 
+    async def rename(self, disk: DiskSpec, new_logical_id: list[str]) -> None:
+        """Move the file to the path of ``new_logical_id`` (same driver, a path the
+        node allows too); refuses when a file is there already."""
+        await asyncio.to_thread(self._rename, disk, new_logical_id)
+
     async def read(self, disk: DiskSpec, *,
                    chunk: int = DEFAULT_CHUNK) -> AsyncGenerator[bytes, None]:
         """The file's contents, read in a worker thread chunk by chunk."""
@@ -244,8 +249,26 @@ class FileStorage(BlockDevice):
         path = disk_path(self.paths, disk)
         if not path.is_file():
             what = "is not a regular file" if path.exists() else "does not exist"
-            raise BlockDeviceError(f"{_label(disk)} is missing on this node: {path} {what}")
+            raise DiskMissingError(f"{_label(disk)} is missing on this node: {path} {what}")
         return path
+
+    def _rename(self, disk: DiskSpec, new_logical_id: list[str]) -> None:
+        label = _label(disk)
+        source = self._existing(disk)
+        target_disk = DiskSpec(uuid=disk.uuid, index=disk.index, dev_type=disk.dev_type,
+                               size=disk.size, logical_id=list(new_logical_id))
+        target = disk_path(self.paths, target_disk)
+        if target.exists():
+            raise BlockDeviceError(
+                f"cannot rename {label} to {target}: a file is there already")
+        _make_dirs(target.parent, label)
+        try:
+            os.rename(source, target)
+        except OSError as err:
+            raise BlockDeviceError(
+                f"cannot rename {label} ({source}) to {target}: {err.strerror}") from err
+        with contextlib.suppress(OSError):
+            source.parent.rmdir()
 
     def _info(self, disk: DiskSpec) -> DiskInfo:
         path = self._existing(disk)

@@ -1,0 +1,226 @@
+"""The disks of an instance by template: their definitions, names and logical ids.
+
+What differs between disk templates when disks are made lives here, one branch per
+template, so that creating an instance, adding a disk and copying disks to another
+node share it:
+
+* :func:`parse_disks`: a request's disk definitions (Ganeti's ``size``, ``mode``,
+  ``name``, ``spindles``, ``vg``, ``adopt``...), checked against what the template
+  takes, with Ganeti's rules for adoption (all disks or none; ``blockdev`` must adopt,
+  only ``plain`` and ``blockdev`` may);
+* :func:`new_logical_id`: where a new disk's data goes (a file below the storage
+  directory, an LV ``<disk uuid>.disk<index>`` in its volume group, the adopted
+  device); an adopted LV is renamed to that name once the instance is created, as
+  Ganeti does;
+* :func:`logical_id_on_node`: the logical id of a copy of a disk on another node
+  (move, live migration of local disks).
+
+Logical ids are Ganeti's: ``[driver, path]`` for files, ``[vg, lv]`` for ``plain``,
+``["manual", path]`` for ``blockdev``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from corral.cmdlib.instance_query import MAX_DISKS
+from corral.errors import OpPrereqError, ParameterError
+from corral.objects.disk_templates import BLOCKDEV_DRIVER, template
+from corral.objects.params import parse_size
+from corral.storage import file_logical_id
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+    from corral.objects import Disk, Instance
+
+__all__ = [
+    "CREATABLE_TEMPLATES",
+    "DISK_KEYS",
+    "logical_id_on_node",
+    "lv_name",
+    "new_logical_id",
+    "parse_disks",
+]
+
+#: The disk templates new disks can be made of.
+CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile"})
+#: Keys of a disk definition in a request (Ganeti's ``IDISK_PARAMS``).
+DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider",
+             "access")
+#: Keys corral does not take yet: refused when given (``metavg``: DRBD; ``provider``
+#: and ``access``: ExtStorage and Ceph).
+_NOT_TAKEN = ("metavg", "provider", "access")
+
+
+def lv_name(disk_uuid: str, index: int) -> str:
+    """The name of a new ``plain`` disk's logical volume: Ganeti's ``<unique
+    id>.disk<index>``, the unique id being the disk's UUID."""
+    return f"{disk_uuid}.disk{index}"
+
+
+def _adoption(name: str, disks: list[dict[str, Any]]) -> bool:
+    """Whether the disks are adopted, by Ganeti's rules; refuses a mix and what the
+    template does not allow."""
+    row = template(name)
+    adopted = [bool(disk.get("adopt") not in (None, "")) for disk in disks
+               if isinstance(disk, dict)]
+    if any(adopted) and not all(adopted):
+        raise ParameterError("Either all disks are adopted or none is")
+    if adopted and adopted[0]:
+        if row is None or row.adoption == "never":
+            raise ParameterError(
+                f"Disk adoption is not supported for the '{name}' disk template\n"
+                "only the plain (existing logical volumes) and blockdev (existing block "
+                "devices) templates adopt disks")
+        return True
+    if row is not None and row.adoption == "must" and disks:
+        raise ParameterError(
+            f"Disk template {name} requires disk adoption, but no 'adopt' parameter given\n"
+            f"give each disk the device to adopt: adopt=/dev/disk/...")
+    return False
+
+
+def parse_disks(name: str, disks: list[dict[str, Any]], *, default_vg: str
+                ) -> list[dict[str, Any]]:
+    """Validated disk definitions of a new instance with template ``name``.
+
+    Each is ``{"size": MiB or None (adopted: the volume's), "mode", "name",
+    "spindles", "vg": volume group or None, "adopt": volume or device or None}``.
+    ``default_vg`` is the cluster's volume group, the ``vg`` of LVM disks that name
+    none.
+    """
+    if name == "diskless":
+        if disks:
+            raise ParameterError(f"disk template 'diskless' takes no disks; got {len(disks)}")
+        return []
+    if not disks:
+        raise ParameterError(f"disk template {name!r} needs at least one disk, e.g. "
+                             "disks=[{\"size\": \"1G\"}]")
+    if len(disks) > MAX_DISKS:
+        raise ParameterError(f"at most {MAX_DISKS} disks are allowed, got {len(disks)}")
+    row = template(name)
+    lvm = row is not None and row.lvm
+    adopting = _adoption(name, disks)
+    result: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for index, disk in enumerate(disks):
+        where = f"disk {index}"
+        if not isinstance(disk, dict):
+            raise ParameterError(f"{where}: expected an object with size, mode, name")
+        unknown = sorted(set(disk) - set(DISK_KEYS))
+        if unknown:
+            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
+                                 f"{', '.join(DISK_KEYS)}")
+        for key in _NOT_TAKEN:
+            if disk.get(key) not in (None, ""):
+                raise ParameterError(f"{where}: {key!r} is not supported with the "
+                                     f"{name!r} template")
+        vg = disk.get("vg")
+        if vg not in (None, "") and not lvm:
+            raise ParameterError(f"{where}: 'vg' is only for disks in LVM (the plain "
+                                 f"template), not {name!r}")
+        if lvm:
+            vg = vg or default_vg
+            if not vg:
+                raise OpPrereqError(
+                    "the cluster has no LVM volume group: set one with 'gnt-cluster modify "
+                    "--vg-name VG', or give each disk vg=VG")
+            _check_lvm_name(str(vg), f"{where}: volume group")
+        else:
+            vg = None
+        adopt = disk.get("adopt") if adopting else None
+        size: int | None = None
+        if adopting:
+            if not isinstance(adopt, str):
+                raise ParameterError(f"{where}: adopt must name the volume to adopt")
+            if disk.get("size") not in (None, 0, "0"):
+                raise ParameterError(f"Only one of 'size' and 'adopt' allowed (disk {index})")
+            if disk.get("spindles") is not None:
+                raise ParameterError("spindles is not a valid option when adopting a disk")
+            if lvm:
+                _check_lvm_name(adopt, f"{where}: logical volume to adopt")
+        else:
+            if disk.get("size") is None:
+                raise ParameterError(f"{where}: the size is missing (e.g. size=10G)")
+            size = parse_size(disk["size"])
+            if size < 1:
+                raise ParameterError(f"{where}: the size must be at least 1 MiB")
+        mode = disk.get("mode") or "rw"
+        if mode not in ("rw", "ro"):
+            raise ParameterError(f"{where}: invalid mode {mode!r}; valid: rw, ro")
+        disk_name = disk.get("name")
+        if disk_name in ("", "none"):
+            disk_name = None
+        if disk_name is not None:
+            if not isinstance(disk_name, str) or disk_name.isdigit():
+                raise ParameterError(f"{where}: invalid name {disk_name!r} (a non-numeric "
+                                     "string)")
+            if disk_name in names:
+                raise ParameterError(f"{where}: the name {disk_name!r} is used twice")
+            names.add(disk_name)
+        spindles = disk.get("spindles")
+        if spindles is not None:
+            try:
+                spindles = int(spindles)
+            except (TypeError, ValueError):
+                raise ParameterError(f"{where}: spindles must be an integer, got "
+                                     f"{spindles!r}") from None
+        result.append({"size": size, "mode": mode, "name": disk_name,
+                       "spindles": spindles, "vg": vg, "adopt": adopt})
+    if adopting:
+        _check_unique_adoption(name, result)
+    return result
+
+
+def _check_unique_adoption(name: str, disks: list[dict[str, Any]]) -> None:
+    if name == "blockdev":
+        paths = [os.path.abspath(d["adopt"]) for d in disks]
+        if len(set(paths)) != len(paths):
+            raise ParameterError("Duplicate disk names given for adoption")
+        for disk, path in zip(disks, paths, strict=True):
+            disk["adopt"] = path
+    else:
+        volumes = [f"{d['vg']}/{d['adopt']}" for d in disks]
+        if len(set(volumes)) != len(volumes):
+            raise ParameterError("Duplicate volume names given for adoption")
+
+
+#: Characters LVM allows in volume group and logical volume names (lvm(8)).
+_LVM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+_.-")
+
+
+def _check_lvm_name(value: str, what: str) -> None:
+    """Refuse a name LVM would refuse (lvm(8)'s rules for VG and LV names)."""
+    bad = (not value or value in (".", "..") or value.startswith("-")
+           or not set(value) <= _LVM_CHARS or len(value) > 127
+           or any(part in value for part in ("_mlog", "_mimage", "_rimage", "_tdata",
+                                              "_tmeta", "_pmspare", "_vorigin")))
+    if bad:
+        raise ParameterError(
+            f"{what} {value!r} is not a valid LVM name: use letters, digits and "
+            "'+_.-', not starting with '-' (at most 127 characters)")
+
+
+def new_logical_id(name: str, disk: dict[str, Any], *, instance_uuid: str,
+                   disk_uuid: str, index: int, storage_dir: str) -> list[str]:
+    """The logical id of a new disk of template ``name`` defined by ``disk`` (one of
+    :func:`parse_disks`'s results); ``storage_dir`` is the directory of file disks."""
+    if name in ("file", "sharedfile"):
+        return file_logical_id(storage_dir, instance_uuid, disk_uuid, index)
+    if name == "plain":
+        return [str(disk["vg"]), lv_name(disk_uuid, index)]
+    if name == "blockdev":
+        return [BLOCKDEV_DRIVER, str(disk["adopt"])]
+    raise OpPrereqError(f"disks of template {name!r} cannot be created by corral")
+
+
+def logical_id_on_node(store: ConfigStore, instance: Instance, disk: Disk,
+                       index: int) -> list[str]:
+    """The logical id a copy of ``disk`` gets on another node (the target of a move
+    or of a live migration that takes local disks along)."""
+    if disk.dev_type in ("file", "sharedfile"):
+        from corral.cmdlib.instance_base import storage_dir
+        directory = storage_dir(store, instance, disk.dev_type)
+        return file_logical_id(directory, instance.uuid, disk.uuid, index)
+    return list(disk.logical_id)

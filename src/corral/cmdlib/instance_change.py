@@ -41,7 +41,6 @@ from corral.cmdlib.instance_base import (
     check_mac,
     check_memory_fits_group,
     check_variant,
-    disk_spec,
     generate_mac,
     is_running,
     storage_dir,
@@ -596,7 +595,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         spec = self.instance_spec()
         group = store.get("nodegroup", self.primary.group)
         defaults = fill_params(store.cluster.nicparams.get("default", {}), group.nicparams)
-        spec.disks = [disk_spec(d, i) for i, d in enumerate(self.new_disks)]
+        spec.disks = [self.disk_spec(d, i) for i, d in enumerate(self.new_disks)]
         spec.nics = [nic_spec(n, i, defaults) for i, n in enumerate(self.new_inst.nics)]
         return spec
 
@@ -693,7 +692,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             hot = HotplugRun(self, self.primary, self.spec())
         try:
             for disk in self.added_disks:
-                spec = msgspec.to_builtins(disk_spec(disk, indexes[disk.uuid]))
+                spec = msgspec.to_builtins(self.disk_spec(disk, indexes[disk.uuid], pnode))
                 await self.call_one(pnode, "blockdev_create", {"disk": spec},
                                     f"creating disk {indexes[disk.uuid]} of instance "
                                     f"{self.instance.name}")
@@ -710,7 +709,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise
         for index, disk in self.removed_disks:
             await self.try_call(self.primary, "blockdev_remove",
-                                {"disk": msgspec.to_builtins(disk_spec(disk, index))},
+                                {"disk": msgspec.to_builtins(self.disk_spec(disk, index))},
                                 f"removing the file of disk {index} (now removed from the "
                                 f"configuration)")
         if hot is not None:

@@ -35,6 +35,7 @@ from corral.cmdlib.common import (
     add_name_lock,
     check_hv_on_nodes,
     check_hv_syntax,
+    disk_node_spec,
     drop_name_lock,
     expand_node,
     fill_osparams,
@@ -399,11 +400,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def _spec(self) -> InstanceSpec:
         store = self.master.store
         spec = instance_spec(store, msgspec.structs.replace(self.instance, disks=[]), self.node)
-        spec.disks = [
-            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
-                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
-            for i, d in enumerate(self.disk_objects)
-        ]
+        spec.disks = [disk_node_spec(store, d, i, self.node)
+                      for i, d in enumerate(self.disk_objects)]
         return spec
 
     async def execute(self) -> list[str]:

@@ -31,7 +31,6 @@ from corral.cmdlib.instance_base import (
     RPC_START,
     InstanceLU,
     check_node_takes_instance,
-    disk_spec,
     is_running,
 )
 from corral.cmdlib.nic_networks import check_networks_reach
@@ -263,7 +262,7 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
             ) from None
         lu.feedback(f" - WARNING: {err.message}; proceeding anyway: make sure node "
                     f"{source.name} is down")
-    specs = [disk_spec(d, i) for i, d in enumerate(lu.disks())]
+    specs = [lu.disk_spec(d, i, source) for i, d in enumerate(lu.disks())]
     if specs and not source.offline:
         await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
                           f"deactivating the disks of instance {inst.name}")
@@ -437,7 +436,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
                           f"{figures['total_time']} ms), guest stopped for "
                           f"{figures.get('downtime', '?')} ms")
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.try_call(source, "migration_finish_source",
                             {"instance": self.spec(), "success": True},
                             f"stopping the migrated instance {inst.name} on node "
@@ -491,7 +490,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
         new_ids: dict[str, list[str]] = {}
         for index, disk in enumerate(self.disks()):
             new_id = logical_id_on_node(self.master.store, inst, disk, index)
-            new = disk_spec(disk, index, new_id)
+            new = self.disk_spec(disk, index, target, new_id)
             self.feedback(f"creating disk {index} ({disk.size} MiB) on node {target.name}")
             await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                 f"creating disk {index} of instance {inst.name} on node "
@@ -698,7 +697,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
                                     {"instance": self.spec(), "startup_paused": False},
                                     f"restarting instance {inst.name}")
             raise
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.switch_primary(new_ids, status_change=self.instance.admin_state == "up")
         for spec in old_specs:
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
@@ -718,8 +717,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         try:
             for index, disk in enumerate(self.disks()):
                 new_id = logical_id_on_node(self.master.store, inst, disk, index)
-                new = disk_spec(disk, index, new_id)
-                old = disk_spec(disk, index)
+                new = self.disk_spec(disk, index, target, new_id)
+                old = self.disk_spec(disk, index, source)
                 await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                     f"creating disk {index} of instance {inst.name}")
                 created.append(new)

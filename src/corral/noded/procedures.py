@@ -47,6 +47,7 @@ from corral.rpc.args import (
     BlockdevGrowArgs,
     BlockdevRenameArgs,
     BlockdevSnapshotArgs,
+    DevicesArgs,
     DiskArgs,
     DisksArgs,
     HotplugDeviceArgs,
@@ -68,6 +69,10 @@ from corral.rpc.args import (
     OsGetArgs,
     OsValidateArgs,
     ProcedureArgs,
+    StorageExecuteArgs,
+    StorageListArgs,
+    StorageModifyArgs,
+    VolumeGroupsArgs,
 )
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import RPC_VERSION
@@ -147,9 +152,24 @@ async def node_info(paths: Paths, args: NodeInfoArgs) -> Any:
         "storage": {d: await storage.dir_info(paths.node_path(d), nearest_existing=True)
                     for d in args.storage_dirs},
     }
+    if args.volume_groups:
+        info["lvm"] = await _lvm_info(paths)
     if "memory_hv" in hv_info:
         info["memory_hv"] = hv_info["memory_hv"]
     return info
+
+
+async def _lvm_info(paths: Paths) -> dict[str, Any]:
+    """Every volume group's size, free space and free space on its allocatable
+    physical volumes (MiB), or the error that kept LVM from telling."""
+    try:
+        groups = await storage.LvmTools(paths).volume_groups()
+    except CorralError as err:
+        return {"error": err.message}
+    return {"vgs": {vg.name: {"size": vg.size, "free": vg.free,
+                              "allocatable_free": vg.allocatable_free,
+                              "missing_pvs": vg.missing_pvs}
+                    for vg in groups}}
 
 
 def _cpu_topology_and_boot_id() -> tuple[int, int, str]:
@@ -394,8 +414,18 @@ async def blockdev_shutdown(paths: Paths, args: DisksArgs) -> Any:
 
 async def blockdev_find(paths: Paths, args: DisksArgs) -> Any:
     """The status of each disk here (:class:`~corral.storage.DiskStatus`), in order;
-    ``None`` for a disk that does not exist on this node."""
-    return [await _disks(paths, disk).find(disk) for disk in args.disks]
+    ``None`` for a disk that does not exist on this node. Disks of one device type
+    are looked up together (one ``lvs`` for every LV)."""
+    by_type: dict[str, list[int]] = {}
+    for position, disk in enumerate(args.disks):
+        by_type.setdefault(disk.dev_type, []).append(position)
+    result: list[Any] = [None] * len(args.disks)
+    for dev_type, positions in by_type.items():
+        driver = storage.get_block_device(dev_type, paths)
+        found = await driver.find_all([args.disks[p] for p in positions])
+        for position, status in zip(positions, found, strict=True):
+            result[position] = status
+    return result
 
 
 async def blockdev_rename(paths: Paths, args: BlockdevRenameArgs) -> Any:
@@ -408,6 +438,50 @@ async def blockdev_rename(paths: Paths, args: BlockdevRenameArgs) -> Any:
 async def blockdev_snapshot(paths: Paths, args: BlockdevSnapshotArgs) -> Any:
     """Snapshot a disk; answer the snapshot's logical id."""
     return await _disks(paths, args.disk).snapshot(args.disk, args.name, args.size)
+
+
+async def storage_list(paths: Paths, args: StorageListArgs) -> Any:
+    """Rows of the storage units of a type (all, or the one named): the values of
+    the fields asked for, in order."""
+    units = storage.get_units(args.su_type, paths, args.su_args)
+    return await units.list(args.name, args.fields)
+
+
+async def storage_modify(paths: Paths, args: StorageModifyArgs) -> Any:
+    """Change fields of a storage unit (a physical volume's ``allocatable``)."""
+    units = storage.get_units(args.su_type, paths, args.su_args)
+    await units.modify(args.name, args.changes)
+    return None
+
+
+async def storage_execute(paths: Paths, args: StorageExecuteArgs) -> Any:
+    """Run an operation on a storage unit (``fix-consistency`` of a volume group,
+    ``create-dir``/``remove-dir`` of a storage directory)."""
+    units = storage.get_units(args.su_type, paths, args.su_args)
+    await units.execute(args.name, args.operation)
+    return None
+
+
+async def node_volumes(paths: Paths, args: NoArgs) -> Any:
+    """Every logical volume here, once per physical volume it lives on (Ganeti's
+    ``node_volumes``): ``{"name", "size", "dev", "vg"}``."""
+    volumes = await storage.LvmTools(paths).logical_volumes()
+    return [{"name": lv.name, "size": lv.size, "dev": dev, "vg": lv.vg}
+            for lv in volumes for dev in (lv.devices or ("",))]
+
+
+async def lv_list(paths: Paths, args: VolumeGroupsArgs) -> Any:
+    """The logical volumes of the groups named (all when none) as Ganeti's
+    ``lv_list``: ``{"vg/lv": [size MiB, inactive, online]}``; volumes without
+    backing storage are left out."""
+    volumes = await storage.LvmTools(paths).logical_volumes(args.volume_groups)
+    return {f"{lv.vg}/{lv.name}": [lv.size, not lv.active, lv.open]
+            for lv in volumes if not lv.attr.startswith("v")}
+
+
+async def bdev_sizes(paths: Paths, args: DevicesArgs) -> Any:
+    """The size in MiB of each named block device below ``/dev/`` that exists."""
+    return await asyncio.to_thread(storage.device_sizes, list(args.devices))
 
 
 def stream_disk_spec(cluster_path: str, dev_type: str = "file") -> DiskSpec:
@@ -574,6 +648,12 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_find": blockdev_find,
     "blockdev_rename": blockdev_rename,
     "blockdev_snapshot": blockdev_snapshot,
+    "storage_list": storage_list,
+    "storage_modify": storage_modify,
+    "storage_execute": storage_execute,
+    "node_volumes": node_volumes,
+    "lv_list": lv_list,
+    "bdev_sizes": bdev_sizes,
     "os_diagnose": os_diagnose,
     "os_get": os_get,
     "instance_os_add": instance_os_add,

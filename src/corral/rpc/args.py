@@ -39,6 +39,7 @@ __all__ = [
     "BlockdevSnapshotArgs",
     "ConfigReplicateArgs",
     "ConfigRow",
+    "DevicesArgs",
     "DiskArgs",
     "DiskRename",
     "DisksArgs",
@@ -66,9 +67,14 @@ __all__ = [
     "OsValidateArgs",
     "ProcedureArgs",
     "ReplicateArgs",
+    "StorageExecuteArgs",
+    "StorageListArgs",
+    "StorageModifyArgs",
+    "StorageUnitArgs",
     "TestDelayArgs",
     "UploadFile",
     "UploadFilesArgs",
+    "VolumeGroupsArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -90,11 +96,58 @@ class NoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=Tru
 
 
 class NodeInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``node_info``: the storage directories to measure (cluster-wide paths) and the
-    hypervisors to ask for memory (the first one answers; empty: every one here)."""
+    """``node_info``: the storage directories to measure (cluster-wide paths), the
+    hypervisors to ask for memory (the first one answers; empty: every one here) and
+    whether to report the LVM volume groups (``volume_groups``: their names; the
+    answer then has every group's size and free space)."""
 
     storage_dirs: list[str] = msgspec.field(default_factory=list)
     hypervisors: list[str] = msgspec.field(default_factory=list)
+    volume_groups: list[str] = msgspec.field(default_factory=list)
+
+
+class StorageUnitArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What every storage unit procedure names: the storage type (``lvm-pv``,
+    ``lvm-vg``, ``file``, ``sharedfile``) and its arguments (the storage directories
+    for the file types)."""
+
+    su_type: str
+    su_args: list[str] = msgspec.field(default_factory=list)
+
+
+class StorageListArgs(StorageUnitArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``storage_list``: the ``fields`` of every unit, or of unit ``name``."""
+
+    name: str | None = None
+    fields: list[str]
+
+
+class StorageModifyArgs(StorageUnitArgs, kw_only=True, frozen=True,
+                        forbid_unknown_fields=True):
+    """``storage_modify``: set ``changes`` (field: value) on unit ``name``."""
+
+    name: str
+    changes: dict[str, Any]
+
+
+class StorageExecuteArgs(StorageUnitArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``storage_execute``: run ``operation`` (``fix-consistency``, ...) on unit ``name``."""
+
+    name: str
+    operation: str
+
+
+class VolumeGroupsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``lv_list``: the volume groups whose logical volumes to list (all when empty)."""
+
+    volume_groups: list[str] = msgspec.field(default_factory=list)
+
+
+class DevicesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``bdev_sizes``: block device paths."""
+
+    devices: list[str]
 
 
 class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -406,6 +459,12 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "blockdev_find": DisksArgs,
     "blockdev_rename": BlockdevRenameArgs,
     "blockdev_snapshot": BlockdevSnapshotArgs,
+    "storage_list": StorageListArgs,
+    "storage_modify": StorageModifyArgs,
+    "storage_execute": StorageExecuteArgs,
+    "node_volumes": NoArgs,
+    "lv_list": VolumeGroupsArgs,
+    "bdev_sizes": DevicesArgs,
     "os_diagnose": OsArgs,
     "os_get": OsGetArgs,
     "instance_os_add": InstanceOsAddArgs,

@@ -5,7 +5,12 @@
 listed in :data:`DRIVERS` (one entry per driver class, each naming its device types).
 The file-based disks of templates ``file`` and ``sharedfile``
 (:class:`~corral.storage.filestore.FileStorage`) are sparse raw files below the
-storage directories this node allows (:mod:`corral.storage.confine`). Errors are
+storage directories this node allows (:mod:`corral.storage.confine`); ``plain``
+disks are LVM logical volumes (:mod:`corral.storage.plain`, with the lvm2 tools in
+:mod:`corral.storage.lvm`); ``blockdev`` disks are adopted block devices
+(:mod:`corral.storage.blockdev`). The storage units disks take their space from
+(physical volumes, volume groups, storage directories) are :mod:`corral.storage.units`.
+Errors are
 :class:`~corral.errors.BlockDeviceError` with a message saying what was wrong.
 """
 
@@ -25,6 +30,7 @@ from corral.storage.base import (
     DiskStatus,
     LdiskStatus,
 )
+from corral.storage.blockdev import AdoptedDevices, device_sizes
 from corral.storage.confine import allowed_dirs, confine
 from corral.storage.filestore import (
     FILE_DEV_TYPES,
@@ -35,6 +41,9 @@ from corral.storage.filestore import (
     disk_path,
     file_logical_id,
 )
+from corral.storage.lvm import LvmTools
+from corral.storage.plain import PlainStorage, lv_path
+from corral.storage.units import UNIT_TYPES, StorageUnits, get_units
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -44,23 +53,33 @@ __all__ = [
     "FILE_DRIVER",
     "FILE_DRIVERS",
     "LDISK_CODES",
+    "UNIT_TYPES",
+    "AdoptedDevices",
     "BlockDevice",
     "DiskInfo",
     "DiskMissingError",
     "DiskStatus",
     "FileStorage",
     "LdiskStatus",
+    "LvmTools",
+    "PlainStorage",
+    "StorageUnits",
     "allowed_dirs",
     "confine",
+    "device_sizes",
     "dir_info",
     "disk_path",
     "file_logical_id",
     "get_block_device",
+    "get_units",
+    "lv_path",
 ]
 
 #: Every driver this node has; each handles the device types it names.
 DRIVERS: Final[tuple[type[BlockDevice], ...]] = (
     FileStorage,
+    PlainStorage,
+    AdoptedDevices,
 )
 
 _DRIVERS: Final[dict[str, Callable[[Paths], BlockDevice]]] = {

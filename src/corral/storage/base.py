@@ -80,6 +80,9 @@ class DiskStatus(TypedDict):
     is_degraded: bool
     """Whether the disk lacks redundancy or data it should have."""
     ldisk_status: LdiskStatus
+    active: bool
+    """Whether it is ready for use here now (an LV activated); a disk that exists but
+    is not active needs ``activate-disks`` before an instance can use it."""
 
 
 class DiskMissingError(BlockDeviceError):
@@ -138,7 +141,12 @@ class BlockDevice(ABC):
             return None
         return {"dev_path": info["path"], "major": None, "minor": None,
                 "sync_percent": None, "estimated_time": None, "is_degraded": False,
-                "ldisk_status": "ok"}
+                "ldisk_status": "ok", "active": True}
+
+    async def find_all(self, disks: list[DiskSpec]) -> list[DiskStatus | None]:
+        """:meth:`find` for each of ``disks``, in order; drivers that can look them
+        all up at once (one ``lvs``) do so."""
+        return [await self.find(disk) for disk in disks]
 
     async def rename(self, disk: DiskSpec, new_logical_id: list[str]) -> None:
         """Give ``disk`` the logical id ``new_logical_id`` (its data stays)."""

@@ -17,6 +17,7 @@ read them from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -38,12 +39,13 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, join, master_role, replication
+from corral.noded import debug, files, join, master_role, replication, volumes
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
 from corral.rpc.args import (
     BlockdevCopyFromArgs,
+    BlockdevCreateArgs,
     BlockdevGrowArgs,
     BlockdevRenameArgs,
     BlockdevSnapshotArgs,
@@ -383,9 +385,21 @@ async def hotplug_device(paths: Paths, args: HotplugDeviceArgs) -> Any:
 
 
 # -- storage -------------------------------------------------------------------
-async def blockdev_create(paths: Paths, args: DiskArgs) -> Any:
-    """Create a disk; answer its node-local path."""
-    return {"path": await _disks(paths, args.disk).create(args.disk)}
+async def blockdev_create(paths: Paths, args: BlockdevCreateArgs) -> Any:
+    """Create a disk and give it its metadata (``info``); answer its node-local path.
+    A disk whose metadata cannot be set is removed again before the error is raised,
+    so a failed create leaves nothing behind."""
+    disk = args.disk
+    driver = _disks(paths, disk)
+    path = await driver.create(disk)
+    if args.info:
+        try:
+            await driver.set_info(disk, args.info)
+        except BaseException:
+            with contextlib.suppress(CorralError):
+                await driver.remove(disk)
+            raise
+    return {"path": path}
 
 
 async def blockdev_remove(paths: Paths, args: DiskArgs) -> Any:
@@ -648,6 +662,10 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_find": blockdev_find,
     "blockdev_rename": blockdev_rename,
     "blockdev_snapshot": blockdev_snapshot,
+    "blockdev_setinfo": volumes.blockdev_setinfo,
+    "blockdev_open": volumes.blockdev_open,
+    "blockdev_close": volumes.blockdev_close,
+    "extstorage_diagnose": volumes.extstorage_diagnose,
     "storage_list": storage_list,
     "storage_modify": storage_modify,
     "storage_execute": storage_execute,

@@ -37,6 +37,7 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_INSTANCE_MIGRATE", "OP_INSTANCE_FAILOVER", "OP_INSTANCE_MOVE",
         "OP_INSTANCE_ACTIVATE_DISKS", "OP_INSTANCE_DEACTIVATE_DISKS", "OP_INSTANCE_GROW_DISK",
         "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE", "OP_CLUSTER_REDIST_CONF",
+        "OP_EXT_STORAGE_DIAGNOSE",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID

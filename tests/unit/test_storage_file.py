@@ -93,10 +93,10 @@ def test_every_block_device_operation_is_a_coroutine() -> None:
 
 
 def test_drivers_by_device_type(paths: Paths) -> None:
-    assert set(DEV_TYPES) == {"file", "sharedfile"}
+    assert set(DEV_TYPES) == {"file", "sharedfile", "plain", "blockdev", "rbd", "ext"}
     assert isinstance(get_block_device("sharedfile", paths), FileStorage)
-    with pytest.raises(BlockDeviceError, match=r"device type 'plain' .* file, sharedfile"):
-        get_block_device("plain", paths)
+    with pytest.raises(BlockDeviceError, match=r"device type 'drbd' .* file, sharedfile"):
+        get_block_device("drbd", paths)
 
 
 async def test_slow_file_work_does_not_block_the_event_loop(

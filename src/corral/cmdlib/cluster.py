@@ -13,19 +13,24 @@ import copy
 import platform
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
+from corral.cmdlib.disk_layout import ACCESS_TEMPLATES, check_access
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
+from corral.paths import Paths
 from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RpcResult
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
 
 __all__ = [
     "OS_API_VERSION",
@@ -324,6 +329,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     if change.os_search_path is not None:
         paths = [_check_abs_path("OS search path entry", p) for p in change.os_search_path]
         setattr_logged("os_search_path", paths, ",".join)
+    if change.extstorage_search_path is not None:
+        paths = [_check_abs_path("ExtStorage search path entry", p)
+                 for p in change.extstorage_search_path]
+        setattr_logged("extstorage_search_path", paths, ",".join)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
         for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
@@ -368,6 +377,28 @@ def check_disabled_in_use(old: Cluster, new: Cluster, instances: Iterable[Instan
             f"Cannot disable {what} '{name}', because there is at least one instance using "
             f"it:\n * {shown}\nremove or change these instances first, or keep {name} "
             "enabled")
+
+
+def check_access_in_use(store: ConfigStore, new: Cluster) -> None:
+    """Refuse cluster disk parameters that give an instance's disks an ``access`` its
+    hypervisor cannot use (``userspace`` for an rbd disk of a fake instance), with
+    Ganeti's words, naming the instance."""
+    for inst in store.all("instance"):
+        for uuid in inst.disks:
+            disk = store.get("disk", uuid)
+            if disk.dev_type not in ACCESS_TEMPLATES or "access" in disk.params:
+                continue
+            group = store.get("nodegroup", store.get("node", inst.primary_node).group)
+            access = params.fill_params(
+                params.defaults(params.DISK_PARAMS[disk.dev_type]),
+                new.diskparams.get(disk.dev_type), group.diskparams.get(disk.dev_type),
+            )["access"]
+            try:
+                check_access(inst.hypervisor, disk.dev_type, access)
+            except OpPrereqError:
+                raise OpPrereqError(
+                    f"Instance {inst.name}: cannot use '{access}' access setting with "
+                    f"{inst.hypervisor} hypervisor and {disk.dev_type} disk type.") from None
 
 
 #: This machine's architecture as Ganeti reports it; computed once, because
@@ -419,6 +450,8 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "os_search_path": cluster.os_search_path,
+        "extstorage_search_path": cluster.extstorage_search_path
+        or list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH),
     }
 
 
@@ -517,6 +550,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))
+            if self.op.diskparams is not None:
+                check_access_in_use(store, cluster)
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}

@@ -69,6 +69,7 @@ __all__ = [
     "check_variant",
     "commit_instance",
     "generate_mac",
+    "instance_info_text",
     "is_running",
     "remove_disks",
     "storage_dir",
@@ -99,6 +100,12 @@ def wire(spec: InstanceSpec | DiskSpec) -> dict[str, Any]:
     """A spec as RPC arguments."""
     result: dict[str, Any] = msgspec.to_builtins(spec)
     return result
+
+
+def instance_info_text(name: str) -> str:
+    """The metadata a new disk of instance ``name`` gets (Ganeti's
+    ``originstname+<name>``): an ExtStorage volume's ``VOL_METADATA``."""
+    return f"originstname+{name}"
 
 
 def check_instance_name(name: str) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import msgspec
 
 from corral.cmdlib.common import check_node_online
-from corral.cmdlib.instance_base import FILE_TEMPLATES, InstanceLU, is_running
+from corral.cmdlib.instance_base import InstanceLU, is_running
 from corral.errors import OpPrereqError
 from corral.objects import Disk, Instance
+from corral.objects.disk_templates import template
 from corral.opcodes.instance_change_ops import (
     OpInstanceActivateDisks,
     OpInstanceDeactivateDisks,
@@ -96,7 +97,8 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
             raise OpPrereqError(f"instance {inst.name} has no disk {op.disk}; its disks are "
                                 f"0 to {len(disks) - 1}")
         self.disk = disks[op.disk]
-        if self.disk.dev_type not in FILE_TEMPLATES:
+        row = template(self.disk.dev_type)
+        if row is None or not row.growable:
             raise OpPrereqError(f"disks of type {self.disk.dev_type} cannot grow")
         if op.absolute:
             self.target_size, self.delta = op.amount, op.amount - self.disk.size

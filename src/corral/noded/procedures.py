@@ -102,8 +102,16 @@ def _disks(paths: Paths, disk: DiskSpec) -> storage.BlockDevice:
     return storage.get_block_device(disk.dev_type, paths)
 
 
-async def _assemble(paths: Paths, disks: list[DiskSpec]) -> list[str]:
-    return [await _disks(paths, disk).assemble(disk) for disk in disks]
+async def _assemble(paths: Paths, disks: list[DiskSpec], *,
+                    exclusive: bool = True) -> list[str]:
+    """Assemble ``disks`` and open them for I/O (``exclusive`` unless the target of a
+    migration shares them with the source); where the instance uses each."""
+    where = []
+    for disk in disks:
+        driver = _disks(paths, disk)
+        where.append(await driver.assemble(disk))
+        await driver.open(disk, exclusive=exclusive)
+    return where
 
 
 def _hypervisor_names(names: list[str] | None) -> list[str]:
@@ -311,7 +319,8 @@ async def migration_accept(paths: Paths, args: MigrationAcceptArgs) -> Any:
     """On the target node: get ready to receive the instance (its disks assembled
     here first); the answer says where the disks' data goes when they are mirrored."""
     spec = args.instance
-    disk_paths = await _assemble(paths, spec.disks)
+    # The source still does I/O on shared disks until the guest moved.
+    disk_paths = await _assemble(paths, spec.disks, exclusive=False)
     return await _hv(paths, spec.hypervisor).accept_migration(
         spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks)
 

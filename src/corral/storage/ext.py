@@ -10,8 +10,9 @@ How corral calls the scripts (``ganeti-extstorage-interface(7)``):
 
 - create: ``create`` (``VOL_SIZE``), then ``setinfo`` with the instance's metadata;
 - assemble (start, OS installation, activate-disks): ``attach``, then ``open``
-  exclusively. ``attach`` prints the volume's local path on its first line (a block
-  device, or a regular file: corral takes files too) and, on further lines, URIs of
+  exclusively (not exclusively on the target of a migration). ``attach`` prints the
+  volume's local path on its first line (a block device, or a regular file: corral
+  takes files too) and, on further lines, URIs of
   the form ``<hypervisor>:<uri>``; with ``access=userspace`` the guest uses the
   ``kvm:`` URI instead of the path, and the first line may then be empty;
 - shutdown (stop, deactivate-disks): ``detach``;
@@ -204,13 +205,12 @@ class ExtStorage(BlockDevice):
         await self._run(disk, "grow", size=disk.size, new_size=disk.size + amount)
 
     async def assemble(self, disk: DiskSpec) -> str:
-        """``attach`` and ``open`` (exclusively); the local path, or the ``kvm`` URI
-        for ``access=userspace``."""
+        """``attach``; the local path, or the ``kvm`` URI for ``access=userspace``
+        (the node daemon then opens the volume, see :meth:`open`)."""
         attachment = await self._attach(disk)
         where = self._where(disk, attachment)
         if where.startswith("/"):
             await asyncio.to_thread(self._check_local, disk, where)
-        await self._run(disk, "open", exclusive=True)
         return where
 
     async def open(self, disk: DiskSpec, *, exclusive: bool = True) -> None:

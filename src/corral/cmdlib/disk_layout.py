@@ -41,6 +41,7 @@ __all__ = [
     "CREATABLE_TEMPLATES",
     "DISK_KEYS",
     "METADATA_TEMPLATES",
+    "RELEASED_TEMPLATES",
     "check_access",
     "external_params",
     "logical_id_on_node",
@@ -63,6 +64,9 @@ ACCESS_TEMPLATES: frozenset[str] = frozenset({"rbd", "ext"})
 #: Templates whose volumes keep metadata naming their instance (``blockdev_setinfo``
 #: at creation and rename): ExtStorage volumes (``setinfo``), LVM volumes (tags).
 METADATA_TEMPLATES: frozenset[str] = frozenset({"ext", "plain"})
+#: Shared templates a node attaches to use them (rbd images it maps, ExtStorage volumes
+#: it attaches): a node lets go of them when it no longer runs the instance.
+RELEASED_TEMPLATES: frozenset[str] = frozenset({"rbd", "ext"})
 #: What an ExtStorage provider parameter's name may be made of.
 _EXT_PARAM_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 

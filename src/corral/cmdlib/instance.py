@@ -21,7 +21,7 @@ from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import add_name_lock, check_node_online, drop_name_lock, lower_os_params
-from corral.cmdlib.disk_layout import METADATA_TEMPLATES
+from corral.cmdlib.disk_layout import METADATA_TEMPLATES, RELEASED_TEMPLATES
 from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_QUICK,
@@ -185,6 +185,13 @@ class LUInstanceShutdown(InstanceLU[Any]):
         await self.call_one(node, "instance_shutdown",
                     {"instance": self.spec(), "timeout": float(op.timeout)},
                     f"shutting down instance {inst.name}", rpc_timeout=op.timeout + RPC_QUICK)
+        released = [wire(self.disk_spec(d, i)) for i, d in enumerate(self.disks())
+                    if d.dev_type in RELEASED_TEMPLATES]
+        if released:
+            # As Ganeti deactivates a stopped instance's disks: rbd images are unmapped,
+            # ExtStorage volumes detached.
+            await self.try_call(node, "blockdev_shutdown", {"disks": released},
+                                f"deactivating the disks of instance {inst.name}")
         if op.no_remember:
             await self.set_state(status_change=True)  # stopped: see LUInstanceStartup
         return None

@@ -26,7 +26,7 @@ from corral.cmdlib.common import (
     expand_node,
     fill_hvparams,
 )
-from corral.cmdlib.disk_layout import logical_id_on_node
+from corral.cmdlib.disk_layout import RELEASED_TEMPLATES, logical_id_on_node
 from corral.cmdlib.instance_base import (
     RPC_START,
     InstanceLU,
@@ -71,9 +71,6 @@ MIRRORING_HYPERVISORS = frozenset({"kvm"})
 #: Disk templates whose volumes are opened and closed around a migration (ExtStorage
 #: ``open``/``close``: shared by both nodes while the guest moves).
 OPENED_TEMPLATES = frozenset({"ext"})
-#: Shared disk templates a node attaches to use them (rbd images it maps, ExtStorage
-#: volumes it attaches): the node that no longer runs the instance lets go of them.
-RELEASED_TEMPLATES = frozenset({"rbd", "ext"})
 #: How often the master asks the source for a running migration's progress (s).
 PROGRESS_INTERVAL = 0.5
 #: How long the master waits for ``migration_send`` beyond the disks' copy time: the

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -93,6 +94,8 @@ COPY_READ_TIMEOUT = 120.0
 
 A = TypeVar("A", bound=ProcedureArgs)
 
+log = logging.getLogger(__name__)
+
 
 def _hv(paths: Paths, name: str) -> Hypervisor:
     return hypervisor.get_hypervisor(name, paths)
@@ -112,6 +115,23 @@ async def _assemble(paths: Paths, disks: list[DiskSpec], *,
         where.append(await driver.assemble(disk))
         await driver.open(disk, exclusive=exclusive)
     return where
+
+
+#: Disk types a node attaches to use them (rbd images it maps, ExtStorage volumes): an
+#: OS script's run lets go of them again, as Ganeti shuts down the disks it started.
+_ATTACHED_TYPES = frozenset({"rbd", "ext"})
+
+
+async def _release(paths: Paths, disks: list[DiskSpec]) -> None:
+    """Shut down the attached disks an OS script used (errors are logged: the script's
+    own outcome is what the caller reports)."""
+    for disk in disks:
+        if disk.dev_type in _ATTACHED_TYPES:
+            try:
+                await _disks(paths, disk).shutdown(disk)
+            except CorralError as err:
+                log.warning("cannot release disk/%d after the OS script: %s", disk.index,
+                            err.message)
 
 
 def _hypervisor_names(names: list[str] | None) -> list[str]:
@@ -591,9 +611,12 @@ async def instance_os_add(paths: Paths, args: InstanceOsAddArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
-    await osapi.run_script(definition, "create", env, log_file)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
+        await osapi.run_script(definition, "create", env, log_file)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 
@@ -602,11 +625,14 @@ async def instance_run_rename(paths: Paths, args: InstanceRunRenameArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    env["OLD_INSTANCE_NAME"] = args.old_name
-    log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
-                                       args.old_name, spec.name)
-    await osapi.run_script(definition, "rename", env, log_file)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        env["OLD_INSTANCE_NAME"] = args.old_name
+        log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
+                                           args.old_name, spec.name)
+        await osapi.run_script(definition, "rename", env, log_file)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 

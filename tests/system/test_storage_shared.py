@@ -11,10 +11,12 @@ configuration as its ``/etc/ceph/ceph.conf``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,21 +34,34 @@ TICK = re.compile(r"corral-tiny-guest: tick (\d+)")
 
 
 @pytest.fixture(scope="module")
-def ceph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[testbed_ceph.CephCluster]:
-    """A single-node Ceph for the module, with the pool ``rbd``."""
+def _ceph_starting(tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[Future[testbed_ceph.CephCluster]]:
+    """A single-node Ceph for the module, with the pool ``rbd``, starting in a thread
+    while the kvm testbed comes up (each takes seconds)."""
     missing = testbed_ceph.missing_binaries()
     if missing:
         pytest.fail(f"Ceph is not installed ({', '.join(missing)} missing): run 'make sysdeps'")
     directory = tmp_path_factory.mktemp("ceph") / "cluster"
-    try:
-        yield testbed_ceph.start(directory)
-    finally:
-        testbed_ceph.stop(directory)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        starting = pool.submit(testbed_ceph.start, directory)
+        try:
+            yield starting
+        finally:
+            with contextlib.suppress(Exception):
+                starting.result()
+            testbed_ceph.stop(directory)
     assert not directory.exists()
 
 
 @pytest.fixture(scope="module")
-def cluster(kvm_testbed: KvmTestbed, ceph: testbed_ceph.CephCluster) -> KvmTestbed:
+def ceph(_ceph_starting: Future[testbed_ceph.CephCluster]) -> testbed_ceph.CephCluster:
+    """The module's Ceph, once it answers."""
+    return _ceph_starting.result()
+
+
+@pytest.fixture(scope="module")
+def cluster(_ceph_starting: Future[testbed_ceph.CephCluster], kvm_testbed: KvmTestbed,
+            ceph: testbed_ceph.CephCluster) -> KvmTestbed:
     """The kvm testbed using the Ceph, with rbd (userspace access) and ext enabled and
     migrations at loopback speed."""
     for node in kvm_testbed.state["nodes"]:

@@ -46,6 +46,8 @@ __all__ = ["CEPH_CONF", "RBD_DRIVER", "RbdStorage", "conf_path", "rbd_uri"]
 RBD_DRIVER: Final = "rbd"
 #: Ceph's configuration file, below a node's root.
 CEPH_CONF: Final = "/etc/ceph/ceph.conf"
+#: Where the kernel's rbd module lists the images it mapped (``rbd showmapped`` reads it).
+RBD_SYSFS: Final = Path("/sys/bus/rbd/devices")
 #: How ``rbd`` says that what it was asked about does not exist.
 _ENOENT: Final = "(2) No such file or directory"
 #: How ``rbd rm`` refuses an image that has snapshots.
@@ -158,7 +160,10 @@ class RbdStorage(BlockDevice):
                                f"{proc.returncode}): " + " | ".join(lines))
 
     async def _mapped_device(self, pool: str, image: str) -> str | None:
-        """The ``/dev/rbd<N>`` the kernel mapped the image to, if any."""
+        """The ``/dev/rbd<N>`` the kernel mapped the image to, if any (none at all when
+        the kernel's rbd module is not loaded: no need to ask ``rbd`` then)."""
+        if not await asyncio.to_thread(RBD_SYSFS.is_dir):
+            return None
         out = await self._rbd(None, ["showmapped", "--format", "json"],
                               "list the mapped rbd images")
         try:

@@ -16,8 +16,11 @@ for ``ceph -s`` and the health checks, not for features; the 300 MB its modules 
 would be wasted here, and ``ceph health`` reports them as failed). :func:`start`
 returns once the pool exists and answers ``rbd``.
 
-    python -m corral.testbed.ceph up --dir DIR      # prints the conf path
+    python -m corral.testbed.ceph up --dir DIR [--testbed TESTBED_DIR]
     python -m corral.testbed.ceph down --dir DIR
+
+(``--testbed`` gives every node of a testbed the cluster's configuration, see
+:func:`install_conf`.)
 """
 
 from __future__ import annotations
@@ -286,17 +289,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("action", choices=("up", "down"))
     parser.add_argument("--dir", required=True, type=Path)
     parser.add_argument("--pool", default="rbd")
+    parser.add_argument("--testbed", type=Path, metavar="DIR",
+                        help="with up: make every node of the testbed in DIR use this Ceph "
+                             "(its /etc/ceph/ceph.conf)")
     args = parser.parse_args(argv)
     if args.action == "up":
         started = time.monotonic()
         try:
             cluster = start(args.dir, pool=args.pool)
-        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+            roots = []
+            if args.testbed is not None:
+                state = json.loads((args.testbed / "testbed.json").read_text())
+                roots = [Path(node["root"]) for node in state["nodes"]]
+            for root in roots:
+                install_conf(cluster, root)
+        except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as err:
             stop(args.dir)
             print(f"ceph up failed: {err}", file=sys.stderr)
             return 1
         print(f"ceph up in {time.monotonic() - started:.1f} s: conf {cluster.conf}, "
-              f"monitor {cluster.mon_addr}, pool {cluster.pool}")
+              f"monitor {cluster.mon_addr}, pool {cluster.pool}"
+              + (f"; used by the {len(roots)} nodes of {args.testbed}" if roots else ""))
         return 0
     for line in stop(args.dir):
         print(f"stopped {line}")

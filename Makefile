@@ -11,7 +11,8 @@ TINY_GUEST := build/tiny-guest
 .PHONY: all install sysdeps rapi-clients demo demo-down test lint unit integration system bench clean
 
 # System tools the tests and the demo use: e2fsprogs for the bundled OS definition
-# (mkfs.ext4 and debugfs work on plain files, no mounts). Installed only when missing.
+# (mkfs.ext4 and debugfs work on plain files, no mounts); lvm2 for plain (LVM) disks and
+# the LVM storage units, tested on loop devices. Installed only when missing.
 SYSDEPS_CMDS := mkfs.ext4 debugfs
 SYSDEPS_PKGS := e2fsprogs
 # RAPI clients the RAPI tests drive: Ganeti's own Python client, run under the system
@@ -51,6 +52,8 @@ install: $(STAMP)
 sysdeps:
 	@pkgs=""; for c in $(SYSDEPS_CMDS); do command -v $$c >/dev/null 2>&1 || \
 	  [ -x /sbin/$$c ] || [ -x /usr/sbin/$$c ] || pkgs="$(SYSDEPS_PKGS)"; done; \
+	command -v lvcreate >/dev/null 2>&1 || [ -x /sbin/lvcreate ] || \
+	  [ -x /usr/sbin/lvcreate ] || pkgs="$$pkgs lvm2"; \
 	[ -f $(RAPI_CLIENT) ] || pkgs="$$pkgs ganeti-3.0"; \
 	[ -x $(HSCAN) ] || pkgs="$$pkgs ganeti-htools-3.0"; \
 	/usr/bin/python3 -c 'import pycurl' >/dev/null 2>&1 || pkgs="$$pkgs python3-pycurl"; \

@@ -16,6 +16,7 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_cluster_disks import verify_disks
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
 from corral.cli.options import (
@@ -446,6 +447,7 @@ def destroy(yes_do_it: bool) -> None:
 
 add_tag_commands(cli, TOOL, "cluster")
 cli.add_command(search_tags_command(TOOL))
+cli.add_command(verify_disks)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client
+from corral.cli.gnt_node_storage import STORAGE_COMMANDS
 from corral.cli.jobs import (
     exit_with,
     list_fields_command,
@@ -77,7 +78,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Node administration: add, remove, list, info, modify, tags."""
+    """Node administration: add, remove, list, info, modify, tags, storage units and
+    volumes."""
 
 
 @cli.command()
@@ -232,6 +234,9 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
 
 
 add_tag_commands(cli, TOOL, "node", "NODE")
+
+for _command in STORAGE_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "NodeRpc",
     "QueryResource",
     "RpcArgs",
+    "SubmitJobs",
 ]
 
 #: The arguments of one RPC: the same for every node, or computed per node.
@@ -76,6 +77,15 @@ class _NoRpc:
 
     async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
         raise InternalError("no node RPC configured (joining a node)")
+
+#: Submits jobs from a running opcode (Ganeti's ``ResultWithJobs``): each job is a list
+#: of opcodes; the answer per job is ``(True, job id)`` or ``(False, why it was refused)``.
+SubmitJobs = Callable[[Sequence[Sequence[OpCode]]], Awaitable[list[tuple[bool, int | str]]]]
+
+
+async def _no_submit(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
+    raise InternalError("no job queue configured (submitting jobs from an opcode)")
+
 
 class Feedback(Protocol):
     """Writes a message to the job log of the opcode being executed.
@@ -125,6 +135,9 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY_DISKS``): the job
+    #: queue's ``submit_many``.
+    submit_jobs: SubmitJobs = _no_submit
 
 
 class LogicalUnit(Generic[OpT]):

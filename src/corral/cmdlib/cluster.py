@@ -545,6 +545,9 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             await self._validate_osparams()
         if self.op.hvparams or self.op.os_hvp or self.op.enabled_hypervisors:
             await self._validate_hvparams()
+        if self.op.vg_name:
+            from corral.cmdlib.storage import check_vg_on_nodes
+            await check_vg_on_nodes(self.master, self.op.vg_name)
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()
@@ -559,6 +562,12 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         for change in changes:
             self.feedback(change)
         self.master.cluster_changed(store.cluster)
+        dirs = [(kind, getattr(store.cluster, attr)) for kind, attr in (
+            ("file", "file_storage_dir"), ("sharedfile", "shared_file_storage_dir"))
+            if getattr(self.op, attr) is not None]
+        if dirs:
+            from corral.cmdlib.storage import create_storage_dirs
+            await create_storage_dirs(self.master, self.feedback, dirs)
         if store.cluster.uid_pool != old_pool:
             failed = await send_config_files(self.master, online_nodes(self.master))
             warn_missing(failed, self.feedback)

@@ -13,28 +13,47 @@ node share it:
   device); an adopted LV is renamed to that name once the instance is created, as
   Ganeti does;
 * :func:`logical_id_on_node`: the logical id of a copy of a disk on another node
-  (move, live migration of local disks).
+  (move, live migration of local disks);
+* :func:`check_space`: new disks fit on their node: file disks in their storage
+  directory's file system, LVM disks in their volume group's allocatable free
+  space (refused before anything is made, naming the node, the group and the
+  space);
+* :func:`check_adoption`: the volumes or devices to adopt exist on the node, are
+  not in use and not another instance's, and give the disks their sizes;
+* :func:`filled_disk_spec`: what the node needs of a disk, with the disk
+  parameters (``stripes``, ``pool``, ``access``) filled from the cluster and the
+  node's group;
+* :func:`external_params` and :func:`check_access`: an ``ext`` disk's provider and
+  its parameters, ``access`` of ``rbd`` and ``ext`` disks and which hypervisor may
+  use ``userspace``.
 
 Logical ids are Ganeti's: ``[driver, path]`` for files, ``[vg, lv]`` for ``plain``,
-``["manual", path]`` for ``blockdev``.
+``["manual", path]`` for ``blockdev``, ``["rbd", image]`` for ``rbd`` and ``[provider,
+volume]`` for ``ext`` (images and volumes named ``<disk uuid>.rbd.disk<index>`` and
+``<disk uuid>.ext.disk<index>``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from corral.cmdlib.common import disk_node_spec
+from corral.cmdlib.instance_base import RPC_QUICK, check_file_space, storage_dir
 from corral.cmdlib.instance_query import MAX_DISKS
 from corral.errors import OpPrereqError, ParameterError
-from corral.objects.disk_templates import BLOCKDEV_DRIVER, template
+from corral.objects.disk_templates import ADOPTABLE_BLOCKDEV_ROOT, BLOCKDEV_DRIVER, template
 from corral.objects.params import DISK_ACCESS_MODES, parse_size
+from corral.objects.specs import DiskSpec
 from corral.storage import file_logical_id
 from corral.storage.rbd import RBD_DRIVER
 
 if TYPE_CHECKING:
+    from corral.cmdlib.base import LogicalUnit
     from corral.config import ConfigStore
-    from corral.objects import Disk, Instance
+    from corral.objects import Disk, Instance, Node
 
 __all__ = [
     "ACCESS_TEMPLATES",
@@ -43,7 +62,10 @@ __all__ = [
     "METADATA_TEMPLATES",
     "RELEASED_TEMPLATES",
     "check_access",
+    "check_adoption",
+    "check_space",
     "external_params",
+    "filled_disk_spec",
     "logical_id_on_node",
     "lv_name",
     "new_logical_id",
@@ -52,8 +74,8 @@ __all__ = [
 ]
 
 #: The disk templates new disks can be made of.
-CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile", "rbd",
-                                                 "ext"})
+CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile", "plain",
+                                                 "blockdev", "rbd", "ext"})
 #: Keys of a disk definition in a request (Ganeti's ``IDISK_PARAMS``).
 DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider",
              "access")
@@ -307,7 +329,123 @@ def logical_id_on_node(store: ConfigStore, instance: Instance, disk: Disk,
     """The logical id a copy of ``disk`` gets on another node (the target of a move
     or of a live migration that takes local disks along)."""
     if disk.dev_type in ("file", "sharedfile"):
-        from corral.cmdlib.instance_base import storage_dir
         directory = storage_dir(store, instance, disk.dev_type)
         return file_logical_id(directory, instance.uuid, disk.uuid, index)
     return list(disk.logical_id)
+
+
+# -- what a node needs -------------------------------------------------------------
+
+
+def filled_disk_spec(store: ConfigStore, disk: Disk, index: int, node: Node) -> DiskSpec:
+    """``disk`` as ``node`` needs it, with its template's disk parameters filled
+    (built-in defaults, cluster, the node's group, the disk's own) and, for ``ext``,
+    the cluster's ExtStorage search path: :func:`corral.cmdlib.common.disk_node_spec`."""
+    return disk_node_spec(store, disk, index, node)
+
+
+# -- space -------------------------------------------------------------------------
+
+
+async def check_space(lu: LogicalUnit[Any], node: Node, hypervisor: str, instance_name: str,
+                      new_disks: Sequence[tuple[int, Disk]], *, forced: bool,
+                      override: str) -> None:
+    """Refuse new disks that do not fit on ``node``: file disks against their
+    directory's free space (``forced`` makes that a warning, as the files are
+    sparse: see :func:`~corral.cmdlib.instance_base.check_file_space`), LVM disks
+    against their volume group's allocatable free space (never forced: an LV takes
+    all its space at once)."""
+    await check_file_space(lu, node, hypervisor, instance_name, new_disks, forced=forced,
+                           override=override)
+    wanted: dict[str, int] = {}
+    for _index, disk in new_disks:
+        row = template(disk.dev_type)
+        if row is not None and row.lvm and len(disk.logical_id) == 2:
+            wanted[disk.logical_id[0]] = wanted.get(disk.logical_id[0], 0) + disk.size
+    if wanted:
+        await check_vg_space(lu, node, wanted)
+
+
+async def check_vg_space(lu: LogicalUnit[Any], node: Node, wanted: dict[str, int]) -> None:
+    """Refuse when a volume group of ``wanted`` (name: MiB) does not exist on ``node``
+    (listing those that do) or has less allocatable free space (Ganeti's words)."""
+    results = await lu.master.rpc.call(
+        [node], "node_info", {"volume_groups": sorted(wanted)}, timeout=RPC_QUICK)
+    info = results[node.name].get("asking for the free space of its volume groups")
+    lvm = info.get("lvm") if isinstance(info, dict) else None
+    if not isinstance(lvm, dict) or "vgs" not in lvm:
+        why = lvm.get("error") if isinstance(lvm, dict) else None
+        raise OpPrereqError(f"Can't retrieve storage information for LVM\nnode {node.name} "
+                            f"could not list its volume groups: {why or 'no answer'}",
+                            ecode="environment_error")
+    groups: dict[str, Any] = lvm["vgs"]
+    for vg, needed in sorted(wanted.items()):
+        group = groups.get(vg)
+        if not isinstance(group, dict):
+            known = ", ".join(sorted(groups)) or "none"
+            raise OpPrereqError(
+                f"Can't compute free disk space on node {node.name} for vg {vg}, result was "
+                f"'None'\nvolume group {vg} does not exist on node {node.name}; its volume "
+                f"groups: {known}", ecode="environment_error")
+        free = int(group.get("allocatable_free", 0))
+        if needed > free:
+            raise OpPrereqError(
+                f"Not enough disk space on target node {node.name} vg {vg}: required "
+                f"{needed} MiB, available {free} MiB", ecode="insufficient_resources")
+
+
+# -- adoption ----------------------------------------------------------------------
+
+
+async def check_adoption(lu: LogicalUnit[Any], node: Node, name: str,
+                         disks: list[dict[str, Any]]) -> None:
+    """Check the volumes (``plain``) or devices (``blockdev``) that ``disks`` adopt on
+    ``node`` (Ganeti's checks and words) and give each disk its volume's size."""
+    store = lu.master.store
+    if name == "plain":
+        volumes = [f"{d['vg']}/{d['adopt']}" for d in disks]
+        used = {f"{disk.logical_id[0]}/{disk.logical_id[1]}"
+                for disk in store.all("disk")
+                if disk.dev_type == "plain" and len(disk.logical_id) == 2}
+        for volume in volumes:
+            if volume in used:
+                raise OpPrereqError(f"LV named {volume} used by another instance",
+                                    ecode="already_exists")
+        results = await lu.master.rpc.call(
+            [node], "lv_list", {"volume_groups": sorted({d["vg"] for d in disks})},
+            timeout=RPC_QUICK)
+        found = results[node.name].get(f"Cannot get LV information from node {node.name}")
+        missing = [v for v in volumes if v not in found]
+        if missing:
+            raise OpPrereqError(f"Missing logical volume(s): {', '.join(missing)}",
+                                ecode="wrong_input")
+        online = [v for v in volumes if found[v][2]]
+        if online:
+            raise OpPrereqError(f"Online logical volumes found, cannot adopt: "
+                                f"{', '.join(online)}", ecode="wrong_state")
+        for disk, volume in zip(disks, volumes, strict=True):
+            disk["size"] = int(found[volume][0])
+        return
+    if name == "blockdev":
+        paths = [d["adopt"] for d in disks]
+        outside = [p for p in paths if not p.startswith(ADOPTABLE_BLOCKDEV_ROOT)]
+        if outside:
+            raise ParameterError(f"Device node(s) {', '.join(outside)} lie outside "
+                                 f"{ADOPTABLE_BLOCKDEV_ROOT} and cannot be adopted")
+        used = {disk.logical_id[1] for disk in store.all("disk")
+                if disk.dev_type == "blockdev" and len(disk.logical_id) == 2}
+        taken = [p for p in paths if p in used]
+        if taken:
+            raise OpPrereqError(f"block device(s) {', '.join(taken)} already adopted by "
+                                "another instance", ecode="already_exists")
+        results = await lu.master.rpc.call([node], "bdev_sizes", {"devices": paths},
+                                           timeout=RPC_QUICK)
+        sizes = results[node.name].get(
+            f"Cannot get block device information from node {node.name}")
+        missing = [p for p in paths if p not in sizes]
+        if missing:
+            raise ParameterError(f"Missing block device(s): {', '.join(missing)}")
+        for disk, path in zip(disks, paths, strict=True):
+            disk["size"] = int(sizes[path])
+        return
+    raise ParameterError(f"Disk adoption is not supported for the '{name}' disk template")

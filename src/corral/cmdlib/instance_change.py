@@ -408,7 +408,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 elif dev_type != template:
                     raise ParameterError(f"instance {inst.name} has {template} disks; a "
                                          f"{dev_type} disk cannot be added")
-                addable = sorted(CREATABLE_TEMPLATES - {"diskless"})
+                addable = sorted(CREATABLE_TEMPLATES & (FILE_TEMPLATES | {"rbd", "ext"}))
                 if dev_type not in addable:
                     raise ParameterError(f"disk type {dev_type!r} is not supported; valid: "
                                          f"{', '.join(addable)}")

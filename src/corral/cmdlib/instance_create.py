@@ -35,7 +35,6 @@ from corral.cmdlib.common import (
     add_name_lock,
     check_hv_on_nodes,
     check_hv_syntax,
-    disk_node_spec,
     drop_name_lock,
     expand_node,
     fill_diskparams,
@@ -48,6 +47,9 @@ from corral.cmdlib.disk_layout import (
     ACCESS_TEMPLATES,
     CREATABLE_TEMPLATES,
     check_access,
+    check_adoption,
+    check_space,
+    filled_disk_spec,
     new_logical_id,
     parse_disks,
 )
@@ -56,7 +58,6 @@ from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_START,
     call_node,
-    check_file_space,
     check_hv_be,
     check_instance_name,
     check_ip,
@@ -267,10 +268,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """The new name exclusively, the primary node shared (see the module doc), the
         networks its NICs name exclusively (their pools hand out addresses)."""
         node = [self.op.pnode or ""]
+        # Adopting takes the node exclusively: two creates must not adopt one volume.
+        adopting = any(isinstance(d, dict) and d.get("adopt") for d in self.op.disks)
         locks = {
             LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
-            LockLevel.NODE: LockRequest(node, shared=True),
-            LockLevel.NODE_RES: LockRequest(node, shared=True),
+            LockLevel.NODE: LockRequest(node, shared=not adopting),
+            LockLevel.NODE_RES: LockRequest(node, shared=not adopting),
         }
         networks = network_lock_names(self.master.store, self.op.nics)
         if networks:
@@ -375,7 +378,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         for index, d in enumerate(self.disks):
             disk_uuid = new_uuid()
             disks.append(Disk(
-                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"],
+                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"] or 0,
                 mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
                 spindles=d["spindles"], params=dict(d["params"]),
                 logical_id=new_logical_id(self.template, d, instance_uuid=inst_uuid,
@@ -414,9 +417,62 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def _spec(self) -> InstanceSpec:
         store = self.master.store
         spec = instance_spec(store, msgspec.structs.replace(self.instance, disks=[]), self.node)
-        spec.disks = [disk_node_spec(store, d, i, self.node)
+        spec.disks = [filled_disk_spec(store, d, i, self.node)
                       for i, d in enumerate(self.disk_objects)]
         return spec
+
+    @property
+    def adopting(self) -> bool:
+        """Whether the disks are existing volumes or devices (``adopt=``)."""
+        return any(d["adopt"] for d in self.disks)
+
+    async def _adopt(self, node: Node) -> None:
+        """Check what is adopted and give the disks its sizes."""
+        await check_adoption(self, node, self.template, self.disks)
+        for disk_obj, d in zip(self.disk_objects, self.disks, strict=True):
+            disk_obj.size = int(d["size"])
+
+    async def _make_disks(self, spec: InstanceSpec, node: Node, name: str,
+                          created: list[DiskSpec], renamed: list[tuple[DiskSpec, list[str]]]
+                          ) -> None:
+        """Create the disks, or take over the adopted ones (adopted LVs get corral's
+        names, as Ganeti renames them); ``created`` and ``renamed`` record what to
+        undo."""
+        for disk, d in zip(spec.disks, self.disks, strict=True):
+            if d["adopt"] and self.template == "plain":
+                old = msgspec.structs.replace(disk, logical_id=[d["vg"], d["adopt"]])
+                self.feedback(f"Adopting logical volume {d['vg']}/{d['adopt']} as disk "
+                              f"{disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(old),
+                                              "new_logical_id": list(disk.logical_id)}]},
+                                f"renaming the adopted logical volume of disk {disk.index}")
+                renamed.append((disk, list(old.logical_id)))
+            elif d["adopt"]:
+                self.feedback(f"Adopting block device {d['adopt']} as disk {disk.index} "
+                              f"({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_assemble",
+                                {"disks": [wire(disk)]},
+                                f"checking the adopted device of disk {disk.index}")
+            else:
+                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_create",
+                                {"disk": wire(disk), "info": instance_info_text(name)},
+                                f"creating disk {disk.index} of instance {name}",
+                                timeout=RPC_START)
+                created.append(disk)
+
+    async def _undo_disks(self, node: Node, created: list[DiskSpec],
+                          renamed: list[tuple[DiskSpec, list[str]]]) -> None:
+        """Remove the disks made, give adopted volumes their names back."""
+        await remove_disks(self, node, created, best_effort=True)
+        for disk, old_id in renamed:
+            try:
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(disk), "new_logical_id": old_id}]},
+                                f"giving disk {disk.index} its name back")
+            except CorralError as err:
+                self.feedback(f"Warning: {err.message}")
 
     async def execute(self) -> list[str]:
         """Check the OS on the node, create disks, install, commit, start."""
@@ -426,11 +482,18 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if "maxmem" in self.beparams:
             maxmem = filled_beparams(self.master.store, self.instance, node)["maxmem"]
             await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
-        await check_file_space(
-            self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
-            forced=op.ignore_ipolicy,
-            override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
-        if not op.no_install:
+        if self.adopting:
+            await self._adopt(node)
+        else:
+            await check_space(
+                self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
+                forced=op.ignore_ipolicy,
+                override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
+        install = not op.no_install and not self.adopting
+        if not op.no_install and self.adopting:
+            # Ganeti installs no OS on adopted disks: they hold their data already.
+            self.feedback("Disks are adopted: the OS is not installed on them")
+        if install:
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,
                             own_params=self.instance.osparams)
@@ -445,14 +508,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             _ports_in_creation.add(port)
         spec = self._spec()
         created: list[DiskSpec] = []
+        renamed: list[tuple[DiskSpec, list[str]]] = []
         try:
-            for disk in spec.disks:
-                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
-                await call_node(self.master, node, "blockdev_create",
-                                {"disk": wire(disk), "info": instance_info_text(name)},
-                            f"creating disk {disk.index} of instance {name}", timeout=RPC_START)
-                created.append(disk)
-            if not op.no_install:
+            await self._make_disks(spec, node, name, created, renamed)
+            if install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,
@@ -464,7 +523,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     txn.add(disk_obj)
                 txn.add(self.instance)
         except BaseException:
-            await remove_disks(self, node, created, best_effort=True)
+            await self._undo_disks(node, created, renamed)
             raise
         finally:
             if port is not None:

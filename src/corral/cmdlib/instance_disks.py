@@ -1,4 +1,4 @@
-"""Disks of an existing instance: activate, deactivate, grow (file disks).
+"""Disks of an existing instance: activate, deactivate, grow (the templates that can).
 
 Growing asks the primary node for a dry run first (it refuses an amount larger than
 the free space of the disk's file system), then grows and records the new size.
@@ -10,7 +10,7 @@ import msgspec
 
 from corral.cmdlib.common import check_node_online
 from corral.cmdlib.instance_base import InstanceLU, is_running
-from corral.errors import OpPrereqError
+from corral.errors import OpExecError, OpPrereqError
 from corral.objects import Disk, Instance
 from corral.objects.disk_templates import template
 from corral.opcodes.instance_change_ops import (
@@ -46,6 +46,11 @@ class LUInstanceActivateDisks(InstanceLU[OpInstanceActivateDisks]):
         if not isinstance(paths, list) or len(paths) != len(disks):
             raise OpPrereqError(f"node {primary.name} answered {paths!r} to activating "
                                 f"{len(disks)} disks")
+        if self.op.wait_for_sync:
+            from corral.cmdlib.disk_status import wait_for_sync
+            if not await wait_for_sync(self.master, self.instance, self.feedback):
+                raise OpExecError("Can't activate the disks of instance "
+                                  f"{self.instance.name}: they are degraded")
         return [[primary.name, d.iv_name or f"disk/{i}", str(path)]
                 for i, (d, path) in enumerate(zip(disks, paths, strict=True))]
 
@@ -99,7 +104,8 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
         self.disk = disks[op.disk]
         row = template(self.disk.dev_type)
         if row is None or not row.growable:
-            raise OpPrereqError(f"disks of type {self.disk.dev_type} cannot grow")
+            raise OpPrereqError(f"Instance's disk layout {self.disk.dev_type} does not "
+                                "support growing", ecode="wrong_input")
         if op.absolute:
             self.target_size, self.delta = op.amount, op.amount - self.disk.size
             if self.delta < 0:

@@ -59,6 +59,7 @@ class MasterState:
             max_running=store.cluster.max_running_jobs,
             decider=self._decider(),
         )
+        self.context.submit_jobs = self.queue.submit_many
 
     @classmethod
     def open(cls, paths: Paths, store: ConfigStore) -> MasterState:

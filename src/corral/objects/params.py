@@ -195,7 +195,8 @@ NIC_PARAMS: dict[str, ParamSpec] = {
 }
 
 #: Disk templates corral knows; DRBD is not among them (see DESIGN.md, Storage).
-DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless", "rbd", "ext")
+DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless", "blockdev", "rbd",
+                                  "ext")
 
 #: How a node gives a guest a disk of the templates that have the choice (Ganeti's
 #: ``access`` disk parameter): a block device of the node's kernel, or the hypervisor's
@@ -207,6 +208,7 @@ DISK_PARAMS: dict[str, dict[str, ParamSpec]] = {
     "file": {},
     "sharedfile": {},
     "diskless": {},
+    "blockdev": {},
     "rbd": {"access": _s("kernelspace", *DISK_ACCESS_MODES), "pool": _s("rbd")},
     "ext": {"access": _s("kernelspace", *DISK_ACCESS_MODES)},
 }

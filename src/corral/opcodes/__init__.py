@@ -11,6 +11,7 @@ from corral.opcodes import (  # noqa: F401
     network_ops,
     node_ops,
     os_ops,
+    storage_ops,
 )
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,

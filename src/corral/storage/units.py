@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from corral.errors import BlockDeviceError, ParameterError
 from corral.paths import Paths
+from corral.storage.confine import allowed_dirs, confine
 from corral.storage.lvm import LvmTools, PhysicalVolume, Runner, VolumeGroup
 
 __all__ = [
@@ -57,10 +58,10 @@ OPERATIONS: Final[dict[str, frozenset[str]]] = {
 _MIB: Final = 1024 * 1024
 
 
-def _not_found(kind: str, name: str, known: Sequence[str]) -> BlockDeviceError:
+def _not_found(kind: str, name: str, known: Sequence[str], plural: str = "") -> BlockDeviceError:
     listing = ", ".join(sorted(known)) or "none"
-    return BlockDeviceError(f"{kind} {name!r} does not exist on this node (its {kind}s: "
-                            f"{listing})")
+    return BlockDeviceError(f"{kind} {name!r} does not exist on this node (its "
+                            f"{plural or kind + 's'}: {listing})")
 
 
 class StorageUnits(ABC):
@@ -228,7 +229,8 @@ class FileUnits(StorageUnits):
         if name is None:
             return self.directories
         if name not in self.directories:
-            raise _not_found("storage directory", name, self.directories)
+            raise _not_found("storage directory", name, self.directories,
+                             "storage directories")
         return [name]
 
     async def list(self, name: str | None, fields: Sequence[str]) -> list[list[Any]]:
@@ -248,8 +250,11 @@ class FileUnits(StorageUnits):
 
     async def execute(self, name: str, operation: str) -> None:
         """``create-dir`` makes the directory (mode 0750, parents too); ``remove-dir``
-        removes it when empty and refuses when it holds anything."""
+        removes it when empty and refuses when it holds anything. Only a directory
+        this node allows disks in (or below one) is touched (see
+        :mod:`corral.storage.confine`)."""
         self._chosen(name)
+        await asyncio.to_thread(_check_allowed, self.paths, name)
         local = self.paths.node_path(name)
         if operation == "create-dir":
             await asyncio.to_thread(_make_dir, local, name)
@@ -257,6 +262,14 @@ class FileUnits(StorageUnits):
             await asyncio.to_thread(_remove_dir, local, name)
         else:
             await super().execute(name, operation)
+
+
+def _check_allowed(paths: Paths, name: str) -> None:
+    normal = os.path.normpath(name)
+    allowed = allowed_dirs(paths)
+    if normal in allowed:
+        return
+    confine(paths, normal, f"storage directory {name}")
 
 
 def _make_dir(local: Path, name: str) -> None:

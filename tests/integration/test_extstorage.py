@@ -184,9 +184,15 @@ def test_an_instance_on_ext_disks_through_its_life(ext_cluster: TestbedHandle) -
         if index == 0:
             assert env["VOL_CNAME"] == "d0"
     disk0 = disks[0][1]
-    steps = [(node, action, env.get("VOL_OPEN_EXCLUSIVE", env.get("VOL_METADATA",
-                                                                    env.get("VOL_NEW_SIZE"))))
-             for node, action, env in calls if env["VOL_NAME"] == disk0]
+    steps: list[tuple[str, str, str | None]] = []
+    for node, action, env in calls:
+        step = (node, action, env.get("VOL_OPEN_EXCLUSIVE", env.get("VOL_METADATA",
+                                                                  env.get("VOL_NEW_SIZE"))))
+        # attach is idempotent (the interface asks it to be): a look at a disk's status
+        # before a start may attach it once more, which changes nothing.
+        if env["VOL_NAME"] == disk0 and not (action == "attach" and steps
+                                             and steps[-1] == step):
+            steps.append(step)
     n1, n2 = node1, node2
     assert steps == [
         (n1, "create", None), (n1, "setinfo", "originstname+ext-life.testbed"),

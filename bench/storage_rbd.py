@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import follow_job, testbed
+from _common import run_job, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 from corral.testbed import ceph as testbed_ceph
@@ -40,33 +40,22 @@ from corral.testbed import ceph as testbed_ceph
 NODES = ["node1.testbed", "node2.testbed", "node3.testbed"]
 
 
-async def _job(client: AsyncClient, op: dict[str, Any]) -> float:
-    started = time.perf_counter()
-    job_id = await client.call("SubmitJob", [op])
-    status = await follow_job(client, job_id)
-    elapsed = time.perf_counter() - started
-    if status != "success":
-        [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
-        raise SystemExit(f"job {job_id} ({op['OP_ID']}) ended {status}: {result}")
-    return elapsed
-
-
 async def _corral(socket: Path, count: int) -> dict[str, list[float]]:
     client = AsyncClient(socket)
     reason = [["gnt:client:bench", "storage_rbd", time.time_ns()]]
     try:
-        await _job(client, {"OP_ID": "OP_CLUSTER_SET_PARAMS", "reason": reason,
+        await run_job(client, {"OP_ID": "OP_CLUSTER_SET_PARAMS", "reason": reason,
                             "enabled_disk_templates": ["file", "sharedfile", "diskless",
                                                        "rbd"]})
         names = [f"rbd{i}.bench" for i in range(count)]
         create = []
         for index, name in enumerate(names):
-            create.append(await _job(client, {
+            create.append(await run_job(client, {
                 "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
                 "disk_template": "rbd", "pnode": NODES[index % len(NODES)],
                 "hypervisor": "fake", "os_type": "corral-ext4", "disks": [{"size": 64}],
                 "nics": [], "start": False, "no_install": True, "reason": reason}))
-        remove = [await _job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
+        remove = [await run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
                                       "reason": reason}) for name in names]
     finally:
         await client.close()

@@ -14,23 +14,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from corral.hypervisor.kvm.runtime import InstanceRuntime
-from corral.paths import Paths
 from corral.testbed import ceph as testbed_ceph
 from corral.testbed import guest as tiny_guest
 from tests.system.conftest import KvmTestbed
+from tests.system.test_kvm_migration import TICK, _console, _runtime, _ticks, _wait_console
 
 pytestmark = pytest.mark.system
-
-BOOT = 120.0
-TICK = re.compile(r"corral-tiny-guest: tick (\d+)")
 
 
 @pytest.fixture(scope="module")
@@ -71,36 +66,6 @@ def cluster(_ceph_starting: Future[testbed_ceph.CephCluster], kvm_testbed: KvmTe
                     ",".join([*templates, "rbd", "ext"]), "-D", "rbd:access=userspace",
                     "-H", "kvm:migration_bandwidth=1000,migration_downtime=30")
     return kvm_testbed
-
-
-def _runtime(testbed: KvmTestbed, node: int, name: str) -> InstanceRuntime:
-    return InstanceRuntime(Paths(Path(testbed.state["nodes"][node - 1]["root"])), name)
-
-
-def _console(testbed: KvmTestbed, node: int, name: str) -> str:
-    try:
-        return _runtime(testbed, node, name).serial_log.read_text(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _wait_console(testbed: KvmTestbed, node: int, name: str, pattern: str,
-                  since: int = 0) -> re.Match[str]:
-    regex = re.compile(pattern)
-    deadline = time.monotonic() + BOOT
-    while True:
-        match = regex.search(_console(testbed, node, name), since)
-        if match is not None:
-            return match
-        if time.monotonic() > deadline:
-            tail = "\n".join(_console(testbed, node, name).splitlines()[-10:])
-            raise AssertionError(f"no {pattern!r} from {name} on node{node} within {BOOT} s;"
-                                 f" console ends:\n{tail}")
-        time.sleep(0.1)
-
-
-def _ticks(text: str) -> list[int]:
-    return [int(n) for n in TICK.findall(text)]
 
 
 def _pnode(testbed: KvmTestbed, name: str) -> str:

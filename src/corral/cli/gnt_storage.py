@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from corral import __version__
-from corral.cli.common import CorralGroup, get_client, reason_trail
-from corral.cli.jobs import make_op, submit_and_wait
+from corral.cli.common import CorralGroup
+from corral.cli.jobs import submit_op
 from corral.cli.options import priority_option
 from corral.utils.nicesort import nice_sorted
 
@@ -25,12 +25,9 @@ TOOL = "gnt-storage"
 
 
 def _diagnose(fields: list[str], priority: int | None, verb: str) -> list[list[Any]]:
-    op = make_op("OP_EXT_STORAGE_DIAGNOSE", {"output_fields": fields, "names": []},
-                 trail=reason_trail(TOOL, verb), priority=priority)
-    with get_client() as client:
-        results = submit_and_wait(client, [op])
-    assert results is not None
-    rows: list[list[Any]] = results[0]
+    rows: list[list[Any]] = submit_op(TOOL, verb, "OP_EXT_STORAGE_DIAGNOSE",
+                                      {"output_fields": fields, "names": []},
+                                      priority=priority)
     return rows
 
 

@@ -285,3 +285,28 @@ def test_rapi_creates_ext_disks_with_provider_parameters(ext_cluster: TestbedHan
             in json.dumps(job["opresult"])
     finally:
         run_tool(["gnt-instance", "remove", "-f", "ext-rapi.testbed"], testbed.env)
+
+
+def test_userspace_access_is_refused_where_the_hypervisor_cannot_use_it(
+        ext_cluster: TestbedHandle) -> None:
+    testbed = ext_cluster
+    name = "ext-access.testbed"
+    proc = testbed.run("gnt-instance", "add", "-t", "ext", "--no-install", "--no-nics",
+                       "-H", "fake", "-n", testbed.state["nodes"][0]["name"], "-o",
+                       "corral-ext4+default", "--disk",
+                       "0:size=8M,provider=corral-envdump,access=userspace", name,
+                       check=False)
+    assert proc.returncode == 1
+    assert "Selected hypervisor (fake) cannot be used with userspace disk access param" \
+        in proc.stderr
+    testbed.run("gnt-instance", "add", "-t", "ext", "--no-install", "--no-nics", "-H", "fake",
+                "-n", testbed.state["nodes"][0]["name"], "-o", "corral-ext4+default",
+                "--disk", "0:size=8M,provider=corral-envdump", name)
+    try:
+        proc = testbed.run("gnt-cluster", "modify", "-D", "ext:access=userspace", check=False)
+        assert proc.returncode == 1
+        assert (f"Instance {name}: cannot use 'userspace' access setting with fake "
+                "hypervisor and ext disk type.") in proc.stderr
+        assert testbed.info()["diskparams"]["ext"]["access"] == "kernelspace"
+    finally:
+        testbed.run("gnt-instance", "remove", "-f", name)

@@ -14,12 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from corral.objects.specs import DiskSpec
+from corral.paths import Paths
+from corral.storage.base import DiskMissingError
+from corral.storage.rbd import RbdStorage
 from corral.testbed import ceph as testbed_ceph
 from corral.testbed import guest as tiny_guest
 from tests.system.conftest import KvmTestbed
@@ -130,11 +135,18 @@ def test_a_guest_on_an_rbd_disk_migrates_and_fails_over_without_copying(
 
         _migrate_live(tb, name, 1, 2)
         assert not _runtime(tb, 1, name).dir.exists()
-        target = _runtime(tb, 2, name).read().command
+        target = [a for a in _runtime(tb, 2, name).read().command if "node-name=disk-" in a]
         node2_conf = str(Path(tb.state["nodes"][1]["root"]) / "etc" / "ceph" / "ceph.conf")
-        assert [a for a in target if "node-name=disk-" in a] == [
-            re.sub(r"file\.conf=.*", f"file.conf={node2_conf}", drives[0])]
+        assert target == [re.sub(r"file\.conf=.*", f"file.conf={node2_conf}", drives[0])]
         assert _images(ceph) == sorted([*images, image])  # the same image, no copy
+
+        # A second rbd disk plugged into the running guest: qemu opens it itself too.
+        seen = len(_console(tb, 2, name))
+        added = tb.run("gnt-instance", "modify", "--hotplug", "--disk", "add:size=16M", name)
+        assert "disk/1 -> hotplug:done" in added.stdout
+        _wait_console(tb, 2, name, r"disks vda vdb\b", seen)
+        images2 = _images(ceph)
+        assert len(images2) == len(images) + 2
 
         tb.run("gnt-instance", "grow-disk", name, "0", "32M")
         size = ceph.run("rbd", "info", "--format", "json", "-p", ceph.pool, image).stdout
@@ -143,9 +155,9 @@ def test_a_guest_on_an_rbd_disk_migrates_and_fails_over_without_copying(
         tb.run("gnt-instance", "failover", "-f", "-n", "node1.testbed", name)
         assert _pnode(tb, name) == "node1.testbed"
         assert not _runtime(tb, 2, name).dir.exists()
-        again = _runtime(tb, 1, name).read().command
-        assert [a for a in again if "node-name=disk-" in a] == drives  # the same image
-        assert _images(ceph) == sorted([*images, image])
+        again = [a for a in _runtime(tb, 1, name).read().command if "node-name=disk-" in a]
+        assert len(again) == 2 and again[0] == drives[0], again  # the same images
+        assert _images(ceph) == images2
     finally:
         tb.run("gnt-instance", "remove", "-f", "--shutdown-timeout=0", name, check=False)
     assert _images(ceph) == images
@@ -187,3 +199,41 @@ def test_kernelspace_access_without_the_kernel_module_says_so(
     finally:
         tb.run("gnt-instance", "remove", "-f", "--shutdown-timeout=0", name, check=False)
     assert _images(ceph) == images
+
+
+async def test_the_rbd_driver_on_a_node_against_ceph(ceph: testbed_ceph.CephCluster,
+                                                    tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "node")
+    testbed_ceph.install_conf(ceph, paths.root)
+    driver = RbdStorage(paths)
+    disk = DiskSpec(uuid="u", index=0, dev_type="rbd", size=16,
+                    logical_id=["rbd", "corral-driver-test.rbd.disk0"],
+                    params={"pool": ceph.pool, "access": "userspace"})
+    await driver.create(disk)
+    try:
+        conf = paths.node_path("/etc/ceph/ceph.conf")
+        assert await driver.assemble(disk) == \
+            f"rbd:{ceph.pool}/corral-driver-test.rbd.disk0:conf={conf}"
+        await driver.grow(disk, 16)
+        grown = msgspec.structs.replace(disk, size=32)
+        info = await driver.info(grown)
+        assert info["size"] == 32
+        data = b"corral on ceph".ljust(1 << 20, b"\0")
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield data
+
+        assert await driver.write(grown, chunks()) == len(data)
+        read = b"".join([c async for c in await driver.read(grown, chunk=1 << 16)])
+        assert read == data
+        assert await driver.snapshot(grown, "before", 32) == [
+            "rbd", "corral-driver-test.rbd.disk0@before"]
+        snaps = ceph.run("rbd", "snap", "ls", "-p", ceph.pool,
+                         "corral-driver-test.rbd.disk0").stdout
+        assert "before" in snaps
+    finally:
+        await driver.remove(disk)  # with its snapshot
+    assert "corral-driver-test.rbd.disk0" not in _images(ceph)
+    await driver.remove(disk)  # already gone: fine
+    with pytest.raises(DiskMissingError, match="has no rbd image"):
+        await driver.info(disk)

@@ -308,5 +308,12 @@ def test_userspace_access_is_refused_where_the_hypervisor_cannot_use_it(
         assert (f"Instance {name}: cannot use 'userspace' access setting with fake "
                 "hypervisor and ext disk type.") in proc.stderr
         assert testbed.info()["diskparams"]["ext"]["access"] == "kernelspace"
+        proc = testbed.run("gnt-group", "modify", "-D", "ext:access=userspace", "default",
+                           check=False)
+        assert proc.returncode == 1
+        assert f"Instance {name}: cannot use 'userspace' access" in proc.stderr
+        groups = testbed.run("gnt-group", "list", "--no-headers", "-o", "custom_diskparams",
+                             "default").stdout
+        assert "userspace" not in groups
     finally:
         testbed.run("gnt-instance", "remove", "-f", name)

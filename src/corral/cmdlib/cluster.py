@@ -19,7 +19,7 @@ from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
-from corral.cmdlib.disk_layout import ACCESS_TEMPLATES, check_access
+from corral.cmdlib.disk_layout import check_access_in_use
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
@@ -30,7 +30,7 @@ from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RpcResult
 
 if TYPE_CHECKING:
-    from corral.config import ConfigStore
+    pass
 
 __all__ = [
     "OS_API_VERSION",
@@ -379,28 +379,6 @@ def check_disabled_in_use(old: Cluster, new: Cluster, instances: Iterable[Instan
             "enabled")
 
 
-def check_access_in_use(store: ConfigStore, new: Cluster) -> None:
-    """Refuse cluster disk parameters that give an instance's disks an ``access`` its
-    hypervisor cannot use (``userspace`` for an rbd disk of a fake instance), with
-    Ganeti's words, naming the instance."""
-    for inst in store.all("instance"):
-        for uuid in inst.disks:
-            disk = store.get("disk", uuid)
-            if disk.dev_type not in ACCESS_TEMPLATES or "access" in disk.params:
-                continue
-            group = store.get("nodegroup", store.get("node", inst.primary_node).group)
-            access = params.fill_params(
-                params.defaults(params.DISK_PARAMS[disk.dev_type]),
-                new.diskparams.get(disk.dev_type), group.diskparams.get(disk.dev_type),
-            )["access"]
-            try:
-                check_access(inst.hypervisor, disk.dev_type, access)
-            except OpPrereqError:
-                raise OpPrereqError(
-                    f"Instance {inst.name}: cannot use '{access}' access setting with "
-                    f"{inst.hypervisor} hypervisor and {disk.dev_type} disk type.") from None
-
-
 #: This machine's architecture as Ganeti reports it; computed once, because
 #: ``platform.architecture()`` runs the ``file`` program (1.5 ms per /2/info otherwise).
 _ARCHITECTURE = [platform.architecture()[0], platform.machine()]
@@ -554,7 +532,7 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))
             if self.op.diskparams is not None:
-                check_access_in_use(store, cluster)
+                check_access_in_use(store, cluster.diskparams)
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}

@@ -45,7 +45,7 @@ from corral.cmdlib.instance_base import RPC_QUICK, check_file_space, storage_dir
 from corral.cmdlib.instance_query import MAX_DISKS
 from corral.errors import OpPrereqError, ParameterError
 from corral.objects.disk_templates import ADOPTABLE_BLOCKDEV_ROOT, BLOCKDEV_DRIVER, template
-from corral.objects.params import DISK_ACCESS_MODES, parse_size
+from corral.objects.params import DISK_ACCESS_MODES, DISK_PARAMS, defaults, fill_params, parse_size
 from corral.objects.specs import DiskSpec
 from corral.storage import file_logical_id
 from corral.storage.rbd import RBD_DRIVER
@@ -53,7 +53,7 @@ from corral.storage.rbd import RBD_DRIVER
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
     from corral.config import ConfigStore
-    from corral.objects import Disk, Instance, Node
+    from corral.objects import Disk, Instance, Node, NodeGroup
 
 __all__ = [
     "ACCESS_TEMPLATES",
@@ -62,6 +62,7 @@ __all__ = [
     "METADATA_TEMPLATES",
     "RELEASED_TEMPLATES",
     "check_access",
+    "check_access_in_use",
     "check_adoption",
     "check_space",
     "external_params",
@@ -269,6 +270,32 @@ def check_access(hypervisor: str, template: str, access: str) -> None:
         return
     raise OpPrereqError(f"Selected hypervisor ({hypervisor}) cannot be used with {access} "
                         "disk access param")
+
+
+def check_access_in_use(store: ConfigStore, cluster_diskparams: dict[str, dict[str, Any]],
+                        group: NodeGroup | None = None) -> None:
+    """Refuse disk parameters (the cluster's ``cluster_diskparams``, or ``group`` with
+    its new ones) that would give an instance's disks an ``access`` its hypervisor
+    cannot use (``userspace`` for an rbd disk of a fake instance), in Ganeti's words,
+    naming the instance. Disks that set ``access`` themselves keep it."""
+    for inst in store.all("instance"):
+        node_group = store.get("node", inst.primary_node).group
+        if group is not None and node_group != group.uuid:
+            continue
+        own = group if group is not None else store.get("nodegroup", node_group)
+        for uuid in inst.disks:
+            disk = store.get("disk", uuid)
+            if disk.dev_type not in ACCESS_TEMPLATES or "access" in disk.params:
+                continue
+            access = fill_params(defaults(DISK_PARAMS[disk.dev_type]),
+                                 cluster_diskparams.get(disk.dev_type),
+                                 own.diskparams.get(disk.dev_type))["access"]
+            try:
+                check_access(inst.hypervisor, disk.dev_type, access)
+            except OpPrereqError:
+                raise OpPrereqError(
+                    f"Instance {inst.name}: cannot use '{access}' access setting with "
+                    f"{inst.hypervisor} hypervisor and {disk.dev_type} disk type.") from None
 
 
 def volume_name(template: str, disk_uuid: str, index: int) -> str:

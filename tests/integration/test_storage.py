@@ -284,3 +284,11 @@ def test_a_new_file_storage_dir_is_made_on_every_node(testbed: TestbedHandle) ->
         assert rows == [f"{node}|{new}" for node in NODES]
     finally:
         testbed.run("gnt-cluster", "modify", "--file-storage-dir", STORAGE_DIR)
+
+
+def test_the_status_column_of_storage_units(testbed: TestbedHandle) -> None:
+    node_paths(testbed, 1).node_path(STORAGE_DIR).mkdir(parents=True, exist_ok=True)
+    out = testbed.run("gnt-node", "list-storage", "-t", "file", "-o", "node,status",
+                      NODES[0]).stdout.splitlines()
+    assert [re.split(r"\s+", line.strip()) for line in out] == [["Node", "Status"],
+                                                               [NODES[0], "ok"]]

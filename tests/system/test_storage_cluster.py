@@ -263,6 +263,9 @@ def test_repairing_a_volume_group_after_a_physical_volume_vanished(
             cluster.run("gnt-node", "modify-storage", "--allocatable=yes", NODE1, "lvm-pv",
                         dev)
         group.detach(extra)  # the physical volume vanishes
+        assert rows(cluster.out("gnt-node", "list-storage", "-t", "lvm-vg", "--no-headers",
+                                "--separator=|", "-o", "name,status", NODE1)) == [
+            [cluster.vg, "1 physical volume(s) missing"]]
         status = rows(cluster.out("gnt-instance", "disk-status", "--no-headers",
                                   "--separator=|", name))
         assert [row[:3] for row in status] == [["disk/0", NODE1, "faulty"]]
@@ -270,8 +273,8 @@ def test_repairing_a_volume_group_after_a_physical_volume_vanished(
         repair = cluster.out("gnt-node", "repair-storage", NODE1, "lvm-vg", cluster.vg)
         assert f"Repairing storage unit '{cluster.vg}' on {NODE1} ..." in repair
         vgs = rows(cluster.out("gnt-node", "list-storage", "-t", "lvm-vg", "--no-headers",
-                               "--separator=|", "-o", "size", NODE1))
-        assert vgs == [["120"]]
+                               "--separator=|", "-o", "size,status", NODE1))
+        assert vgs == [["120", "ok"]]
         status = rows(cluster.out("gnt-instance", "disk-status", "--no-headers",
                                   "--separator=|", name))
         assert [row[:3] for row in status] == [["disk/0", NODE1, "missing"]]

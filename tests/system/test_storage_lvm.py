@@ -1,10 +1,13 @@
-"""LVM on loop devices, for real: storage units, plain disks' metadata, VG repair.
+"""LVM on loop devices, for real, at the node: storage units, plain disks' metadata.
 
 Each test gets a volume group of two loop devices that only its node's LVM
 configuration sees (:mod:`corral.testbed.loopvg`). This host has no device-mapper
 (HOST-FACTS.md), so LVM works on metadata only: volumes are created, grown, renamed
 and removed for real, but never activated; the tests that need an active volume
 (a snapshot, data on the volume) say so and skip where activation is impossible.
+The allocatable flag, the repair of a volume group that lost a physical volume and
+what activation does without device-mapper are tested through the cluster, in
+tests/system/test_storage_cluster.py.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from corral.errors import BlockDeviceError, ParameterError
+from corral.errors import BlockDeviceError
 from corral.noded import procedures
 from corral.objects.specs import DiskSpec
 from corral.paths import Paths
@@ -76,31 +79,6 @@ async def test_units_list_volume_groups_and_physical_volumes(
         await get_units("lvm-pv", node).modify("/dev/nosuch", {"allocatable": False})
 
 
-async def test_a_pv_marked_not_allocatable_is_never_chosen(
-        vg: LoopVolumeGroup, node: Paths) -> None:
-    first, second = sorted(vg.devices)
-    pv_units = get_units("lvm-pv", node)
-    await pv_units.modify(first, {"allocatable": False})
-    assert await pv_units.list(first, ["name", "allocatable"]) == [[first, False]]
-    disks = PlainStorage(node)
-    for n in range(3):
-        await disks.create(plain(vg.name, f"lv{n}", size=12))
-    placed = lvs(vg, "devices")
-    assert {name: devices[0].split("(")[0] for name, devices in placed.items()} == {
-        "lv0": second, "lv1": second, "lv2": second}
-    # 60 - 36 MiB are left on the allocatable PV; the other PV's 60 do not count.
-    with pytest.raises(BlockDeviceError, match=rf"not enough free space in volume group "
-                                               rf"{vg.name}: required 30 MiB, available "
-                                               rf"24 MiB"):
-        await disks.create(plain(vg.name, "toobig", size=30))
-    assert "toobig" not in lvs(vg)
-    await pv_units.modify(first, {"allocatable": True})
-    await disks.create(plain(vg.name, "toobig", size=30))
-    assert lvs(vg, "devices")["toobig"][0].startswith(first)
-    with pytest.raises(ParameterError, match="only allocatable"):
-        await pv_units.modify(first, {"size": 1})
-
-
 async def test_plain_disk_metadata_life_cycle(vg: LoopVolumeGroup, node: Paths) -> None:
     disks = PlainStorage(node)
     disk = plain(vg.name, "uuid-1.disk0", size=10, stripes=2)
@@ -135,17 +113,6 @@ async def test_plain_disk_metadata_life_cycle(vg: LoopVolumeGroup, node: Paths) 
         await disks.create(plain("novg", "x"))
 
 
-async def test_activation_fails_clearly_without_device_mapper(
-        vg: LoopVolumeGroup, node: Paths) -> None:
-    if device_mapper_available():
-        pytest.skip("this host has device-mapper: activation works")
-    disks = PlainStorage(node)
-    disk = plain(vg.name, "lv0")
-    await disks.create(disk)
-    with pytest.raises(BlockDeviceError, match="cannot activate volumes"):
-        await disks.assemble(disk)
-
-
 async def test_snapshot_and_data_need_an_active_volume(vg: LoopVolumeGroup, node: Paths) -> None:
     if not device_mapper_available():
         pytest.skip("LVM snapshots and the data of a volume need an active volume, and "
@@ -154,33 +121,6 @@ async def test_snapshot_and_data_need_an_active_volume(vg: LoopVolumeGroup, node
     disk = plain(vg.name, "lv0")
     await disks.create(disk)
     assert await disks.snapshot(disk, "lv0.snap", 4) == [vg.name, "lv0.snap"]
-
-
-async def test_volume_group_repair_after_a_physical_volume_vanishes(
-        vg: LoopVolumeGroup, node: Paths) -> None:
-    first, second = sorted(vg.devices)
-    await get_units("lvm-pv", node).modify(first, {"allocatable": False})
-    disks = PlainStorage(node)
-    lost, kept = plain(vg.name, "on-second", 8), plain(vg.name, "on-first", 8)
-    await disks.create(lost)
-    await get_units("lvm-pv", node).modify(first, {"allocatable": True})
-    await get_units("lvm-pv", node).modify(second, {"allocatable": False})
-    await disks.create(kept)
-    vg.detach(second)
-    vg_units = get_units("lvm-vg", node)
-    status = await vg_units.status(vg.name)
-    assert not status["ok"] and "1 physical volume(s) missing" in status["message"]
-    found = await disks.find(lost)
-    assert found is not None and found["ldisk_status"] == "faulty" and found["is_degraded"]
-    kept_status = await disks.find(kept)
-    assert kept_status is not None and kept_status["ldisk_status"] == "ok"
-    await vg_units.execute(vg.name, "fix-consistency")
-    assert (await vg_units.status(vg.name))["ok"]
-    assert await disks.find(lost) is None  # its extents were on the vanished PV
-    assert await disks.find(kept) is not None
-    assert (await vg_units.list(vg.name, ["name", "size"])) == [[vg.name, 60]]
-    with pytest.raises(ParameterError, match="no operation 'defrag'"):
-        await vg_units.execute(vg.name, "defrag")
 
 
 async def test_node_procedures_list_volumes_and_block_devices(

@@ -50,7 +50,8 @@ async def test_file_units_list_size_use_and_free(node: Paths) -> None:
 async def test_storage_directory_creation_and_removal(node: Paths) -> None:
     sub = f"{STORAGE}/pool"
     units = get_units("file", node, [sub])
-    assert (await units.status(sub))["ok"] is False
+    assert await units.status(sub) == {"name": sub, "ok": False,
+                                       "message": "the directory does not exist"}
     await units.execute(sub, "create-dir")
     assert node.node_path(sub).is_dir() and (await units.status(sub))["ok"]
     (node.node_path(sub) / "disk").write_text("data")
@@ -75,16 +76,18 @@ def test_unknown_unit_type(node: Paths) -> None:
 
 # -- LVM through recorded reports ------------------------------------------------------
 
+_VG = {"vg_size": "180.00", "vg_free": "172.00", "vg_attr": "wz-pn-",
+       "vg_missing_pv_count": "1"}
 PVS = {"report": [{"pv": [
     {"pv_name": "/dev/loop0", "vg_name": "xenvg", "pv_size": "60.00", "pv_used": "8.00",
-     "pv_free": "52.00", "pv_attr": "u--"},
+     "pv_free": "52.00", "pv_attr": "u--", **_VG},
     {"pv_name": "/dev/loop1", "vg_name": "xenvg", "pv_size": "60.00", "pv_used": "0",
-     "pv_free": "60.00", "pv_attr": "a--"},
+     "pv_free": "60.00", "pv_attr": "a--", **_VG},
     {"pv_name": "[unknown]", "vg_name": "xenvg", "pv_size": "60.00", "pv_used": "0",
-     "pv_free": "60.00", "pv_attr": "a-m"}]}]}
-VGS = {"report": [{"vg": [
-    {"vg_name": "xenvg", "vg_size": "180.00", "vg_free": "172.00", "vg_attr": "wz-pn-",
-     "vg_missing_pv_count": "1"}]}]}
+     "pv_free": "60.00", "pv_attr": "a-m", **_VG},
+    {"pv_name": "/dev/loop2", "vg_name": "", "pv_size": "10.00", "pv_used": "0",
+     "pv_free": "10.00", "pv_attr": "---", "vg_size": "", "vg_free": "", "vg_attr": "",
+     "vg_missing_pv_count": ""}]}]}
 LVS = {"report": [{"lv": [
     {"vg_name": "xenvg", "lv_name": "a.disk0", "lv_size": "16.00", "lv_attr": "-wi-XX----",
      "devices": "/dev/loop0(0)", "stripes": "1"},
@@ -102,7 +105,7 @@ class FakeLvm:
 
     async def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> CommandResult:
         self.ran.append(list(argv))
-        report: dict[str, Any] | None = {"pvs": PVS, "vgs": VGS, "lvs": LVS}.get(argv[0])
+        report: dict[str, Any] | None = {"pvs": PVS, "lvs": LVS}.get(argv[0])
         if report is not None:
             return CommandResult(0, json.dumps(report), "  WARNING: ignored\n")
         if argv[0] == "pvchange" and argv[-1] == "/dev/broken":
@@ -127,8 +130,11 @@ async def test_lvm_units_use_the_reports_and_pvchange(node: Paths) -> None:
     fake = FakeLvm()
     pv_units = LvmPvUnits(node, fake)
     assert await pv_units.list(None, ["name", "free", "allocatable"]) == [
-        ["/dev/loop0", 52, False], ["/dev/loop1", 60, True], ["[unknown]", 60, True]]
-    assert (await pv_units.status("[unknown]"))["ok"] is False
+        ["/dev/loop0", 52, False], ["/dev/loop1", 60, True], ["/dev/loop2", 10, False],
+        ["[unknown]", 60, True]]
+    assert await pv_units.status("[unknown]") == {
+        "name": "[unknown]", "ok": False, "message": "its device is missing"}
+    assert await pv_units.list("/dev/loop1", ["status"]) == [["ok"]]
     await pv_units.modify("/dev/loop0", {"allocatable": True})
     assert fake.ran[-1] == ["pvchange", "-x", "y", "/dev/loop0"]
     with pytest.raises(ParameterError, match="true or false"):

@@ -43,6 +43,8 @@ USER_STORAGE_TYPES = ("file", "lvm-pv", "lvm-vg", "sharedfile", "gluster")
 #: ``list-storage``'s columns and their headers (Ganeti's), in default order.
 STORAGE_HEADERS = {"node": "Node", "type": "Type", "name": "Name", "size": "Size",
                    "used": "Used", "free": "Free", "allocatable": "Allocatable"}
+#: corral's extra column (``-o +status``): ``ok``, or what is wrong with the unit.
+EXTRA_HEADERS = {"status": "Status"}
 _SIZE_FIELDS = ("size", "used", "free")
 #: ``volumes``' columns and their headers (Ganeti's), in default order.
 VOLUME_HEADERS = {"node": "Node", "phys": "PhysDev", "vg": "VG", "name": "Name",
@@ -103,7 +105,7 @@ def list_storage(no_headers: bool, separator: str | None, units: str | None,
     if storage_type is not None:
         params["storage_type"] = storage_type
     rows = _run("OP_NODE_QUERY_STORAGE", params, "list-storage", priority)
-    for line in _table(STORAGE_HEADERS, fields, rows, sizes=_SIZE_FIELDS,
+    for line in _table({**STORAGE_HEADERS, **EXTRA_HEADERS}, fields, rows, sizes=_SIZE_FIELDS,
                        no_headers=no_headers, separator=separator, units=units):
         click.echo(line)
 

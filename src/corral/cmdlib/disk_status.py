@@ -160,15 +160,16 @@ async def instance_disk_status(master: MasterContext, instance: Instance
 
 
 async def faulty_disks(master: MasterContext, instance: Instance, node: Node) -> list[int]:
-    """Indexes of ``instance``'s disks whose data on ``node`` is faulty (Ganeti's
-    ``FindFaultyInstanceDisks``); a node that cannot tell raises."""
+    """Indexes of ``instance``'s disks whose data on ``node`` is faulty or missing
+    (Ganeti's ``FindFaultyInstanceDisks``, which lets a missing copy pass: here it
+    counts, since neither is a copy to rely on); a node that cannot tell raises."""
     entries = [e for e in await instance_disk_status(master, instance)
                if e.node.uuid == node.uuid]
     for entry in entries:
         if entry.state == "unknown":
             raise OpPrereqError(f"Failed to get disk status from node {node.name}: "
                                 f"{entry.message}")
-    return [entry.index for entry in entries if entry.state == "faulty"]
+    return [entry.index for entry in entries if entry.state in ("faulty", "missing")]
 
 
 def ganeti_status(entry: DiskStatusEntry) -> list[Any] | None:

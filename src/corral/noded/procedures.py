@@ -41,6 +41,7 @@ from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
 from corral.noded import debug, files, join, master_role, replication, volumes
+from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
@@ -50,7 +51,6 @@ from corral.rpc.args import (
     BlockdevGrowArgs,
     BlockdevRenameArgs,
     BlockdevSnapshotArgs,
-    DevicesArgs,
     DiskArgs,
     DisksArgs,
     HotplugDeviceArgs,
@@ -72,10 +72,6 @@ from corral.rpc.args import (
     OsGetArgs,
     OsValidateArgs,
     ProcedureArgs,
-    StorageExecuteArgs,
-    StorageListArgs,
-    StorageModifyArgs,
-    VolumeGroupsArgs,
 )
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import RPC_VERSION
@@ -483,50 +479,6 @@ async def blockdev_snapshot(paths: Paths, args: BlockdevSnapshotArgs) -> Any:
     return await _disks(paths, args.disk).snapshot(args.disk, args.name, args.size)
 
 
-async def storage_list(paths: Paths, args: StorageListArgs) -> Any:
-    """Rows of the storage units of a type (all, or the one named): the values of
-    the fields asked for, in order."""
-    units = storage.get_units(args.su_type, paths, args.su_args)
-    return await units.list(args.name, args.fields)
-
-
-async def storage_modify(paths: Paths, args: StorageModifyArgs) -> Any:
-    """Change fields of a storage unit (a physical volume's ``allocatable``)."""
-    units = storage.get_units(args.su_type, paths, args.su_args)
-    await units.modify(args.name, args.changes)
-    return None
-
-
-async def storage_execute(paths: Paths, args: StorageExecuteArgs) -> Any:
-    """Run an operation on a storage unit (``fix-consistency`` of a volume group,
-    ``create-dir``/``remove-dir`` of a storage directory)."""
-    units = storage.get_units(args.su_type, paths, args.su_args)
-    await units.execute(args.name, args.operation)
-    return None
-
-
-async def node_volumes(paths: Paths, args: NoArgs) -> Any:
-    """Every logical volume here, once per physical volume it lives on (Ganeti's
-    ``node_volumes``): ``{"name", "size", "dev", "vg"}``."""
-    volumes = await storage.LvmTools(paths).logical_volumes()
-    return [{"name": lv.name, "size": lv.size, "dev": dev, "vg": lv.vg}
-            for lv in volumes for dev in (lv.devices or ("",))]
-
-
-async def lv_list(paths: Paths, args: VolumeGroupsArgs) -> Any:
-    """The logical volumes of the groups named (all when none) as Ganeti's
-    ``lv_list``: ``{"vg/lv": [size MiB, inactive, online]}``; volumes without
-    backing storage are left out."""
-    volumes = await storage.LvmTools(paths).logical_volumes(args.volume_groups)
-    return {f"{lv.vg}/{lv.name}": [lv.size, not lv.active, lv.open]
-            for lv in volumes if not lv.attr.startswith("v")}
-
-
-async def bdev_sizes(paths: Paths, args: DevicesArgs) -> Any:
-    """The size in MiB of each named block device below ``/dev/`` that exists."""
-    return await asyncio.to_thread(storage.device_sizes, list(args.devices))
-
-
 def stream_disk_spec(cluster_path: str, dev_type: str = "file") -> DiskSpec:
     """The disk a stream request names by its cluster-wide path."""
     return DiskSpec(uuid="", index=0, dev_type=dev_type, size=0,
@@ -701,12 +653,12 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_open": volumes.blockdev_open,
     "blockdev_close": volumes.blockdev_close,
     "extstorage_diagnose": volumes.extstorage_diagnose,
-    "storage_list": storage_list,
-    "storage_modify": storage_modify,
-    "storage_execute": storage_execute,
-    "node_volumes": node_volumes,
-    "lv_list": lv_list,
-    "bdev_sizes": bdev_sizes,
+    "storage_list": storage_procs.storage_list,
+    "storage_modify": storage_procs.storage_modify,
+    "storage_execute": storage_procs.storage_execute,
+    "node_volumes": storage_procs.node_volumes,
+    "lv_list": storage_procs.lv_list,
+    "bdev_sizes": storage_procs.bdev_sizes,
     "os_diagnose": os_diagnose,
     "os_get": os_get,
     "instance_os_add": instance_os_add,

@@ -15,7 +15,7 @@ from typing import Final
 
 from corral.errors import BlockDeviceError
 
-__all__ = ["device_numbers", "device_size", "read_device", "write_device"]
+__all__ = ["device_numbers", "device_size", "pwrite_all", "read_device", "write_device"]
 
 _OPEN_FLAGS: Final = os.O_CLOEXEC
 
@@ -43,10 +43,13 @@ def device_numbers(path: str) -> tuple[int, int] | None:
     return os.major(st.st_rdev), os.minor(st.st_rdev)
 
 
-async def read_device(path: str, label: str, chunk: int) -> AsyncGenerator[bytes, None]:
-    """The contents of the device at ``path`` in chunks (opened at the first chunk)."""
+async def read_device(path: str | os.PathLike[str], label: str, chunk: int, *,
+                      flags: int = 0) -> AsyncGenerator[bytes, None]:
+    """The contents of the device (or file) at ``path`` in chunks, opened with the extra
+    open ``flags`` at the first chunk, so that a generator never iterated holds
+    nothing."""
     try:
-        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | _OPEN_FLAGS)
+        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | _OPEN_FLAGS | flags)
     except OSError as err:
         raise BlockDeviceError(f"cannot read {label} ({path}): {err.strerror}") from err
     try:
@@ -76,7 +79,7 @@ async def write_device(path: str, label: str, chunks: AsyncIterator[bytes]) -> i
                 raise BlockDeviceError(
                     f"cannot write {label} ({path}): the data is larger than the device "
                     f"({size} bytes)")
-            await asyncio.to_thread(_pwrite_all, fd, data, offset)
+            await asyncio.to_thread(pwrite_all, fd, data, offset)
             offset += len(data)
         await asyncio.to_thread(os.fsync, fd)
     except OSError as err:
@@ -87,7 +90,8 @@ async def write_device(path: str, label: str, chunks: AsyncIterator[bytes]) -> i
     return offset
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of ``fd`` (blocking)."""
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)

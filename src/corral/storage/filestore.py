@@ -26,6 +26,7 @@ from corral.errors import BlockDeviceError
 from corral.objects.specs import DiskSpec
 from corral.paths import Paths
 from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo, DiskMissingError
+from corral.storage.blockio import pwrite_all, read_device
 from corral.storage.confine import confine
 
 __all__ = [
@@ -150,7 +151,7 @@ class FileStorage(BlockDevice):
             raise BlockDeviceError(
                 f"invalid chunk size {chunk}: expected a positive number of bytes")
         path = await asyncio.to_thread(self._existing, disk)
-        return _read_chunks(path, _label(disk), chunk)
+        return read_device(path, _label(disk), chunk, flags=_OPEN_FLAGS)
 
     async def write(self, disk: DiskSpec, chunks: AsyncIterator[bytes]) -> int:
         """Write the file from ``chunks``, creating it (and its directories) if missing.
@@ -167,7 +168,7 @@ class FileStorage(BlockDevice):
                 if not data:
                     continue
                 if data.count(0) != len(data):
-                    await asyncio.to_thread(_pwrite_all, fd, data, offset)
+                    await asyncio.to_thread(pwrite_all, fd, data, offset)
                 offset += len(data)
             await asyncio.to_thread(_finish, fd, offset)
         except OSError as err:
@@ -316,27 +317,6 @@ def _dir_info(path: Path, nearest_existing: bool) -> dict[str, int]:
 
 def _label(disk: DiskSpec) -> str:
     return f"disk/{disk.index}"
-
-
-async def _read_chunks(path: Path, label: str, chunk: int) -> AsyncGenerator[bytes, None]:
-    # Opened at the first chunk, so a generator that is never iterated holds nothing.
-    try:
-        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | _OPEN_FLAGS)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot read {label} ({path}): {err.strerror}") from err
-    try:
-        while data := await asyncio.to_thread(os.read, fd, chunk):
-            yield data
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
 
 
 def _finish(fd: int, length: int) -> None:

@@ -19,6 +19,7 @@ counts only the allocatable ones, as Ganeti does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -255,19 +256,29 @@ class LvmTools:
                                used=_mib(r["pv_used"]), free=_mib(r["pv_free"]),
                                attr=r["pv_attr"]) for r in rows]
 
-    async def volume_groups(self, names: Sequence[str] = ()) -> list[VolumeGroup]:
-        """The volume groups (all, or those named, which must exist), each with its
-        physical volumes."""
+    async def volume_groups(self) -> list[VolumeGroup]:
+        """Every volume group with its physical volumes, from one ``pvs`` (which
+        reports each PV's group fields too: a group has at least one PV)."""
         rows = await self.report(
-            "vgs", ["vg_name", "vg_size", "vg_free", "vg_attr", "vg_missing_pv_count"], names,
+            "pvs", ["pv_name", "vg_name", "pv_size", "pv_used", "pv_free", "pv_attr",
+                    "vg_size", "vg_free", "vg_attr", "vg_missing_pv_count"],
             what="listing the volume groups")
-        by_vg: dict[str, list[PhysicalVolume]] = {}
-        for pv in await self.physical_volumes():
-            by_vg.setdefault(pv.vg, []).append(pv)
-        return [VolumeGroup(name=r["vg_name"], size=_mib(r["vg_size"]), free=_mib(r["vg_free"]),
-                            attr=r["vg_attr"], missing_pvs=_count(r["vg_missing_pv_count"]),
-                            pvs=tuple(by_vg.get(r["vg_name"], ())))
-                for r in rows]
+        groups: dict[str, VolumeGroup] = {}
+        for r in rows:
+            if not r["vg_name"]:
+                continue  # a physical volume in no group
+            pv = PhysicalVolume(name=r["pv_name"], vg=r["vg_name"], size=_mib(r["pv_size"]),
+                                used=_mib(r["pv_used"]), free=_mib(r["pv_free"]),
+                                attr=r["pv_attr"])
+            known = groups.get(pv.vg)
+            if known is None:
+                groups[pv.vg] = VolumeGroup(
+                    name=pv.vg, size=_mib(r["vg_size"]), free=_mib(r["vg_free"]),
+                    attr=r["vg_attr"], missing_pvs=_count(r["vg_missing_pv_count"]),
+                    pvs=(pv,))
+            else:
+                groups[pv.vg] = dataclasses.replace(known, pvs=(*known.pvs, pv))
+        return sorted(groups.values(), key=lambda vg: vg.name)
 
     async def logical_volumes(self, vgs: Sequence[str] = ()) -> list[LogicalVolume]:
         """The logical volumes of ``vgs`` (all groups when empty), one per volume

@@ -101,9 +101,7 @@ class PlainStorage(BlockDevice):
             raise BlockDeviceError(f"{label} has size {disk.size} MiB: expected a positive "
                                    "size")
         group = await self._group(vg, label)
-        if await self._lookup(vg, lv) is not None:
-            raise BlockDeviceError(f"cannot create {label}: the logical volume {vg}/{lv} "
-                                   "already exists on this node")
+        # A volume of that name is refused by lvcreate itself ("already exists").
         pvs = sorted((pv for pv in group.pvs if pv.allocatable and not pv.missing),
                      key=lambda pv: pv.free, reverse=True)
         free = sum(pv.free for pv in pvs)

@@ -3,9 +3,9 @@
 The types are Ganeti's: ``lvm-pv`` (physical volumes), ``lvm-vg`` (volume groups),
 ``file`` and ``sharedfile`` (storage directories). Every type has the generic
 methods: :meth:`StorageUnits.list` (rows of the fields asked for: ``name``, ``size``,
-``used``, ``free``, ``allocatable``; sizes in MiB) and :meth:`StorageUnits.status`
-(whether a unit is usable). Some have specific ones: a physical volume's
-``allocatable`` flag can be changed (``pvchange -x``, :meth:`LvmPvUnits.modify`);
+``used``, ``free``, ``allocatable``, and corral's ``status``; sizes in MiB) and
+:meth:`StorageUnits.status` (whether a unit is usable: ``ok``, or what is wrong).
+Some have specific ones: a physical volume's ``allocatable`` flag can be changed (``pvchange -x``, :meth:`LvmPvUnits.modify`);
 a volume group whose physical volume vanished is made consistent again
 (``vgreduce --removemissing``, operation ``fix-consistency``); a storage directory
 is created or removed (operations ``create-dir`` and ``remove-dir``). As the design
@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 #: The fields a unit row can have (Ganeti's ``VALID_STORAGE_FIELDS`` less ``node`` and
-#: ``type``, which the master adds).
-STORAGE_FIELDS: Final[tuple[str, ...]] = ("name", "size", "used", "free", "allocatable")
+#: ``type``, which the master adds; ``status`` is corral's: ``ok``, or what is wrong).
+STORAGE_FIELDS: Final[tuple[str, ...]] = ("name", "size", "used", "free", "allocatable",
+                                          "status")
 #: Fields a change may set, by type (Ganeti's ``MODIFIABLE_STORAGE_FIELDS``).
 MODIFIABLE_FIELDS: Final[dict[str, frozenset[str]]] = {"lvm-pv": frozenset({"allocatable"})}
 #: Operations a type runs, by type: Ganeti's ``fix-consistency`` for volume groups,
@@ -83,9 +84,10 @@ class StorageUnits(ABC):
         of ``fields`` in order."""
 
     async def status(self, name: str) -> dict[str, Any]:
-        """Whether unit ``name`` is usable: ``{"name", "ok", "message"}``."""
-        await self.list(name, ["name"])
-        return {"name": name, "ok": True, "message": ""}
+        """Whether unit ``name`` is usable: ``{"name", "ok", "message"}`` (its
+        ``status`` field: ``ok``, or what is wrong)."""
+        [[text]] = await self.list(name, ["status"])
+        return {"name": name, "ok": text == "ok", "message": "" if text == "ok" else text}
 
     async def modify(self, name: str, changes: Mapping[str, Any]) -> None:
         """Change fields of unit ``name``; this type has none to change."""
@@ -124,13 +126,6 @@ class LvmPvUnits(StorageUnits):
         self.check_fields(fields)
         return [[_pv_value(pv, f) for f in fields] for pv in await self._pvs(name)]
 
-    async def status(self, name: str) -> dict[str, Any]:
-        """A physical volume is not usable when its device is missing."""
-        pv = (await self._pvs(name))[0]
-        if pv.missing:
-            return {"name": name, "ok": False, "message": "its device is missing"}
-        return {"name": name, "ok": True, "message": ""}
-
     async def modify(self, name: str, changes: Mapping[str, Any]) -> None:
         """Set the ``allocatable`` flag (``pvchange -x y|n``)."""
         rest = {k: v for k, v in changes.items() if k != "allocatable"}
@@ -150,12 +145,16 @@ class LvmPvUnits(StorageUnits):
 def _pv_value(pv: PhysicalVolume, field: str) -> Any:
     if field == "allocatable":
         return pv.allocatable
+    if field == "status":  # a physical volume is not usable when its device is gone
+        return "its device is missing" if pv.missing else "ok"
     return {"name": pv.name, "size": pv.size, "used": pv.used, "free": pv.free}[field]
 
 
 def _vg_value(vg: VolumeGroup, field: str) -> Any:
     if field == "allocatable":
         return True
+    if field == "status":  # a group missing a physical volume needs fix-consistency
+        return f"{vg.missing_pvs or 1} physical volume(s) missing" if vg.partial else "ok"
     return {"name": vg.name, "size": vg.size, "used": vg.size - vg.free,
             "free": vg.free}[field]
 
@@ -182,14 +181,6 @@ class LvmVgUnits(StorageUnits):
         ``vgs`` counts it), used = size - free, always allocatable."""
         self.check_fields(fields)
         return [[_vg_value(vg, f) for f in fields] for vg in await self._vgs(name)]
-
-    async def status(self, name: str) -> dict[str, Any]:
-        """A volume group missing a physical volume needs ``fix-consistency``."""
-        vg = (await self._vgs(name))[0]
-        if vg.partial:
-            return {"name": name, "ok": False,
-                    "message": f"{vg.missing_pvs} physical volume(s) missing"}
-        return {"name": name, "ok": True, "message": ""}
 
     async def execute(self, name: str, operation: str) -> None:
         """``fix-consistency``: drop the missing physical volumes from the group
@@ -240,13 +231,6 @@ class FileUnits(StorageUnits):
         self.check_fields(fields)
         return [await asyncio.to_thread(_directory_row, self.paths.node_path(d), d, fields)
                 for d in self._chosen(name)]
-
-    async def status(self, name: str) -> dict[str, Any]:
-        """A storage directory is usable once it exists."""
-        self._chosen(name)
-        exists = await asyncio.to_thread(self.paths.node_path(name).is_dir)
-        return {"name": name, "ok": exists,
-                "message": "" if exists else "the directory does not exist"}
 
     async def execute(self, name: str, operation: str) -> None:
         """``create-dir`` makes the directory (mode 0750, parents too); ``remove-dir``
@@ -310,6 +294,8 @@ def _directory_row(local: Path, name: str, fields: Sequence[str]) -> list[Any]:
             row.append(stats.f_bavail * stats.f_frsize // _MIB)
         elif field == "used":
             row.append(_directory_usage(local) // _MIB)
+        elif field == "status":  # a storage directory is usable once it exists
+            row.append("ok" if local.is_dir() else "the directory does not exist")
         else:
             row.append(True)
     return row

@@ -5,7 +5,8 @@ The types are Ganeti's: ``lvm-pv`` (physical volumes), ``lvm-vg`` (volume groups
 methods: :meth:`StorageUnits.list` (rows of the fields asked for: ``name``, ``size``,
 ``used``, ``free``, ``allocatable``, and corral's ``status``; sizes in MiB) and
 :meth:`StorageUnits.status` (whether a unit is usable: ``ok``, or what is wrong).
-Some have specific ones: a physical volume's ``allocatable`` flag can be changed (``pvchange -x``, :meth:`LvmPvUnits.modify`);
+Some have specific ones: a physical volume's ``allocatable`` flag can be changed
+(``pvchange -x``, :meth:`LvmPvUnits.modify`);
 a volume group whose physical volume vanished is made consistent again
 (``vgreduce --removemissing``, operation ``fix-consistency``); a storage directory
 is created or removed (operations ``create-dir`` and ``remove-dir``). As the design

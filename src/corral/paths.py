@@ -61,6 +61,15 @@ class Paths:
         "/usr/share/ganeti/os",
         "/srv/corral/os",
     )
+    #: Where ExtStorage providers are looked up: Ganeti's places (its built-in
+    #: ``ES_SEARCH_PATH``) first so that its providers work, then corral's own.
+    DEFAULT_EXTSTORAGE_SEARCH_PATH = (
+        "/srv/ganeti/extstorage",
+        "/usr/local/lib/ganeti/extstorage",
+        "/usr/lib/ganeti/extstorage",
+        "/usr/share/ganeti/extstorage",
+        "/srv/corral/extstorage",
+    )
 
     # -- files ---------------------------------------------------------------
     @property
@@ -245,6 +254,12 @@ class Paths:
     def os_log_dir(self) -> Path:
         """Output of OS definition scripts, one file per script run."""
         return self.log_dir / "os"
+
+    @property
+    def extstorage_log_dir(self) -> Path:
+        """Output of ExtStorage provider scripts, one file per script run (Ganeti's
+        ``/var/log/ganeti/extstorage``)."""
+        return self.log_dir / "extstorage"
 
     def node_path(self, path: str) -> Path:
         """A cluster-wide absolute path (file storage dir, OS search path entry, a

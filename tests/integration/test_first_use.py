@@ -64,7 +64,7 @@ def test_readme_has_no_links_outside_the_tree() -> None:
     assert "../" not in text
 
 
-@pytest.mark.parametrize("tool", ["gnt-backup", "gnt-storage"])
+@pytest.mark.parametrize("tool", ["gnt-backup"])
 def test_tools_that_come_later_say_so(tool: str) -> None:
     assert (BIN / tool).exists(), f"{tool} is no console script of this install"
     proc = run_tool([tool, "list"], dict(os.environ), check=False)

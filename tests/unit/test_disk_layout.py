@@ -39,7 +39,8 @@ def test_plain_without_a_volume_group_is_refused() -> None:
     ("blockdev", [{"adopt": "/dev/disk/a"}, {"adopt": "/dev/disk/../disk/a"}],
      "Duplicate disk names given for adoption"),
     ("file", [{"size": 1, "vg": "xenvg"}], "'vg' is only for disks in LVM"),
-    ("plain", [{"size": 1, "provider": "p"}], "'provider' is not supported"),
+    ("plain", [{"size": 1, "provider": "p"}],
+         "The 'provider' option is only valid for the ext disk template, not plain"),
 ])
 def test_refused_definitions(name: str, disks: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(ParameterError, match=message):

@@ -94,7 +94,8 @@ def test_every_block_device_operation_is_a_coroutine() -> None:
 
 
 def test_drivers_by_device_type(paths: Paths) -> None:
-    assert set(DEV_TYPES) == {"file", "sharedfile", "plain", "blockdev"}
+    assert set(DEV_TYPES) == {"file", "sharedfile", "plain", "blockdev", "rbd",
+                              "ext"}
     assert isinstance(get_block_device("sharedfile", paths), FileStorage)
     assert isinstance(get_block_device("plain", paths), PlainStorage)
     with pytest.raises(BlockDeviceError, match=r"device type 'drbd' .* file, sharedfile"):

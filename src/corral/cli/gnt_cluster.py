@@ -131,6 +131,9 @@ def _params_options(init: bool) -> list[Any]:
                      help="Directory for 'sharedfile' disks, shared by all nodes."),
         click.option("--os-search-path", metavar="DIR,...",
                      help="Comma-separated directories searched for OS definitions."),
+        click.option("--extstorage-search-path", metavar="DIR,...",
+                     help="Comma-separated directories searched for ExtStorage providers "
+                          "(corral extension; Ganeti's are built in)."),
     ]
     if not init:
         opts += [
@@ -177,6 +180,7 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         file_storage_dir=kw["file_storage_dir"],
         shared_file_storage_dir=kw["shared_file_storage_dir"],
         os_search_path=_csv(kw["os_search_path"]),
+        extstorage_search_path=_csv(kw["extstorage_search_path"]),
     )
 
 
@@ -274,6 +278,7 @@ def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
             ("default instance allocator", r["default_iallocator"]),
             ("default instance allocator parameters", _strs(r["default_iallocator_params"])),
             ("OS search path", join(r["os_search_path"])),
+            ("ExtStorage Providers search path", join(r["extstorage_search_path"])),
             ("enabled disk templates", join(r["enabled_disk_templates"])),
             ("configuration serial", str(r["config_serial"])),
         ]),

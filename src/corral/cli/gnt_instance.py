@@ -253,7 +253,9 @@ def cli() -> None:
 @click.option("-g", "--node-group", "group_name", metavar="GROUP",
               help="Node group to place the instance in.")
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
-              help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk.")
+              help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk. "
+                   "ext disks: provider=NAME and the provider's own key=val; rbd and "
+                   "ext: access=kernelspace|userspace.")
 @click.option("-s", "--os-size", "os_size", metavar="SIZE",
               help="One disk of SIZE (instead of --disk).")
 @click.option("--net", "net_items", type=IdentKeyValType(), multiple=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.cmdlib import group, instance, instance_change, network, node, storage
+from corral.cmdlib import extstorage, group, instance, instance_change, network, node, storage
 from corral.cmdlib import os as os_area
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, NodeRpc, QueryResource
 from corral.cmdlib.cluster import LUClusterQuery, LUClusterRedistConf, LUClusterSetParams
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: The area modules with ``UNITS`` and ``query_resources(ctx)``.
-AREAS = (node, group, instance, instance_change, os_area, network, storage)
+AREAS = (node, group, instance, instance_change, os_area, extstorage, network, storage)
 
 #: ``OP_ID`` -> logical unit class, one per registered opcode.
 LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {

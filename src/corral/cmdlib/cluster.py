@@ -13,19 +13,24 @@ import copy
 import platform
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
+from corral.cmdlib.disk_layout import check_access_in_use
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
 from corral.objects import Cluster, Instance, Node, params
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
+from corral.paths import Paths
 from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RpcResult
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "OS_API_VERSION",
@@ -325,6 +330,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
     if change.os_search_path is not None:
         paths = [_check_abs_path("OS search path entry", p) for p in change.os_search_path]
         setattr_logged("os_search_path", paths, ",".join)
+    if change.extstorage_search_path is not None:
+        paths = [_check_abs_path("ExtStorage search path entry", p)
+                 for p in change.extstorage_search_path]
+        setattr_logged("extstorage_search_path", paths, ",".join)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
         for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
@@ -421,6 +430,8 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,
         "os_search_path": cluster.os_search_path,
+        "extstorage_search_path": cluster.extstorage_search_path
+        or list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH),
     }
 
 
@@ -522,6 +533,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             cluster = txn.cluster()
             changes = apply_cluster_params(cluster, self.op)
             check_disabled_in_use(store.cluster, cluster, store.all("instance"))
+            if self.op.diskparams is not None:
+                check_access_in_use(store, cluster.diskparams)
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}

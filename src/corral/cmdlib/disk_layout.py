@@ -21,53 +21,77 @@ node share it:
 * :func:`check_adoption`: the volumes or devices to adopt exist on the node, are
   not in use and not another instance's, and give the disks their sizes;
 * :func:`filled_disk_spec`: what the node needs of a disk, with the disk
-  parameters (``stripes``) filled from the cluster and the node's group.
+  parameters (``stripes``, ``pool``, ``access``) filled from the cluster and the
+  node's group;
+* :func:`external_params` and :func:`check_access`: an ``ext`` disk's provider and
+  its parameters, ``access`` of ``rbd`` and ``ext`` disks and which hypervisor may
+  use ``userspace``.
 
 Logical ids are Ganeti's: ``[driver, path]`` for files, ``[vg, lv]`` for ``plain``,
-``["manual", path]`` for ``blockdev``.
+``["manual", path]`` for ``blockdev``, ``["rbd", image]`` for ``rbd`` and ``[provider,
+volume]`` for ``ext`` (images and volumes named ``<disk uuid>.rbd.disk<index>`` and
+``<disk uuid>.ext.disk<index>``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from corral.cmdlib.common import disk_node_spec
 from corral.cmdlib.instance_base import RPC_QUICK, check_file_space, storage_dir
 from corral.cmdlib.instance_query import MAX_DISKS
 from corral.errors import OpPrereqError, ParameterError
-from corral.objects import fill_params
 from corral.objects.disk_templates import ADOPTABLE_BLOCKDEV_ROOT, BLOCKDEV_DRIVER, template
-from corral.objects.params import parse_size
+from corral.objects.params import DISK_ACCESS_MODES, DISK_PARAMS, defaults, fill_params, parse_size
 from corral.objects.specs import DiskSpec
 from corral.storage import file_logical_id
+from corral.storage.rbd import RBD_DRIVER
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit
     from corral.config import ConfigStore
-    from corral.objects import Disk, Instance, Node
+    from corral.objects import Disk, Instance, Node, NodeGroup
 
 __all__ = [
+    "ACCESS_TEMPLATES",
     "CREATABLE_TEMPLATES",
     "DISK_KEYS",
+    "METADATA_TEMPLATES",
+    "RELEASED_TEMPLATES",
+    "check_access",
+    "check_access_in_use",
     "check_adoption",
     "check_space",
+    "external_params",
     "filled_disk_spec",
     "logical_id_on_node",
     "lv_name",
     "new_logical_id",
     "parse_disks",
+    "volume_name",
 ]
 
 #: The disk templates new disks can be made of.
 CREATABLE_TEMPLATES: frozenset[str] = frozenset({"diskless", "file", "sharedfile", "plain",
-                                                 "blockdev"})
+                                                 "blockdev", "rbd", "ext"})
 #: Keys of a disk definition in a request (Ganeti's ``IDISK_PARAMS``).
 DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider",
              "access")
-#: Keys corral does not take yet: refused when given (``metavg``: DRBD; ``provider``
-#: and ``access``: ExtStorage and Ceph).
-_NOT_TAKEN = ("metavg", "provider", "access")
+#: Keys corral does not take: refused when given (``metavg``: DRBD).
+_NOT_TAKEN = ("metavg",)
+#: Templates whose disks take ``access`` (Ganeti's ``DTS_HAVE_ACCESS`` less gluster).
+ACCESS_TEMPLATES: frozenset[str] = frozenset({"rbd", "ext"})
+#: Templates whose volumes keep metadata naming their instance (``blockdev_setinfo``
+#: at creation and rename): ExtStorage volumes (``setinfo``), LVM volumes (tags).
+METADATA_TEMPLATES: frozenset[str] = frozenset({"ext", "plain"})
+#: Shared templates a node attaches to use them (rbd images it maps, ExtStorage volumes
+#: it attaches): a node lets go of them when it no longer runs the instance.
+RELEASED_TEMPLATES: frozenset[str] = frozenset({"rbd", "ext"})
+#: What an ExtStorage provider parameter's name may be made of.
+_EXT_PARAM_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 def lv_name(disk_uuid: str, index: int) -> str:
@@ -126,13 +150,15 @@ def parse_disks(name: str, disks: list[dict[str, Any]], *, default_vg: str
         if not isinstance(disk, dict):
             raise ParameterError(f"{where}: expected an object with size, mode, name")
         unknown = sorted(set(disk) - set(DISK_KEYS))
-        if unknown:
+        if unknown and name != "ext":
             raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
-                                 f"{', '.join(DISK_KEYS)}")
+                                 f"{', '.join(DISK_KEYS)} (other keys are ExtStorage "
+                                 "provider parameters, for the ext template)")
         for key in _NOT_TAKEN:
             if disk.get(key) not in (None, ""):
                 raise ParameterError(f"{where}: {key!r} is not supported with the "
                                      f"{name!r} template")
+        disk_params = external_params(name, disk, where)
         vg = disk.get("vg")
         if vg not in (None, "") and not lvm:
             raise ParameterError(f"{where}: 'vg' is only for disks in LVM (the plain "
@@ -184,10 +210,99 @@ def parse_disks(name: str, disks: list[dict[str, Any]], *, default_vg: str
                 raise ParameterError(f"{where}: spindles must be an integer, got "
                                      f"{spindles!r}") from None
         result.append({"size": size, "mode": mode, "name": disk_name,
-                       "spindles": spindles, "vg": vg, "adopt": adopt})
+                       "spindles": spindles, "vg": vg, "adopt": adopt,
+                       "params": disk_params})
     if adopting:
         _check_unique_adoption(name, result)
     return result
+
+
+def external_params(name: str, disk: dict[str, Any], where: str) -> dict[str, Any]:
+    """The parameters a new disk of template ``name`` keeps (``Disk.params``): for
+    ``ext`` its ``provider`` (required), ``access`` if given and every key that is
+    not one of Ganeti's disk keys (a provider parameter, exported to its scripts as
+    ``EXTP_<NAME>``); for ``rbd`` its ``access`` if given; nothing for the rest.
+
+    ``provider`` is refused for other templates and missing for ``ext`` with Ganeti's
+    words; ``access`` must be ``kernelspace`` or ``userspace`` and is only for the
+    templates that have it.
+    """
+    provider = disk.get("provider")
+    if provider not in (None, "") and name != "ext":
+        raise ParameterError(f"The 'provider' option is only valid for the ext disk "
+                             f"template, not {name}")
+    access = disk.get("access")
+    params: dict[str, Any] = {}
+    if access not in (None, ""):
+        if name not in ACCESS_TEMPLATES:
+            raise ParameterError(f"{where}: 'access' is only for the "
+                                 f"{' and '.join(sorted(ACCESS_TEMPLATES))} templates, "
+                                 f"not {name}")
+        if access not in DISK_ACCESS_MODES:
+            raise ParameterError(f"{where}: invalid access {access!r}; valid: "
+                                 f"{', '.join(DISK_ACCESS_MODES)}")
+        params["access"] = access
+    if name != "ext":
+        return params
+    if provider in (None, ""):
+        raise ParameterError("Missing provider for template 'ext'")
+    if not isinstance(provider, str) or "/" in provider or provider in (".", ".."):
+        raise ParameterError(f"{where}: invalid provider {provider!r}: the name of an "
+                             "ExtStorage provider's directory")
+    params["provider"] = provider
+    for key in sorted(set(disk) - set(DISK_KEYS)):
+        value = disk[key]
+        if not _EXT_PARAM_RE.match(key):
+            raise ParameterError(f"{where}: invalid ExtStorage parameter name {key!r}: use "
+                                 "letters, digits and '_.-'")
+        if isinstance(value, dict | list) or value is None:
+            raise ParameterError(f"{where}: ExtStorage parameter {key!r} needs a plain "
+                                 f"value, got {value!r}")
+        params[key] = value if isinstance(value, str) else str(value)
+    return params
+
+
+def check_access(hypervisor: str, template: str, access: str) -> None:
+    """Refuse a disk ``access`` the instance's hypervisor cannot use (Ganeti's rule:
+    ``userspace`` only with kvm, for the templates that have it)."""
+    if access == "kernelspace" or (hypervisor == "kvm" and template in ACCESS_TEMPLATES
+                                   and access == "userspace"):
+        return
+    raise OpPrereqError(f"Selected hypervisor ({hypervisor}) cannot be used with {access} "
+                        "disk access param")
+
+
+def check_access_in_use(store: ConfigStore, cluster_diskparams: dict[str, dict[str, Any]],
+                        group: NodeGroup | None = None) -> None:
+    """Refuse disk parameters (the cluster's ``cluster_diskparams``, or ``group`` with
+    its new ones) that would give an instance's disks an ``access`` its hypervisor
+    cannot use (``userspace`` for an rbd disk of a fake instance), in Ganeti's words,
+    naming the instance. Disks that set ``access`` themselves keep it."""
+    for inst in store.all("instance"):
+        node_group = store.get("node", inst.primary_node).group
+        if group is not None and node_group != group.uuid:
+            continue
+        own = group if group is not None else store.get("nodegroup", node_group)
+        for uuid in inst.disks:
+            disk = store.get("disk", uuid)
+            if disk.dev_type not in ACCESS_TEMPLATES or "access" in disk.params:
+                continue
+            access = fill_params(defaults(DISK_PARAMS[disk.dev_type]),
+                                 cluster_diskparams.get(disk.dev_type),
+                                 own.diskparams.get(disk.dev_type))["access"]
+            try:
+                check_access(inst.hypervisor, disk.dev_type, access)
+            except OpPrereqError:
+                raise OpPrereqError(
+                    f"Instance {inst.name}: cannot use '{access}' access setting with "
+                    f"{inst.hypervisor} hypervisor and {disk.dev_type} disk type.") from None
+
+
+def volume_name(template: str, disk_uuid: str, index: int) -> str:
+    """The name of a new ``rbd`` image or ``ext`` volume: Ganeti's ``<unique
+    id>.rbd.disk<index>`` / ``<unique id>.ext.disk<index>``, the unique id being the
+    disk's UUID."""
+    return f"{disk_uuid}.{template}.disk{index}"
 
 
 def _check_unique_adoption(name: str, disks: list[dict[str, Any]]) -> None:
@@ -229,6 +344,10 @@ def new_logical_id(name: str, disk: dict[str, Any], *, instance_uuid: str,
         return [str(disk["vg"]), lv_name(disk_uuid, index)]
     if name == "blockdev":
         return [BLOCKDEV_DRIVER, str(disk["adopt"])]
+    if name == "rbd":
+        return [RBD_DRIVER, volume_name(name, disk_uuid, index)]
+    if name == "ext":
+        return [str(disk["params"]["provider"]), volume_name(name, disk_uuid, index)]
     raise OpPrereqError(f"disks of template {name!r} cannot be created by corral")
 
 
@@ -246,15 +365,10 @@ def logical_id_on_node(store: ConfigStore, instance: Instance, disk: Disk,
 
 
 def filled_disk_spec(store: ConfigStore, disk: Disk, index: int, node: Node) -> DiskSpec:
-    """``disk`` as ``node`` needs it, with its template's disk parameters filled:
-    cluster, then the node's group, then the disk's own."""
-    cluster = store.cluster
-    group = store.get("nodegroup", node.group)
-    params = fill_params(cluster.diskparams.get(disk.dev_type, {}),
-                         group.diskparams.get(disk.dev_type), disk.params)
-    return DiskSpec(uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size,
-                    mode=disk.mode, logical_id=list(disk.logical_id), name=disk.name,
-                    params=params)
+    """``disk`` as ``node`` needs it, with its template's disk parameters filled
+    (built-in defaults, cluster, the node's group, the disk's own) and, for ``ext``,
+    the cluster's ExtStorage search path: :func:`corral.cmdlib.common.disk_node_spec`."""
+    return disk_node_spec(store, disk, index, node)
 
 
 # -- space -------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from corral.cmdlib.instance_base import disk_spec
+from corral.cmdlib.common import disk_node_spec
 from corral.errors import OpPrereqError
 from corral.objects import Disk, Instance, Node
 from corral.storage.base import LDISK_CODES
@@ -123,7 +123,8 @@ async def node_disk_status(master: MasterContext,
         nodes[node.name] = node
 
     def args(node: Node) -> dict[str, Any]:
-        specs = [disk_spec(wanted[p][2], wanted[p][1]) for p in by_node[node.name]]
+        specs = [disk_node_spec(master.store, wanted[p][2], wanted[p][1], node)
+                 for p in by_node[node.name]]
         return {"disks": [msgspec.to_builtins(spec) for spec in specs]}
 
     results = await master.rpc.call(list(nodes.values()), "blockdev_find", args,

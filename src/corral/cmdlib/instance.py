@@ -21,6 +21,7 @@ from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import add_name_lock, check_node_online, drop_name_lock, lower_os_params
+from corral.cmdlib.disk_layout import METADATA_TEMPLATES, RELEASED_TEMPLATES
 from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_QUICK,
@@ -29,6 +30,7 @@ from corral.cmdlib.instance_base import (
     check_hv_be,
     check_instance_name,
     check_os,
+    instance_info_text,
     remove_disks,
     wire,
 )
@@ -186,6 +188,13 @@ class LUInstanceShutdown(InstanceLU[Any]):
                     {"instance": self.spec(), "timeout": float(op.timeout),
                      "reason": op.reason},
                     f"shutting down instance {inst.name}", rpc_timeout=op.timeout + RPC_QUICK)
+        released = [wire(self.disk_spec(d, i)) for i, d in enumerate(self.disks())
+                    if d.dev_type in RELEASED_TEMPLATES]
+        if released:
+            # As Ganeti deactivates a stopped instance's disks: rbd images are unmapped,
+            # ExtStorage volumes detached.
+            await self.try_call(node, "blockdev_shutdown", {"disks": released},
+                                f"deactivating the disks of instance {inst.name}")
         if op.no_remember:
             await self.set_state(status_change=True)  # stopped: see LUInstanceStartup
         return None
@@ -346,6 +355,13 @@ class LUInstanceRename(InstanceLU[Any]):
             return op.new_name
         await self.set_state(name=op.new_name)
         await self.master.locks.remove(LockLevel.INSTANCE, old_name, owner=self.owner)
+        for index, disk in enumerate(self.disks()):
+            if disk.dev_type in METADATA_TEMPLATES:
+                # Volumes on external storage name their instance (Ganeti's setinfo).
+                await self.try_call(node, "blockdev_setinfo",
+                                    {"disk": wire(self.disk_spec(disk, index)),
+                                     "info": instance_info_text(op.new_name)},
+                                    f"updating the metadata of disk {index}")
         try:
             await self.call_one(node, "instance_run_rename",
                         {"instance": self.spec(), "old_name": old_name,

@@ -37,13 +37,16 @@ from corral.cmdlib.common import (
     check_hv_syntax,
     drop_name_lock,
     expand_node,
+    fill_diskparams,
     fill_osparams,
     instance_spec,
     lower_os_params,
     os_state_listed,
 )
 from corral.cmdlib.disk_layout import (
+    ACCESS_TEMPLATES,
     CREATABLE_TEMPLATES,
+    check_access,
     check_adoption,
     check_space,
     filled_disk_spec,
@@ -64,6 +67,7 @@ from corral.cmdlib.instance_base import (
     check_os,
     commit_instance,
     generate_mac,
+    instance_info_text,
     remove_disks,
     wire,
 )
@@ -324,6 +328,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         group = store.get("nodegroup", node.group)
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
         self.disks = parse_disks(template, op.disks, default_vg=cluster.volume_group_name)
+        if template in ACCESS_TEMPLATES:
+            group_access = fill_diskparams(store, template, {}, group).get("access",
+                                                                           "kernelspace")
+            for disk in self.disks:
+                check_access(hypervisor, template,
+                             disk["params"].get("access", group_access))
         self.nics = _parse_nics(op.nics, nic_defaults)
         self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
@@ -370,7 +380,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             disks.append(Disk(
                 uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"] or 0,
                 mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
-                spindles=d["spindles"],
+                spindles=d["spindles"], params=dict(d["params"]),
                 logical_id=new_logical_id(self.template, d, instance_uuid=inst_uuid,
                                           disk_uuid=disk_uuid, index=index,
                                           storage_dir=self.storage_dir),
@@ -446,7 +456,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                 f"checking the adopted device of disk {disk.index}")
             else:
                 self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
-                await call_node(self.master, node, "blockdev_create", {"disk": wire(disk)},
+                await call_node(self.master, node, "blockdev_create",
+                                {"disk": wire(disk), "info": instance_info_text(name)},
                                 f"creating disk {disk.index} of instance {name}",
                                 timeout=RPC_START)
                 created.append(disk)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from corral.cmdlib.common import check_node_online
-from corral.cmdlib.instance_base import InstanceLU, disk_spec, is_running
+from corral.cmdlib.instance_base import InstanceLU, is_running
 from corral.errors import OpExecError, OpPrereqError
 from corral.objects import Disk, Instance
 from corral.objects.disk_templates import template
@@ -40,7 +40,7 @@ class LUInstanceActivateDisks(InstanceLU[OpInstanceActivateDisks]):
         if not disks:
             return []
         primary = self.primary
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        specs = [msgspec.to_builtins(self.disk_spec(d, i)) for i, d in enumerate(disks)]
         paths = await self.call_one(primary, "blockdev_assemble", {"disks": specs},
                                     f"activating the disks of instance {self.instance.name}")
         if not isinstance(paths, list) or len(paths) != len(disks):
@@ -78,7 +78,7 @@ class LUInstanceDeactivateDisks(InstanceLU[OpInstanceDeactivateDisks]):
         disks = self.disks()
         if self.op.dry_run or not disks:
             return None
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        specs = [msgspec.to_builtins(self.disk_spec(d, i)) for i, d in enumerate(disks)]
         await self.call_one(primary, "blockdev_shutdown", {"disks": specs},
                             f"deactivating the disks of instance {inst.name}")
         return None
@@ -122,7 +122,7 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
             self.feedback(f"disk {op.disk} of instance {inst.name} already has "
                           f"{self.target_size} MiB")
             return None
-        spec = msgspec.to_builtins(disk_spec(self.disk, op.disk))
+        spec = msgspec.to_builtins(self.disk_spec(self.disk, op.disk))
         await self.call_one(primary, "blockdev_grow",
                             {"disk": spec, "amount": self.delta, "dryrun": True},
                             f"checking that disk {op.disk} of {inst.name} can grow")

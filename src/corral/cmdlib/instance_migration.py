@@ -26,12 +26,11 @@ from corral.cmdlib.common import (
     expand_node,
     fill_hvparams,
 )
-from corral.cmdlib.disk_layout import logical_id_on_node
+from corral.cmdlib.disk_layout import RELEASED_TEMPLATES, logical_id_on_node
 from corral.cmdlib.instance_base import (
     RPC_START,
     InstanceLU,
     check_node_takes_instance,
-    disk_spec,
     is_running,
 )
 from corral.cmdlib.nic_networks import check_networks_reach
@@ -69,6 +68,9 @@ COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
 #: Disk templates a live migration takes along (qemu mirrors them), by hypervisor.
 MIRRORED_TEMPLATES = frozenset({"file"})
 MIRRORING_HYPERVISORS = frozenset({"kvm"})
+#: Disk templates whose volumes are opened and closed around a migration (ExtStorage
+#: ``open``/``close``: shared by both nodes while the guest moves).
+OPENED_TEMPLATES = frozenset({"ext"})
 #: How often the master asks the source for a running migration's progress (s).
 PROGRESS_INTERVAL = 0.5
 #: How long the master waits for ``migration_send`` beyond the disks' copy time: the
@@ -265,7 +267,11 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
             ) from None
         lu.feedback(f" - WARNING: {err.message}; proceeding anyway: make sure node "
                     f"{source.name} is down")
-    specs = [disk_spec(d, i) for i, d in enumerate(lu.disks())]
+    specs = [lu.disk_spec(d, i, source) for i, d in enumerate(lu.disks())]
+    closed = [spec for spec in specs if spec.dev_type in OPENED_TEMPLATES]
+    if closed and not source.offline:
+        await lu.try_call(source, "blockdev_close", {"disks": _to_builtins(closed)},
+                          f"closing the disks of instance {inst.name}")
     if specs and not source.offline:
         await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
                           f"deactivating the disks of instance {inst.name}")
@@ -401,6 +407,9 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 for disk in target_spec["disks"]:
                     disk["logical_id"] = new_ids.get(disk["uuid"], disk["logical_id"])
             devices = await self._same_machine(target_spec)
+            await self._shared_disks(source, "blockdev_open", {"exclusive": False},
+                                     "opening the disks of instance {inst} for sharing on "
+                                     "node {node}", only=OPENED_TEMPLATES, strict=True)
             accepted = await self.call_one(
                 target, "migration_accept",
                 {"instance": target_spec, "address": target_ip, "mirror_disks": mirror,
@@ -441,11 +450,12 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
                           f"{figures['total_time']} ms), guest stopped for "
                           f"{figures.get('downtime', '?')} ms")
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.try_call(source, "migration_finish_source",
                             {"instance": self.spec(), "success": True},
                             f"stopping the migrated instance {inst.name} on node "
                             f"{source.name}")
+        await self._hand_over_shared_disks(source, target)
         await self.switch_primary(new_ids or None)
         if mirror:
             for spec in old_specs:
@@ -453,6 +463,36 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                     f"removing disk {spec.index} of instance {inst.name} "
                                     "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
+
+    async def _shared_disks(self, node: Node, procedure: str, extra: dict[str, Any],
+                            what: str, *, only: frozenset[str], strict: bool = False
+                            ) -> None:
+        """Call ``procedure`` on ``node`` for the instance's disks of the templates in
+        ``only`` (nothing when it has none); ``what`` names the step (``{inst}``,
+        ``{node}``). A failure fails the migration when ``strict``, else it is
+        reported in the job log."""
+        disks = [self.disk_spec(d, i, node) for i, d in enumerate(self.disks())
+                 if d.dev_type in only]
+        if not disks:
+            return
+        args = {"disks": _to_builtins(disks), **extra}
+        label = what.format(inst=self.instance.name, node=node.name)
+        if strict:
+            await self.call_one(node, procedure, args, label)
+        else:
+            await self.try_call(node, procedure, args, label)
+
+    async def _hand_over_shared_disks(self, old: Node, new: Node) -> None:
+        """After the guest moved from ``old`` to ``new`` (or back, after a failure):
+        ``old`` closes the disks and lets go of them (unmaps rbd images, detaches
+        ExtStorage volumes), ``new`` opens them exclusively, as Ganeti does."""
+        await self._shared_disks(old, "blockdev_close", {}, "closing the disks of "
+                                 "instance {inst} on node {node}", only=OPENED_TEMPLATES)
+        await self._shared_disks(new, "blockdev_open", {"exclusive": True},
+                                 "opening the disks of instance {inst} on node {node}",
+                                 only=OPENED_TEMPLATES)
+        await self._shared_disks(old, "blockdev_shutdown", {}, "releasing the disks of "
+                                 "instance {inst} on node {node}", only=RELEASED_TEMPLATES)
 
     async def _same_machine(self, target_spec: dict[str, Any]) -> dict[str, Any]:
         """Make the target start the machine the source runs: the parameters it was
@@ -498,7 +538,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
         new_ids: dict[str, list[str]] = {}
         for index, disk in enumerate(self.disks()):
             new_id = logical_id_on_node(self.master.store, inst, disk, index)
-            new = disk_spec(disk, index, new_id)
+            new = self.disk_spec(disk, index, target, new_id)
             self.feedback(f"creating disk {index} ({disk.size} MiB) on node {target.name}")
             await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                 f"creating disk {index} of instance {inst.name} on node "
@@ -553,6 +593,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
                 f"{inst.name}' once node {target.name} answers")
             return False
+        await self._hand_over_shared_disks(target, source)
         resumed = await self.try_call(source, "migration_finish_source",
                                       {"instance": self.spec(), "success": False},
                                       f"resuming instance {inst.name} on node {source.name}")
@@ -708,7 +749,7 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
                                      "reason": self.op.reason},
                                     f"restarting instance {inst.name}")
             raise
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.switch_primary(new_ids, status_change=self.instance.admin_state == "up")
         for spec in old_specs:
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
@@ -731,8 +772,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         try:
             for index, disk in enumerate(self.disks()):
                 new_id = logical_id_on_node(self.master.store, inst, disk, index)
-                new = disk_spec(disk, index, new_id)
-                old = disk_spec(disk, index)
+                new = self.disk_spec(disk, index, target, new_id)
+                old = self.disk_spec(disk, index, source)
                 await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                     f"creating disk {index} of instance {inst.name}")
                 created.append(new)

@@ -35,7 +35,7 @@ from corral.cmdlib.disk_status import (
     instance_disk_status,
     node_disk_status,
 )
-from corral.cmdlib.instance_base import RPC_START, InstanceLU, disk_spec, is_running
+from corral.cmdlib.instance_base import RPC_START, InstanceLU, is_running
 from corral.errors import OpExecError, OpPrereqError, ParameterError
 from corral.locking import LockLevel
 from corral.objects import Disk, Instance, Node
@@ -333,7 +333,8 @@ class LUInstanceRepairDisks(InstanceLU[OpInstanceRepairDisks]):
             return []
         done: list[list[Any]] = []
         for _name, (node, items) in sorted(to_activate.items()):
-            specs = [msgspec.to_builtins(disk_spec(e.disk, e.index)) for e in items]
+            specs = [msgspec.to_builtins(self.disk_spec(e.disk, e.index, node))
+                     for e in items]
             self.feedback(f"Activating disk(s) {', '.join(str(e.index) for e in items)} "
                           f"of instance {inst.name} on node {node.name}")
             await self.call_one(node, "blockdev_assemble", {"disks": specs},

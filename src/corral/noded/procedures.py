@@ -17,6 +17,8 @@ read them from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -48,6 +50,7 @@ from corral.noded import (
     master_role,
     replication,
     verify,
+    volumes,
 )
 from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
@@ -55,6 +58,7 @@ from corral.paths import Paths
 from corral.rpc import args as rpc_args
 from corral.rpc.args import (
     BlockdevCopyFromArgs,
+    BlockdevCreateArgs,
     BlockdevGrowArgs,
     BlockdevRenameArgs,
     BlockdevSnapshotArgs,
@@ -98,6 +102,8 @@ COPY_READ_TIMEOUT = 120.0
 
 A = TypeVar("A", bound=ProcedureArgs)
 
+log = logging.getLogger(__name__)
+
 
 def _hv(paths: Paths, name: str) -> Hypervisor:
     return hypervisor.get_hypervisor(name, paths)
@@ -107,8 +113,33 @@ def _disks(paths: Paths, disk: DiskSpec) -> storage.BlockDevice:
     return storage.get_block_device(disk.dev_type, paths)
 
 
-async def _assemble(paths: Paths, disks: list[DiskSpec]) -> list[str]:
-    return [await _disks(paths, disk).assemble(disk) for disk in disks]
+async def _assemble(paths: Paths, disks: list[DiskSpec], *,
+                    exclusive: bool = True) -> list[str]:
+    """Assemble ``disks`` and open them for I/O (``exclusive`` unless the target of a
+    migration shares them with the source); where the instance uses each."""
+    where = []
+    for disk in disks:
+        driver = _disks(paths, disk)
+        where.append(await driver.assemble(disk))
+        await driver.open(disk, exclusive=exclusive)
+    return where
+
+
+#: Disk types a node attaches to use them (rbd images it maps, ExtStorage volumes): an
+#: OS script's run lets go of them again, as Ganeti shuts down the disks it started.
+_ATTACHED_TYPES = frozenset({"rbd", "ext"})
+
+
+async def _release(paths: Paths, disks: list[DiskSpec]) -> None:
+    """Shut down the attached disks an OS script used (errors are logged: the script's
+    own outcome is what the caller reports)."""
+    for disk in disks:
+        if disk.dev_type in _ATTACHED_TYPES:
+            try:
+                await _disks(paths, disk).shutdown(disk)
+            except CorralError as err:
+                log.warning("cannot release disk/%d after the OS script: %s", disk.index,
+                            err.message)
 
 
 def _hypervisor_names(names: list[str] | None) -> list[str]:
@@ -319,7 +350,8 @@ async def migration_accept(paths: Paths, args: MigrationAcceptArgs) -> Any:
     """On the target node: get ready to receive the instance (its disks assembled
     here first); the answer says where the disks' data goes when they are mirrored."""
     spec = args.instance
-    disk_paths = await _assemble(paths, spec.disks)
+    # The source still does I/O on shared disks until the guest moved.
+    disk_paths = await _assemble(paths, spec.disks, exclusive=False)
     return await _hv(paths, spec.hypervisor).accept_migration(
         spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks,
         devices=args.devices)
@@ -400,9 +432,21 @@ async def hotplug_device(paths: Paths, args: HotplugDeviceArgs) -> Any:
 
 
 # -- storage -------------------------------------------------------------------
-async def blockdev_create(paths: Paths, args: DiskArgs) -> Any:
-    """Create a disk; answer its node-local path."""
-    return {"path": await _disks(paths, args.disk).create(args.disk)}
+async def blockdev_create(paths: Paths, args: BlockdevCreateArgs) -> Any:
+    """Create a disk and give it its metadata (``info``); answer its node-local path.
+    A disk whose metadata cannot be set is removed again before the error is raised,
+    so a failed create leaves nothing behind."""
+    disk = args.disk
+    driver = _disks(paths, disk)
+    path = await driver.create(disk)
+    if args.info:
+        try:
+            await driver.set_info(disk, args.info)
+        except BaseException:
+            with contextlib.suppress(CorralError):
+                await driver.remove(disk)
+            raise
+    return {"path": path}
 
 
 async def blockdev_remove(paths: Paths, args: DiskArgs) -> Any:
@@ -541,9 +585,12 @@ async def instance_os_add(paths: Paths, args: InstanceOsAddArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
-    await osapi.run_script(definition, "create", env, log_file)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
+        await osapi.run_script(definition, "create", env, log_file)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 
@@ -552,12 +599,15 @@ async def instance_run_rename(paths: Paths, args: InstanceRunRenameArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    env["OLD_INSTANCE_NAME"] = args.old_name
-    log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
-                                       args.old_name, spec.name)
-    await osapi.run_script(definition, "rename", env, log_file)
-    await instance_status.rename(paths, args.old_name, spec.name)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        env["OLD_INSTANCE_NAME"] = args.old_name
+        log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
+                                           args.old_name, spec.name)
+        await osapi.run_script(definition, "rename", env, log_file)
+        await instance_status.rename(paths, args.old_name, spec.name)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 
@@ -631,6 +681,10 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_find": blockdev_find,
     "blockdev_rename": blockdev_rename,
     "blockdev_snapshot": blockdev_snapshot,
+    "blockdev_setinfo": volumes.blockdev_setinfo,
+    "blockdev_open": volumes.blockdev_open,
+    "blockdev_close": volumes.blockdev_close,
+    "extstorage_diagnose": volumes.extstorage_diagnose,
     "storage_list": storage_procs.storage_list,
     "storage_modify": storage_procs.storage_modify,
     "storage_execute": storage_procs.storage_execute,

@@ -255,6 +255,9 @@ class Cluster(ConfigObject, kw_only=True):
     volume_group_name: str = ""
     mac_prefix: str = "aa:00:00"
     os_search_path: list[str] = msgspec.field(default_factory=list)
+    extstorage_search_path: list[str] = msgspec.field(default_factory=list)
+    """Where nodes look for ExtStorage providers (empty: Ganeti's places and
+    ``/srv/corral/extstorage``, :attr:`corral.paths.Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH`)."""
     #: TCP port of every node daemon (Ganeti's noded uses 1811).
     noded_port: int = 1811
 

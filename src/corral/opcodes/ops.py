@@ -125,6 +125,8 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None
+    extstorage_search_path: list[str] | None = None
+    """Where nodes look for ExtStorage providers (corral's; Ganeti's is built in)."""
     os_hvp: dict[str, dict[str, dict[str, Any] | None]] | None = None
     """Per-OS hypervisor parameters: ``{os: {hypervisor: {name: value}}}``; a hypervisor
     given ``None`` drops the OS's overrides for it, a value ``None``/``"default"`` one

@@ -34,8 +34,11 @@ __all__ = [
     "PATH_NAMED_FILES",
     "ArchiveRow",
     "BlockdevCopyFromArgs",
+    "BlockdevCreateArgs",
     "BlockdevGrowArgs",
+    "BlockdevOpenArgs",
     "BlockdevRenameArgs",
+    "BlockdevSetInfoArgs",
     "BlockdevSnapshotArgs",
     "ConfigReplicateArgs",
     "ConfigRow",
@@ -43,6 +46,7 @@ __all__ = [
     "DiskArgs",
     "DiskRename",
     "DisksArgs",
+    "ExtStorageDiagnoseArgs",
     "HotplugDeviceArgs",
     "HypervisorParamsArgs",
     "HypervisorsArgs",
@@ -288,6 +292,36 @@ class DiskArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=T
     """A procedure about one disk (``blockdev_create``, ``blockdev_remove``)."""
 
     disk: DiskSpec
+
+
+class BlockdevCreateArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_create``: ``info`` (Ganeti's ``originstname+<instance>``) becomes the
+    new disk's metadata where its driver keeps some (an ExtStorage ``setinfo``)."""
+
+    info: str = ""
+
+
+class BlockdevSetInfoArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_setinfo``: new metadata for a disk (an instance renamed)."""
+
+    info: str
+
+
+class BlockdevOpenArgs(ProcedureArgs, kw_only=True, frozen=True,
+                       forbid_unknown_fields=True):
+    """``blockdev_open``: make assembled disks ready for I/O, ``exclusive`` unless the
+    target of a migration opens them too."""
+
+    disks: list[DiskSpec]
+    exclusive: bool = True
+
+
+class ExtStorageDiagnoseArgs(ProcedureArgs, kw_only=True, frozen=True,
+                             forbid_unknown_fields=True):
+    """``extstorage_diagnose``: the cluster-wide ExtStorage search path."""
+
+    search_path: list[str] = msgspec.field(
+        default_factory=lambda: list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH))
 
 
 class BlockdevGrowArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -552,7 +586,7 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_console": InstanceArgs,
     "hotplug_supported": InstanceArgs,
     "hotplug_device": HotplugDeviceArgs,
-    "blockdev_create": DiskArgs,
+    "blockdev_create": BlockdevCreateArgs,
     "blockdev_remove": DiskArgs,
     "blockdev_grow": BlockdevGrowArgs,
     "blockdev_assemble": DisksArgs,
@@ -561,6 +595,10 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "blockdev_find": DisksArgs,
     "blockdev_rename": BlockdevRenameArgs,
     "blockdev_snapshot": BlockdevSnapshotArgs,
+    "blockdev_setinfo": BlockdevSetInfoArgs,
+    "blockdev_open": BlockdevOpenArgs,
+    "blockdev_close": DisksArgs,
+    "extstorage_diagnose": ExtStorageDiagnoseArgs,
     "storage_list": StorageListArgs,
     "storage_modify": StorageModifyArgs,
     "storage_execute": StorageExecuteArgs,

@@ -32,6 +32,7 @@ from corral.storage.base import (
 )
 from corral.storage.blockdev import AdoptedDevices, device_sizes
 from corral.storage.confine import allowed_dirs, confine
+from corral.storage.ext import ExtStorage
 from corral.storage.filestore import (
     FILE_DEV_TYPES,
     FILE_DRIVER,
@@ -43,6 +44,7 @@ from corral.storage.filestore import (
 )
 from corral.storage.lvm import LvmTools
 from corral.storage.plain import PlainStorage, lv_path
+from corral.storage.rbd import RbdStorage
 from corral.storage.units import UNIT_TYPES, StorageUnits, get_units
 
 __all__ = [
@@ -59,10 +61,12 @@ __all__ = [
     "DiskInfo",
     "DiskMissingError",
     "DiskStatus",
+    "ExtStorage",
     "FileStorage",
     "LdiskStatus",
     "LvmTools",
     "PlainStorage",
+    "RbdStorage",
     "StorageUnits",
     "allowed_dirs",
     "confine",
@@ -80,6 +84,8 @@ DRIVERS: Final[tuple[type[BlockDevice], ...]] = (
     FileStorage,
     PlainStorage,
     AdoptedDevices,
+    RbdStorage,
+    ExtStorage,
 )
 
 _DRIVERS: Final[dict[str, Callable[[Paths], BlockDevice]]] = {

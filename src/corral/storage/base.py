@@ -12,11 +12,13 @@ raises :class:`~corral.errors.BlockDeviceError` with a message naming the disk a
 saying what was wrong. The driver, not the request, decides where a disk may be on
 this node (see :mod:`corral.storage.confine` for file disks).
 
-Beyond the operations every driver must have, three have a default that refuses or
-derives: :meth:`BlockDevice.find` (a disk's status, derived from :meth:`~BlockDevice.info`),
-:meth:`BlockDevice.rename` and :meth:`BlockDevice.snapshot` (refused unless the
-driver can). The interface names one disk on one node; a mirrored template (DRBD, on
-hosts that have it) reports the state of its mirror through the same
+Beyond the operations every driver must have, some have a default that refuses,
+derives or does nothing: :meth:`BlockDevice.find` (a disk's status, derived from
+:meth:`~BlockDevice.info`), :meth:`BlockDevice.rename` and :meth:`BlockDevice.snapshot`
+(refused unless the driver can), :meth:`BlockDevice.set_info`, :meth:`BlockDevice.open`
+and :meth:`BlockDevice.close` (nothing to do unless the driver has: ExtStorage
+providers have scripts for them). The interface names one disk on one node; a
+mirrored template (DRBD, on hosts that have it) reports the state of its mirror through the same
 :class:`DiskStatus` (``is_degraded``, ``sync_percent``), so the master's repairs
 need nothing else from it.
 """
@@ -117,7 +119,10 @@ class BlockDevice(ABC):
 
     @abstractmethod
     async def assemble(self, disk: DiskSpec) -> str:
-        """Make ``disk`` usable here; answer the path an instance uses it through."""
+        """Make ``disk`` usable here; answer where an instance uses it: an absolute
+        node-local path (a file or a block device), or, for a disk the hypervisor
+        reaches with its own client (``access=userspace``), a URI that does not start
+        with ``/`` (``rbd:pool/image``, qemu's notation)."""
 
     @abstractmethod
     async def shutdown(self, disk: DiskSpec) -> None:
@@ -152,6 +157,22 @@ class BlockDevice(ABC):
         """Give ``disk`` the logical id ``new_logical_id`` (its data stays)."""
         raise BlockDeviceError(
             f"disk/{disk.index}: disks of type {disk.dev_type} cannot be renamed")
+
+    async def set_info(self, disk: DiskSpec, text: str) -> None:
+        """Attach ``text`` to ``disk`` as metadata for an administrator (Ganeti's
+        ``originstname+<instance>``); drivers without a place for it ignore it."""
+        return
+
+    async def open(self, disk: DiskSpec, *, exclusive: bool = True) -> None:
+        """Make an assembled ``disk`` ready for I/O here: ``exclusive`` unless another
+        node opens it too (the target of a migration of shared storage). Drivers
+        with nothing to do here do nothing."""
+        return
+
+    async def close(self, disk: DiskSpec) -> None:
+        """The instance no longer does I/O on ``disk`` here (the source after a
+        migration); the counterpart of :meth:`open`."""
+        return
 
     async def snapshot(self, disk: DiskSpec, name: str, size: int) -> list[str]:
         """Make a snapshot of ``disk`` called ``name`` with room for ``size`` MiB of

@@ -40,6 +40,7 @@ from typing import Final
 
 from corral.errors import HypervisorError
 from corral.hypervisor.kvm.runtime import InstanceRuntime
+from corral.hypervisor.kvm.uris import is_uri, protocol_node
 from corral.objects.params import BE_PARAMS, HV_PARAMS, parse_size
 from corral.objects.specs import DiskSpec, InstanceSpec
 
@@ -233,15 +234,19 @@ def _disk_args(spec: InstanceSpec, disk_paths: Sequence[str], boot_disk: bool,
     discard = _str(spec, "disk_discard")
     for disk, path in zip(spec.disks, disk_paths, strict=True):
         ident = disk_device_id(disk)
-        driver = "host_device" if _is_block_device(path) else "file"
-        node = [f"driver=raw,node-name={ident}-drive", f"file.driver={driver}",
-                f"file.filename={_opts(path)}"]
+        node = [f"driver=raw,node-name={ident}-drive"]
+        if is_uri(path):
+            protocol = protocol_node(path, f"instance {spec.name} disk/{disk.index}")
+            node += [f"file.{key}={_opts(str(value))}" for key, value in protocol.items()]
+        else:
+            driver = "host_device" if _is_block_device(path) else "file"
+            node += [f"file.driver={driver}", f"file.filename={_opts(path)}"]
+            if aio == "native":
+                node.append("file.aio=native")
         if cache == "none":
             node.append("cache.direct=on")
         elif cache in ("writeback", "writethrough"):
             node.append("cache.direct=off")
-        if aio == "native":
-            node.append("file.aio=native")
         if discard in ("ignore", "unmap"):
             node.append(f"discard={discard}")
         if disk.mode == "ro":

@@ -52,6 +52,7 @@ from corral.hypervisor.kvm import netdev
 from corral.hypervisor.kvm.cmdline import disk_device_id, free_pci_slot, pci_addr
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, RuntimeRecord
+from corral.hypervisor.kvm.uris import is_uri, protocol_node
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 __all__ = ["HOTPLUG_DISK_TYPES", "RELEASE_TIMEOUT", "hotplug_device", "hotplug_supported",
@@ -194,19 +195,25 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
         raise HypervisorError(
             f"instance {record.name}: disks of disk_type {disk_type} cannot be hot-plugged;"
             f" hot-pluggable: {', '.join(HOTPLUG_DISK_TYPES)}")
-    is_block = await asyncio.to_thread(_is_block_device, path)
-    fdset = await _pass_file(qmp, record.name, path, disk)
+    fdset: int | None = None
+    if is_uri(path):
+        # qemu's own client opens it (access=userspace): no file to hand over.
+        protocol = protocol_node(path, f"instance {record.name} disk/{disk.index}")
+    else:
+        is_block = await asyncio.to_thread(_is_block_device, path)
+        fdset = await _pass_file(qmp, record.name, path, disk)
+        protocol = {"driver": "host_device" if is_block else "file",
+                    "filename": f"/dev/fdset/{fdset}"}
     node: dict[str, Any] = {
         "driver": "raw", "node-name": f"{ident}-drive", "read-only": disk.mode == "ro",
-        "file": {"driver": "host_device" if is_block else "file",
-                 "filename": f"/dev/fdset/{fdset}"},
+        "file": protocol,
     }
     cache = str(hvparams.get("disk_cache") or "default")
     if cache == "none":
         node["cache"] = {"direct": True}
     elif cache in ("writeback", "writethrough"):
         node["cache"] = {"direct": False}
-    if str(hvparams.get("disk_aio") or "") == "native":
+    if str(hvparams.get("disk_aio") or "") == "native" and fdset is not None:
         node["file"]["aio"] = "native"
     discard = str(hvparams.get("disk_discard") or "")
     if discard in ("ignore", "unmap"):
@@ -223,8 +230,9 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
                               f"disk/{disk.index} ({path}): {_refused(err)}") from None
     finally:
         # The block node holds its own copy of the descriptor.
-        with contextlib.suppress(ExecuteError):
-            await qmp.execute("remove-fd", {"fdset-id": fdset})
+        if fdset is not None:
+            with contextlib.suppress(ExecuteError):
+                await qmp.execute("remove-fd", {"fdset-id": fdset})
     try:
         await qmp.execute("device_add", dev)
     except ExecuteError as err:

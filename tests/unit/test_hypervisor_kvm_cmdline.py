@@ -12,8 +12,7 @@ import pytest
 
 from corral.errors import HypervisorError
 from corral.hypervisor import get_hypervisor
-from corral.hypervisor.kvm import KvmHypervisor, missing_files
-from corral.hypervisor.kvm import netdev
+from corral.hypervisor.kvm import KvmHypervisor, missing_files, netdev
 from corral.hypervisor.kvm.cmdline import assign_pci_slots, build_command
 from corral.hypervisor.kvm.runtime import SOCKET_PATH_MAX, InstanceRuntime
 from corral.noded import procedures

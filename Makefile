@@ -11,9 +11,12 @@ TINY_GUEST := build/tiny-guest
 .PHONY: all install sysdeps rapi-clients demo demo-down test lint unit integration system bench clean
 
 # System tools the tests and the demo use: e2fsprogs for the bundled OS definition
-# (mkfs.ext4 and debugfs work on plain files, no mounts). Installed only when missing.
-SYSDEPS_CMDS := mkfs.ext4 debugfs
-SYSDEPS_PKGS := e2fsprogs
+# (mkfs.ext4 and debugfs work on plain files, no mounts); faketime (libfaketime, 60 kB)
+# to run one node daemon with a skewed clock in the gnt-cluster verify test; lvm2 for
+# plain (LVM) disks and the LVM storage units, tested on loop devices. Installed only
+# when missing.
+SYSDEPS_CMDS := mkfs.ext4 debugfs faketime
+SYSDEPS_PKGS := e2fsprogs faketime
 # RAPI clients the RAPI tests drive: Ganeti's own Python client, run under the system
 # python3 (ganeti-3.0 ships it; with its dependencies, lvm2, openssh-server, socat and a
 # dozen Python modules, some 25 packages and 6 MB: about 15 s; python3-pycurl is its
@@ -26,6 +29,11 @@ HSCAN       := /usr/lib/ganeti/3.0/usr/bin/hscan
 # about a minute, of which 20 s are the kernel's postinst building an initrd for /boot
 # that nothing here uses (it works without a terminal, systemd or udev).
 GUEST_PKGS  := qemu-system-x86 linux-image-cloud-amd64 busybox-static
+# The single-node Ceph the rbd tests start (corral.testbed.ceph: a monitor, a manager
+# and an OSD, without systemd), Ceph's rbd and ceph commands, and qemu's rbd block
+# driver (qemu-block-extra), without recommended packages: 93 packages, 72 MB to download
+# on a fresh Debian 12 (most of them the manager's Python dependencies).
+CEPH_PKGS   := ceph-mon ceph-osd ceph-mgr ceph-common qemu-block-extra
 
 all: test
 
@@ -47,6 +55,8 @@ install: $(STAMP)
 sysdeps:
 	@pkgs=""; for c in $(SYSDEPS_CMDS); do command -v $$c >/dev/null 2>&1 || \
 	  [ -x /sbin/$$c ] || [ -x /usr/sbin/$$c ] || pkgs="$(SYSDEPS_PKGS)"; done; \
+	command -v lvcreate >/dev/null 2>&1 || [ -x /sbin/lvcreate ] || \
+	  [ -x /usr/sbin/lvcreate ] || pkgs="$$pkgs lvm2"; \
 	[ -f $(RAPI_CLIENT) ] || pkgs="$$pkgs ganeti-3.0"; \
 	[ -x $(HSCAN) ] || pkgs="$$pkgs ganeti-htools-3.0"; \
 	/usr/bin/python3 -c 'import pycurl' >/dev/null 2>&1 || pkgs="$$pkgs python3-pycurl"; \
@@ -56,7 +66,7 @@ sysdeps:
 	  { apt-get update -q >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null; }; \
 	fi
-	@pkgs=""; for p in $(GUEST_PKGS); do \
+	@pkgs=""; for p in $(GUEST_PKGS) $(CEPH_PKGS); do \
 	  dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || pkgs="$$pkgs $$p"; \
 	done; \
 	if [ -n "$$pkgs" ]; then \

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from corral.luxi import AsyncClient
 
-__all__ = ["FINAL", "create_diskless", "follow_job", "percentile", "testbed"]
+__all__ = ["FINAL", "create_diskless", "follow_job", "percentile", "run_job", "testbed"]
 
 #: Job statuses after which nothing changes any more.
 FINAL = ("success", "error", "canceled")
@@ -43,6 +44,19 @@ async def follow_job(client: AsyncClient, job_id: int, wait: float = 30) -> str:
         info = answer[0]
         if info[0] in FINAL:
             return str(info[0])
+
+
+async def run_job(client: AsyncClient, op: dict[str, Any]) -> float:
+    """Submit one opcode as a job and follow it to the end; its latency in seconds
+    (submit -> final status, as a ``gnt-*`` command sees it). Raise if it fails."""
+    started = time.perf_counter()
+    job_id = await client.call("SubmitJob", [op])
+    status = await follow_job(client, job_id)
+    elapsed = time.perf_counter() - started
+    if status != "success":
+        [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
+        raise SystemExit(f"job {job_id} ({op['OP_ID']}) ended {status}: {result}")
+    return elapsed
 
 
 async def create_diskless(socket: Path, names: list[str], nodes: list[str],

@@ -29,24 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import follow_job, testbed
+from _common import run_job, testbed
 from corral.luxi import AsyncClient
 from corral.paths import Paths
 
 NODES = ["node1.testbed", "node2.testbed", "node3.testbed"]
 
-
-
-async def _run_job(client: AsyncClient, op: dict[str, Any]) -> float:
-    """Submit one opcode and follow it to the end; return its latency in seconds."""
-    started = time.perf_counter()
-    job_id = await client.call("SubmitJob", [op])
-    status = await follow_job(client, job_id)
-    elapsed = time.perf_counter() - started
-    if status != "success":
-        [[result]] = await client.call("QueryJobs", [job_id], ["opresult"])
-        raise SystemExit(f"job {job_id} ({op['OP_ID']}) ended {status}: {result}")
-    return elapsed
 
 
 async def _phase(socket: Path, ops: list[dict[str, Any]], submitters: int
@@ -59,7 +47,7 @@ async def _phase(socket: Path, ops: list[dict[str, Any]], submitters: int
         client = AsyncClient(socket)
         try:
             while pending:
-                latencies.append(await _run_job(client, pending.pop()))
+                latencies.append(await run_job(client, pending.pop()))
         finally:
             await client.close()
 

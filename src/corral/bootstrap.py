@@ -105,6 +105,7 @@ def _build_config(paths: Paths, options: InitOptions) -> tuple[Cluster, NodeGrou
         file_storage_dir=Paths.DEFAULT_FILE_STORAGE_DIR,
         shared_file_storage_dir=Paths.DEFAULT_SHARED_FILE_STORAGE_DIR,
         os_search_path=list(Paths.DEFAULT_OS_SEARCH_PATH),
+        extstorage_search_path=list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH),
         noded_port=options.noded_port,
     )
     params = options.params

@@ -43,6 +43,9 @@ class Daemon:
     name: str
     module: str
     runs_on: Role
+    #: A daemon the node works without (monitoring): one that cannot start is
+    #: reported and the others start all the same.
+    optional: bool = False
 
     @property
     def master_only(self) -> bool:
@@ -51,13 +54,14 @@ class Daemon:
 
 
 #: In start order: the node daemon first (the master calls it as soon as it runs),
-#: then the master daemon, the Remote API daemon (a client of the master daemon) and
-#: confd. Stopping goes the other way.
+#: then the master daemon, the Remote API daemon (a client of the master daemon),
+#: confd and the monitoring daemon. Stopping goes the other way.
 DAEMONS: tuple[Daemon, ...] = (
     Daemon("noded", "corral.noded", runs_on="node"),
     Daemon("masterd", "corral.masterd", runs_on="master"),
     Daemon("rapi", "corral.rapi", runs_on="master"),
     Daemon("confd", "corral.confd", runs_on="candidate"),
+    Daemon("mond", "corral.mond", runs_on="node", optional=True),
 )
 
 
@@ -69,13 +73,15 @@ def _wanted(paths: Paths) -> list[Daemon]:
             or (d.runs_on == "candidate" and is_candidate)]
 
 
-def start(paths: Paths, only: Collection[str] | None = None) -> dict[str, int]:
+def start(paths: Paths, only: Collection[str] | None = None, *,
+          failed: dict[str, str] | None = None) -> dict[str, int]:
     """Start every daemon this node should run that is not running (of those named in
     ``only``, if given); return their pids.
 
     All or nothing: when one daemon cannot start, those this call started are stopped
     again (by pid file) before the error is raised, so a refused start leaves no
-    half-started node behind.
+    half-started node behind. An optional daemon (the monitoring daemon) that cannot
+    start is left out instead, its reason put in ``failed`` (by name).
     """
     env = dict(os.environ)
     env[ROOT_ENV] = str(paths.root)
@@ -93,7 +99,11 @@ def start(paths: Paths, only: Collection[str] | None = None) -> dict[str, int]:
                     log_file=paths.log_file(daemon.name),
                     env=env,
                 )
-            except DaemonError:
+            except DaemonError as err:
+                if daemon.optional:
+                    if failed is not None:
+                        failed[daemon.name] = err.message
+                    continue
                 for earlier in reversed(started_now):
                     stop_daemon(paths.pid_file(earlier.name))
                 raise

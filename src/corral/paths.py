@@ -69,6 +69,15 @@ class Paths:
         "/usr/lib/ganeti/iallocators",
         "/srv/corral/iallocators",
     )
+    #: Where ExtStorage providers are looked up: Ganeti's places (its built-in
+    #: ``ES_SEARCH_PATH``) first so that its providers work, then corral's own.
+    DEFAULT_EXTSTORAGE_SEARCH_PATH = (
+        "/srv/ganeti/extstorage",
+        "/usr/local/lib/ganeti/extstorage",
+        "/usr/lib/ganeti/extstorage",
+        "/usr/share/ganeti/extstorage",
+        "/srv/corral/extstorage",
+    )
 
     # -- files ---------------------------------------------------------------
     @property
@@ -204,6 +213,40 @@ class Paths:
         return self.data_dir / "membership.json"
 
     @property
+    def instance_reason_dir(self) -> Path:
+        """The reason trail of each instance's last status change, one file per
+        instance named after it (Ganeti's place and JSON format; seed 001)."""
+        return self.run_dir / "instance-reason"
+
+    @property
+    def instance_status_dir(self) -> Path:
+        """What this node knows of each instance it is primary for: UUID, wanted
+        state and when that last changed (``<name>.json``; read by corral-mond)."""
+        return self.run_dir / "instance-status"
+
+    @property
+    def watcher_pause_file(self) -> Path:
+        """Until when the watcher is paused (seconds since the epoch, Ganeti's
+        ``watcher.pause``); absent when it is not."""
+        return self.data_dir / "watcher.pause"
+
+    @property
+    def watcher_state_file(self) -> Path:
+        """The watcher's memory between runs: restart attempts, nodes' boot ids."""
+        return self.data_dir / "watcher.state.json"
+
+    @property
+    def watcher_lock_file(self) -> Path:
+        """Held (``flock``) by a running watcher, so that two never run at once."""
+        return self.run_dir / "watcher.lock"
+
+    @property
+    def cluster_domain_secret(self) -> Path:
+        """The secret shared by clusters that move instances between them (Ganeti's
+        ``cluster-domain-secret``)."""
+        return self.data_dir / "cluster-domain-secret"
+
+    @property
     def hypervisor_state_dir(self) -> Path:
         """Per-hypervisor runtime state (the fake hypervisor's instance files)."""
         return self.run_dir / "hypervisor"
@@ -219,6 +262,12 @@ class Paths:
     def os_log_dir(self) -> Path:
         """Output of OS definition scripts, one file per script run."""
         return self.log_dir / "os"
+
+    @property
+    def extstorage_log_dir(self) -> Path:
+        """Output of ExtStorage provider scripts, one file per script run (Ganeti's
+        ``/var/log/ganeti/extstorage``)."""
+        return self.log_dir / "extstorage"
 
     def node_path(self, path: str) -> Path:
         """A cluster-wide absolute path (file storage dir, OS search path entry, a

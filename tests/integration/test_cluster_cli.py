@@ -33,7 +33,7 @@ def test_testbed_json_describes_the_running_cluster(testbed: TestbedHandle) -> N
     assert state["rapi"]["user"] == "admin" and len(state["rapi"]["password"]) >= 16
     pid = state["nodes"][0]["daemons"]["masterd"]
     assert running_pid(testbed.paths.pid_file("masterd")) == pid
-    assert len(set(state["ports"].values())) == 3
+    assert len(set(state["ports"].values())) == 5  # noded, rapi, confd, mond, metrics
 
 
 @pytest.mark.shared_testbed

@@ -103,7 +103,8 @@ def test_seed_filter_examples_with_cli_and_rapi_trails(testbed: TestbedHandle) -
     assert _final(api, maint_rapi) == "success"
     # Their trails also hold corral's own entries, which do not mention the maintenance.
     assert _sources(api, maint_cli) == ["user", "gnt:client:gnt-debug", "gnt:opcode:test_delay"]
-    assert _sources(api, maint_rapi) == ["user", "gnt:client:rapi", "gnt:opcode:tags_set"]
+    assert _sources(api, maint_rapi) == ["user", "gnt:client:rapi:tags",
+                                         "gnt:library:rlib2:tags", "gnt:opcode:tags_set"]
     held = (other_cli, routine_cli, other_rapi, routine_rapi)
     assert _jobs(testbed, *held) == dict.fromkeys(held, ("queued", pink))
     api.ok("DELETE", f"/2/filters/{pink}")
@@ -163,7 +164,7 @@ def test_filter_trails_from_outside(testbed: TestbedHandle) -> None:
     # Reserved sources in a RAPI body are refused, naming the entry; nothing is stored.
     existing = str(uuid_module.uuid4())
     for entry in (["gnt:client:gnt-filter", "add", 2], ["gnt:opcode:test_delay", "", 2],
-                  ["gnt:client", "not the library's", 2], ["gnt:client:rapi", "filters", 2]):
+                  ["gnt:client", "not the library's", 2], ["gnt:client:rapi:filters", "", 2]):
         for method, path in (("POST", "/2/filters"), ("PUT", f"/2/filters/{existing}")):
             status, answer, _ = api.request(method, path, {**body, "reason": [*given, entry]})
             assert status == 400, (method, entry, answer)
@@ -175,14 +176,16 @@ def test_filter_trails_from_outside(testbed: TestbedHandle) -> None:
     uuid = api.ok("POST", f"/2/filters?reason={quote('why')}", {**body, "reason": given})
     trail = api.ok("GET", f"/2/filters/{uuid}")["reason_trail"]
     assert trail[:2] == given
-    assert [entry[:2] for entry in trail[2:]] == [["user", "why"], ["gnt:client:rapi", "filters"]]
+    assert [entry[:2] for entry in trail[2:]] == [["user", "why"], ["gnt:client:rapi:filters", ""],
+                                                  ["gnt:library:rlib2:filters", ""]]
 
     # Ganeti's RAPI client library appends ["gnt:client", "", now]: kept, under RAPI's source.
     assert api.ok("PUT", f"/2/filters/{uuid}",
                   {**body, "reason": [*given, ["gnt:client", "", 5]]}) == uuid
     trail = api.ok("GET", f"/2/filters/{uuid}")["reason_trail"]
     assert trail[:3] == [*given, ["gnt:client:rapi-client", "", 5]]
-    assert [entry[:2] for entry in trail[3:]] == [["gnt:client:rapi", "filters_uuid"]]
+    assert [entry[:2] for entry in trail[3:]] == [["gnt:client:rapi:filters_uuid", ""],
+                                                  ["gnt:library:rlib2:filters_uuid", ""]]
 
     # Over luxi the CLI's own gnt:client: entry is legitimate; gnt:opcode: is refused.
     added = testbed.run("gnt-filter", "add", "--reason", "cli rule").stdout.strip()

@@ -64,7 +64,7 @@ def test_readme_has_no_links_outside_the_tree() -> None:
     assert "../" not in text
 
 
-@pytest.mark.parametrize("tool", ["gnt-backup", "gnt-storage"])
+@pytest.mark.parametrize("tool", ["gnt-backup"])
 def test_tools_that_come_later_say_so(tool: str) -> None:
     assert (BIN / tool).exists(), f"{tool} is no console script of this install"
     proc = run_tool([tool, "list"], dict(os.environ), check=False)
@@ -87,6 +87,8 @@ def test_daemons_start_on_a_fresh_node_prints_the_token(tmp_path: Path) -> None:
     paths.ensure_dirs()
     host = "127.0.1.77"
     paths.noded_settings.write_text(json.dumps({"bind": host, "port": _free_port(host)}))
+    mond_settings = paths.data_dir / "mond.json"
+    mond_settings.write_text(json.dumps({"bind": host, "port": _free_port(host)}))
     env = {**os.environ, "CORRAL_ROOT": str(paths.root)}
     try:
         proc = run_tool(["corral-daemons", "start"], env)
@@ -94,7 +96,20 @@ def test_daemons_start_on_a_fresh_node_prints_the_token(tmp_path: Path) -> None:
         assert match, proc.stdout
         assert match.group(1) == paths.join_token.read_text().strip()
         assert "gnt-node add" in proc.stdout
+        assert "corral-mond: running" in proc.stdout
+        # a monitoring daemon that cannot start does not keep the node from starting
+        stop_daemon(paths.pid_file("mond"))
+        stop_daemon(paths.pid_file("noded"))
+        with socket.socket() as busy:
+            busy.bind((host, 0))
+            busy.listen()
+            mond_settings.write_text(json.dumps({"bind": host,
+                                                 "port": busy.getsockname()[1]}))
+            proc = run_tool(["corral-daemons", "start"], env)
+        assert "corral-noded: running" in proc.stdout
+        assert "corral-mond: not started (the node works without it)" in proc.stderr
     finally:
+        stop_daemon(paths.pid_file("mond"))
         stop_daemon(paths.pid_file("noded"))
 
 

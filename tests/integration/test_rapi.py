@@ -156,7 +156,8 @@ def test_protocol_authentication_jobs_filters_queries_and_tags(testbed: TestbedH
     job = api.wait(job_id)
     assert job["status"] == "success" and job["summary"] == ["TAGS_SET"]
     trail = [entry[:2] for entry in job["ops"][0]["reason"]]
-    assert trail == [["user", "ticket 42"], ["gnt:client:rapi", "tags"],
+    assert trail == [["user", "ticket 42"], ["gnt:client:rapi:tags", ""],
+                     ["gnt:library:rlib2:tags", ""],
                      ["gnt:opcode:tags_set", f"job={job_id};index=0"]]
     assert sorted(api.ok("GET", "/2/tags")) == ["prod", "web"]
     api.run("DELETE", "/2/tags?tag=web")
@@ -204,7 +205,8 @@ def test_protocol_authentication_jobs_filters_queries_and_tags(testbed: TestbedH
     got = api.ok("GET", f"/2/filters/{rule}")
     assert (got["uuid"], got["priority"], got["action"]) == (rule, 5, "CONTINUE")
     assert [e[:2] for e in got["reason_trail"]] == [["user", "maintenance"],
-                                                     ["gnt:client:rapi", "filters_uuid"]]
+                                                     ["gnt:client:rapi:filters_uuid", ""],
+                                                     ["gnt:library:rlib2:filters_uuid", ""]]
     assert api.ok("PUT", f"/2/filters/{rule}", {"priority": 1, "action": "ACCEPT"}) == rule
     assert api.ok("GET", "/2/filters?bulk=1")[0]["action"] == "ACCEPT"
     status, body, _ = api.request("PUT", f"/2/filters/{rule}", {"action": "DROP"})

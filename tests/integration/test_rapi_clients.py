@@ -264,7 +264,7 @@ def session_expectations(report: dict[str, Any], cluster: str
     # corral keeps it under RAPI's own source and appends its RAPI entry.
     eq("filter trail as added", filters["added_trail"],
        [["user", "session maintenance"], ["gnt:client:rapi-client", ""],
-        ["gnt:client:rapi", "filters"]])
+        ["gnt:client:rapi:filters", ""], ["gnt:library:rlib2:filters", ""]])
     eq("filter as replaced", filters["replaced"],
        {"uuid": filters["uuid"], "priority": 20, "action": "ACCEPT"})
     holds("filters after delete", filters["after_delete"], "without the filter",

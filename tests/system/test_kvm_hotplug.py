@@ -35,7 +35,7 @@ from corral.hypervisor.kvm.monitor import qmp_command
 from corral.objects.params import HV_PARAMS
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
-from corral.testbed.guest import MARKER, TinyGuest
+from corral.testbed.guest import MARKER, TICK, TinyGuest
 from corral.utils.process import running_pid
 from tests.system.conftest import KvmTestbed
 
@@ -136,6 +136,40 @@ def test_hotplug_a_disk_and_a_nic_into_a_running_guest(kvm_testbed: KvmTestbed,
     record = runtime.read() if runtime is not None else None
     assert record is not None
     assert [record.spec.disks, record.disk_paths, record.taps] == [[], [], []]
+
+
+def test_a_guest_with_hot_plugged_devices_migrates_live(kvm_testbed: KvmTestbed,
+                                                        bridge: str) -> None:
+    """qemu takes a migrating guest only into a machine laid out like the source's: the
+    target starts with the hot-added disk and NIC in the PCI slots they have on the
+    source (the NIC without an option ROM, as plugged), and the guest runs on there
+    with both devices."""
+    tb, name = kvm_testbed, "hotmig.testbed"
+    tb.add(name, node="node1.testbed")
+    seen = tb.wait_console(name, r"corral-tiny-guest: disks nics lo\b").end()
+    tb.run("gnt-instance", "modify", "--hotplug", "--disk", "add:size=8M,dev_type=file",
+           "--net", f"add:mode=bridged,link={bridge},mac=aa:00:00:4b:00:09", name)
+    seen = tb.wait_console(name, r"corral-tiny-guest: disks vda nics eth0 lo\b",
+                           since=seen, timeout=SEEN).end()
+    source = tb.runtime(name)
+    before = source.read() if source is not None else None
+    assert before is not None and len(before.pci_slots) == 2 and len(before.romless) == 1
+    tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1000")
+    try:
+        moved = tb.run("gnt-instance", "migrate", "-f", "-n", "node2.testbed", name,
+                       check=False)
+    finally:
+        tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=32")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert tb.instances()[name]["pnode"] == "node2.testbed"
+    target = tb.runtime(name)
+    after = target.read() if target is not None else None
+    assert after is not None and target is not None
+    assert target.paths.root != source.paths.root  # type: ignore[union-attr]
+    assert (after.pci_slots, after.romless) == (before.pci_slots, before.romless)
+    tb.wait_console(name, re.escape(TICK) + r"\d+", since=len(tb.console(name)),
+                    timeout=SEEN)
+    tb.run("gnt-instance", "remove", "-f", name)
 
 
 def test_hotplug_on_the_fake_hypervisor_is_refused(kvm_testbed: KvmTestbed) -> None:

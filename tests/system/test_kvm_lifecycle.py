@@ -1,27 +1,31 @@
 """The kvm hypervisor's life cycle with real qemu guests (TCG) on a 2-node testbed,
 driven through the gnt-* tools: boot, state from QMP, reboots, ACPI shutdown, a qemu
-killed behind corral's back, a guest that powers itself off under ``user_shutdown``, a
-noded killed and restarted, and bad input that must leave nothing behind."""
+killed behind corral's back (and started again by the watcher), a guest that powers
+itself off under ``user_shutdown``, a noded killed and restarted, and bad input that
+must leave nothing behind."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from corral import daemons
 from corral.hypervisor.kvm.monitor import qmp_command
 from corral.paths import Paths
 from corral.testbed.guest import MARKER, TICK
 from corral.utils.process import running_pid
-from tests.conftest import BIN
+from tests.conftest import BIN, run_tool
 from tests.system.conftest import KvmTestbed
 
 pytestmark = pytest.mark.system
@@ -202,3 +206,46 @@ def test_bad_input_fails_naming_it_and_leaves_nothing(kvm_testbed: KvmTestbed) -
     assert "-no-such-option" in proc.stderr and "invalid option" in proc.stderr
     assert kvm_testbed.runtime(name) is None
     assert kvm_testbed.qemu_pid(name) == 0
+
+
+def test_watcher_restarts_a_killed_kvm_guest(kvm_testbed: KvmTestbed) -> None:
+    """A qemu killed behind corral's back is started again by one ``corral-watcher``
+    pass on the master and the guest boots; its node keeps the restart's reason trail
+    (``gnt:watcher`` first), mond reports it running with that trail and the node's
+    metrics count the qemu process's CPU time."""
+    name = "watched.testbed"
+    kvm_testbed.add(name, node=NODE)
+    pid = kvm_testbed.qemu_pid(name)
+    assert pid
+    os.kill(pid, signal.SIGKILL)  # the test's own guest, by its pid
+    kvm_testbed.wait_status(name, "ERROR_down")
+    since = len(kvm_testbed.console(name))
+
+    master_root = kvm_testbed.state["nodes"][0]["root"]
+    run_tool(["corral-watcher"], {**os.environ, "CORRAL_ROOT": master_root})
+    kvm_testbed.wait_status(name, "running")
+    kvm_testbed.wait_console(name, re.escape(MARKER), since=since)
+    assert kvm_testbed.qemu_pid(name) not in (0, pid)
+
+    node = kvm_testbed.node_paths()[1]
+    trail = json.loads((node.instance_reason_dir / name).read_text())
+    assert trail[0][:2] == ["gnt:watcher", f"Restarting instance {name}"]
+    assert trail[-1][0] == "gnt:daemon:noded:start"
+
+    ip, port = kvm_testbed.state["nodes"][1]["ip"], kvm_testbed.state["ports"]["mond"]
+    with urllib.request.urlopen(f"http://{ip}:{port}/1/report/instance/inst-status-kvm",
+                                timeout=10) as answer:
+        report = json.loads(answer.read())
+    [entry] = [i for i in report["data"]["instances"] if i["name"] == name]
+    assert (entry["adminState"], entry["actualState"]) == ("up", "running")
+    assert entry["state_reason"] == trail and entry["status"]["code"] == 0
+    with urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=10) as answer:
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(answer.read().decode())
+                   for s in family.samples}
+    labels = (("hypervisor", "kvm"), ("instance", name))
+    assert samples[("corral_instance_up", labels)] == 1
+    assert samples[("corral_instance_cpu_seconds_total", labels)] > 0
+    assert samples[("corral_instance_memory_bytes", labels)] > 0
+    kvm_testbed.run("gnt-instance", "remove", "-f", name)
+    assert not Path(node.instance_reason_dir / name).exists()

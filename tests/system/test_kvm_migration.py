@@ -9,19 +9,25 @@ guest (128 MiB, no NICs) and removes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import os
 import re
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from corral import daemons
 from corral.hypervisor.kvm.migration import MigrationFiles
 from corral.hypervisor.kvm.monitor import monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, open_unix_connection
 from corral.paths import Paths
 from corral.testbed import guest as tiny_guest
+from corral.utils.process import running_pid
 from tests.conftest import BIN
 from tests.system.conftest import KvmTestbed
 
@@ -145,45 +151,92 @@ def test_live_migration_copies_a_local_disk(kvm_testbed: KvmTestbed) -> None:
     tb.run("gnt-instance", "remove", "-f", name)
 
 
-def test_failed_migration_leaves_the_guest_on_the_source(kvm_testbed: KvmTestbed) -> None:
-    tb, name = kvm_testbed, "mig-fail"
-    _add(tb, name, "sharedfile")
-    _wait_console(tb, 1, name, r"tick 2\b")
-    # 1 MiB/s: the memory takes minutes to send, time enough to kill the target.
-    tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1")
+@contextlib.contextmanager
+def _slow_migration(testbed: KvmTestbed, name: str) -> Iterator[subprocess.Popen[str]]:
+    """``gnt-instance migrate`` of ``name`` to node2 at 1 MiB/s, in the background:
+    yields its process once the memory is being sent (minutes of it, time enough to
+    break something), kills it if the test did not wait for it, and puts the
+    module's fast bandwidth back."""
+    testbed.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1")
     try:
         job = subprocess.Popen(
             [str(BIN / "gnt-instance"), "migrate", "-f", "-n", "node2.testbed", name],
-            env=tb.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            env=testbed.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            progress = MigrationFiles.of(_paths(tb, 1), name).progress
+            progress = MigrationFiles.of(_paths(testbed, 1), name).progress
             deadline = time.monotonic() + 60
             while '"status": "active"' not in (progress.read_text() if progress.exists()
                                                else ""):
                 assert time.monotonic() < deadline, "the migration did not start"
                 assert job.poll() is None, job.communicate()[0]
                 time.sleep(0.1)
-            # The stream is encrypted: the source sends with the cluster's TLS
-            # credentials, checking the target's certificate against its name.
-            params = asyncio.run(_query(_runtime(tb, 1, name), "query-migrate-parameters"))
-            assert params["tls-creds"] and params["tls-hostname"] == "node2.testbed"
-            time.sleep(1.5)  # a progress line or two in the job log
-            target = _runtime(tb, 2, name)
-            pid = target.live_pid()
-            assert pid, "the target's qemu waits for the guest"
-            subprocess.run(["kill", "-9", str(pid)], check=True)
-            out, _ = job.communicate(timeout=120)
+            yield job
         finally:
             if job.poll() is None:
                 job.kill()
                 job.wait()
     finally:
-        tb.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1000")
+        testbed.run("gnt-cluster", "modify", "-H", "kvm:migration_bandwidth=1000")
+
+
+def test_failed_migration_leaves_the_guest_on_the_source(kvm_testbed: KvmTestbed) -> None:
+    tb, name = kvm_testbed, "mig-fail"
+    _add(tb, name, "sharedfile")
+    _wait_console(tb, 1, name, r"tick 2\b")
+    target = _runtime(tb, 2, name)
+    with _slow_migration(tb, name) as job:
+        # The stream is encrypted: the source sends with the cluster's TLS
+        # credentials, checking the target's certificate against its name.
+        params = asyncio.run(_query(_runtime(tb, 1, name), "query-migrate-parameters"))
+        assert params["tls-creds"] and params["tls-hostname"] == "node2.testbed"
+        time.sleep(1.5)  # a progress line or two in the job log
+        pid = target.live_pid()
+        assert pid, "the target's qemu waits for the guest"
+        subprocess.run(["kill", "-9", str(pid)], check=True)
+        out, _ = job.communicate(timeout=120)
     assert job.returncode != 0
     assert re.search(r"memory: [\d.]+ MiB sent \([\d.]+%\), [\d.]+ MiB remaining", out), out
     assert f"instance {name} stays on node node1.testbed" in out, out
     assert _rows(tb)[name] == ["node1.testbed", "running"]
     assert not target.dir.exists(), "nothing of the instance is left on the target"
+    count = len(_console(tb, 1, name))
+    _wait_console(tb, 1, name, TICK.pattern, since=count)  # still counting on node1
+    tb.run("gnt-instance", "remove", "-f", name)
+
+
+def test_source_noded_killed_mid_migration_loses_no_guest(kvm_testbed: KvmTestbed) -> None:
+    """The source's node daemon killed with SIGKILL while the memory is being sent: the
+    job fails, the target's qemu is dropped, and the guest keeps running on the source
+    (qemu is not noded's child). Once noded is back the instance is listed running on
+    the source, ``migrate --cleanup`` finds nothing to undo there, and exactly one qemu
+    runs the guest."""
+    tb, name = kvm_testbed, "mig-noded"
+    _add(tb, name, "sharedfile")
+    _wait_console(tb, 1, name, r"tick 2\b")
+    source, paths = _runtime(tb, 1, name), _paths(tb, 1)
+    pid = source.live_pid()
+    noded_pid = running_pid(paths.pid_file("noded"))
+    assert noded_pid is not None
+    with _slow_migration(tb, name) as job:
+        try:
+            os.kill(noded_pid, signal.SIGKILL)
+            out, _ = job.communicate(timeout=180)
+        finally:  # back before the bandwidth is put back, which asks every node
+            if running_pid(paths.pid_file("noded")) is None:
+                daemons.start(paths)
+    assert job.returncode != 0, out
+    assert "migrate --cleanup" in out, out
+    assert source.live_pid() == pid, "the source's qemu is the same process"
+    assert not _runtime(tb, 2, name).live_pid(), "the target's qemu was dropped"
+    deadline = time.monotonic() + 60
+    while _rows(tb)[name] != ["node1.testbed", "running"]:
+        assert time.monotonic() < deadline, _rows(tb)[name]
+        time.sleep(0.5)
+    cleanup = tb.run("gnt-instance", "migrate", "--cleanup", "-f", "-n", "node2.testbed",
+                     name, check=False)
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert _rows(tb)[name] == ["node1.testbed", "running"]
+    assert source.live_pid() == pid and not _runtime(tb, 2, name).live_pid()
     count = len(_console(tb, 1, name))
     _wait_console(tb, 1, name, TICK.pattern, since=count)  # still counting on node1
     tb.run("gnt-instance", "remove", "-f", name)

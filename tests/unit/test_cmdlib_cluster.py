@@ -130,3 +130,12 @@ def test_disabling_a_template_or_hypervisor_in_use_names_the_instances() -> None
     with pytest.raises(OpPrereqError, match=r"hypervisor 'fake'(.|\n)*\* light\n \* web1"):
         check_disabled_in_use(old, new, uses)
     check_disabled_in_use(old, new, [])
+
+
+def test_the_watchers_job_archive_age_is_a_cluster_setting() -> None:
+    cluster = _cluster()
+    assert cluster.job_archive_age == 6 * 3600  # Ganeti's watcher default
+    assert apply_cluster_params(cluster, ClusterSetParams(job_archive_age=7200)) == [
+        "job_archive_age: 21600 -> 7200"]
+    with pytest.raises(ParameterError, match="at least 1"):
+        apply_cluster_params(cluster, ClusterSetParams(job_archive_age=0))

@@ -12,12 +12,12 @@ import pytest
 
 from corral.errors import HypervisorError
 from corral.hypervisor import get_hypervisor
-from corral.hypervisor.kvm import KvmHypervisor, missing_files
-from corral.hypervisor.kvm.cmdline import build_command
+from corral.hypervisor.kvm import KvmHypervisor, missing_files, netdev
+from corral.hypervisor.kvm.cmdline import assign_pci_slots, build_command
 from corral.hypervisor.kvm.runtime import SOCKET_PATH_MAX, InstanceRuntime
 from corral.noded import procedures
 from corral.objects.params import HV_PARAMS
-from corral.objects.specs import DiskSpec, InstanceSpec
+from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
 
 QEMU = "/usr/bin/qemu-system-x86_64"
@@ -52,7 +52,7 @@ def test_defaults_follow_ganeti(tmp_path: Path) -> None:
     assert _after(command, "-append") == ["root=/dev/vda1 ro console=ttyS0,38400"]
     assert _after(command, "-kernel") == ["/boot/vmlinuz-3-kvmU"]
     assert "-initrd" not in command
-    assert "virtio-balloon-pci,id=balloon0" in _after(command, "-device")
+    assert "virtio-balloon-pci,id=balloon0,addr=0x3" in _after(command, "-device")
     assert "-daemonize" in command and "-S" not in command
     assert "-S" in _command(tmp_path, _spec(), paused=True)
     assert _after(command, "-serial") == ["chardev:serial0"]
@@ -102,6 +102,36 @@ def test_disks_use_the_contract_ids(tmp_path: Path) -> None:
         _command(tmp_path, _spec({"disk_type": "sd"}, disks=disks), ["/a", "/b"])
     with pytest.raises(HypervisorError, match="2 disks but 1 disk paths"):
         _command(tmp_path, spec, ["/a"])
+
+
+def test_devices_get_fixed_pci_slots_and_keep_known_ones(tmp_path: Path) -> None:
+    """Disks, then NICs, from slot 5 (the balloon has 3); a known layout (a migration's
+    source, a soft reboot) is kept and only new devices take the free slots."""
+    disks = [DiskSpec(uuid=f"{c * 8}-x", index=i, dev_type="file", size=64)
+             for i, c in enumerate("ab")]
+    nics = [NicSpec(index=0, uuid="cccccccc-x", mac="aa:00:00:00:00:01")]
+    spec = _spec({"kernel_path": ""}, disks=disks, nics=nics)
+    fresh = assign_pci_slots(spec, netdev.pci_nic_ids(spec))
+    assert fresh == {"disk-aaaaaaaa": 5, "disk-bbbbbbbb": 6, "nic-cccccccc": 7}
+    # disk b was hot-plugged into slot 9 and the NIC sits in 6 on the source
+    known = {"disk-aaaaaaaa": 5, "disk-bbbbbbbb": 9, "nic-cccccccc": 6, "gone": 7}
+    assert assign_pci_slots(spec, netdev.pci_nic_ids(spec), known) == {
+        "disk-aaaaaaaa": 5, "disk-bbbbbbbb": 9, "nic-cccccccc": 6}
+    command = _command(tmp_path, spec, ["/d/a", "/d/b"], pci_slots=known)
+    devices = _after(command, "-device")
+    assert "virtio-blk-pci,drive=disk-bbbbbbbb-drive,id=disk-bbbbbbbb,addr=0x9" in devices
+    args = netdev.netdev_args(spec, [netdev.Tap(name="tap0", nic_index=0)],
+                              pci_slots=known, romless=["nic-cccccccc"])
+    assert args[-1] == ("virtio-net-pci,id=nic-cccccccc,netdev=nic-cccccccc-net,"
+                        "mac=aa:00:00:00:00:01,addr=0x6,romfile=")
+    # ISA NICs and IDE disks are not on the PCI bus
+    isa = _spec({"kernel_path": "", "nic_type": "ne2k_isa", "disk_type": "ide"},
+                disks=disks, nics=nics)
+    assert assign_pci_slots(isa, netdev.pci_nic_ids(isa)) == {}
+    many = _spec({"kernel_path": ""}, disks=[
+        DiskSpec(uuid=f"{i:08d}-x", index=i, dev_type="file", size=1) for i in range(28)])
+    with pytest.raises(HypervisorError, match="no free PCI slot left: slots 5-31"):
+        assign_pci_slots(many, [])
 
 
 def test_vnc_and_incoming(tmp_path: Path) -> None:

@@ -24,11 +24,16 @@ NIC_UUID = "a0b1c2d3-e4f5-4a6b-8c7d-9e0f1a2b3c4d"
 
 
 class FakeQmp:
-    """Answers QMP commands from a list of plugged device ids; ``refuse`` names a
-    command qemu refuses."""
+    """Answers QMP commands from a list of plugged device ids and the PCI slots they
+    hold (the balloon in slot 3, each device of ``devices`` in ``slots`` or the next
+    slot from 5); ``refuse`` names a command qemu refuses."""
 
-    def __init__(self, devices: set[str] | None = None) -> None:
+    def __init__(self, devices: set[str] | None = None,
+                 slots: dict[str, int] | None = None) -> None:
         self.devices = set(devices or ())
+        self.slots = {"balloon0": 3, **(slots or {})}
+        for ident in sorted(self.devices - set(self.slots)):
+            self.slots[ident] = max(4, *self.slots.values()) + 1
         self.commands: list[tuple[str, dict[str, Any]]] = []
         self.refuse: str | None = None
 
@@ -41,7 +46,15 @@ class FakeQmp:
         if command == "qom-list":
             return [{"name": d, "type": "child<virtio-blk-pci>"} for d in self.devices]
         if command == "device_add":
-            self.devices.add(arguments["id"])  # type: ignore[index]
+            assert arguments is not None
+            slot = int(arguments["addr"], 16)
+            assert slot not in self.slots.values(), f"slot {slot} is taken"
+            self.devices.add(arguments["id"])
+            self.slots[arguments["id"]] = slot
+        if command == "query-pci":
+            return [{"bus": 0, "devices": [
+                {"bus": 0, "slot": slot, "function": 0, "qdev_id": ident}
+                for ident, slot in self.slots.items()]}]
         if command == "add-fd":
             return {"fdset-id": 3, "fd": 27}
         return {}
@@ -50,7 +63,7 @@ class FakeQmp:
         self.commands.append(("(fd)", {}))
 
     def names(self) -> list[str]:
-        return [c for c, _a in self.commands if c != "qom-list"]
+        return [c for c, _a in self.commands if c not in ("qom-list", "query-pci")]
 
 
 def _record(tmp_path: Path, **hvparams: Any) -> tuple[InstanceRuntime, RuntimeRecord]:
@@ -61,7 +74,8 @@ def _record(tmp_path: Path, **hvparams: Any) -> tuple[InstanceRuntime, RuntimeRe
                                   **hvparams},
                         disks=[DiskSpec(uuid="0000aaaa-x", index=0, dev_type="file", size=8)],
                         nics=[])
-    record = RuntimeRecord(name="inst1", spec=spec, disk_paths=["/d/disk0"])
+    record = RuntimeRecord(name="inst1", spec=spec, disk_paths=["/d/disk0"],
+                           pci_slots={"disk-0000aaaa": 5})
     runtime.write(record)
     return runtime, record
 
@@ -83,17 +97,19 @@ def test_disk_add_hands_qemu_the_file_with_the_instance_settings_then_plugs_it(
     path = _file(tmp_path)
     asyncio.run(hotplug._disk(qmp, runtime, record, "hotadd", _disk(mode="ro"), path))
     assert qmp.names() == ["(fd)", "add-fd", "blockdev-add", "remove-fd", "device_add"]
-    node = qmp.commands[3][1]
+    node = next(a for c, a in qmp.commands if c == "blockdev-add")
     assert node == {"driver": "raw", "node-name": "disk-6f1c2a9e-drive", "read-only": True,
                     "file": {"driver": "file", "filename": "/dev/fdset/3", "aio": "native"},
                     "cache": {"direct": True}}
-    assert qmp.commands[4][1] == {"fdset-id": 3}
+    assert next(a for c, a in qmp.commands if c == "remove-fd") == {"fdset-id": 3}
+    # slot 3 holds the balloon, 5 disk 0: the new disk takes 6
     assert qmp.commands[-1][1] == {"driver": "virtio-blk-pci", "id": "disk-6f1c2a9e",
-                                   "drive": "disk-6f1c2a9e-drive"}
+                                   "drive": "disk-6f1c2a9e-drive", "addr": "0x6"}
     saved = runtime.read()
     assert saved is not None
     assert [d.uuid for d in saved.spec.disks] == ["0000aaaa-x", DISK_UUID]
     assert saved.disk_paths == ["/d/disk0", path]
+    assert saved.pci_slots == {"disk-0000aaaa": 5, "disk-6f1c2a9e": 6}
 
 
 def test_a_refused_disk_add_takes_its_block_node_back(tmp_path: Path) -> None:
@@ -151,13 +167,57 @@ def test_nic_add_hands_qemu_the_tap_and_records_it(tmp_path: Path,
     asyncio.run(hotplug._nic(qmp, runtime, record, "hotadd", nic))
     assert made == [NIC_UUID]
     assert qmp.names() == ["(fd)", "getfd", "netdev_add", "device_add"]
-    assert qmp.commands[-2][1] == {"type": "tap", "id": "nic-a0b1c2d3-net",
-                                   "fd": "nic-a0b1c2d3-fd"}
+    assert next(a for c, a in qmp.commands if c == "netdev_add") == {
+        "type": "tap", "id": "nic-a0b1c2d3-net", "fd": "nic-a0b1c2d3-fd"}
+    # the record gives slot 5 to disk 0 (the fake qemu does not list it): 6 is free
     assert qmp.commands[-1][1] == {"driver": "virtio-net-pci", "id": "nic-a0b1c2d3",
                                    "netdev": "nic-a0b1c2d3-net", "mac": "aa:00:00:00:00:07",
-                                   "romfile": ""}
+                                   "romfile": "", "addr": "0x6"}
     saved = runtime.read()
     assert saved is not None
     assert saved.taps == ["tapfeed"]
     assert [t.nic_uuid for t in netdev.recorded_taps(saved)] == [NIC_UUID]
     assert [n.mac for n in saved.spec.nics] == ["aa:00:00:00:00:07"]
+
+
+def test_a_plugged_device_avoids_every_slot_in_use_and_its_removal_frees_it(
+        tmp_path: Path) -> None:
+    """Slots the record gives and slots qemu reports (a device from kvm_extra, say) are
+    both avoided; a removed device's slot is free again, and the record says so."""
+    runtime, record = _record(tmp_path)
+    qmp = FakeQmp({"disk-0000aaaa", "extra0"}, slots={"disk-0000aaaa": 5, "extra0": 6})
+    asyncio.run(hotplug._disk(qmp, runtime, record, "hotadd", _disk(), _file(tmp_path)))
+    assert qmp.commands[-1][1]["addr"] == "0x7"
+    qmp.devices.discard("disk-6f1c2a9e")  # the guest let it go (tests/system unplugs)
+    del qmp.slots["disk-6f1c2a9e"]
+    asyncio.run(hotplug._disk(qmp, runtime, record, "hotremove", _disk(), None))
+    saved = runtime.read()
+    assert saved is not None and saved.pci_slots == {"disk-0000aaaa": 5}
+
+
+def test_a_hot_added_nic_is_recorded_without_an_option_rom_until_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime, record = _record(tmp_path)
+
+    async def setup_taps(paths: Paths, spec: InstanceSpec, *, user: int | None = None,
+                         incoming: bool = False) -> list[netdev.Tap]:
+        [nic] = spec.nics
+        return [netdev.Tap(name="tapfeed", nic_index=nic.index, nic_uuid=nic.uuid,
+                           link="br0", mac=nic.mac)]
+
+    async def teardown_taps(taps: list[netdev.Tap]) -> None:
+        return None
+
+    monkeypatch.setattr(netdev, "setup_taps", setup_taps)
+    monkeypatch.setattr(netdev, "teardown_taps", teardown_taps)
+    monkeypatch.setattr(hotplug, "_open_tap", lambda name: os.open("/dev/null", os.O_RDONLY))
+    qmp = FakeQmp({"disk-0000aaaa"})
+    nic = NicSpec(index=0, uuid=NIC_UUID, mac="aa:00:00:00:00:07", link="br0")
+    asyncio.run(hotplug._nic(qmp, runtime, record, "hotadd", nic))
+    saved = runtime.read()
+    assert saved is not None
+    assert saved.romless == ["nic-a0b1c2d3"] and saved.pci_slots["nic-a0b1c2d3"] == 6
+    qmp.devices.discard("nic-a0b1c2d3")  # the guest let it go (tests/system unplugs)
+    asyncio.run(hotplug._nic(qmp, runtime, saved, "hotremove", nic))
+    saved = runtime.read()
+    assert saved is not None and saved.romless == [] and "nic-a0b1c2d3" not in saved.pci_slots

@@ -20,7 +20,13 @@ from corral.opcodes import (
     op_to_dict,
     opcode_source,
 )
-from corral.opcodes.reason import client_entry, queue_entry, rapi_entry, user_entry
+from corral.opcodes.reason import (
+    client_entry,
+    queue_entry,
+    rapi_entries,
+    user_entry,
+    watcher_entry,
+)
 
 
 def test_registry_holds_exactly_the_implemented_opcodes() -> None:
@@ -30,6 +36,10 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_NODE_ADD", "OP_NODE_REMOVE", "OP_NODE_SET_PARAMS", "OP_GROUP_ADD",
         "OP_NETWORK_ADD", "OP_NETWORK_REMOVE", "OP_NETWORK_SET_PARAMS", "OP_NETWORK_CONNECT",
         "OP_NETWORK_DISCONNECT", "OP_NETWORK_QUERY",
+        "OP_NODE_QUERY_STORAGE", "OP_NODE_MODIFY_STORAGE", "OP_REPAIR_NODE_STORAGE",
+        "OP_NODE_QUERYVOLS", "OP_CLUSTER_VERIFY_DISKS", "OP_GROUP_VERIFY_DISKS",
+        "OP_INSTANCE_RECREATE_DISKS", "OP_INSTANCE_REPLACE_DISKS", "OP_INSTANCE_DISK_STATUS",
+        "OP_INSTANCE_REPAIR_DISKS",
         "OP_GROUP_REMOVE", "OP_GROUP_RENAME", "OP_GROUP_ASSIGN_NODES", "OP_GROUP_SET_PARAMS",
         "OP_INSTANCE_CREATE", "OP_INSTANCE_REMOVE", "OP_INSTANCE_STARTUP",
         "OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REBOOT", "OP_INSTANCE_REINSTALL",
@@ -39,6 +49,9 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_INSTANCE_CONSOLE", "OP_OS_DIAGNOSE", "OP_CLUSTER_REDIST_CONF",
         "OP_TEST_ALLOCATOR", "OP_NODE_EVACUATE", "OP_NODE_MIGRATE", "OP_INSTANCE_CHANGE_GROUP",
         "OP_INSTANCE_MULTI_ALLOC",
+        "OP_CLUSTER_RENEW_CRYPTO",
+        "OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP",
+        "OP_EXT_STORAGE_DIAGNOSE",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID
@@ -112,7 +125,10 @@ def test_reason_sources() -> None:
     assert (source, text) == ("gnt:opcode:tags_set", "job=12;index=1")
     assert ts > 10**18  # nanoseconds
     assert client_entry("gnt-job", "cancel")[:2] == ("gnt:client:gnt-job", "cancel")
-    assert rapi_entry("/2/jobs")[:2] == ("gnt:client:rapi", "/2/jobs")
+    assert [entry[:2] for entry in rapi_entries("jobs")] == [
+        ("gnt:client:rapi:jobs", ""), ("gnt:library:rlib2:jobs", "")]
+    assert watcher_entry("Restarting instance web1")[:2] == ("gnt:watcher",
+                                                              "Restarting instance web1")
     assert user_entry("maintenance")[:2] == ("user", "maintenance")
 
 
@@ -147,3 +163,12 @@ def test_rapi_trails_refuse_every_internal_source_and_keep_every_entry() -> None
         check_rapi_trail([["gnt:client", ""]])
     with pytest.raises(ParameterError, match="reason: expected a list"):
         check_rapi_trail("user")
+
+
+def test_a_bad_code_in_a_list_parameter_names_the_accepted_ones() -> None:
+    with pytest.raises(ParameterError) as info:
+        op_from_dict({"OP_ID": "OP_CLUSTER_VERIFY", "ignore_errors": ["ENODETIME", "BOGUS"]})
+    message = str(info.value)
+    assert message.startswith("OP_CLUSTER_VERIFY: parameter 'ignore_errors[1]': invalid enum "
+                              "value 'BOGUS'; valid: ECLUSTERCERT, ECLUSTERCFG, ")
+    assert "ENODEVERSION" in message

@@ -290,6 +290,23 @@ def test_build_env_two_disks_two_nics(tmp_path: Path) -> None:
     }
 
 
+def test_build_env_block_disks(tmp_path: Path) -> None:
+    """plain (LVM) and blockdev disks: the path the node assembled, backend type block."""
+    os_def = read_os(DUMPENV_OS)
+    spec, _paths = two_disk_spec(tmp_path)
+    spec.disk_template = "plain"
+    spec.disks = [
+        DiskSpec(uuid="d-0", index=0, dev_type="plain", size=64,
+                 logical_id=["xenvg", "d-0.disk0"]),
+        DiskSpec(uuid="d-1", index=1, dev_type="blockdev", size=64,
+                 logical_id=["manual", "/dev/disk/by-id/x"]),
+    ]
+    env = build_env(os_def, "beta", spec, ["/dev/xenvg/d-0.disk0", "/dev/disk/by-id/x"])
+    assert env["DISK_0_PATH"] == "/dev/xenvg/d-0.disk0"
+    assert env["DISK_1_PATH"] == "/dev/disk/by-id/x"
+    assert env["DISK_0_BACKEND_TYPE"] == env["DISK_1_BACKEND_TYPE"] == "block"
+
+
 def test_build_env_frontend_types_and_disk_count_check(tmp_path: Path) -> None:
     os_def = read_os(DUMPENV_OS)
     spec, paths = two_disk_spec(tmp_path)

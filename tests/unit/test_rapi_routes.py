@@ -94,7 +94,10 @@ MUST_SERVE = {
     *(f"/2/instances/{{instance_name}}/{suffix}" for suffix in (
         "info", "startup", "shutdown", "reboot", "reinstall", "rename", "modify", "migrate",
         "failover", "activate-disks", "deactivate-disks", "disk/{disk_index}/grow",
-        "console", "tags")),
+        "console", "tags", "recreate-disks", "replace-disks", "disk-status",
+        "repair-disks")),
+    "/2/nodes/{node_name}/storage", "/2/nodes/{node_name}/storage/modify",
+    "/2/nodes/{node_name}/storage/repair",
     "/2/os", "/2/query/{resource}", "/2/query/{resource}/fields",
 }
 
@@ -106,9 +109,11 @@ def test_every_ganeti_resource_and_method_is_in_the_table() -> None:
         assert path in BY_PATH, path
         assert set(BY_PATH[path].methods) == methods, path
     extra = set(BY_PATH) - set(GANETI_RESOURCES)
-    # corral's additions: its OpenAPI document, and change-group (Ganeti 3.0 has the
-    # opcode but no path for it)
-    assert extra == {"/openapi.json", "/2/instances/{instance_name}/change-group"}
+    # corral's additions: its OpenAPI document, disk status and repair, and change-group
+    # (Ganeti 3.0 has the opcode but no path for it)
+    assert extra == {"/openapi.json", "/2/instances/{instance_name}/disk-status",
+                     "/2/instances/{instance_name}/repair-disks",
+                     "/2/instances/{instance_name}/change-group"}
 
 
 def test_the_required_resources_are_served_with_every_ganeti_method() -> None:
@@ -141,7 +146,8 @@ def test_operations_are_consistent() -> None:
             if op.job:
                 assert op.response is JOB_ID
             if method == "GET" and op.body is not None:
-                assert route.path.endswith(("/wait", "/info")), route.path
+                assert route.path.endswith(("/wait", "/info", "/storage", "/disk-status")), \
+                    route.path
 
 
 def test_access_levels_follow_ganeti() -> None:
@@ -159,6 +165,8 @@ def test_access_levels_follow_ganeti() -> None:
     assert access("/2/query/{resource}", "GET") == "read"
     assert access("/2/query/{resource}", "PUT") == "read"
     assert access("/2/instances/{instance_name}/console", "GET") == "read"
+    # Listing storage units takes node locks in a job: Ganeti protects it.
+    assert access("/2/nodes/{node_name}/storage", "GET") == "write"
     assert access("/2/info", "GET") == "public"
     assert access("/2/query/{resource}/fields", "GET") == "public"
 

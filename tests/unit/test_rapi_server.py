@@ -206,12 +206,14 @@ async def test_reason_trail(client: TestClient, master: FakeMaster) -> None:
     (op,) = master.submitted()
     sources = [entry[:2] for entry in op["reason"]]
     assert sources == [["user", "maintenance window"],
-                       ["gnt:client:rapi", "instances_name_shutdown"]]
+                       ["gnt:client:rapi:instances_name_shutdown", ""],
+                       ["gnt:library:rlib2:instances_name_shutdown", ""]]
     assert all(isinstance(entry[2], int) for entry in op["reason"])
     assert op["timeout"] == 5
     await call(client, "PUT", "/2/instances/web1/startup")
     (op,) = master.submitted()
-    assert [entry[0] for entry in op["reason"]] == ["gnt:client:rapi"]
+    assert [entry[0] for entry in op["reason"]] == [
+        "gnt:client:rapi:instances_name_startup", "gnt:library:rlib2:instances_name_startup"]
 
 
 async def test_body_may_not_set_what_the_url_sets(client: TestClient,
@@ -340,7 +342,8 @@ async def test_filters(client: TestClient, master: FakeMaster) -> None:
     assert (method, uuid, priority, predicates, action) == ("ReplaceFilter", None, 1, [], "PAUSE")
     # The client library's entry is kept in place, under RAPI's stand-in source.
     assert trail[:2] == [["gnt:client:rapi-client", "", 1], ["user", "ticket 1", 2]]
-    assert [entry[:2] for entry in trail[2:]] == [["user", "why"], ["gnt:client:rapi", "filters"]]
+    assert [entry[:2] for entry in trail[2:]] == [["user", "why"], ["gnt:client:rapi:filters", ""],
+                                                  ["gnt:library:rlib2:filters", ""]]
     calls = len(master.calls)
     for entry in (["gnt:client:rapi", "filters", 3], ["gnt:opcode:test_delay", "", 3],
                   ["gnt:client", "not empty", 3], ["gnt:", "", 3]):

@@ -24,6 +24,7 @@ from corral.storage import (
     FILE_DRIVER,
     BlockDevice,
     FileStorage,
+    PlainStorage,
     allowed_dirs,
     dir_info,
     disk_path,
@@ -93,10 +94,12 @@ def test_every_block_device_operation_is_a_coroutine() -> None:
 
 
 def test_drivers_by_device_type(paths: Paths) -> None:
-    assert set(DEV_TYPES) == {"file", "sharedfile"}
+    assert set(DEV_TYPES) == {"file", "sharedfile", "plain", "blockdev", "rbd",
+                              "ext"}
     assert isinstance(get_block_device("sharedfile", paths), FileStorage)
-    with pytest.raises(BlockDeviceError, match=r"device type 'plain' .* file, sharedfile"):
-        get_block_device("plain", paths)
+    assert isinstance(get_block_device("plain", paths), PlainStorage)
+    with pytest.raises(BlockDeviceError, match=r"device type 'drbd' .* file, sharedfile"):
+        get_block_device("drbd", paths)
 
 
 async def test_slow_file_work_does_not_block_the_event_loop(
@@ -312,6 +315,43 @@ async def test_assemble_and_info_of_missing_file(files: FileStorage) -> None:
             BlockDeviceError, match=r"disk/0 is missing on this node: .* does not exist"
         ):
             await operation
+
+
+async def test_find_reports_a_present_file_and_none_for_a_missing_one(
+    files: FileStorage,
+) -> None:
+    assert await files.find(disk()) is None
+    path = await files.create(disk())
+    status = await files.find(disk())
+    assert status is not None
+    assert status["dev_path"] == path
+    assert status["ldisk_status"] == "ok" and not status["is_degraded"]
+    with pytest.raises(BlockDeviceError, match="file driver"):
+        await files.find(disk(logical_id=["nbd", "/x/y"]))
+
+
+async def test_rename_moves_the_file_within_the_allowed_dirs(
+    paths: Paths, files: FileStorage,
+) -> None:
+    old = Path(await files.create(disk()))
+    old.write_bytes(b"data")
+    new_id = file_logical_id(STORAGE, "other-inst", "disk-uuid-0", 0)
+    await files.rename(disk(), new_id)
+    assert not old.exists() and not old.parent.exists()
+    moved = paths.node_path(new_id[1])
+    assert moved.read_bytes() == b"data"
+    with pytest.raises(BlockDeviceError, match="this node allows disks only below"):
+        await files.rename(disk(logical_id=new_id), ["loop", "/etc/shadow-copy/x"])
+    assert moved.exists()
+    await files.create(disk())
+    with pytest.raises(BlockDeviceError, match="a file is there already"):
+        await files.rename(disk(), new_id)
+
+
+async def test_file_disks_have_no_snapshots(files: FileStorage) -> None:
+    await files.create(disk())
+    with pytest.raises(BlockDeviceError, match="disks of type file have no snapshots"):
+        await files.snapshot(disk(), "snap", 16)
 
 
 async def test_remove_is_idempotent_and_removes_empty_instance_dir(files: FileStorage) -> None:

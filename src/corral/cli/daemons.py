@@ -34,8 +34,12 @@ def start() -> None:
         # A token file left from an earlier run is stale: the new daemon makes its own.
         with contextlib.suppress(FileNotFoundError):
             paths.join_token.unlink()
-    for name, pid in daemons.start(paths).items():
+    failed: dict[str, str] = {}
+    for name, pid in daemons.start(paths, failed=failed).items():
         click.echo(f"corral-{name}: running (pid {pid})")
+    for name, reason in failed.items():
+        click.echo(f"corral-{name}: not started (the node works without it): {reason}",
+                   err=True)
     if not joined:
         token = daemons.wait_for_token(paths)
         click.echo(f"join token: {token}")

@@ -16,6 +16,8 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_cluster_disks import verify_disks
+from corral.cli.gnt_cluster_ops import add_ops_commands
 from corral.cli.ipolicy import format_policy, ipolicy_from_options, ipolicy_options
 from corral.cli.jobs import exit_with, make_op, submit_and_wait, submit_op
 from corral.cli.master import NOT_A_CLUSTER, locate_master
@@ -62,6 +64,14 @@ def _csv(value: str | None) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def _timespec(value: str | None) -> int | None:
+    if value is None:
+        return None
+    from corral.watcher.pause import parse_timespec
+
+    return parse_timespec(value)
+
+
 def _uids(value: str | None) -> list[tuple[int, int]] | None:
     return None if value is None else uidpool.parse_uid_pool(value)
 
@@ -102,6 +112,9 @@ def _params_options(init: bool) -> list[Any]:
         click.option("--max-running-jobs", type=int, help="Jobs that may run at once."),
         click.option("--max-tracked-jobs", type=int,
                      help="Jobs the scheduler tracks at once."),
+        click.option("--job-archive-age", metavar="TIMESPEC",
+                     help="The watcher archives jobs finished longer ago (30, 5m, 6h, 2d, "
+                          "1w)."),
         click.option("-m", "--mac-prefix", metavar="PREFIX",
                      help="Prefix of generated MAC addresses, XX:XX:XX."),
         click.option("--master-netdev", metavar="NETDEV",
@@ -125,6 +138,9 @@ def _params_options(init: bool) -> list[Any]:
         click.option("--iallocator-search-path", metavar="DIR,...",
                      help="Comma-separated directories searched for iallocator plugins "
                           "(-I NAME); empty: Ganeti's and corral's usual places."),
+        click.option("--extstorage-search-path", metavar="DIR,...",
+                     help="Comma-separated directories searched for ExtStorage providers "
+                          "(corral extension; Ganeti's are built in)."),
     ]
     if not init:
         opts += [
@@ -160,6 +176,7 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         candidate_pool_size=kw["candidate_pool_size"],
         max_running_jobs=kw["max_running_jobs"],
         max_tracked_jobs=kw["max_tracked_jobs"],
+        job_archive_age=_timespec(kw["job_archive_age"]),
         mac_prefix=kw["mac_prefix"],
         master_netdev=kw["master_netdev"],
         vg_name=kw["vg_name"],
@@ -174,13 +191,15 @@ def _set_params(kw: dict[str, Any]) -> OpClusterSetParams:
         iallocator_search_path=_csv(kw["iallocator_search_path"]),
         iallocator_timeout=kw["iallocator_timeout"],
         ipolicy=ipolicy_from_options(kw, group=False),
+        extstorage_search_path=_csv(kw["extstorage_search_path"]),
     )
 
 
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Cluster administration: init, info, modify, queue, tags, getmaster, version, destroy.
+    """Cluster administration: init, info, modify, verify, queue, tags, getmaster, version,
+    destroy.
 
     Commands talk to the master daemon over its luxi socket; all paths derive
     from CORRAL_ROOT (default /).
@@ -272,6 +291,7 @@ def _info_layout(r: dict[str, Any]) -> list[tuple[str, Any]]:
             ("OS search path", join(r["os_search_path"])),
             ("iallocator search path", join(r["iallocator_search_path"])),
             ("iallocator timeout", f"{r['iallocator_timeout']:g}"),
+            ("ExtStorage Providers search path", join(r["extstorage_search_path"])),
             ("enabled disk templates", join(r["enabled_disk_templates"])),
             ("configuration serial", str(r["config_serial"])),
         ]),
@@ -421,6 +441,68 @@ def master_failover(no_voting: bool, handover_wait: float, yes_do_it: bool) -> N
     click.echo(f"{result.new_master} is the master now (was {result.old_master})")
 
 
+def _ignore_choices() -> click.Choice[str]:
+    from corral.objects.verify_codes import CODES  # pure data, no msgspec
+
+    return click.Choice(CODES)
+
+
+@cli.command()
+@click.option("-v", "--verbose", is_flag=True, help="Increase the verbosity of the operation.")
+@click.option("--debug-simulate-errors", "simulate_errors", is_flag=True,
+              help="Debugging option that makes the operation treat most runtime checks "
+                   "as failed.")
+@click.option("--error-codes", is_flag=True, help="Enable parseable error messages.")
+@click.option("--no-nplus1-mem", "--skip-nplusone", "skip_nplusone", is_flag=True,
+              help="Skip N+1 memory redundancy tests.")
+@dry_run_option
+@priority_option
+@click.option("-g", "--node-group", "nodegroup", metavar="<nodegroup>",
+              help="Node group (name or uuid).")
+@click.option("-I", "--ignore-errors", "ignore_errors", multiple=True, metavar="ECODE",
+              type=_ignore_choices(), help="Error code to be ignored (repeatable).")
+@click.option("--verify-ssh-clutter", is_flag=True,
+              help="Accepted for Ganeti's scripts; corral uses no SSH, so there is nothing "
+                   "to check.")
+@click.option("-d", "--debug", "debug", count=True, help="Increase debugging level.")
+@reason_option
+def verify(verbose: bool, simulate_errors: bool, error_codes: bool, skip_nplusone: bool,
+           dry_run: bool, priority: int | None, nodegroup: str | None,
+           ignore_errors: tuple[str, ...], verify_ssh_clutter: bool, debug: int,
+           reason: str | None) -> None:
+    """Verify the cluster: its configuration, then each node group's nodes and
+    instances against what they really run.
+
+    Submits one job for the configuration and one per node group, waits for each and
+    prints what they found; exits 1 when a job failed or found an error (a warning
+    does not count; -I CODE turns that code's errors into warnings). --error-codes
+    prints each finding as ftype:ecode:edomain:name:msg.
+    """
+    from corral.cli.jobset import wait_jobs
+
+    body: dict[str, Any] = {
+        "verbose": verbose, "error_codes": error_codes,
+        "debug_simulate_errors": simulate_errors,
+        "skip_checks": ["nplusone_mem"] if skip_nplusone else [],
+        "ignore_errors": list(dict.fromkeys(ignore_errors)),
+        "group_name": nodegroup, "verify_clutter": verify_ssh_clutter,
+    }
+    if debug:
+        body["debug_level"] = debug
+    op = make_op("OP_CLUSTER_VERIFY", body, trail=reason_trail(TOOL, "verify", reason),
+                 priority=priority, dry_run=dry_run)
+    with get_client() as client:
+        results = submit_and_wait(client, [op])
+        assert results is not None
+        submitted = [("", bool(ok), data) for ok, data in results[0].get("jobs") or []]
+        outcome = wait_jobs(client, submitted)
+    failed_jobs = sum(1 for ok, _ in outcome if not ok)
+    bad = failed_jobs + sum(1 for ok, value in outcome if ok and not (value and value[0]))
+    if failed_jobs:
+        click.echo(f"{failed_jobs} job(s) failed while verifying the cluster.")
+    exit_with(1 if bad else 0)
+
+
 @cli.command()
 def version() -> None:
     """Print the software and protocol versions the cluster runs."""
@@ -455,7 +537,9 @@ def destroy(yes_do_it: bool) -> None:
 
 
 add_tag_commands(cli, TOOL, "cluster")
+add_ops_commands(cli)
 cli.add_command(search_tags_command(TOOL))
+cli.add_command(verify_disks)
 
 
 def main() -> None:

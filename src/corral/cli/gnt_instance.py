@@ -23,6 +23,7 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_instance_disks import DISK_COMMANDS
 from corral.cli.gnt_instance_power import (
     DEFAULT_SHUTDOWN_TIMEOUT,
     backend_overrides,
@@ -155,7 +156,7 @@ def parse_disks(items: Sequence[tuple[str, IdentValue]]) -> list[dict[str, Any]]
     for index, disk in enumerate(disks):
         if "size" in disk:
             if "adopt" in disk:
-                raise ParameterError(f"--disk {index}: give only one of 'size' and 'adopt'")
+                raise ParameterError(f"Only one of 'size' and 'adopt' allowed (disk {index})")
             disk["size"] = _size("--disk", disk["size"], f"disk {index}")
         elif "adopt" not in disk:
             raise ParameterError(f"--disk {index}: missing size, e.g. --disk {index}:size=10G")
@@ -278,7 +279,9 @@ def cli() -> None:
 @click.option("-g", "--node-group", "group_name", metavar="GROUP",
               help="Node group to place the instance in.")
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
-              help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk.")
+              help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk. "
+                   "ext disks: provider=NAME and the provider's own key=val; rbd and "
+                   "ext: access=kernelspace|userspace.")
 @click.option("-s", "--os-size", "os_size", metavar="SIZE",
               help="One disk of SIZE (instead of --disk).")
 @click.option("--net", "net_items", type=IdentKeyValType(), multiple=True,
@@ -654,7 +657,7 @@ def change_group(instance_name: str, to: tuple[str, ...], iallocator: str | None
         return
     with get_client() as client:
         done = wait_jobs(client, [("", bool(ok), data) for ok, data in result["jobs"]])
-    bad = done.count(False)
+    bad = sum(1 for ok, _result in done if not ok)
     if bad:
         click.echo(f"There were {bad} errors while changing group of instance "
                    f"'{instance_name}'.")
@@ -664,14 +667,18 @@ def change_group(instance_name: str, to: tuple[str, ...], iallocator: str | None
 
 @cli.command("activate-disks")
 @click.option("--ignore-size", is_flag=True, help="Ignore the recorded size of the disks.")
+@click.option("--wait-for-sync", is_flag=True, help="Wait for disks to sync.")
 @_job_options(dry_run=False)
 @click.argument("instance_name")
-def activate_disks(instance_name: str, ignore_size: bool, submit_only: bool,
-                   print_jobid: bool, priority: int | None, reason: str | None) -> None:
+def activate_disks(instance_name: str, ignore_size: bool, wait_for_sync: bool,
+                   submit_only: bool, print_jobid: bool, priority: int | None,
+                   reason: str | None) -> None:
     """Make the disks of INSTANCE_NAME available on its node; print node:disk:path."""
     body: dict[str, Any] = {"instance_name": instance_name}
     if ignore_size:
         body["ignore_size"] = True
+    if wait_for_sync:
+        body["wait_for_sync"] = True
     result = _submit("activate-disks", "OP_INSTANCE_ACTIVATE_DISKS", body, reason=reason,
                      priority=priority, submit_only=submit_only, print_jobid=print_jobid)
     for entry in result or []:
@@ -796,6 +803,8 @@ for _command in (startup, shutdown, reboot, info, list_, list_fields):
     cli.add_command(_command)
 
 # Ganeti's aliases.
+for _disk_command in DISK_COMMANDS:
+    cli.add_command(_disk_command)
 cli.add_command(startup, "start")
 cli.add_command(shutdown, "stop")
 cli.add_command(info, "show")

@@ -80,21 +80,40 @@ def _disk_info(index: int, disk: dict[str, Any]) -> list[tuple[str, Any]]:
     nice = format_unit(size, "h") if isinstance(size, int | float) else str(size)
     data: list[tuple[str, Any]] = [
         (str(disk.get("iv_name") or f"disk {index}"), f"{disk.get('dev_type')}, size {nice}"),
-        ("access mode", disk.get("mode")),
     ]
-    if disk.get("logical_id") is not None:
-        data.append(("logical_id", str(disk["logical_id"])))
+    if disk.get("spindles") is not None:
+        data.append(("spindles", disk["spindles"]))
+    data.append(("access mode", disk.get("mode")))
+    logical_id = disk.get("logical_id")
+    if logical_id is not None:
+        if disk.get("dev_type") == "plain" and len(logical_id) == 2:
+            data.append(("logical_id", f"{logical_id[0]}/{logical_id[1]}"))
+        else:
+            data.append(("logical_id", str(logical_id)))
     if disk.get("pstatus"):
-        data.append(("on primary", _dev_status(disk["pstatus"])))
+        data.append(("on primary", _dev_status(disk.get("dev_type"), disk["pstatus"])))
+    if disk.get("sstatus"):
+        data.append(("on secondary", _dev_status(disk.get("dev_type"), disk["sstatus"])))
     data.append(("name", disk.get("name")))
     data.append(("UUID", disk.get("uuid")))
     return data
 
 
-def _dev_status(status: Any) -> str:
-    if isinstance(status, list | tuple) and status:
-        return str(status[0])
-    return str(status)
+#: Ganeti's number of a faulty local disk (``constants.LDS_FAULTY``).
+_LDS_FAULTY = 4
+
+
+def _dev_status(dev_type: Any, status: Any) -> str:
+    """A disk's status on a node as Ganeti prints it: ``PATH (MAJOR:MINOR)``, and for
+    an LV whose data is lost `` *FAILED* (failed drive?)``."""
+    if not isinstance(status, list | tuple) or len(status) < 7:
+        return str(status)
+    path, major, minor, _sync, _eta, _degraded, ldisk = status[:7]
+    text = (f"{path} ({'N/A' if major is None else major}:"
+            f"{'N/A' if minor is None else minor})")
+    if dev_type == "plain" and ldisk == _LDS_FAULTY:
+        text += " *FAILED* (failed drive?)"
+    return text
 
 
 def _nic_info(index: int, nic: Any) -> list[tuple[str, Any]]:

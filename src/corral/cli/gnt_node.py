@@ -16,6 +16,7 @@ import click
 
 from corral import __version__
 from corral.cli.common import CorralGroup, get_client
+from corral.cli.gnt_node_storage import STORAGE_COMMANDS
 from corral.cli.jobs import (
     exit_with,
     list_fields_command,
@@ -72,7 +73,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.group(cls=CorralGroup)
 @click.version_option(__version__, prog_name=TOOL)
 def cli() -> None:
-    """Node administration: add, remove, list, info, modify, evacuate, migrate, tags."""
+    """Node administration: add, remove, list, info, modify, evacuate, migrate, tags,
+    storage units and volumes."""
 
 
 @cli.command()
@@ -230,7 +232,7 @@ def _wait_for_jobs(result: Any) -> int:
     """Wait for the jobs a unit submitted (its ``jobs`` result); how many failed."""
     with get_client() as client:
         done = wait_jobs(client, [("", bool(ok), data) for ok, data in result["jobs"]])
-    return done.count(False)
+    return sum(1 for ok, _result in done if not ok)
 
 
 @cli.command()
@@ -348,6 +350,9 @@ def migrate(node: str, force: bool, non_live: bool, migration_mode: str | None,
 
 
 add_tag_commands(cli, TOOL, "node", "NODE")
+
+for _command in STORAGE_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -48,30 +48,32 @@ def run_jobs(client: LuxiCaller, jobs: Sequence[tuple[str, Sequence[Mapping[str,
             else:
                 click.echo(f"Failure for {name}: {data}", err=True)
         return all(ok for _, ok, _ in submitted)
-    return all(wait_jobs(client, submitted, verbose=verbose, reporter=reporter))
+    return all(ok for ok, _ in wait_jobs(client, submitted, verbose=verbose,
+                                         reporter=reporter))
 
 
 def wait_jobs(client: LuxiCaller, submitted: Sequence[tuple[str, bool, Any]], *,
-              verbose: bool = True, reporter: StdioReporter | None = None) -> list[bool]:
-    """Wait for jobs already submitted (``(name, submitted, job id or why)`` each, the
-    name may be empty), printing what Ganeti's tools print; whether each succeeded."""
+              verbose: bool = True, reporter: StdioReporter | None = None
+              ) -> list[tuple[bool, Any]]:
+    """Wait for jobs already submitted (``(name, accepted, job id or why not)`` each),
+    printing what Ganeti's tools print (see the module doc); per job, whether it was
+    submitted and succeeded, and its opcode results (or the error text)."""
     job_ids = [data for _, ok, data in submitted if ok]
     if verbose and job_ids:
         click.echo(f"Submitted jobs {', '.join(str(job_id) for job_id in job_ids)}")
-    results: list[bool] = []
+    results: list[tuple[bool, Any]] = []
     for name, ok, data in submitted:
         if not ok:
             click.echo(f"Failed to submit job{_for(name)}: {data}", err=True)
     for name, ok, data in submitted:
         if not ok:
-            results.append(False)
+            results.append((False, data))
             continue
         click.echo(f"Waiting for job {data}{_for(name)} ...")
         try:
-            poll_job(client, int(data), reporter)
+            results.append((True, poll_job(client, int(data), reporter)))
         except CorralError as err:
-            click.echo(f"Job {data}{_for(name)} has failed: {failure_text(err)}", err=True)
-            results.append(False)
-        else:
-            results.append(True)
+            text = failure_text(err)
+            click.echo(f"Job {data}{_for(name)} has failed: {text}", err=True)
+            results.append((False, text))
     return results

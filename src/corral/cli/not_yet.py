@@ -1,4 +1,4 @@
-"""``gnt-backup``, ``gnt-storage``: tools corral does not have yet.
+"""``gnt-backup``: a tool corral does not have yet.
 
 Each exists as a command so that its name does not fall through to Ganeti's tool of
 the same name further along ``PATH`` (which would talk to another cluster, or fail
@@ -17,7 +17,7 @@ import click
 
 from corral.cli.common import CONTEXT_SETTINGS
 
-__all__ = ["NOT_YET", "gnt_backup", "gnt_storage"]
+__all__ = ["NOT_YET", "gnt_backup"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,6 @@ NOT_YET: dict[str, MissingTool] = {t.tool: t for t in (
     MissingTool("gnt-backup", "instance exports and imports",
                 ("export", "import", "list", "list-fields", "remove"),
                 "Meanwhile, 'gnt-instance move' copies an instance to another node."),
-    MissingTool("gnt-storage", "ExtStorage providers",
-                ("diagnose", "info"),
-                "Meanwhile, instances use the file, sharedfile and diskless disk templates."),
 )}
 
 
@@ -68,5 +65,3 @@ def _entry_point(tool: str) -> Callable[[], None]:
 
 #: Entry point of ``gnt-backup``.
 gnt_backup = _entry_point("gnt-backup")
-#: Entry point of ``gnt-storage``.
-gnt_storage = _entry_point("gnt-storage")

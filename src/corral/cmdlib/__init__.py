@@ -9,14 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.cmdlib import allocator_ops, group, instance, instance_change, network, node
+from corral.cmdlib import (
+    allocator_ops,
+    extstorage,
+    group,
+    instance,
+    instance_change,
+    network,
+    node,
+    storage,
+)
 from corral.cmdlib import os as os_area
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, NodeRpc, QueryResource
 from corral.cmdlib.cluster import LUClusterQuery, LUClusterRedistConf, LUClusterSetParams
+from corral.cmdlib.cluster_crypto import LUClusterRenewCrypto
 from corral.cmdlib.processor import JobOwner, Processor
 from corral.cmdlib.query import LUQuery, LUQueryFields
 from corral.cmdlib.tags import LUTagsDel, LUTagsGet, LUTagsSearch, LUTagsSet
 from corral.cmdlib.test import LUTestDelay
+from corral.cmdlib.verify import LUClusterVerify, LUClusterVerifyConfig
+from corral.cmdlib.verify_group import LUClusterVerifyGroup
 
 __all__ = [
     "AREAS",
@@ -31,14 +43,16 @@ __all__ = [
 ]
 
 #: The area modules with ``UNITS`` and ``query_resources(ctx)``.
-AREAS = (node, group, instance, instance_change, os_area, network)
+AREAS = (node, group, instance, instance_change, os_area, extstorage, network, storage)
 
 #: ``OP_ID`` -> logical unit class, one per registered opcode.
 LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
     unit.OP_ID: unit
     for unit in (
-        LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf, LUTagsGet,
-        LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery, LUQueryFields, *allocator_ops.UNITS,
+        LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf,
+        LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
+        LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
+        *allocator_ops.UNITS,
         *(u for area in AREAS for u in area.UNITS),
     )
 }

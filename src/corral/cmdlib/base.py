@@ -33,6 +33,7 @@ from corral.rpc.protocol import RpcResult
 if TYPE_CHECKING:
     from corral.config import ConfigStore
     from corral.objects import Cluster, Node
+    from corral.paths import Paths
 
 __all__ = [
     "Feedback",
@@ -42,6 +43,7 @@ __all__ = [
     "NodeRpc",
     "QueryResource",
     "RpcArgs",
+    "SubmitJobs",
 ]
 
 #: The arguments of one RPC: the same for every node, or computed per node.
@@ -78,8 +80,17 @@ class _NoRpc:
     async def join(self, node: Node, token: str, *, timeout: float = 30.0) -> RpcResult:
         raise InternalError("no node RPC configured (joining a node)")
 
-async def _no_jobs(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
-    raise InternalError("no job queue to submit jobs to")
+#: Submits jobs from a running opcode (Ganeti's ``ResultWithJobs``): each job is a list
+#: of opcodes; the answer per job is ``(True, job id)`` or ``(False, why it was refused)``.
+SubmitJobs = Callable[[Sequence[Sequence[OpCode]]], Awaitable[list[tuple[bool, int | str]]]]
+
+
+async def _no_submit(jobs: Sequence[Sequence[OpCode]]) -> list[tuple[bool, int | str]]:
+    raise InternalError("no job queue configured (submitting jobs from an opcode)")
+
+
+async def _replicated(timeout: float) -> bool:
+    return True
 
 
 class Feedback(Protocol):
@@ -130,12 +141,21 @@ class MasterContext:
     #: The files redistribute-config pushes besides the configuration, read on the
     #: master as ``upload_files`` entries (see :mod:`corral.noded.files`).
     ancillary_files: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: This (the master) node's paths, for the units that renew its secrets; ``None``
+    #: where there is no node (tests).
+    paths: Paths | None = None
+    #: Told how long an opcode waited for its locks (``OP_ID``, seconds): the metrics.
+    lock_waited: Callable[[str, float], None] = lambda _op_id, _seconds: None
+    #: Submits jobs on behalf of a running opcode (``OP_CLUSTER_VERIFY``,
+    #: ``OP_CLUSTER_VERIFY_DISKS``, node evacuation, multi-allocation): the job
+    #: queue's ``submit_many``.
+    submit_jobs: SubmitJobs = _no_submit
+    #: ``await wait_replicated(timeout)``: whether every online master candidate
+    #: holds the current configuration serial within ``timeout`` seconds (what
+    #: ``gnt-cluster verify`` waits for before it compares the replicas).
+    wait_replicated: Callable[[float], Awaitable[bool]] = _replicated
     #: Runs allocators (the built-in one or plugins on the search path).
     iallocators: PluginRunner = field(default_factory=PluginRunner)
-    #: Submits jobs on behalf of a logical unit (node evacuation, multi-allocation):
-    #: the opcodes of each job, in order; ``[(True, id) | (False, why)]`` per job.
-    submit_jobs: Callable[[Sequence[Sequence[OpCode]]],
-                          Awaitable[list[tuple[bool, int | str]]]] = _no_jobs
 
 
 class LogicalUnit(Generic[OpT]):

@@ -13,12 +13,13 @@ import copy
 import platform
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral import CONFIG_SCHEMA_VERSION, LUXI_VERSION, __version__, uidpool
 from corral.cmdlib.base import LogicalUnit
 from corral.cmdlib.common import check_hv_on_nodes, check_hv_syntax
 from corral.cmdlib.config_files import config_files, online_nodes, send_config_files, warn_missing
+from corral.cmdlib.disk_layout import check_access_in_use
 from corral.cmdlib.ipolicy import group_ipolicy, warn_new_violations
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
@@ -26,8 +27,12 @@ from corral.objects import Cluster, Instance, Node, params
 from corral.objects.ipolicy import disk_templates_not_enabled, group_policy, updated_policy
 from corral.objects.params import HV_PARAMS, ParamSpec
 from corral.opcodes import ListChange, OpClusterQuery, OpClusterRedistConf, OpClusterSetParams
+from corral.paths import Paths
 from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RpcResult
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "OS_API_VERSION",
@@ -289,7 +294,8 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
             "disk template 'plain' is enabled but no LVM volume group is set; "
             "give one with --vg-name or disable 'plain'"
         )
-    for name in ("candidate_pool_size", "max_running_jobs", "max_tracked_jobs"):
+    for name in ("candidate_pool_size", "max_running_jobs", "max_tracked_jobs",
+                 "job_archive_age"):
         value = getattr(change, name)
         if value is not None:
             setattr_logged(name, _check_positive(name, value))
@@ -337,6 +343,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("iallocator_timeout", float(change.iallocator_timeout))
     if change.ipolicy is not None:
         setattr_logged("ipolicy", updated_policy(cluster.ipolicy, change.ipolicy, group=False))
+    if change.extstorage_search_path is not None:
+        paths = [_check_abs_path("ExtStorage search path entry", p)
+                 for p in change.extstorage_search_path]
+        setattr_logged("extstorage_search_path", paths, ",".join)
     if change.os_hvp is not None:
         setattr_logged("os_hvp", updated_os_hvp(cluster.os_hvp, change.os_hvp))
         for hv, filled in _filled_os_hvp(cluster, change.os_hvp):
@@ -414,6 +424,7 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "candidate_pool_size": cluster.candidate_pool_size,
         "max_running_jobs": cluster.max_running_jobs,
         "max_tracked_jobs": cluster.max_tracked_jobs,
+        "job_archive_age": cluster.job_archive_age,
         "mac_prefix": cluster.mac_prefix,
         "master_netdev": cluster.master_netdev,
         "volume_group_name": cluster.volume_group_name,
@@ -435,6 +446,8 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "iallocator_search_path": cluster.iallocator_search_path,
         "iallocator_timeout": cluster.iallocator_timeout,
         "ipolicy": cluster.ipolicy,
+        "extstorage_search_path": cluster.extstorage_search_path
+        or list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH),
     }
 
 
@@ -528,6 +541,9 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
             await self._validate_osparams()
         if self.op.hvparams or self.op.os_hvp or self.op.enabled_hypervisors:
             await self._validate_hvparams()
+        if self.op.vg_name:
+            from corral.cmdlib.storage import check_vg_on_nodes
+            await check_vg_on_nodes(self.master, self.op.vg_name)
         old_pool = store.cluster.uid_pool
         async with store.transaction() as txn:
             cluster = txn.cluster()
@@ -540,6 +556,8 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
                     (group, group_ipolicy(store, group),
                      group_policy(cluster.ipolicy, group.ipolicy))
                     for group in store.all("nodegroup")], self.feedback)
+            if self.op.diskparams is not None:
+                check_access_in_use(store, cluster.diskparams)
             if self.op.dry_run or not changes:
                 txn.discard()
                 return {"changes": changes, "serial": store.serial, "dry_run": self.op.dry_run}
@@ -547,6 +565,12 @@ class LUClusterSetParams(LogicalUnit[OpClusterSetParams]):
         for change in changes:
             self.feedback(change)
         self.master.cluster_changed(store.cluster)
+        dirs = [(kind, getattr(store.cluster, attr)) for kind, attr in (
+            ("file", "file_storage_dir"), ("sharedfile", "shared_file_storage_dir"))
+            if getattr(self.op, attr) is not None]
+        if dirs:
+            from corral.cmdlib.storage import create_storage_dirs
+            await create_storage_dirs(self.master, self.feedback, dirs)
         if store.cluster.uid_pool != old_pool:
             failed = await send_config_files(self.master, online_nodes(self.master))
             warn_missing(failed, self.feedback)

@@ -18,9 +18,10 @@ from corral.errors import (
 )
 from corral.hypervisor.kvm.security import check_security_params
 from corral.locking import LockLevel
-from corral.objects import NIC, Instance, Node, NodeGroup, fill_params
-from corral.objects.params import fill_hv_params
+from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params
+from corral.objects.params import DISK_PARAMS, defaults, fill_hv_params
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
+from corral.paths import Paths
 
 if TYPE_CHECKING:
     from corral.cmdlib.base import LogicalUnit, MasterContext
@@ -31,10 +32,12 @@ __all__ = [
     "check_hv_on_nodes",
     "check_hv_syntax",
     "check_node_online",
+    "disk_node_spec",
     "drop_name_lock",
     "expand_group",
     "expand_instance",
     "expand_node",
+    "fill_diskparams",
     "fill_hvparams",
     "fill_osparams",
     "instance_spec",
@@ -190,6 +193,37 @@ def nic_spec(nic: NIC, index: int, defaults: Mapping[str, Any]) -> NicSpec:
     )
 
 
+def fill_diskparams(store: ConfigStore, dev_type: str, own: Mapping[str, Any],
+                    group: NodeGroup) -> dict[str, Any]:
+    """A disk's parameters as a node uses them: the template's built-in defaults ←
+    cluster ← node group (``-D template:key=value``) ← the disk's own (Ganeti annotates
+    disks the same way before every node call)."""
+    specs = DISK_PARAMS.get(dev_type)
+    if specs is None:
+        return dict(own)
+    cluster = store.cluster
+    return fill_params(defaults(specs), cluster.diskparams.get(dev_type),
+                       group.diskparams.get(dev_type), own)
+
+
+def disk_node_spec(store: ConfigStore, disk: Disk, index: int, node: Node,
+                   logical_id: Sequence[str] | None = None) -> DiskSpec:
+    """What ``node`` needs to know about one disk: its filled parameters (see
+    :func:`fill_diskparams`, the group being ``node``'s) and, for ``ext`` disks, the
+    cluster's ExtStorage search path; ``logical_id`` overrides the disk's own."""
+    group = store.get("nodegroup", node.group)
+    search_path: list[str] = []
+    if disk.dev_type == "ext":
+        search_path = list(store.cluster.extstorage_search_path
+                           or Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH)
+    return DiskSpec(
+        uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size, mode=disk.mode,
+        logical_id=list(disk.logical_id if logical_id is None else logical_id),
+        name=disk.name, params=fill_diskparams(store, disk.dev_type, disk.params, group),
+        search_path=search_path,
+    )
+
+
 def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = None
                   ) -> InstanceSpec:
     """Everything a node needs about ``instance``, parameters filled.
@@ -213,11 +247,7 @@ def instance_spec(store: ConfigStore, instance: Instance, node: Node | None = No
                              instance.beparams),
         osparams=fill_osparams(store, instance.os, instance.osparams),
         disk_template=instance.disk_template,
-        disks=[
-            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
-                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
-            for i, d in enumerate(disks)
-        ],
+        disks=[disk_node_spec(store, d, i, node) for i, d in enumerate(disks)],
         nics=nics,
         primary_node=node.name,
         admin_state=instance.admin_state,

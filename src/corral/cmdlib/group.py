@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_group, expand_node
+from corral.cmdlib.disk_layout import check_access_in_use
 from corral.cmdlib.ipolicy import group_ipolicy, warn_new_violations
 from corral.cmdlib.node import check_unsupported_state, nd_param_fields, validated_ndparams
 from corral.cmdlib.query import named_lookup
@@ -304,6 +305,8 @@ class LUGroupSetParams(_OneGroup):
                 result.append(["alloc_policy", self.op.alloc_policy])
             if self._diskparams is not None:
                 group.diskparams = _apply_diskparams(group.diskparams, self._diskparams)
+                check_access_in_use(self.master.store, self.master.store.cluster.diskparams,
+                                    group)
                 result.append(["diskparams", str(group.diskparams)])
             txn.update(group)
         return result

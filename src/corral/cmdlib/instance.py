@@ -21,6 +21,7 @@ from typing import Any
 
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import add_name_lock, check_node_online, drop_name_lock, lower_os_params
+from corral.cmdlib.disk_layout import METADATA_TEMPLATES, RELEASED_TEMPLATES
 from corral.cmdlib.instance_base import (
     RPC_INSTALL,
     RPC_QUICK,
@@ -29,6 +30,7 @@ from corral.cmdlib.instance_base import (
     check_hv_be,
     check_instance_name,
     check_os,
+    instance_info_text,
     remove_disks,
     wire,
 )
@@ -82,7 +84,8 @@ class LUInstanceRemove(InstanceLU[Any]):
         hint = "; use ignore_failures (--ignore-failures) to remove it anyway"
         try:
             await self.call_one(node, "instance_shutdown",
-                        {"instance": wire(spec), "timeout": float(op.shutdown_timeout)},
+                        {"instance": wire(spec), "timeout": float(op.shutdown_timeout),
+                         "reason": op.reason, "forget": True},
                         f"shutting down instance {inst.name}",
                         rpc_timeout=op.shutdown_timeout + RPC_QUICK)
         except CorralError as err:
@@ -141,7 +144,8 @@ class LUInstanceStartup(InstanceLU[Any]):
         spec.beparams = fill_params(spec.beparams, self.be_extra)
         spec.admin_state = "up"
         await self.call_one(node, "instance_start",
-                    {"instance": wire(spec), "startup_paused": op.startup_paused},
+                    {"instance": wire(spec), "startup_paused": op.startup_paused,
+                     "reason": op.reason},
                     f"starting instance {inst.name}", rpc_timeout=RPC_START)
         if op.no_remember:
             # not remembered as wanted up, but it did start: that is its last status
@@ -181,8 +185,16 @@ class LUInstanceShutdown(InstanceLU[Any]):
                           "marked as stopped")
             return None
         await self.call_one(node, "instance_shutdown",
-                    {"instance": self.spec(), "timeout": float(op.timeout)},
+                    {"instance": self.spec(), "timeout": float(op.timeout),
+                     "reason": op.reason},
                     f"shutting down instance {inst.name}", rpc_timeout=op.timeout + RPC_QUICK)
+        released = [wire(self.disk_spec(d, i)) for i, d in enumerate(self.disks())
+                    if d.dev_type in RELEASED_TEMPLATES]
+        if released:
+            # As Ganeti deactivates a stopped instance's disks: rbd images are unmapped,
+            # ExtStorage volumes detached.
+            await self.try_call(node, "blockdev_shutdown", {"disks": released},
+                                f"deactivating the disks of instance {inst.name}")
         if op.no_remember:
             await self.set_state(status_change=True)  # stopped: see LUInstanceStartup
         return None
@@ -219,19 +231,21 @@ class LUInstanceReboot(InstanceLU[Any]):
         if running and op.reboot_type in ("soft", "hard"):
             await self.call_one(node, "instance_reboot",
                         {"instance": wire(spec), "reboot_type": op.reboot_type,
-                         "timeout": float(op.shutdown_timeout)},
+                         "timeout": float(op.shutdown_timeout), "reason": op.reason},
                         f"rebooting instance {inst.name}",
                         rpc_timeout=op.shutdown_timeout + RPC_START)
         else:
             if running:
                 await self.call_one(node, "instance_shutdown",
-                            {"instance": wire(spec), "timeout": float(op.shutdown_timeout)},
+                            {"instance": wire(spec), "timeout": float(op.shutdown_timeout),
+                             "reason": op.reason},
                             f"shutting down instance {inst.name} for a full reboot",
                             rpc_timeout=op.shutdown_timeout + RPC_QUICK)
             else:
                 self.feedback(f"Instance {inst.name} was not running: starting it")
             await self.call_one(node, "instance_start",
-                        {"instance": wire(spec), "startup_paused": False},
+                        {"instance": wire(spec), "startup_paused": False,
+                         "reason": op.reason},
                         f"starting instance {inst.name}", rpc_timeout=RPC_START)
         await self.set_state(admin_state="up", status_change=True)
         return None
@@ -341,6 +355,13 @@ class LUInstanceRename(InstanceLU[Any]):
             return op.new_name
         await self.set_state(name=op.new_name)
         await self.master.locks.remove(LockLevel.INSTANCE, old_name, owner=self.owner)
+        for index, disk in enumerate(self.disks()):
+            if disk.dev_type in METADATA_TEMPLATES:
+                # Volumes on external storage name their instance (Ganeti's setinfo).
+                await self.try_call(node, "blockdev_setinfo",
+                                    {"disk": wire(self.disk_spec(disk, index)),
+                                     "info": instance_info_text(op.new_name)},
+                                    f"updating the metadata of disk {index}")
         try:
             await self.call_one(node, "instance_run_rename",
                         {"instance": self.spec(), "old_name": old_name,

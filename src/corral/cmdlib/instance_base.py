@@ -28,6 +28,7 @@ import msgspec
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import (
     check_node_online,
+    disk_node_spec,
     expand_instance,
     fill_osparams,
     instance_spec,
@@ -67,8 +68,8 @@ __all__ = [
     "check_os",
     "check_variant",
     "commit_instance",
-    "disk_spec",
     "generate_mac",
+    "instance_info_text",
     "is_running",
     "remove_disks",
     "storage_dir",
@@ -99,6 +100,12 @@ def wire(spec: InstanceSpec | DiskSpec) -> dict[str, Any]:
     """A spec as RPC arguments."""
     result: dict[str, Any] = msgspec.to_builtins(spec)
     return result
+
+
+def instance_info_text(name: str) -> str:
+    """The metadata a new disk of instance ``name`` gets (Ganeti's
+    ``originstname+<name>``): an ExtStorage volume's ``VOL_METADATA``."""
+    return f"originstname+{name}"
 
 
 def check_instance_name(name: str) -> None:
@@ -380,15 +387,6 @@ async def check_file_space(lu: LogicalUnit[Any], node: Node, hypervisor: str,
                             f"{override}")
 
 
-def disk_spec(disk: Disk, index: int, logical_id: list[str] | None = None) -> DiskSpec:
-    """What a node needs to know about one disk (``logical_id`` overrides the disk's)."""
-    return DiskSpec(
-        uuid=disk.uuid, index=index, dev_type=disk.dev_type, size=disk.size, mode=disk.mode,
-        logical_id=list(disk.logical_id if logical_id is None else logical_id),
-        name=disk.name, params=dict(disk.params),
-    )
-
-
 async def remove_disks(lu: LogicalUnit[Any], node: Node, disks: Sequence[DiskSpec], *,
                        best_effort: bool) -> list[str]:
     """Remove ``disks`` on ``node``; failures are raised, or with ``best_effort``
@@ -484,6 +482,14 @@ class InstanceLU(LogicalUnit[_Op]):
         """The instance's disks, in order."""
         return [self.master.store.get("disk", uuid) for uuid in self.instance.disks]
 
+    def disk_spec(self, disk: Disk, index: int, node: Node | None = None,
+                  logical_id: list[str] | None = None) -> DiskSpec:
+        """What ``node`` (the primary node unless given) needs to know about one disk,
+        parameters filled (see :func:`corral.cmdlib.common.disk_node_spec`);
+        ``logical_id`` overrides the disk's."""
+        return disk_node_spec(self.master.store, disk, index, node or self.primary,
+                              logical_id)
+
     def instance_spec(self, node: Node | None = None) -> InstanceSpec:
         """The instance's filled spec (for ``node`` if not the primary)."""
         return instance_spec(self.master.store, self.instance, node)
@@ -491,6 +497,11 @@ class InstanceLU(LogicalUnit[_Op]):
     def spec(self, node: Node | None = None) -> dict[str, Any]:
         """The instance spec as RPC arguments (for ``node`` if not the primary)."""
         return wire(self.instance_spec(node))
+
+    def last_reason(self) -> list[list[Any]]:
+        """The reason trail of the instance's last status change (from the
+        configuration), which a node that becomes its primary keeps from then on."""
+        return [list(entry) for entry in self.instance.last_reason]
 
     async def instance_info(self, node: Node) -> Any:
         """``instance_info`` of the instance on ``node`` (raises naming the node)."""

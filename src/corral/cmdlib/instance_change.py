@@ -27,12 +27,20 @@ from corral.cmdlib.common import (
     check_hv_syntax,
     check_node_online,
     expand_node,
+    fill_diskparams,
     fill_hvparams,
     fill_osparams,
     lower_os_params,
     nic_spec,
     os_state_listed,
     split_os_name,
+)
+from corral.cmdlib.disk_layout import (
+    ACCESS_TEMPLATES,
+    CREATABLE_TEMPLATES,
+    check_access,
+    external_params,
+    new_logical_id,
 )
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
@@ -41,8 +49,8 @@ from corral.cmdlib.instance_base import (
     check_mac,
     check_memory_fits_group,
     check_variant,
-    disk_spec,
     generate_mac,
+    instance_info_text,
     is_running,
     storage_dir,
 )
@@ -79,7 +87,6 @@ from corral.opcodes.instance_change_ops import (
     OpInstanceSetParams,
 )
 from corral.paths import Paths
-from corral.storage import file_logical_id
 
 __all__ = [
     "UNITS",
@@ -97,6 +104,8 @@ Action = Literal["add", "remove", "modify"]
 DeviceMod = tuple[Action, int | str, dict[str, Any]]
 
 _DISK_KEYS = frozenset({"size", "mode", "name", "dev_type"})
+#: Keys a new disk also takes (Ganeti's): its ExtStorage provider, its access mode.
+_ADD_KEYS = frozenset({"provider", "access"})
 _NIC_KEYS = frozenset({"bridge", "ip", "link", "mac", "mode", "name", "network", "vlan"})
 _NONE = "none"
 
@@ -224,9 +233,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             )
         self.disk_mods = parse_device_mods("disk", op.disks)
         self.nic_mods = parse_device_mods("NIC", op.nics)
-        for _action, _ident, values in self.disk_mods:
-            unknown = sorted(set(values) - _DISK_KEYS)
-            if unknown:
+        for action, _ident, values in self.disk_mods:
+            # A new disk may carry ExtStorage provider parameters: checked once its
+            # template is known (_check_disks).
+            unknown = sorted(set(values) - _DISK_KEYS - (_ADD_KEYS if action == "add"
+                                                          else frozenset()))
+            if unknown and action != "add":
                 raise UnknownParameterError(
                     f"unknown or unsupported disk parameter(s) {', '.join(unknown)}; valid "
                     f"ones: {', '.join(sorted(_DISK_KEYS))}"
@@ -405,9 +417,23 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 elif dev_type != template:
                     raise ParameterError(f"instance {inst.name} has {template} disks; a "
                                          f"{dev_type} disk cannot be added")
-                if dev_type not in FILE_TEMPLATES:
+                addable = sorted(CREATABLE_TEMPLATES & (FILE_TEMPLATES | {"rbd", "ext"}))
+                if dev_type not in addable:
                     raise ParameterError(f"disk type {dev_type!r} is not supported; valid: "
-                                         f"{', '.join(sorted(FILE_TEMPLATES))}")
+                                         f"{', '.join(addable)}")
+                unknown = sorted(set(values) - _DISK_KEYS - _ADD_KEYS)
+                if unknown and dev_type != "ext":
+                    raise UnknownParameterError(
+                        f"unknown or unsupported disk parameter(s) {', '.join(unknown)}; "
+                        f"valid ones: {', '.join(sorted(_DISK_KEYS | _ADD_KEYS))} (other "
+                        "keys are ExtStorage provider parameters, for ext disks)")
+                extra = {k: v for k, v in values.items()
+                         if k not in ("size", "mode", "name", "dev_type")}
+                disk_params = external_params(dev_type, extra, f"disk {index}")
+                if dev_type in ACCESS_TEMPLATES:
+                    group = store.get("nodegroup", store.get("node", pnode_uuid).group)
+                    check_access(inst.hypervisor, dev_type, disk_params.get(
+                        "access", fill_diskparams(store, dev_type, {}, group)["access"]))
                 if dev_type not in cluster.enabled_disk_templates:
                     raise OpPrereqError(f"disk template {dev_type} is not enabled in the "
                                         "cluster (gnt-cluster modify --enabled-disk-templates)")
@@ -420,9 +446,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
                 if mode not in ("rw", "ro"):
                     raise ParameterError(f"invalid disk mode {mode!r}; valid: rw, ro")
                 disk = Disk(name=_none_word(values.get("name")), dev_type=dev_type, size=size,
-                            mode=mode, nodes=[pnode_uuid])
-                directory = storage_dir(store, inst, dev_type)
-                disk.logical_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
+                            mode=mode, nodes=[pnode_uuid], params=disk_params)
+                directory = storage_dir(store, inst, dev_type) \
+                    if dev_type in FILE_TEMPLATES else ""
+                disk.logical_id = new_logical_id(
+                    dev_type, {"params": disk_params}, instance_uuid=inst.uuid,
+                    disk_uuid=disk.uuid, index=index, storage_dir=directory)
                 disks.insert(index, disk)
                 self.added_disks.append(disk)
                 self.changes.append([f"disk/{index}", f"add:size={size},mode={mode}"])
@@ -605,7 +634,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         spec = self.instance_spec()
         group = store.get("nodegroup", self.primary.group)
         defaults = fill_params(store.cluster.nicparams.get("default", {}), group.nicparams)
-        spec.disks = [disk_spec(d, i) for i, d in enumerate(self.new_disks)]
+        spec.disks = [self.disk_spec(d, i) for i, d in enumerate(self.new_disks)]
         spec.nics = [nic_spec(n, i, defaults) for i, n in enumerate(self.new_inst.nics)]
         return spec
 
@@ -694,6 +723,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         if self.op.dry_run:
             return self.changes
         pnode = self.master.store.get("node", self.new_inst.primary_node)
+        inst_name = self.instance.name
         indexes = {uuid: i for i, uuid in enumerate(self.new_inst.disks)}
         created: list[dict[str, Any]] = []
         hot: HotplugRun | None = None
@@ -702,8 +732,9 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             hot = HotplugRun(self, self.primary, self.spec())
         try:
             for disk in self.added_disks:
-                spec = msgspec.to_builtins(disk_spec(disk, indexes[disk.uuid]))
-                await self.call_one(pnode, "blockdev_create", {"disk": spec},
+                spec = msgspec.to_builtins(self.disk_spec(disk, indexes[disk.uuid], pnode))
+                await self.call_one(pnode, "blockdev_create",
+                                    {"disk": spec, "info": instance_info_text(inst_name)},
                                     f"creating disk {indexes[disk.uuid]} of instance "
                                     f"{self.instance.name}")
                 created.append(spec)
@@ -719,7 +750,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             raise
         for index, disk in self.removed_disks:
             await self.try_call(self.primary, "blockdev_remove",
-                                {"disk": msgspec.to_builtins(disk_spec(disk, index))},
+                                {"disk": msgspec.to_builtins(self.disk_spec(disk, index))},
                                 f"removing the file of disk {index} (now removed from the "
                                 f"configuration)")
         if hot is not None:

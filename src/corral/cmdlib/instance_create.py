@@ -23,13 +23,15 @@ locked shared. With ``dry_run`` the result is the nodes that would be used, and
 nothing is created. The instance must fit its group's instance policy
 (``ignore_ipolicy`` creates it anyway).
 
+Adopted disks (``adopt``: volumes or devices that exist on the primary node) need
+that node: Ganeti refuses them with an iallocator, and corral with any allocator.
+
 Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
 ``opportunistic_locking``, ``compress`` and ``helper_*_timeout``; ``group_name``
 only restricts an allocator. Refused with an error saying what works: creation
 modes other than ``create``, secondary nodes, ``file_driver`` other than ``loop``,
-forthcoming instances, instance communication, private/secret OS parameters,
-networks and ``ip=pool``, disk adoption and LVM/ext disk keys.
+forthcoming instances, instance communication, private/secret OS parameters.
 """
 
 from __future__ import annotations
@@ -53,17 +55,27 @@ from corral.cmdlib.common import (
     drop_name_lock,
     expand_group,
     expand_node,
+    fill_diskparams,
     fill_osparams,
     instance_spec,
     lower_os_params,
     os_state_listed,
+)
+from corral.cmdlib.disk_layout import (
+    ACCESS_TEMPLATES,
+    CREATABLE_TEMPLATES,
+    check_access,
+    check_adoption,
+    check_space,
+    filled_disk_spec,
+    new_logical_id,
+    parse_disks,
 )
 from corral.cmdlib.instance_base import (
     FILE_TEMPLATES,
     RPC_INSTALL,
     RPC_START,
     call_node,
-    check_file_space,
     check_hv_be,
     check_instance_name,
     check_ip,
@@ -73,10 +85,11 @@ from corral.cmdlib.instance_base import (
     check_os,
     commit_instance,
     generate_mac,
+    instance_info_text,
     remove_disks,
     wire,
 )
-from corral.cmdlib.instance_query import MAX_DISKS, MAX_NICS, filled_beparams, filled_hvparams
+from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.ipolicy import check_instance_fits
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
@@ -91,28 +104,22 @@ from corral.errors import (
 from corral.iallocator import allocate_request
 from corral.locking import ALL_SET, AllSet, LockLevel
 from corral.objects import NIC, Disk, Instance, Node, NodeGroup, fill_params, new_uuid
+from corral.objects.disk_templates import DISK_TEMPLATE_INFO
 from corral.objects.params import (
     HV_PARAMS,
     NIC_MODES,
     NIC_PARAMS,
-    parse_size,
     update_params,
     validate_params,
 )
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.opcodes.instance_ops import OpInstanceCreate
-from corral.storage import file_logical_id
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
 
-__all__ = ["DISK_KEYS", "NIC_KEYS", "SUPPORTED_TEMPLATES", "LUInstanceCreate",
-           "creation_request", "request_for_create"]
+__all__ = ["NIC_KEYS", "LUInstanceCreate", "creation_request", "request_for_create"]
 
-#: Disk templates instances can be created with so far.
-SUPPORTED_TEMPLATES = ("diskless", "file", "sharedfile")
-#: Keys of a disk definition (Ganeti's); the last ones are refused when set.
-DISK_KEYS = ("size", "mode", "name", "spindles", "adopt", "vg", "metavg", "provider")
 #: Keys of a NIC definition (Ganeti's, plus the legacy ``bridge``).
 NIC_KEYS = ("mac", "ip", "mode", "link", "vlan", "name", "network", "bridge")
 
@@ -157,60 +164,6 @@ def allocate_network_port(master: MasterContext) -> int:
 
 
 # -- disks and NICs of a new instance ------------------------------------------
-
-def _parse_disks(template: str, disks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validated disk definitions: ``{"size": MiB, "mode", "name", "spindles"}``."""
-    if template == "diskless":
-        if disks:
-            raise ParameterError("disk template 'diskless' takes no disks; "
-                                 f"got {len(disks)}")
-        return []
-    if not disks:
-        raise ParameterError(f"disk template {template!r} needs at least one disk, e.g. "
-                             "disks=[{\"size\": \"1G\"}]")
-    if len(disks) > MAX_DISKS:
-        raise ParameterError(f"at most {MAX_DISKS} disks are allowed, got {len(disks)}")
-    result: list[dict[str, Any]] = []
-    names: set[str] = set()
-    for index, disk in enumerate(disks):
-        where = f"disk {index}"
-        if not isinstance(disk, dict):
-            raise ParameterError(f"{where}: expected an object with size, mode, name")
-        unknown = sorted(set(disk) - set(DISK_KEYS))
-        if unknown:
-            raise ParameterError(f"{where}: unknown key(s) {', '.join(unknown)}; valid: "
-                                 f"{', '.join(DISK_KEYS)}")
-        for key in ("adopt", "vg", "metavg", "provider"):
-            if disk.get(key) not in (None, ""):
-                raise ParameterError(f"{where}: {key!r} is not supported with the "
-                                     f"{template!r} template (only plain/ext disks have it)")
-        if disk.get("size") is None:
-            raise ParameterError(f"{where}: the size is missing (e.g. size=10G)")
-        size = parse_size(disk["size"])
-        if size < 1:
-            raise ParameterError(f"{where}: the size must be at least 1 MiB")
-        mode = disk.get("mode") or "rw"
-        if mode not in ("rw", "ro"):
-            raise ParameterError(f"{where}: invalid mode {mode!r}; valid: rw, ro")
-        name = disk.get("name")
-        if name in ("", "none"):
-            name = None
-        if name is not None:
-            if not isinstance(name, str) or name.isdigit():
-                raise ParameterError(f"{where}: invalid name {name!r} (a non-numeric string)")
-            if name in names:
-                raise ParameterError(f"{where}: the name {name!r} is used twice")
-            names.add(name)
-        spindles = disk.get("spindles")
-        if spindles is not None:
-            try:
-                spindles = int(spindles)
-            except (TypeError, ValueError):
-                raise ParameterError(f"{where}: spindles must be an integer, got "
-                                     f"{spindles!r}") from None
-        result.append({"size": size, "mode": mode, "name": name, "spindles": spindles})
-    return result
-
 
 def _parse_nics(nics: list[dict[str, Any]], defaults: Mapping[str, Any]
                 ) -> list[dict[str, Any]]:
@@ -283,7 +236,7 @@ def creation_request(store: ConfigStore, op: OpInstanceCreate, template: str,
         nics.append(entry)
     return allocate_request(
         name=op.instance_name, disk_template=template,
-        disks=[{"size": d["size"], "mode": d["mode"], "vg": None, "name": d["name"]}
+        disks=[{"size": d["size"], "mode": d["mode"], "vg": d["vg"], "name": d["name"]}
                for d in disks],
         nics=nics, vcpus=int(be["vcpus"]), memory=int(be["maxmem"]),
         spindle_use=int(be["spindle_use"]), os=op.os_type or "", tags=op.tags,
@@ -295,7 +248,7 @@ def request_for_create(store: ConfigStore, op: OpInstanceCreate) -> dict[str, An
     template and hypervisor (or the cluster's), parameters and disks checked."""
     cluster = store.cluster
     template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
-    if template not in SUPPORTED_TEMPLATES or template not in cluster.enabled_disk_templates:
+    if template not in CREATABLE_TEMPLATES or template not in cluster.enabled_disk_templates:
         raise OpPrereqError(f"instance {op.instance_name}: disk template {template!r} is not "
                             f"enabled (enabled: {', '.join(cluster.enabled_disk_templates)})")
     hypervisor = op.hypervisor or cluster.default_hypervisor
@@ -304,7 +257,8 @@ def request_for_create(store: ConfigStore, op: OpInstanceCreate) -> dict[str, An
                             f"enabled (enabled: {', '.join(cluster.enabled_hypervisors)})")
     _hvparams, beparams = check_hv_be(hypervisor, op.hvparams, op.beparams)
     return creation_request(store, op, template, hypervisor, beparams,
-                            _parse_disks(template, op.disks),
+                            parse_disks(template, op.disks,
+                                        default_vg=cluster.volume_group_name),
                             [new_uuid() for _nic in op.nics])
 
 
@@ -331,8 +285,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if op.iallocator and (op.pnode or op.pnode_uuid):
             raise ParameterError("Do not specify both, iallocator and node")
         if op.snode or op.snode_uuid:
-            raise ParameterError("the disk templates corral has (diskless, file, sharedfile) "
-                                 "use no secondary node; do not give snode")
+            raise ParameterError("none of corral's disk templates uses a secondary node "
+                                 "(drbd is not available); do not give snode")
         if op.forthcoming or op.commit:
             raise ParameterError("forthcoming instances (forthcoming/commit) are not supported")
         if op.instance_communication:
@@ -393,10 +347,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         allocator chooses it; see the module doc), the networks its NICs name
         exclusively (their pools hand out addresses)."""
         node: list[str] | AllSet = ALL_SET if self.allocators else [self.op.pnode or ""]
+        # Adopting takes the node exclusively: two creates must not adopt one volume.
+        adopting = any(isinstance(d, dict) and d.get("adopt") for d in self.op.disks)
         locks = {
             LockLevel.INSTANCE: LockRequest([self.op.instance_name]),
-            LockLevel.NODE: LockRequest(node, shared=True),
-            LockLevel.NODE_RES: LockRequest(node, shared=True),
+            LockLevel.NODE: LockRequest(node, shared=not adopting),
+            LockLevel.NODE_RES: LockRequest(node, shared=not adopting),
         }
         networks = network_lock_names(self.master.store, self.op.nics)
         if networks:
@@ -412,12 +368,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if store.find("instance", op.instance_name) is not None:
             raise AlreadyExistsError(f"instance {op.instance_name!r} already exists")
         template = op.disk_template or (cluster.enabled_disk_templates[:1] or [""])[0]
-        if template == "plain":
-            raise OpPrereqError("disk template 'plain' (LVM) is not available yet; use "
-                                f"one of {', '.join(SUPPORTED_TEMPLATES)}")
-        if template not in SUPPORTED_TEMPLATES:
-            raise ParameterError(f"unknown disk template {template!r}; corral has "
-                                 f"{', '.join(SUPPORTED_TEMPLATES)}")
+        if template not in CREATABLE_TEMPLATES:
+            known = ", ".join(sorted(CREATABLE_TEMPLATES))
+            if template in DISK_TEMPLATE_INFO:
+                raise OpPrereqError(f"disk template {template!r} is not available in "
+                                    f"corral yet; use one of {known}")
+            raise ParameterError(f"unknown disk template {template!r}; corral has {known}")
         if template not in cluster.enabled_disk_templates:
             raise OpPrereqError(
                 f"disk template {template!r} is not enabled on this cluster (enabled: "
@@ -446,7 +402,11 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if not op.no_install and os_state_listed(cluster.blacklisted_os, op.os_type or ""):
             raise OsError(f"OS {op.os_type} is blacklisted: new installations are refused "
                           "(reinstall and rename still work); see 'gnt-os modify'")
-        self.disks = _parse_disks(template, op.disks)
+        self.disks = parse_disks(template, op.disks, default_vg=cluster.volume_group_name)
+        if self.allocators and self.adopting:
+            raise OpPrereqError("Disk adoption not allowed with an iallocator script\n"
+                                "(adopted volumes are on one node: give it as the primary "
+                                "node)", ecode="wrong_input")
         if len(op.nics) > MAX_NICS:
             raise ParameterError(f"at most {MAX_NICS} NICs are allowed, got {len(op.nics)}")
         self.nic_uuids = [new_uuid() for _nic in op.nics]
@@ -463,6 +423,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         self.node = node
         group = store.get("nodegroup", node.group)
         nic_defaults = fill_params(cluster.nicparams.get("default", {}), group.nicparams)
+        if self.template in ACCESS_TEMPLATES:
+            group_access = fill_diskparams(store, self.template, {}, group).get(
+                "access", "kernelspace")
+            for disk in self.disks:
+                check_access(self.hypervisor, self.template,
+                             disk["params"].get("access", group_access))
         self.nics = _parse_nics(op.nics, nic_defaults)
         self._place_on_networks(group, node)
         macs, ips = _used_addresses(self.master)
@@ -509,10 +475,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         for index, d in enumerate(self.disks):
             disk_uuid = new_uuid()
             disks.append(Disk(
-                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"],
+                uuid=disk_uuid, name=d["name"], dev_type=self.template, size=d["size"] or 0,
                 mode=d["mode"], iv_name=f"disk/{index}", nodes=[node.uuid],
-                spindles=d["spindles"],
-                logical_id=file_logical_id(self.storage_dir, inst_uuid, disk_uuid, index),
+                spindles=d["spindles"], params=dict(d["params"]),
+                logical_id=new_logical_id(self.template, d, instance_uuid=inst_uuid,
+                                          disk_uuid=disk_uuid, index=index,
+                                          storage_dir=self.storage_dir),
             ))
         nics = [NIC(uuid=uuid, name=n["name"], mac=n["mac"], ip=n["ip"], nicparams=n["params"],
                     network=n["network"]) for uuid, n in zip(self.nic_uuids, self.nics,
@@ -547,11 +515,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     def _spec(self) -> InstanceSpec:
         store = self.master.store
         spec = instance_spec(store, msgspec.structs.replace(self.instance, disks=[]), self.node)
-        spec.disks = [
-            DiskSpec(uuid=d.uuid, index=i, dev_type=d.dev_type, size=d.size, mode=d.mode,
-                     logical_id=list(d.logical_id), name=d.name, params=dict(d.params))
-            for i, d in enumerate(self.disk_objects)
-        ]
+        spec.disks = [filled_disk_spec(store, d, i, self.node)
+                      for i, d in enumerate(self.disk_objects)]
         return spec
 
     async def _allocate(self) -> Node:
@@ -573,6 +538,58 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op.pnode, op.pnode_uuid = node.name, node.uuid
         release_other_nodes(self, [node.name])
         return node
+    @property
+    def adopting(self) -> bool:
+        """Whether the disks are existing volumes or devices (``adopt=``)."""
+        return any(d["adopt"] for d in self.disks)
+
+    async def _adopt(self, node: Node) -> None:
+        """Check what is adopted and give the disks its sizes."""
+        await check_adoption(self, node, self.template, self.disks)
+        for disk_obj, d in zip(self.disk_objects, self.disks, strict=True):
+            disk_obj.size = int(d["size"])
+
+    async def _make_disks(self, spec: InstanceSpec, node: Node, name: str,
+                          created: list[DiskSpec], renamed: list[tuple[DiskSpec, list[str]]]
+                          ) -> None:
+        """Create the disks, or take over the adopted ones (adopted LVs get corral's
+        names, as Ganeti renames them); ``created`` and ``renamed`` record what to
+        undo."""
+        for disk, d in zip(spec.disks, self.disks, strict=True):
+            if d["adopt"] and self.template == "plain":
+                old = msgspec.structs.replace(disk, logical_id=[d["vg"], d["adopt"]])
+                self.feedback(f"Adopting logical volume {d['vg']}/{d['adopt']} as disk "
+                              f"{disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(old),
+                                              "new_logical_id": list(disk.logical_id)}]},
+                                f"renaming the adopted logical volume of disk {disk.index}")
+                renamed.append((disk, list(old.logical_id)))
+            elif d["adopt"]:
+                self.feedback(f"Adopting block device {d['adopt']} as disk {disk.index} "
+                              f"({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_assemble",
+                                {"disks": [wire(disk)]},
+                                f"checking the adopted device of disk {disk.index}")
+            else:
+                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
+                await call_node(self.master, node, "blockdev_create",
+                                {"disk": wire(disk), "info": instance_info_text(name)},
+                                f"creating disk {disk.index} of instance {name}",
+                                timeout=RPC_START)
+                created.append(disk)
+
+    async def _undo_disks(self, node: Node, created: list[DiskSpec],
+                          renamed: list[tuple[DiskSpec, list[str]]]) -> None:
+        """Remove the disks made, give adopted volumes their names back."""
+        await remove_disks(self, node, created, best_effort=True)
+        for disk, old_id in renamed:
+            try:
+                await call_node(self.master, node, "blockdev_rename",
+                                {"renames": [{"disk": wire(disk), "new_logical_id": old_id}]},
+                                f"giving disk {disk.index} its name back")
+            except CorralError as err:
+                self.feedback(f"Warning: {err.message}")
 
     async def execute(self) -> list[str]:
         """Ask the allocator (if one chooses the node), check the OS on the node, create
@@ -585,11 +602,18 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if "maxmem" in self.beparams:
             maxmem = filled_beparams(self.master.store, self.instance, node)["maxmem"]
             await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
-        await check_file_space(
-            self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
-            forced=op.ignore_ipolicy,
-            override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
-        if not op.no_install:
+        if self.adopting:
+            await self._adopt(node)
+        else:
+            await check_space(
+                self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),
+                forced=op.ignore_ipolicy,
+                override="--ignore-ipolicy (RAPI/opcode: ignore_ipolicy=true)")
+        install = not op.no_install and not self.adopting
+        if not op.no_install and self.adopting:
+            # Ganeti installs no OS on adopted disks: they hold their data already.
+            self.feedback("Disks are adopted: the OS is not installed on them")
+        if install:
             assert op.os_type is not None
             await check_os(self, node, op.os_type, force_variant=op.force_variant,
                             own_params=self.instance.osparams)
@@ -604,13 +628,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             _ports_in_creation.add(port)
         spec = self._spec()
         created: list[DiskSpec] = []
+        renamed: list[tuple[DiskSpec, list[str]]] = []
         try:
-            for disk in spec.disks:
-                self.feedback(f"Creating disk {disk.index} ({disk.size} MiB) on {node.name}")
-                await call_node(self.master, node, "blockdev_create", {"disk": wire(disk)},
-                            f"creating disk {disk.index} of instance {name}", timeout=RPC_START)
-                created.append(disk)
-            if not op.no_install:
+            await self._make_disks(spec, node, name, created, renamed)
+            if install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,
@@ -622,7 +643,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                     txn.add(disk_obj)
                 txn.add(self.instance)
         except BaseException:
-            await remove_disks(self, node, created, best_effort=True)
+            await self._undo_disks(node, created, renamed)
             raise
         finally:
             if port is not None:
@@ -634,7 +655,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             self.feedback(f"Starting instance {name} on {node.name}")
             try:
                 await call_node(self.master, node, "instance_start",
-                            {"instance": wire(spec), "startup_paused": False},
+                            {"instance": wire(spec), "startup_paused": False,
+                             "reason": op.reason},
                             f"starting instance {name}", timeout=RPC_START)
             except CorralError as err:
                 await commit_instance(self.master, self.instance.uuid, op.reason,

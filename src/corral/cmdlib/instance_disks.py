@@ -1,4 +1,4 @@
-"""Disks of an existing instance: activate, deactivate, grow (file disks).
+"""Disks of an existing instance: activate, deactivate, grow (the templates that can).
 
 Growing asks the primary node for a dry run first (it refuses an amount larger than
 the free space of the disk's file system), then grows and records the new size.
@@ -9,10 +9,11 @@ from __future__ import annotations
 import msgspec
 
 from corral.cmdlib.common import check_node_online
-from corral.cmdlib.instance_base import FILE_TEMPLATES, InstanceLU, disk_spec, is_running
+from corral.cmdlib.instance_base import InstanceLU, is_running
 from corral.cmdlib.ipolicy import group_ipolicy
-from corral.errors import OpPrereqError
+from corral.errors import OpExecError, OpPrereqError
 from corral.objects import Disk, Instance
+from corral.objects.disk_templates import template
 from corral.objects.ipolicy import spec_violations
 from corral.opcodes.instance_change_ops import (
     OpInstanceActivateDisks,
@@ -41,12 +42,17 @@ class LUInstanceActivateDisks(InstanceLU[OpInstanceActivateDisks]):
         if not disks:
             return []
         primary = self.primary
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        specs = [msgspec.to_builtins(self.disk_spec(d, i)) for i, d in enumerate(disks)]
         paths = await self.call_one(primary, "blockdev_assemble", {"disks": specs},
                                     f"activating the disks of instance {self.instance.name}")
         if not isinstance(paths, list) or len(paths) != len(disks):
             raise OpPrereqError(f"node {primary.name} answered {paths!r} to activating "
                                 f"{len(disks)} disks")
+        if self.op.wait_for_sync:
+            from corral.cmdlib.disk_status import wait_for_sync
+            if not await wait_for_sync(self.master, self.instance, self.feedback):
+                raise OpExecError("Can't activate the disks of instance "
+                                  f"{self.instance.name}: they are degraded")
         return [[primary.name, d.iv_name or f"disk/{i}", str(path)]
                 for i, (d, path) in enumerate(zip(disks, paths, strict=True))]
 
@@ -74,7 +80,7 @@ class LUInstanceDeactivateDisks(InstanceLU[OpInstanceDeactivateDisks]):
         disks = self.disks()
         if self.op.dry_run or not disks:
             return None
-        specs = [msgspec.to_builtins(disk_spec(d, i)) for i, d in enumerate(disks)]
+        specs = [msgspec.to_builtins(self.disk_spec(d, i)) for i, d in enumerate(disks)]
         await self.call_one(primary, "blockdev_shutdown", {"disks": specs},
                             f"deactivating the disks of instance {inst.name}")
         return None
@@ -98,8 +104,10 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
             raise OpPrereqError(f"instance {inst.name} has no disk {op.disk}; its disks are "
                                 f"0 to {len(disks) - 1}")
         self.disk = disks[op.disk]
-        if self.disk.dev_type not in FILE_TEMPLATES:
-            raise OpPrereqError(f"disks of type {self.disk.dev_type} cannot grow")
+        row = template(self.disk.dev_type)
+        if row is None or not row.growable:
+            raise OpPrereqError(f"Instance's disk layout {self.disk.dev_type} does not "
+                                "support growing", ecode="wrong_input")
         if op.absolute:
             self.target_size, self.delta = op.amount, op.amount - self.disk.size
             if self.delta < 0:
@@ -127,7 +135,7 @@ class LUInstanceGrowDisk(InstanceLU[OpInstanceGrowDisk]):
             self.feedback(f"disk {op.disk} of instance {inst.name} already has "
                           f"{self.target_size} MiB")
             return None
-        spec = msgspec.to_builtins(disk_spec(self.disk, op.disk))
+        spec = msgspec.to_builtins(self.disk_spec(self.disk, op.disk))
         await self.call_one(primary, "blockdev_grow",
                             {"disk": spec, "amount": self.delta, "dryrun": True},
                             f"checking that disk {op.disk} of {inst.name} can grow")

@@ -28,13 +28,12 @@ from corral.cmdlib.common import (
     expand_node,
     fill_hvparams,
 )
+from corral.cmdlib.disk_layout import RELEASED_TEMPLATES, logical_id_on_node
 from corral.cmdlib.instance_base import (
     RPC_START,
     InstanceLU,
     check_node_takes_instance,
-    disk_spec,
     is_running,
-    storage_dir,
 )
 from corral.cmdlib.ipolicy import group_ipolicy, stored_instance_violations
 from corral.cmdlib.nic_networks import check_networks_reach
@@ -47,6 +46,8 @@ from corral.errors import (
 )
 from corral.locking import ALL_SET, LockLevel
 from corral.objects import Disk, Instance, Node, fill_params
+from corral.objects.disk_templates import templates_where
+from corral.objects.params import DISK_TEMPLATES
 from corral.objects.specs import DiskSpec
 from corral.opcodes.instance_change_ops import (
     MOVE_COMPRESSIONS,
@@ -55,7 +56,6 @@ from corral.opcodes.instance_change_ops import (
     OpInstanceMove,
 )
 from corral.opcodes.instance_ops import InstanceOp
-from corral.storage import file_logical_id
 
 __all__ = [
     "LUInstanceFailover",
@@ -66,12 +66,15 @@ __all__ = [
 _Op = TypeVar("_Op", bound=InstanceOp)
 
 #: Disk templates whose data every node reaches (migration/failover need no copy).
-SHARED_TEMPLATES = frozenset({"sharedfile", "diskless"})
+SHARED_TEMPLATES = templates_where(shared=True)
 #: Disk templates whose data ``move`` copies (an instance without disks moves too).
 COPYABLE_TEMPLATES = frozenset({"file", "diskless"})
 #: Disk templates a live migration takes along (qemu mirrors them), by hypervisor.
 MIRRORED_TEMPLATES = frozenset({"file"})
 MIRRORING_HYPERVISORS = frozenset({"kvm"})
+#: Disk templates whose volumes are opened and closed around a migration (ExtStorage
+#: ``open``/``close``: shared by both nodes while the guest moves).
+OPENED_TEMPLATES = frozenset({"ext"})
 #: How often the master asks the source for a running migration's progress (s).
 PROGRESS_INTERVAL = 0.5
 #: How long the master waits for ``migration_send`` beyond the disks' copy time: the
@@ -235,7 +238,8 @@ class _MoveBase(InstanceLU[_Op]):
         self.feedback(f"starting instance {self.instance.name} on node {self.target.name}")
         try:
             await self.call_one(self.target, "instance_start",
-                                {"instance": self.spec(), "startup_paused": False},
+                                {"instance": self.spec(), "startup_paused": False,
+                                 "reason": self.op.reason},
                                 f"starting instance {self.instance.name}")
         except CorralError as err:
             raise OpExecError(
@@ -310,7 +314,8 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
     lu.feedback(f"shutting down instance {inst.name} on node {source.name}")
     try:
         await lu.call_one(source, "instance_shutdown",
-                          {"instance": lu.spec(), "timeout": float(shutdown_timeout)},
+                          {"instance": lu.spec(), "timeout": float(shutdown_timeout),
+                           "reason": lu.op.reason, "forget": True},
                           f"shutting down instance {inst.name}")
     except CorralError as err:
         if not (ignore_consistency or source.offline):
@@ -320,7 +325,11 @@ async def failover(lu: _MoveBase[Any], shutdown_timeout: float, ignore_consisten
             ) from None
         lu.feedback(f" - WARNING: {err.message}; proceeding anyway: make sure node "
                     f"{source.name} is down")
-    specs = [disk_spec(d, i) for i, d in enumerate(lu.disks())]
+    specs = [lu.disk_spec(d, i, source) for i, d in enumerate(lu.disks())]
+    closed = [spec for spec in specs if spec.dev_type in OPENED_TEMPLATES]
+    if closed and not source.offline:
+        await lu.try_call(source, "blockdev_close", {"disks": _to_builtins(closed)},
+                          f"closing the disks of instance {inst.name}")
     if specs and not source.offline:
         await lu.try_call(source, "blockdev_shutdown", {"disks": _to_builtins(specs)},
                           f"deactivating the disks of instance {inst.name}")
@@ -350,7 +359,8 @@ def _check_shared(instance: Instance, verb: str, noun: str, *,
                      f"{instance.hypervisor!r})")
         raise OpPrereqError(
             f"cannot {verb} instance {instance.name}: disk template {template!r} does not "
-            f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES))} do);{hint}".rstrip(";")
+            f"allow {noun} (only {', '.join(sorted(SHARED_TEMPLATES & set(DISK_TEMPLATES)))}"
+            f" do);{hint}".rstrip(";")
         )
 
 
@@ -459,10 +469,14 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 new_ids = await self._create_target_disks(created)
                 for disk in target_spec["disks"]:
                     disk["logical_id"] = new_ids.get(disk["uuid"], disk["logical_id"])
-            await self._same_machine(target_spec)
+            devices = await self._same_machine(target_spec)
+            await self._shared_disks(source, "blockdev_open", {"exclusive": False},
+                                     "opening the disks of instance {inst} for sharing on "
+                                     "node {node}", only=OPENED_TEMPLATES, strict=True)
             accepted = await self.call_one(
                 target, "migration_accept",
-                {"instance": target_spec, "address": target_ip, "mirror_disks": mirror},
+                {"instance": target_spec, "address": target_ip, "mirror_disks": mirror,
+                 "devices": devices},
                 f"preparing node {target.name} to receive instance {inst.name}",
                 rpc_timeout=RPC_START)
             nbd_port = accepted.get("nbd_port") if isinstance(accepted, dict) else None
@@ -472,7 +486,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                  "target_name": target.name, "nbd_port": nbd_port},
                 SEND_TIMEOUT + size / 10)
             await self.call_one(target, "migration_finish",
-                                {"instance": target_spec, "success": True},
+                                {"instance": target_spec, "success": True,
+                                 "reason": self.last_reason()},
                                 f"starting instance {inst.name} on node {target.name} "
                                 "after its migration")
         except BaseException as err:
@@ -498,11 +513,12 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
             self.feedback(f"migration done in {figures.get('elapsed', '?')} ms (memory "
                           f"{figures['total_time']} ms), guest stopped for "
                           f"{figures.get('downtime', '?')} ms")
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.try_call(source, "migration_finish_source",
                             {"instance": self.spec(), "success": True},
                             f"stopping the migrated instance {inst.name} on node "
                             f"{source.name}")
+        await self._hand_over_shared_disks(source, target)
         await self.switch_primary(new_ids or None)
         if mirror:
             for spec in old_specs:
@@ -511,16 +527,47 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                                     "from the old node")
         self.feedback(f"instance {inst.name} migrated to node {target.name}")
 
-    async def _same_machine(self, target_spec: dict[str, Any]) -> None:
+    async def _shared_disks(self, node: Node, procedure: str, extra: dict[str, Any],
+                            what: str, *, only: frozenset[str], strict: bool = False
+                            ) -> None:
+        """Call ``procedure`` on ``node`` for the instance's disks of the templates in
+        ``only`` (nothing when it has none); ``what`` names the step (``{inst}``,
+        ``{node}``). A failure fails the migration when ``strict``, else it is
+        reported in the job log."""
+        disks = [self.disk_spec(d, i, node) for i, d in enumerate(self.disks())
+                 if d.dev_type in only]
+        if not disks:
+            return
+        args = {"disks": _to_builtins(disks), **extra}
+        label = what.format(inst=self.instance.name, node=node.name)
+        if strict:
+            await self.call_one(node, procedure, args, label)
+        else:
+            await self.try_call(node, procedure, args, label)
+
+    async def _hand_over_shared_disks(self, old: Node, new: Node) -> None:
+        """After the guest moved from ``old`` to ``new`` (or back, after a failure):
+        ``old`` closes the disks and lets go of them (unmaps rbd images, detaches
+        ExtStorage volumes), ``new`` opens them exclusively, as Ganeti does."""
+        await self._shared_disks(old, "blockdev_close", {}, "closing the disks of "
+                                 "instance {inst} on node {node}", only=OPENED_TEMPLATES)
+        await self._shared_disks(new, "blockdev_open", {"exclusive": True},
+                                 "opening the disks of instance {inst} on node {node}",
+                                 only=OPENED_TEMPLATES)
+        await self._shared_disks(old, "blockdev_shutdown", {}, "releasing the disks of "
+                                 "instance {inst} on node {node}", only=RELEASED_TEMPLATES)
+
+    async def _same_machine(self, target_spec: dict[str, Any]) -> dict[str, Any]:
         """Make the target start the machine the source runs: the parameters it was
         started with (as Ganeti's target starts from the source's runtime), save the
-        cluster-wide migration settings, which apply to this migration."""
+        cluster-wide migration settings, which apply to this migration. Answers the
+        source's device layout (opaque here) for the target's ``migration_accept``."""
         inst, source = self.instance, self.primary
         started = await self.call_one(
             source, "migration_info", {"instance": inst.name, "hypervisor": inst.hypervisor},
             f"asking node {source.name} what instance {inst.name} was started with")
         if not isinstance(started, dict):
-            return
+            return {}
         hvparams = dict(started.get("hvparams") or {})
         hvparams.update({k: v for k, v in target_spec["hvparams"].items()
                          if k.startswith("migration_")})
@@ -535,6 +582,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                           "start")
         target_spec["hvparams"] = hvparams
         target_spec["beparams"] = dict(started.get("beparams") or target_spec["beparams"])
+        devices = started.get("devices")
+        return dict(devices) if isinstance(devices, dict) else {}
 
     async def _arrived(self) -> bool:
         """Whether the guest already runs on the target (a migration that completed
@@ -551,9 +600,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
         inst, target = self.instance, self.target
         new_ids: dict[str, list[str]] = {}
         for index, disk in enumerate(self.disks()):
-            directory = storage_dir(self.master.store, inst, disk.dev_type)
-            new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
-            new = disk_spec(disk, index, new_id)
+            new_id = logical_id_on_node(self.master.store, inst, disk, index)
+            new = self.disk_spec(disk, index, target, new_id)
             self.feedback(f"creating disk {index} ({disk.size} MiB) on node {target.name}")
             await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                 f"creating disk {index} of instance {inst.name} on node "
@@ -608,6 +656,7 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                 f"node {target.name} may run it; run 'gnt-instance migrate --cleanup "
                 f"{inst.name}' once node {target.name} answers")
             return False
+        await self._hand_over_shared_disks(target, source)
         resumed = await self.try_call(source, "migration_finish_source",
                                       {"instance": self.spec(), "success": False},
                                       f"resuming instance {inst.name} on node {source.name}")
@@ -636,7 +685,8 @@ class LUInstanceMigrate(_MoveBase[OpInstanceMigrate]):
                               f"{target.name}: stop one of them by hand")
         if target_state in _RUNS or (target_state and not source_state):
             await self.call_one(target, "migration_finish",
-                                {"instance": target_spec, "success": True},
+                                {"instance": target_spec, "success": True,
+                                 "reason": self.last_reason()},
                                 f"finishing the migration of instance {inst.name}")
             if source_state:
                 await self.try_call(source, "migration_finish_source",
@@ -746,7 +796,8 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         try:
             await self.call_one(source, "instance_shutdown",
                                 {"instance": self.spec(),
-                                 "timeout": float(self.op.shutdown_timeout)},
+                                 "timeout": float(self.op.shutdown_timeout),
+                                 "reason": self.op.reason},
                                 f"shutting down instance {inst.name}")
         except CorralError as err:
             if not self.op.ignore_consistency:
@@ -757,15 +808,19 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         except BaseException:
             if was_running:
                 await self.try_call(source, "instance_start",
-                                    {"instance": self.spec(), "startup_paused": False},
+                                    {"instance": self.spec(), "startup_paused": False,
+                                     "reason": self.op.reason},
                                     f"restarting instance {inst.name}")
             raise
-        old_specs = [disk_spec(d, i) for i, d in enumerate(self.disks())]
+        old_specs = [self.disk_spec(d, i, source) for i, d in enumerate(self.disks())]
         await self.switch_primary(new_ids, status_change=self.instance.admin_state == "up")
         for spec in old_specs:
             await self.try_call(source, "blockdev_remove", {"disk": _to_builtins(spec)},
                                 f"removing disk {spec.index} of instance {inst.name} from "
                                 f"the old node")
+        await self.try_call(source, "instance_shutdown",
+                            {"instance": self.spec(source), "forget": True},
+                            f"forgetting instance {inst.name} on the old node")
         self.feedback(f"instance {inst.name} moved to node {target.name}")
         if self.instance.admin_state == "up":
             await self.start_on_target()
@@ -779,10 +834,9 @@ class LUInstanceMove(_MoveBase[OpInstanceMove]):
         new_ids: dict[str, list[str]] = {}
         try:
             for index, disk in enumerate(self.disks()):
-                directory = storage_dir(self.master.store, inst, disk.dev_type)
-                new_id = file_logical_id(directory, inst.uuid, disk.uuid, index)
-                new = disk_spec(disk, index, new_id)
-                old = disk_spec(disk, index)
+                new_id = logical_id_on_node(self.master.store, inst, disk, index)
+                new = self.disk_spec(disk, index, target, new_id)
+                old = self.disk_spec(disk, index, source)
                 await self.call_one(target, "blockdev_create", {"disk": _to_builtins(new)},
                                     f"creating disk {index} of instance {inst.name}")
                 created.append(new)

@@ -620,11 +620,30 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             self.wanted = store.all("instance")
 
     async def execute(self) -> dict[str, Any]:
-        """Configuration data, plus each instance's run state unless ``static``."""
+        """Configuration data, plus each instance's run state and its disks' status on
+        their nodes unless ``static``."""
         live: dict[str, dict[str, Any] | None] = {}
+        statuses: dict[tuple[str, str], list[Any] | None] = {}
         if not self.op.static:
             live = await self._run_states()
-        return {inst.name: self._describe(inst, live) for inst in self.wanted}
+            statuses = await self._disk_statuses()
+        return {inst.name: self._describe(inst, live, statuses) for inst in self.wanted}
+
+    async def _disk_statuses(self) -> dict[tuple[str, str], list[Any] | None]:
+        """``(disk uuid, node uuid)`` -> Ganeti's status of that disk there, for the
+        disks on nodes that are online (one ``blockdev_find`` per node)."""
+        from corral.cmdlib.disk_status import disk_nodes, ganeti_status, node_disk_status
+        store = self.master.store
+        wanted = []
+        for inst in self.wanted:
+            for index, disk_uuid in enumerate(inst.disks):
+                disk = store.get("disk", disk_uuid)
+                for node_uuid in disk_nodes(inst, disk):
+                    node = store.get("node", node_uuid)
+                    if not node.offline:
+                        wanted.append((inst, index, disk, node))
+        entries = await node_disk_status(self.master, wanted) if wanted else []
+        return {(e.disk.uuid, e.node.uuid): ganeti_status(e) for e in entries}
 
     async def _run_states(self) -> dict[str, dict[str, Any] | None]:
         store = self.master.store
@@ -652,8 +671,8 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
                 live[inst.uuid] = payload.get(inst.name)
         return live
 
-    def _describe(self, inst: Instance, live: dict[str, dict[str, Any] | None]
-                  ) -> dict[str, Any]:
+    def _describe(self, inst: Instance, live: dict[str, dict[str, Any] | None],
+                  statuses: dict[tuple[str, str], list[Any] | None]) -> dict[str, Any]:
         store = self.master.store
         node = store.get("node", inst.primary_node)
         group = store.get("nodegroup", node.group)
@@ -670,7 +689,8 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             disk = store.get("disk", disk_uuid)
             disks.append({
                 "iv_name": disk.iv_name, "dev_type": disk.dev_type,
-                "logical_id": list(disk.logical_id), "drbd_info": None, "pstatus": None,
+                "logical_id": list(disk.logical_id), "drbd_info": None,
+                "pstatus": statuses.get((disk.uuid, inst.primary_node)),
                 "sstatus": None, "children": [], "mode": disk.mode, "size": disk.size,
                 "spindles": disk.spindles, "name": disk.name, "uuid": disk.uuid,
             })

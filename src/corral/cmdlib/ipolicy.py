@@ -84,6 +84,11 @@ def check_allocation(group: NodeGroup, problems: Iterable[str], *, ignore: bool,
     message = (f"Instance allocation to group {group.uuid} ({group.name}) violates policy: "
                f"{', '.join(found)}")
     if not ignore:
+        if any(problem.startswith("Disk template ") for problem in found):
+            # Enabling a template does not allow it (Ganeti's rule): say what does.
+            message += ("\nallow the template in the instance policy too: gnt-cluster "
+                        "modify --ipolicy-disk-templates (or gnt-group modify for a "
+                        "group's own policy)")
         raise OpPrereqError(message, ecode="wrong_input")
     if feedback is not None:
         feedback(f" - WARNING: {message}; going ahead as --ignore-ipolicy asks")

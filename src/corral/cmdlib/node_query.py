@@ -1,8 +1,9 @@
 """The ``node`` query resource: ``gnt-node list``, ``/2/nodes?bulk=1``, ``/2/query/node``.
 
-Configuration fields read one snapshot; the live fields (memory, CPUs, file storage)
-ask every online VM-capable node's ``node_info`` once per query, and only when a
-field or the filter names one.
+Configuration fields read one snapshot; the live fields (memory, CPUs, the default
+storage: the volume group when the first enabled disk template is ``plain``, else the
+file storage directory) ask every online VM-capable node's ``node_info`` once per
+query, and only when a field or the filter names one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "LIVE_FIELDS",
     "NODE_FIELDS",
     "NodeQueryData",
+    "lvm_default",
     "nd_param_fields",
     "query_nodes",
     "query_resources",
@@ -140,6 +142,20 @@ def _memory_node(ctx: NodeQueryData, node: Node) -> Any:
     return max(0, total - free - held)
 
 
+def lvm_default(cluster: Cluster) -> bool:
+    """Whether the cluster's default storage (its first enabled disk template's) is
+    its LVM volume group."""
+    first = cluster.enabled_disk_templates[:1]
+    return first == ["plain"] and bool(cluster.volume_group_name)
+
+
+def _default_storage(ctx: NodeQueryData, node: Node, key: str) -> Any:
+    """Size or free space of the default storage (Ganeti's dtotal, dfree)."""
+    if lvm_default(ctx.cluster):
+        return _live(("lvm", "vgs", ctx.cluster.volume_group_name, key), "unit")(ctx, node)
+    return _live(("storage", "$storage_dir", key), "unit")(ctx, node)
+
+
 def _cpu_total(ctx: NodeQueryData, node: Node) -> Any:
     value = _live("cpu_total", "number")(ctx, node)
     return _live("cpu_count", "number")(ctx, node) if value is ResultStatus.UNAVAIL else value
@@ -157,10 +173,14 @@ _LIVE: dict[str, tuple[str, FieldKind, NodeGetter, str]] = {
     "csockets": ("CSockets", "number", _live("cpu_sockets", "number"),
                  "Number of physical CPU sockets (if exported by hypervisor)"),
     "ctotal": ("CTotal", "number", _cpu_total, "Number of logical processors"),
-    "dfree": ("DFree", "unit", _live(("storage", "$storage_dir", "free"), "unit"),
-              "Available storage space in the file storage directory"),
-    "dtotal": ("DTotal", "unit", _live(("storage", "$storage_dir", "size"), "unit"),
-               "Total storage space in the file storage directory"),
+    "dfree": ("DFree", "unit", lambda c, n: _default_storage(c, n, "free"),
+              "Available storage space on the node's default storage: the volume group "
+              "when the first enabled disk template is plain, else the file storage "
+              "directory"),
+    "dtotal": ("DTotal", "unit", lambda c, n: _default_storage(c, n, "size"),
+               "Total storage space on the node's default storage: the volume group when "
+               "the first enabled disk template is plain, else the file storage "
+               "directory"),
     "mfree": ("MFree", "unit", _live("memory_free", "unit"),
               "Memory available for instance allocations"),
     "mnode": ("MNode", "unit", _memory_node,
@@ -267,11 +287,11 @@ async def query_nodes(master: MasterContext, fields: list[str], qfilter: Any
     if LIVE_FIELDS.intersection(fields) or _mentions(qfilter, LIVE_FIELDS):
         cluster = store.cluster
         targets = [n for n in nodes if not n.offline and n.vm_capable]
-        data.live = await master.rpc.call(
-            targets, "node_info",
-            {"storage_dirs": [cluster.file_storage_dir],
-             "hypervisors": list(cluster.enabled_hypervisors)},
-        ) if targets else {}
+        args: dict[str, Any] = {"storage_dirs": [cluster.file_storage_dir],
+                                "hypervisors": list(cluster.enabled_hypervisors)}
+        if lvm_default(cluster):
+            args["volume_groups"] = [cluster.volume_group_name]
+        data.live = await master.rpc.call(targets, "node_info", args) if targets else {}
     return NODE_FIELDS.query(nodes, fields, qfilter, data)
 
 

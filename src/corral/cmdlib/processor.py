@@ -87,10 +87,12 @@ class Processor:
         locks = self.master.locks
         try:
             if needed:
+                started = time.monotonic()
                 await self._strategy().run(
                     lambda timeout: self._attempt(needed, owner, ctx, timeout),
                     lambda: locks.release_all(owner=owner),
                 )
+                self.master.lock_waited(op.OP_ID, time.monotonic() - started)
             ctx.running()
             try:
                 unit.check_prereq()

@@ -136,14 +136,16 @@ class Hypervisor(ABC):
     @abstractmethod
     async def accept_migration(
         self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
-        mirror_disks: bool = False,
+        mirror_disks: bool = False, devices: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Prepare this node (the target) to receive ``spec`` by migration.
 
         ``disk_paths`` are the instance's disks here (node-local, in order),
         ``address`` the IP the incoming migration listens on. ``mirror_disks``: the
         disks are local and empty here; the source copies their data while the guest
-        runs (the answer says where: ``{"nbd_port": …}``).
+        runs (the answer says where: ``{"nbd_port": …}``). ``devices`` is what the
+        source's ``migration_info`` said of its device layout (opaque to the master:
+        each hypervisor reads its own).
         """
 
     @abstractmethod
@@ -169,6 +171,13 @@ class Hypervisor(ABC):
         are stored; a :class:`~corral.errors.CorralError` says what is wrong. Nothing
         to check by default."""
         del hvparams
+
+    async def verify(self, hvparams: Mapping[str, Any]) -> str | None:
+        """Whether this node can run instances of this hypervisor with the cluster's
+        filled parameters ``hvparams`` (``gnt-cluster verify``): None, or what is
+        missing, in one line. Nothing to check by default."""
+        del hvparams
+        return None
 
     async def finish_migration_source(self, spec: InstanceSpec, *, success: bool) -> None:
         """On the source: after ``success`` drop what is left of the instance here,

@@ -20,7 +20,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -277,7 +277,7 @@ class FakeHypervisor(Hypervisor):
 
     async def accept_migration(
         self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
-        mirror_disks: bool = False,
+        mirror_disks: bool = False, devices: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Reserve the instance here in state ``migrating``.
 
@@ -297,6 +297,20 @@ class FakeHypervisor(Hypervisor):
     async def finish_migration(self, spec: InstanceSpec, *, success: bool) -> None:
         """Mark the received instance running, or drop it when the migration failed."""
         await asyncio.to_thread(self._finish, spec, success)
+
+    async def verify(self, hvparams: Mapping[str, Any]) -> str | None:
+        """The state directory (or, before the first instance, the nearest existing
+        directory above it) must be a writable directory."""
+        del hvparams
+        return await asyncio.to_thread(self._verify)
+
+    def _verify(self) -> str | None:
+        place = self._dir
+        while not place.exists() and place != place.parent:
+            place = place.parent
+        if not place.is_dir() or not os.access(place, os.W_OK | os.X_OK):
+            return f"the state directory {self._dir} cannot be written ({place})"
+        return None
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """A ``message`` console: fake instances have nothing to connect to."""

@@ -20,7 +20,7 @@ import functools
 import heapq
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -151,6 +151,9 @@ class JobQueue:
         self._handover: tuple[str, float] | None = None
         self._reader = JobReader(self._jobs, self._archiving, store)
         self._depends = Dependencies(self._jobs, self._archiving, store)
+        #: Called with each job that reached a final status (the master's metrics);
+        #: a listener must be quick and must not raise.
+        self.finished_listeners: list[Callable[[Job], None]] = []
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
@@ -400,6 +403,22 @@ class JobQueue:
         """``entry`` reached a final status: release the jobs waiting for it."""
         for dependent in self._depends.release(entry):
             self._make_ready(dependent)
+        for listener in self.finished_listeners:
+            try:
+                listener(entry.job)
+            except Exception:  # a broken observer must not stop the queue
+                _log.exception("job %s: a finished-job listener failed", entry.job.id)
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Live jobs by (status, first opcode's OP_ID): what the queue holds now, read
+        without waiting for anything (the master's metrics)."""
+        counts: dict[tuple[str, str], int] = {}
+        for entry in self._jobs.values():
+            job = entry.job
+            op_id = str(job.ops[0].input.get("OP_ID", "")) if job.ops else ""
+            key = (job.status, op_id)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     # -- scheduling ----------------------------------------------------------------
     def _make_ready(self, entry: LiveJob) -> None:

@@ -201,6 +201,12 @@ class SetDrainFlag(LuxiArgs):
     drain_flag: bool
 
 
+class SetWatcherPause(LuxiArgs):
+    """``SetWatcherPause(until)``: seconds since the epoch, or ``None`` to end it."""
+
+    until: float | None
+
+
 class PrepareMasterHandover(LuxiArgs):
     """``PrepareMasterHandover(new_master, wait)``: corral's own (see
     :data:`corral.luxi.protocol.HANDOVER_METHOD`)."""
@@ -215,7 +221,7 @@ CALLS: Final[dict[str, type[LuxiArgs]]] = {
         QueryClusterInfo, QueryConfigValues, QueryTags, SubmitJob, SubmitManyJobs,
         WaitForJobChange, CancelJob, ArchiveJob, AutoArchiveJobs, ChangeJobPriority,
         QueryJobs, Query, QueryFields, QueryFilters, ReplaceFilter, DeleteFilter,
-        SetDrainFlag, PrepareMasterHandover,
+        SetDrainFlag, SetWatcherPause, PrepareMasterHandover,
     )
 }
 

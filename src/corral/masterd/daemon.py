@@ -23,6 +23,12 @@ from corral.iallocator import PluginRunner
 from corral.jobs import JobStore
 from corral.luxi import LuxiServer
 from corral.masterd.methods import MasterMethods
+from corral.masterd.metrics import (
+    MasterMetrics,
+    MetricsListener,
+    read_metrics_settings,
+    start_listener,
+)
 from corral.masterd.rpc import MasterRpc
 from corral.masterd.state import MasterState
 from corral.noded.files import read_ancillary_files
@@ -51,26 +57,43 @@ async def serve(paths: Paths, store: ConfigStore) -> None:
     client = RpcClient(paths)
     state = MasterState(store, JobStore.open(paths.jobs_db),
                         rpc=MasterRpc(store, paths, client))
+    state.paths = paths
+    state.context.paths = paths
     state.context.ancillary_files = lambda: read_ancillary_files(
         paths, vnc_password_files(store))
     state.context.iallocators = PluginRunner(paths)
+    metrics = MasterMetrics(state)
+    metrics.attach(state)
     try:
         await state.start()
         server = LuxiServer(paths.master_socket, MasterMethods(state).dispatch,
                             group=_socket_group(paths))
         await server.start()
         log.info("serving luxi on %s (config serial %d)", paths.master_socket, store.serial)
+        metrics_runner = await _metrics_listener(paths, metrics)
         notify_ready()
         try:
             await stop.wait()
             log.info("termination signal received, shutting down")
         finally:
+            if metrics_runner is not None:
+                await metrics_runner.stop()
             await server.stop()
     finally:
         try:
             await state.stop()
         finally:
             await client.close()
+
+
+async def _metrics_listener(paths: Paths, metrics: MasterMetrics) -> MetricsListener | None:
+    """The metrics listener; one that cannot start is logged and the master daemon
+    serves without it (its jobs matter more than its figures)."""
+    try:
+        return await start_listener(metrics, read_metrics_settings(paths))
+    except CorralError as err:
+        log.error("no metrics: %s", err.message)
+        return None
 
 
 def _open_store(paths: Paths) -> ConfigStore:

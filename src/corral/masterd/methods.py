@@ -21,6 +21,7 @@ from corral.cmdlib.tags import object_tags
 from corral.config import ConfigStore
 from corral.errors import (
     CorralError,
+    NodeUnreachableError,
     NotFoundError,
     OsNotFoundError,
     ParameterError,
@@ -37,9 +38,10 @@ from corral.masterd.state import MasterState
 from corral.objects import Cluster, FilterRule
 from corral.opcodes import OpCode, check_submitted_trail, op_from_dict
 from corral.opcodes.checks import REFERENCES
-from corral.opcodes.reason import CLIENT_PREFIX
+from corral.opcodes.reason import CLIENT_PREFIX, RAPI_LIBRARY_PREFIX, WATCHER_SOURCE
 from corral.rpc.protocol import RpcResult
 from corral.utils.recent import RecentAnswers
+from corral.watcher.pause import paused_until
 
 __all__ = ["WFJC_MAX_TIMEOUT", "MasterMethods"]
 
@@ -50,7 +52,7 @@ Method = Callable[[Any], Awaitable[Any]]
 
 #: Config values with a name of their own; every Cluster field is available too.
 _DERIVED_VALUES = ("cluster_name", "master_node", "config_serial", "default_hypervisor",
-                   "drain_flag")
+                   "drain_flag", "watcher_pause")
 
 #: Seconds the submission check waits for a node to say whether it has an OS.
 OS_CHECK_TIMEOUT = 10.0
@@ -62,6 +64,10 @@ OS_SEEN_TTL = 60.0
 #: Opcodes that make a node or group that later opcodes of the same job may name.
 _CREATES = {"OP_NODE_ADD": ("node", "node_name"), "OP_GROUP_ADD": ("nodegroup", "group_name"),
             "OP_GROUP_RENAME": ("nodegroup", "new_name")}
+
+#: The ``gnt:`` sources a luxi client may add for itself: the CLI tools' and RAPI's
+#: (``gnt:client:``), RAPI's request library's and the watcher's.
+_CLIENT_SOURCES = (CLIENT_PREFIX, RAPI_LIBRARY_PREFIX, WATCHER_SOURCE)
 
 #: Longest a WaitForJobChange call waits before answering "nochange" (seconds).
 WFJC_MAX_TIMEOUT = 30.0
@@ -81,7 +87,7 @@ def parse_ops(ops: Any, where: str = "job") -> list[OpCode]:
     for index, data in enumerate(ops):
         try:
             op = op_from_dict(data)
-            op.reason = list(check_submitted_trail(op.reason, allowed_internal=(CLIENT_PREFIX,)))
+            op.reason = list(check_submitted_trail(op.reason, allowed_internal=_CLIENT_SOURCES))
         except ParameterError as err:
             raise type(err)(f"{where}, opcode {index}: {err.message}") from None
         result.append(op)
@@ -114,6 +120,7 @@ class MasterMethods:
             "ReplaceFilter": self.replace_filter,
             "DeleteFilter": self.delete_filter,
             "SetDrainFlag": self.set_drain_flag,
+            "SetWatcherPause": self.set_watcher_pause,
             HANDOVER_METHOD: self.prepare_handover,
         }
         assert self._methods.keys() == calls.CALLS.keys(), "every luxi method has its types"
@@ -159,6 +166,8 @@ class MasterMethods:
                 values.append(cluster.default_hypervisor)
             elif field == "drain_flag":
                 values.append(self.queue.drained)
+            elif field == "watcher_pause":
+                values.append(self._watcher_pause())
             elif field in Cluster.__struct_fields__:
                 values.append(msgspec.to_builtins(getattr(cluster, field)))
             else:
@@ -343,7 +352,7 @@ class MasterMethods:
                                      f"{_uuid.uuid4()}") from None
         predicates, action = validate_rule(priority, args.predicates, args.action)
         trail = [list(e) for e in check_submitted_trail(reason or [],
-                                                        allowed_internal=(CLIENT_PREFIX,))]
+                                                        allowed_internal=_CLIENT_SOURCES)]
         existing = self.store.find("filter", uuid) if uuid is not None else None
         watermark = self.state.job_store.last_id
         async with self.store.transaction() as txn:
@@ -378,6 +387,33 @@ class MasterMethods:
         await self.queue.set_drain(args.drain_flag)
         log.info("queue drain flag %s", "set" if args.drain_flag else "cleared")
 
+
+    # -- watcher ------------------------------------------------------------------------
+
+    def _watcher_pause(self) -> float | None:
+        """Until when the watcher is paused (this node's pause file), or ``None``."""
+        paths = self.state.paths
+        return None if paths is None else paused_until(paths.watcher_pause_file)
+
+    async def set_watcher_pause(self, args: calls.SetWatcherPause) -> float | None:
+        """``SetWatcherPause(until)``: pause every node's watcher until ``until``
+        (seconds since the epoch) or end the pause (``None``); answers ``until``.
+
+        The pause file is written on every online node through its node daemon, so
+        that each node's watcher honours it on its own; a node that does not answer
+        is named in the error (the others keep the new pause).
+        """
+        nodes = [n for n in self.store.all("node") if not n.offline]
+        results = await self.state.context.rpc.call(
+            nodes, "set_watcher_pause", {"until": args.until}, timeout=30.0)
+        failed = [f"{name}: {result.error.message}" for name, result in sorted(results.items())
+                  if result.error is not None]
+        if failed:
+            raise NodeUnreachableError(
+                "the watcher pause could not be set on every node ("
+                + "; ".join(failed) + "); run the command again once they answer")
+        log.info("watcher %s", f"paused until {args.until:.0f}" if args.until else "unpaused")
+        return args.until
 
     # -- master failover ----------------------------------------------------------------
 

@@ -13,7 +13,8 @@ noded procedures run in this process) for logical-unit tests.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from corral import bootstrap, x509
@@ -99,6 +100,9 @@ class MasterRpc:
         self.store = store
         self.paths = paths
         self.client = client
+        #: Told of every call that reached nodes: procedure, seconds until the last
+        #: node answered, and how many nodes failed (the master's metrics).
+        self.observe: Callable[[str, float, int], None] = lambda _p, _s, _f: None
 
     def _target(self, node: Node) -> Target:
         return (node.name, node.primary_ip, self.store.cluster.noded_port)
@@ -135,9 +139,13 @@ class MasterRpc:
             sent[node.name] = node_args
             online.append(node)
         if online:
-            results.update(await self.client.call(
+            started = time.monotonic()
+            answers = await self.client.call(
                 [self._target(n) for n in online], procedure, sent.__getitem__,
-                timeout=timeout))
+                timeout=timeout)
+            self.observe(procedure, time.monotonic() - started,
+                         sum(1 for result in answers.values() if result.error is not None))
+            results.update(answers)
         return {node.name: results[node.name] for node in nodes}
 
     async def join(

@@ -35,6 +35,8 @@ class MasterState:
     def __init__(self, store: ConfigStore, jobs: JobStore, rpc: NodeRpc | None = None) -> None:
         self.store = store
         self.job_store = jobs
+        #: This node's paths (set by the daemon; ``None`` in tests without a node).
+        self.paths: Paths | None = None
         self.locks = LockManager(
             nodes=[n.name for n in store.all("node")],
             nodegroups=[g.name for g in store.all("nodegroup")],
@@ -48,7 +50,9 @@ class MasterState:
         self.replicators: list[Replicator[Any]] = []
         if rpc is not None:
             self.context.rpc = rpc
-            self.replicators = [ConfigReplicator(store, rpc), JobReplicator(store, jobs, rpc)]
+            config = ConfigReplicator(store, rpc)
+            self.replicators = [config, JobReplicator(store, jobs, rpc)]
+            self.context.wait_replicated = config.wait_replicated
         for area in AREAS:
             self.context.queries.update(area.query_resources(self.context))
         self.context.queries["filter"] = resource(FILTER_FIELDS, lambda: store.all("filter"))

@@ -33,7 +33,7 @@ from corral.paths import Paths
 from corral.rpc.args import UploadFilesArgs
 from corral.utils.files import write_private, write_public
 
-__all__ = ["CONFIG_FILES", "KNOWN_FILES", "PATH_FILES", "read_ancillary_files",
+__all__ = ["CONFIG_FILES", "KNOWN_FILES", "MASTER_FILES", "PATH_FILES", "read_ancillary_files",
            "read_user_list", "upload_files"]
 
 #: Known files by name: (``Paths`` attribute, mode, master candidates only). The only
@@ -43,6 +43,15 @@ KNOWN_FILES: dict[str, tuple[str, int, bool]] = {
     "confd_key": ("confd_hmac_key", 0o400, False),
     "rapi_users": ("rapi_users", 0o400, True),
     "master_client_cert": ("master_client_cert", 0o400, True),
+    "cluster_domain_secret": ("cluster_domain_secret", 0o400, False),
+}
+
+#: Files of the master node only that ``upload_files`` accepts by name (``gnt-cluster
+#: renew-crypto`` sends them to the master's node daemon), but that redistribute-conf
+#: does not ship: the RAPI certificate, which a new master makes for itself.
+MASTER_FILES: dict[str, tuple[str, int]] = {
+    "rapi_cert": ("rapi_cert", 0o644),
+    "rapi_key": ("rapi_key", 0o400),
 }
 
 #: Files made from the configuration that every node keeps (Ganeti's ssconf): name ->
@@ -109,6 +118,10 @@ def read_ancillary_files(paths: Paths, vnc_password_files: Iterable[str] = ()
     return files
 
 
+def _accepted() -> str:
+    return ", ".join(sorted([*KNOWN_FILES, *CONFIG_FILES, *MASTER_FILES, *PATH_FILES]))
+
+
 def _configured_path(paths: Paths, name: str, path: str | None) -> Path:
     """Where this node keeps the file ``name`` a configuration parameter puts at
     ``path``: an absolute path without ``..``, below the node's root."""
@@ -146,12 +159,14 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
         if name is not None:
             if name in CONFIG_FILES:
                 attribute, known_mode = CONFIG_FILES[name]
+            elif name in MASTER_FILES:
+                attribute, known_mode = MASTER_FILES[name]
             elif name in KNOWN_FILES:
                 attribute, known_mode, _candidates = KNOWN_FILES[name]
             else:
                 raise ParameterError(
                     f"procedure upload_files: this node does not accept the file {name!r}; "
-                    f"it accepts {', '.join(sorted([*KNOWN_FILES, *CONFIG_FILES, *PATH_FILES]))}"
+                    f"it accepts {_accepted()}"
                     " and the "
                     f"paths its own user file list ({paths.user_file_list}) names")
             plan.append((name, getattr(paths, attribute), data, known_mode))

@@ -43,7 +43,8 @@ from corral.rpc.args import DEFAULT_HANDOVER_WAIT, MasterDemoteArgs, NoArgs
 from corral.utils.process import running_pid, stop_daemon
 
 __all__ = [
-    "DEFAULT_HANDOVER_WAIT", "master_demote", "master_info", "master_takeover", "replica_dump",
+    "DEFAULT_HANDOVER_WAIT", "held_config_serial", "master_demote", "master_info",
+    "master_takeover", "replica_dump",
 ]
 
 #: Seconds allowed for a handover beyond that wait (storing, replicating).
@@ -79,6 +80,12 @@ def _move(source: Path, target: Path) -> None:
                         strict=True):
         if src.exists():
             src.rename(dst)
+
+
+def held_config_serial(paths: Paths) -> int:
+    """The serial of the configuration this node holds: the store on the master, the
+    replica on a master candidate (0: none). Blocking: it reads SQLite."""
+    return _serial(paths.config_db if _is_master(paths) else paths.config_replica)
 
 
 async def master_info(paths: Paths, args: NoArgs) -> dict[str, Any]:

@@ -17,6 +17,8 @@ read them from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -38,13 +40,28 @@ from corral.hypervisor import Hypervisor
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.hypervisor.kvm import missing_files as kvm_missing_files
 from corral.hypervisor.kvm.security import validate_security_params
-from corral.noded import debug, files, join, master_role, replication
+from corral.noded import (
+    cluster_wide,
+    crypto,
+    debug,
+    files,
+    instance_status,
+    join,
+    master_role,
+    replication,
+    verify,
+    volumes,
+)
+from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
 from corral.rpc import args as rpc_args
 from corral.rpc.args import (
     BlockdevCopyFromArgs,
+    BlockdevCreateArgs,
     BlockdevGrowArgs,
+    BlockdevRenameArgs,
+    BlockdevSnapshotArgs,
     DiskArgs,
     DisksArgs,
     HotplugDeviceArgs,
@@ -66,6 +83,7 @@ from corral.rpc.args import (
     OsGetArgs,
     OsValidateArgs,
     ProcedureArgs,
+    WatcherPauseArgs,
 )
 from corral.rpc.client import decode_answer, node_client_context
 from corral.rpc.protocol import RPC_VERSION
@@ -84,6 +102,8 @@ COPY_READ_TIMEOUT = 120.0
 
 A = TypeVar("A", bound=ProcedureArgs)
 
+log = logging.getLogger(__name__)
+
 
 def _hv(paths: Paths, name: str) -> Hypervisor:
     return hypervisor.get_hypervisor(name, paths)
@@ -93,8 +113,33 @@ def _disks(paths: Paths, disk: DiskSpec) -> storage.BlockDevice:
     return storage.get_block_device(disk.dev_type, paths)
 
 
-async def _assemble(paths: Paths, disks: list[DiskSpec]) -> list[str]:
-    return [await _disks(paths, disk).assemble(disk) for disk in disks]
+async def _assemble(paths: Paths, disks: list[DiskSpec], *,
+                    exclusive: bool = True) -> list[str]:
+    """Assemble ``disks`` and open them for I/O (``exclusive`` unless the target of a
+    migration shares them with the source); where the instance uses each."""
+    where = []
+    for disk in disks:
+        driver = _disks(paths, disk)
+        where.append(await driver.assemble(disk))
+        await driver.open(disk, exclusive=exclusive)
+    return where
+
+
+#: Disk types a node attaches to use them (rbd images it maps, ExtStorage volumes): an
+#: OS script's run lets go of them again, as Ganeti shuts down the disks it started.
+_ATTACHED_TYPES = frozenset({"rbd", "ext"})
+
+
+async def _release(paths: Paths, disks: list[DiskSpec]) -> None:
+    """Shut down the attached disks an OS script used (errors are logged: the script's
+    own outcome is what the caller reports)."""
+    for disk in disks:
+        if disk.dev_type in _ATTACHED_TYPES:
+            try:
+                await _disks(paths, disk).shutdown(disk)
+            except CorralError as err:
+                log.warning("cannot release disk/%d after the OS script: %s", disk.index,
+                            err.message)
 
 
 def _hypervisor_names(names: list[str] | None) -> list[str]:
@@ -145,9 +190,24 @@ async def node_info(paths: Paths, args: NodeInfoArgs) -> Any:
         "storage": {d: await storage.dir_info(paths.node_path(d), nearest_existing=True)
                     for d in args.storage_dirs},
     }
+    if args.volume_groups:
+        info["lvm"] = await _lvm_info(paths)
     if "memory_hv" in hv_info:
         info["memory_hv"] = hv_info["memory_hv"]
     return info
+
+
+async def _lvm_info(paths: Paths) -> dict[str, Any]:
+    """Every volume group's size, free space and free space on its allocatable
+    physical volumes (MiB), or the error that kept LVM from telling."""
+    try:
+        groups = await storage.LvmTools(paths).volume_groups()
+    except CorralError as err:
+        return {"error": err.message}
+    return {"vgs": {vg.name: {"size": vg.size, "free": vg.free,
+                              "allocatable_free": vg.allocatable_free,
+                              "missing_pvs": vg.missing_pvs}
+                    for vg in groups}}
 
 
 def _cpu_topology_and_boot_id() -> tuple[int, int, str]:
@@ -175,14 +235,9 @@ async def node_leave(paths: Paths, args: NoArgs) -> Any:
 
 
 # -- what an instance needs of a node ------------------------------------------
-#: Where the kernel lists network interfaces; a bridge has a ``bridge`` subdirectory
-#: (the test Ganeti makes for bridges).
-SYS_CLASS_NET = Path("/sys/class/net")
-
-
 def _missing_bridges(spec: InstanceSpec) -> list[str]:
-    links = sorted({nic.link for nic in spec.nics if nic.mode == "bridged" and nic.link})
-    return [link for link in links if not (SYS_CLASS_NET / link / "bridge").is_dir()]
+    return verify.missing_bridges(nic.link for nic in spec.nics
+                                  if nic.mode == "bridged" and nic.link)
 
 
 def _missing_disks(paths: Paths, spec: InstanceSpec) -> list[str]:
@@ -243,13 +298,20 @@ async def instance_start(paths: Paths, args: InstanceStartArgs) -> Any:
     spec = args.instance
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).start(spec, disk_paths, paused=args.startup_paused)
+    await instance_status.record_status_change(paths, spec, args.reason, "start")
     return None
 
 
 async def instance_shutdown(paths: Paths, args: InstanceShutdownArgs) -> Any:
-    """Stop the instance; one that does not run here is already stopped."""
+    """Stop the instance; one that does not run here is already stopped. With
+    ``forget`` the node then drops its status files (the instance is removed or
+    leaves this node), otherwise the trail is kept as its last status change."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).stop(spec.name, timeout=args.timeout)
+    if args.forget:
+        await instance_status.forget(paths, spec.name)
+    else:
+        await instance_status.record_status_change(paths, spec, args.reason, "shutdown")
     return None
 
 
@@ -259,6 +321,7 @@ async def instance_reboot(paths: Paths, args: InstanceRebootArgs) -> Any:
     disk_paths = await _assemble(paths, spec.disks)
     await _hv(paths, spec.hypervisor).reboot(spec, disk_paths, args.reboot_type,
                                              timeout=args.timeout)
+    await instance_status.record_status_change(paths, spec, args.reason, "reboot")
     return None
 
 
@@ -287,9 +350,11 @@ async def migration_accept(paths: Paths, args: MigrationAcceptArgs) -> Any:
     """On the target node: get ready to receive the instance (its disks assembled
     here first); the answer says where the disks' data goes when they are mirrored."""
     spec = args.instance
-    disk_paths = await _assemble(paths, spec.disks)
+    # The source still does I/O on shared disks until the guest moved.
+    disk_paths = await _assemble(paths, spec.disks, exclusive=False)
     return await _hv(paths, spec.hypervisor).accept_migration(
-        spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks)
+        spec, disk_paths, address=args.address, mirror_disks=args.mirror_disks,
+        devices=args.devices)
 
 
 async def migration_send(paths: Paths, args: MigrationSendArgs) -> Any:
@@ -316,6 +381,10 @@ async def migration_finish(paths: Paths, args: MigrationFinishArgs) -> Any:
     """On the target node: run the received instance, or drop it after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration(spec, success=args.success)
+    if args.success:
+        # the instance's status did not change, but this node is its primary now:
+        # it keeps the trail of the last change, with its own entry for the move
+        await instance_status.record_status_change(paths, spec, args.reason, "migrate")
     return None
 
 
@@ -324,6 +393,8 @@ async def migration_finish_source(paths: Paths, args: MigrationFinishArgs) -> An
     after a failure."""
     spec = args.instance
     await _hv(paths, spec.hypervisor).finish_migration_source(spec, success=args.success)
+    if args.success:
+        await instance_status.forget(paths, spec.name)
     return None
 
 
@@ -361,9 +432,21 @@ async def hotplug_device(paths: Paths, args: HotplugDeviceArgs) -> Any:
 
 
 # -- storage -------------------------------------------------------------------
-async def blockdev_create(paths: Paths, args: DiskArgs) -> Any:
-    """Create a disk; answer its node-local path."""
-    return {"path": await _disks(paths, args.disk).create(args.disk)}
+async def blockdev_create(paths: Paths, args: BlockdevCreateArgs) -> Any:
+    """Create a disk and give it its metadata (``info``); answer its node-local path.
+    A disk whose metadata cannot be set is removed again before the error is raised,
+    so a failed create leaves nothing behind."""
+    disk = args.disk
+    driver = _disks(paths, disk)
+    path = await driver.create(disk)
+    if args.info:
+        try:
+            await driver.set_info(disk, args.info)
+        except BaseException:
+            with contextlib.suppress(CorralError):
+                await driver.remove(disk)
+            raise
+    return {"path": path}
 
 
 async def blockdev_remove(paths: Paths, args: DiskArgs) -> Any:
@@ -388,6 +471,34 @@ async def blockdev_shutdown(paths: Paths, args: DisksArgs) -> Any:
     for disk in args.disks:
         await _disks(paths, disk).shutdown(disk)
     return None
+
+
+async def blockdev_find(paths: Paths, args: DisksArgs) -> Any:
+    """The status of each disk here (:class:`~corral.storage.DiskStatus`), in order;
+    ``None`` for a disk that does not exist on this node. Disks of one device type
+    are looked up together (one ``lvs`` for every LV)."""
+    by_type: dict[str, list[int]] = {}
+    for position, disk in enumerate(args.disks):
+        by_type.setdefault(disk.dev_type, []).append(position)
+    result: list[Any] = [None] * len(args.disks)
+    for dev_type, positions in by_type.items():
+        driver = storage.get_block_device(dev_type, paths)
+        found = await driver.find_all([args.disks[p] for p in positions])
+        for position, status in zip(positions, found, strict=True):
+            result[position] = status
+    return result
+
+
+async def blockdev_rename(paths: Paths, args: BlockdevRenameArgs) -> Any:
+    """Give disks new logical ids, in order; stops at the first failure."""
+    for entry in args.renames:
+        await _disks(paths, entry.disk).rename(entry.disk, list(entry.new_logical_id))
+    return None
+
+
+async def blockdev_snapshot(paths: Paths, args: BlockdevSnapshotArgs) -> Any:
+    """Snapshot a disk; answer the snapshot's logical id."""
+    return await _disks(paths, args.disk).snapshot(args.disk, args.name, args.size)
 
 
 def stream_disk_spec(cluster_path: str, dev_type: str = "file") -> DiskSpec:
@@ -474,9 +585,12 @@ async def instance_os_add(paths: Paths, args: InstanceOsAddArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
-    await osapi.run_script(definition, "create", env, log_file)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        log_file = await asyncio.to_thread(_os_log, paths, "add", definition.name, spec.name)
+        await osapi.run_script(definition, "create", env, log_file)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 
@@ -485,11 +599,15 @@ async def instance_run_rename(paths: Paths, args: InstanceRunRenameArgs) -> Any:
     spec = args.instance
     definition, variant = await _find_os(paths, args, spec.os)
     disk_paths = await _assemble(paths, spec.disks)
-    env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
-    env["OLD_INSTANCE_NAME"] = args.old_name
-    log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
-                                       args.old_name, spec.name)
-    await osapi.run_script(definition, "rename", env, log_file)
+    try:
+        env = osapi.build_env(definition, variant, spec, disk_paths, debug=args.debug)
+        env["OLD_INSTANCE_NAME"] = args.old_name
+        log_file = await asyncio.to_thread(_os_log, paths, "rename", definition.name,
+                                           args.old_name, spec.name)
+        await osapi.run_script(definition, "rename", env, log_file)
+        await instance_status.rename(paths, args.old_name, spec.name)
+    finally:
+        await _release(paths, spec.disks)
     return None
 
 
@@ -503,6 +621,15 @@ async def os_validate(paths: Paths, args: OsValidateArgs) -> Any:
     log_file = await asyncio.to_thread(_os_log, paths, "verify", definition.name)
     await osapi.verify_params(definition, variant, args.osparams, log_file)
     return None
+
+
+# -- watcher ---------------------------------------------------------------------
+async def set_watcher_pause(paths: Paths, args: WatcherPauseArgs) -> Any:
+    """Pause this node's watcher until ``until`` or end the pause; the time kept."""
+    from corral.watcher.pause import write_pause
+
+    await asyncio.to_thread(write_pause, paths.watcher_pause_file, args.until)
+    return args.until
 
 
 def _typed(procedure: str, function: Callable[[Paths, A], Awaitable[Any]]) -> Procedure:
@@ -551,6 +678,19 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "blockdev_assemble": blockdev_assemble,
     "blockdev_shutdown": blockdev_shutdown,
     "blockdev_copy_from": blockdev_copy_from,
+    "blockdev_find": blockdev_find,
+    "blockdev_rename": blockdev_rename,
+    "blockdev_snapshot": blockdev_snapshot,
+    "blockdev_setinfo": volumes.blockdev_setinfo,
+    "blockdev_open": volumes.blockdev_open,
+    "blockdev_close": volumes.blockdev_close,
+    "extstorage_diagnose": volumes.extstorage_diagnose,
+    "storage_list": storage_procs.storage_list,
+    "storage_modify": storage_procs.storage_modify,
+    "storage_execute": storage_procs.storage_execute,
+    "node_volumes": storage_procs.node_volumes,
+    "lv_list": storage_procs.lv_list,
+    "bdev_sizes": storage_procs.bdev_sizes,
     "os_diagnose": os_diagnose,
     "os_get": os_get,
     "instance_os_add": instance_os_add,
@@ -564,6 +704,12 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "master_takeover": master_role.master_takeover,
     "replica_dump": master_role.replica_dump,
     "upload_files": files.upload_files,
+    "set_watcher_pause": set_watcher_pause,
+    "run_command": cluster_wide.run_command,
+    "write_file_part": cluster_wide.write_file_part,
+    "renew_crypto": crypto.renew_crypto,
+    "restart_daemons": crypto.restart_daemons,
+    "node_verify": verify.node_verify,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

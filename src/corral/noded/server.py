@@ -47,7 +47,7 @@ from corral.errors import (
     ProtocolError,
     unexpected,
 )
-from corral.noded import console, join, procedures
+from corral.noded import console, crypto, join, procedures
 from corral.paths import Paths
 from corral.rpc.chunks import max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
@@ -285,17 +285,33 @@ class NodeServer:
                 async with self._switch_lock:
                     await self._switch(*await self._unjoined_mode())
                 log.info("left the cluster; waiting for a join with a new token")
+            elif procedure == "renew_crypto":
+                await self._relisten(str(result))
         except CorralError as err:
             log.warning("procedure %s failed: %s", procedure, err)
             return _error(err)
         except Exception as err:
             return _error(unexpected(err, log, f"procedure {procedure}", "corral-noded"))
         response = _answer(result)
-        if procedure == "node_leave":
+        if procedure in ("node_leave", "renew_crypto"):
             response.force_close()  # no more requests on a connection of the old mode
         elif procedure == "config_replicate":
             self._ensure_confd()
         return response
+
+    async def _relisten(self, phase: str) -> None:
+        """Listen again with the certificate, key and CA files as they are now (a step
+        of ``renew_crypto``); the port is never without a listener."""
+        if phase not in crypto.PHASES_THAT_RELISTEN:
+            return
+        async with self._switch_lock:
+            try:
+                ctx = await asyncio.to_thread(joined_context, self.paths)
+            except (OSError, ssl.SSLError) as err:
+                raise JoinError(f"the certificates after step {phase} are unusable: {err}; "
+                                "this node keeps serving with the previous ones") from None
+            await self._switch(self._joined_app(), ctx)
+        log.info("renew-crypto step %s done: serving with the current certificates", phase)
 
     def _ensure_confd(self) -> None:
         """Start confd once this node holds a configuration replica (it just became a

@@ -258,6 +258,9 @@ class Cluster(ConfigObject, kw_only=True):
     candidate_pool_size: int = 10
     max_running_jobs: int = 20
     max_tracked_jobs: int = 25
+    #: Seconds after which the watcher archives a finished job (Ganeti's watcher
+    #: option ``--job-age``, cluster-wide here).
+    job_archive_age: int = 6 * 3600
     file_storage_dir: str = ""
     shared_file_storage_dir: str = ""
     volume_group_name: str = ""
@@ -269,6 +272,9 @@ class Cluster(ConfigObject, kw_only=True):
     ipolicy: dict[str, Any] = msgspec.field(
         default_factory=lambda: default_policy(DEFAULT_DISK_TEMPLATES))
     """The instance policy, complete (see :mod:`corral.objects.ipolicy`)."""
+    extstorage_search_path: list[str] = msgspec.field(default_factory=list)
+    """Where nodes look for ExtStorage providers (empty: Ganeti's places and
+    ``/srv/corral/extstorage``, :attr:`corral.paths.Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH`)."""
     #: TCP port of every node daemon (Ganeti's noded uses 1811).
     noded_port: int = 1811
 

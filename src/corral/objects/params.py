@@ -22,6 +22,7 @@ from corral.errors import ParameterError, UnknownParameterError, did_you_mean
 __all__ = [
     "BE_MEMORY_ALIAS",
     "BE_PARAMS",
+    "DISK_ACCESS_MODES",
     "DISK_PARAMS",
     "DISK_TEMPLATES",
     "HV_GLOBALS",
@@ -194,13 +195,22 @@ NIC_PARAMS: dict[str, ParamSpec] = {
 }
 
 #: Disk templates corral knows; DRBD is not among them (see DESIGN.md, Storage).
-DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless")
+DISK_TEMPLATES: tuple[str, ...] = ("plain", "file", "sharedfile", "diskless", "blockdev", "rbd",
+                                  "ext")
+
+#: How a node gives a guest a disk of the templates that have the choice (Ganeti's
+#: ``access`` disk parameter): a block device of the node's kernel, or the hypervisor's
+#: own client (qemu's librbd for ``rbd``; the ``kvm:`` URI an ExtStorage provider names).
+DISK_ACCESS_MODES: tuple[str, ...] = ("kernelspace", "userspace")
 
 DISK_PARAMS: dict[str, dict[str, ParamSpec]] = {
     "plain": {"stripes": _i(1)},
     "file": {},
     "sharedfile": {},
     "diskless": {},
+    "blockdev": {},
+    "rbd": {"access": _s("kernelspace", *DISK_ACCESS_MODES), "pool": _s("rbd")},
+    "ext": {"access": _s("kernelspace", *DISK_ACCESS_MODES)},
 }
 
 ND_PARAMS: dict[str, ParamSpec] = {

@@ -23,15 +23,23 @@ class DiskSpec(msgspec.Struct, kw_only=True):
     uuid: str
     index: int
     dev_type: str
-    """The disk template's device type: ``file``, ``sharedfile`` (``plain`` later)."""
+    """The disk template's device type (``file``, ``sharedfile``, ``plain``, ``rbd``,
+    ``ext``, ...)."""
     size: int
     """Size in MiB."""
     mode: str = "rw"
     logical_id: list[str] = msgspec.field(default_factory=list)
     """For file-based disks ``[driver, path]``; the path is cluster-wide (see
-    :meth:`corral.paths.Paths.node_path`)."""
+    :meth:`corral.paths.Paths.node_path`). ``["rbd", image]`` for Ceph,
+    ``[provider, volume]`` for ExtStorage."""
     name: str | None = None
     params: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The disk's parameters filled from its template's disk parameters (cluster ←
+    node group ← disk): ``pool`` and ``access`` of an ``rbd`` disk; for an ``ext``
+    disk ``provider``, ``access`` and the provider parameters given at creation."""
+    search_path: list[str] = msgspec.field(default_factory=list)
+    """For an ``ext`` disk, the cluster's ExtStorage search path (cluster-wide
+    directories, mapped like the OS search path); empty for other templates."""
 
 
 class NicSpec(msgspec.Struct, kw_only=True):

@@ -12,6 +12,8 @@ from corral.opcodes import (  # noqa: F401
     network_ops,
     node_ops,
     os_ops,
+    storage_ops,
+    verify_ops,
 )
 from corral.opcodes.base import (
     FINAL_JOB_STATUSES,
@@ -27,6 +29,7 @@ from corral.opcodes.ops import (
     ListChange,
     OpClusterQuery,
     OpClusterRedistConf,
+    OpClusterRenewCrypto,
     OpClusterSetParams,
     OpQuery,
     OpQueryFields,
@@ -42,6 +45,11 @@ from corral.opcodes.reason import (
     check_submitted_trail,
     opcode_source,
 )
+from corral.opcodes.verify_ops import (
+    OpClusterVerify,
+    OpClusterVerifyConfig,
+    OpClusterVerifyGroup,
+)
 
 __all__ = [
     "FINAL_JOB_STATUSES",
@@ -50,7 +58,11 @@ __all__ = [
     "ListChange",
     "OpClusterQuery",
     "OpClusterRedistConf",
+    "OpClusterRenewCrypto",
     "OpClusterSetParams",
+    "OpClusterVerify",
+    "OpClusterVerifyConfig",
+    "OpClusterVerifyGroup",
     "OpCode",
     "OpQuery",
     "OpQueryFields",

@@ -120,8 +120,10 @@ class _Naming:
 
 
 def _choices(op_id: str, path: str) -> str:
-    """The values a top-level ``Literal`` parameter accepts (``?`` when not one)."""
-    hint = get_type_hints(REGISTRY[op_id]).get(path)
+    """The values a ``Literal`` parameter, or the items of a list of them, accepts
+    (``?`` when not one)."""
+    top = path.split("[", 1)[0].split(".", 1)[0]
+    hint = get_type_hints(REGISTRY[op_id]).get(top)
     values: list[str] = []
     pending = [hint]
     while pending:

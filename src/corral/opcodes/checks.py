@@ -69,6 +69,7 @@ class _Disk(msgspec.Struct, forbid_unknown_fields=True):
     vg: str | None = None
     metavg: str | None = None
     provider: str | None = None
+    access: str | None = None
 
 
 class _DiskChange(msgspec.Struct, forbid_unknown_fields=True):
@@ -80,6 +81,22 @@ class _DiskChange(msgspec.Struct, forbid_unknown_fields=True):
     mode: Literal["rw", "ro"] | None = None
     name: str | None = None
     dev_type: str | None = None
+    provider: str | None = None
+    access: str | None = None
+
+
+class _ExtDisk(_Disk, forbid_unknown_fields=False):
+    """A disk definition naming an ExtStorage ``provider``: its other keys are the
+    provider's parameters (``EXTP_*``), taken as they are."""
+
+
+class _ExtDiskChange(_DiskChange, forbid_unknown_fields=False):
+    """A new disk naming an ExtStorage ``provider``, as :class:`_ExtDisk`."""
+
+
+#: The shape of a disk definition naming a provider, by the shape of the others.
+_WITH_PROVIDER: Final[dict[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    _Disk: _ExtDisk, _DiskChange: _ExtDiskChange}
 
 
 class _Nic(msgspec.Struct, forbid_unknown_fields=True):
@@ -108,11 +125,13 @@ def _check_item(path: str, value: Any, shape: type[msgspec.Struct]) -> None:
     if not isinstance(value, dict):
         keys = ", ".join(shape.__struct_fields__)
         raise Problem(path, f"expected an object with keys {keys}, got {value!r}")
+    if value.get("provider") not in (None, "") and shape in _WITH_PROVIDER:
+        shape = _WITH_PROVIDER[shape]
     try:
         msgspec.convert(value, shape)
     except msgspec.ValidationError as err:
         raise _problem(path, err, shape) from None
-    if shape is _Disk or shape is _DiskChange:
+    if issubclass(shape, _Disk | _DiskChange):
         _check_size(f"{path}.size", value.get("size"))
 
 

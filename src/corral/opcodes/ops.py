@@ -17,6 +17,7 @@ __all__ = [
     "ListChange",
     "OpClusterQuery",
     "OpClusterRedistConf",
+    "OpClusterRenewCrypto",
     "OpClusterSetParams",
     "OpQuery",
     "OpQueryFields",
@@ -66,6 +67,35 @@ class OpClusterRedistConf(OpCode, tag="OP_CLUSTER_REDIST_CONF"):
 
 
 @register
+class OpClusterRenewCrypto(OpCode, tag="OP_CLUSTER_RENEW_CRYPTO"):
+    """Replace the cluster's certificates, keys and secrets on every node
+    (``gnt-cluster renew-crypto``), without stopping any instance.
+
+    ``node_certificates`` and ``renew_ssh_keys`` are Ganeti's (corral uses no SSH keys:
+    the latter is accepted and does nothing); the rest are corral's, set by the
+    command line: a new cluster CA with new certificates for every node
+    (``cluster_certificate``), a new RAPI certificate (``rapi_certificate``, or the
+    PEM file ``rapi_certificate_file`` names: certificate and key), a new confd key, a
+    new cluster domain secret (or the one in ``cluster_domain_secret_file``). Files are
+    named by their absolute path on the master node, never carried in the opcode: a
+    job's input is shown to anyone who may read jobs (RAPI ``/2/jobs/ID``).
+    """
+
+    node_certificates: bool = False
+    renew_ssh_keys: bool = False
+    ssh_key_type: str | None = None
+    ssh_key_bits: int | None = None
+    verbose: bool = False
+    debug: bool = False
+    cluster_certificate: bool = False
+    rapi_certificate: bool = False
+    rapi_certificate_file: str | None = None
+    confd_hmac_key: bool = False
+    cluster_domain_secret: bool = False
+    cluster_domain_secret_file: str | None = None
+
+
+@register
 class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     """Change cluster parameters; ``None`` leaves a setting as it is.
 
@@ -83,6 +113,7 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     candidate_pool_size: int | None = None
     max_running_jobs: int | None = None
     max_tracked_jobs: int | None = None
+    job_archive_age: int | None = None
     mac_prefix: str | None = None
     master_netdev: str | None = None
     vg_name: str | None = None
@@ -95,13 +126,15 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None
     iallocator_search_path: list[str] | None = None
+    """corral's: directories searched for iallocator plugins (empty: the default)."""
     iallocator_timeout: Annotated[float, msgspec.Meta(gt=0)] | None = None
     """corral's: seconds an allocator may take."""
-    """corral's: directories searched for iallocator plugins (empty: the default)."""
     ipolicy: dict[str, Any] | None = None
     """Changes of the instance policy (Ganeti's keys: ``minmax``, ``std``,
     ``disk-templates``, ``vcpu-ratio``, ``spindle-ratio``); ``std`` is merged, the
     others replaced."""
+    extstorage_search_path: list[str] | None = None
+    """Where nodes look for ExtStorage providers (corral's; Ganeti's is built in)."""
     os_hvp: dict[str, dict[str, dict[str, Any] | None]] | None = None
     """Per-OS hypervisor parameters: ``{os: {hypervisor: {name: value}}}``; a hypervisor
     given ``None`` drops the OS's overrides for it, a value ``None``/``"default"`` one

@@ -1,4 +1,5 @@
-"""OS definition opcodes, with Ganeti's OP_ID and parameter names."""
+"""OS definition and ExtStorage provider opcodes, with Ganeti's OP_ID and parameter
+names."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import msgspec
 
 from corral.opcodes.base import OpCode, register
 
-__all__ = ["OpOsDiagnose"]
+__all__ = ["OpExtStorageDiagnose", "OpOsDiagnose"]
 
 _NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -21,6 +22,16 @@ class OpOsDiagnose(OpCode, tag="OP_OS_DIAGNOSE"):
     ``hidden``, ``blacklisted`` or ``valid`` field is asked for; ``names`` limits the
     answer to those OSes (all when empty).
     """
+
+    output_fields: list[_NonEmpty]
+    names: list[_NonEmpty] = msgspec.field(default_factory=list)
+
+
+@register
+class OpExtStorageDiagnose(OpCode, tag="OP_EXT_STORAGE_DIAGNOSE"):
+    """The ExtStorage providers found on the nodes: one row of ``output_fields`` per
+    provider (fields ``name``, ``node_status``, ``nodegroup_status``, ``parameters``);
+    ``names`` limits the answer to those providers (all when empty)."""
 
     output_fields: list[_NonEmpty]
     names: list[_NonEmpty] = msgspec.field(default_factory=list)

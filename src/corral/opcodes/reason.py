@@ -1,8 +1,10 @@
 """The reason trail every opcode carries (seed 001): who asked for it, and why.
 
 An entry is ``(source, reason, timestamp_ns)``. Sources starting with ``gnt:`` belong
-to corral itself: the CLI adds ``gnt:client:gnt-<tool>``, RAPI ``gnt:client:rapi``,
-the job queue ``gnt:opcode:<op>``. A user's own text is a ``user`` entry. Trails that
+to corral itself: the CLI adds ``gnt:client:gnt-<tool>``, RAPI
+``gnt:client:rapi:<operation>`` and ``gnt:library:rlib2:<operation>``, the job queue
+``gnt:opcode:<op>``, the node daemon ``gnt:daemon:noded:<operation>`` and the watcher
+``gnt:watcher``. A user's own text is a ``user`` entry. Trails that
 arrive over luxi may carry any source except the ``gnt:`` ones the submitting client
 is not entitled to add (:func:`check_submitted_trail` says which); trails in RAPI
 bodies may carry no ``gnt:`` source at all (:func:`check_rapi_trail`).
@@ -23,16 +25,19 @@ __all__ = [
     "LIBRARY_SOURCE",
     "LIBRARY_STAND_IN",
     "OPCODE_PREFIX",
+    "RAPI_LIBRARY_PREFIX",
     "RAPI_SOURCE",
     "USER_SOURCE",
+    "WATCHER_SOURCE",
     "ReasonEntry",
     "check_rapi_trail",
     "check_submitted_trail",
     "client_entry",
     "opcode_source",
     "queue_entry",
-    "rapi_entry",
+    "rapi_entries",
     "user_entry",
+    "watcher_entry",
 ]
 
 #: One reason trail entry: ``(source, reason, timestamp in ns since the epoch)``.
@@ -44,8 +49,13 @@ INTERNAL_PREFIX = "gnt:"
 CLIENT_PREFIX = "gnt:client:"
 #: Prefix of the entry the job queue adds to each opcode.
 OPCODE_PREFIX = "gnt:opcode:"
-#: Source of the entry the RAPI daemon adds.
+#: Source of the entry the RAPI daemon adds, followed by ``:<operation>``.
 RAPI_SOURCE = "gnt:client:rapi"
+#: Prefix of the second entry RAPI adds for its request handling library, as Ganeti's
+#: RAPI does (``gnt:library:rlib2:instances_name_shutdown``).
+RAPI_LIBRARY_PREFIX = "gnt:library:rlib2:"
+#: Source of the entries of the opcodes the watcher submits (Ganeti's).
+WATCHER_SOURCE = "gnt:watcher"
 #: Source of a user's own ``--reason`` / ``reason=`` text.
 USER_SOURCE = "user"
 #: Source of the entry Ganeti's RAPI client library appends to a filter's trail
@@ -73,9 +83,18 @@ def client_entry(tool: str, verb: str) -> ReasonEntry:
     return (CLIENT_PREFIX + tool, verb, _now())
 
 
-def rapi_entry(resource: str) -> ReasonEntry:
-    """The entry the RAPI daemon adds: ``("gnt:client:rapi", resource, now)``."""
-    return (RAPI_SOURCE, resource, _now())
+def rapi_entries(operation: str) -> list[ReasonEntry]:
+    """The two entries the RAPI daemon adds for ``operation`` (the resource's handler
+    name, Ganeti's: ``instances_name_shutdown``), as seed 001 shows them: RAPI as the
+    client, ``("gnt:client:rapi:<operation>", "", now)``, then its request library,
+    ``("gnt:library:rlib2:<operation>", "", now)``, the entry Ganeti 3.0's RAPI adds."""
+    return [(f"{RAPI_SOURCE}:{operation}", "", _now()),
+            (RAPI_LIBRARY_PREFIX + operation, "", _now())]
+
+
+def watcher_entry(text: str) -> ReasonEntry:
+    """The entry of an opcode the watcher submits: ``("gnt:watcher", text, now)``."""
+    return (WATCHER_SOURCE, text, _now())
 
 
 def user_entry(text: str) -> ReasonEntry:

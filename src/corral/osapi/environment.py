@@ -81,7 +81,9 @@ def build_env(os_def: OsDefinition, variant: str, spec: InstanceSpec,
     """The full environment for ``create``, ``rename``, ``import`` and ``export``.
 
     ``spec`` carries filled parameters (OS parameters already in the order instance >
-    OS+variant > OS); ``disk_paths`` are the node-local paths of ``spec.disks``, in order.
+    OS+variant > OS); ``disk_paths`` are where ``spec.disks`` are, in order: a
+    node-local path becomes ``DISK_<n>_PATH``, the URI of a disk with
+    ``access=userspace`` (``rbd:pool/image``) ``DISK_<n>_URI``, as in Ganeti.
     """
     if len(disk_paths) != len(spec.disks):
         raise InternalError(f"instance {spec.name} has {len(spec.disks)} disk(s) but "
@@ -101,7 +103,8 @@ def build_env(os_def: OsDefinition, variant: str, spec: InstanceSpec,
     disk_type = spec.hvparams.get("disk_type")
     for idx, (disk, path) in enumerate(zip(spec.disks, disk_paths, strict=True)):
         prefix = f"DISK_{idx}_"
-        env[prefix + "PATH"] = path
+        # A disk the hypervisor reaches itself (access=userspace) has a URI instead.
+        env[prefix + ("PATH" if path.startswith("/") else "URI")] = path
         env[prefix + "ACCESS"] = disk.mode
         env[prefix + "UUID"] = disk.uuid
         env[prefix + "SIZE"] = str(disk.size)

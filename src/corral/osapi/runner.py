@@ -10,11 +10,6 @@ explain themselves.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +18,7 @@ from typing import Any
 from corral.errors import OsError, OsScriptError
 from corral.osapi.definition import OsDefinition
 from corral.osapi.environment import core_env
+from corral.utils.scripts import last_lines, run_logged
 
 __all__ = ["QUOTED_LINES", "run_script", "verify_params"]
 
@@ -50,39 +46,22 @@ async def run_script(
     if not os_def.valid:
         raise OsError(f"OS '{os_def.name}' at {os_def.path} is invalid: {os_def.message}")
     path = os_def.script(script)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with log_file.open("ab") as log:
-        log.write(_header(os_def, script, env).encode())
-        log.flush()
-        start_offset = log.tell()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                str(path), *args, env=dict(env), cwd=os_def.path,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except OSError as err:
-            raise OsError(f"cannot run the {script} script of OS '{os_def.name}' "
-                          f"({path}): {err.strerror}") from None
-        timed_out = False
-        try:
-            async with asyncio.timeout(timeout):
-                returncode = await proc.wait()
-        except TimeoutError:
-            timed_out = True
-            returncode = await _kill_group(proc)
-        finally:
-            if proc.returncode is None:  # cancelled: do not leave the script running
-                await _kill_group(proc)
-    if timed_out:
+    try:
+        run = await run_logged([str(path), *args], env=env, cwd=os_def.path,
+                               log_file=log_file, header=_header(os_def, script, env),
+                               timeout=timeout)
+    except OSError as err:
+        raise OsError(f"cannot run the {script} script of OS '{os_def.name}' "
+                      f"({path}): {err.strerror}") from None
+    if run.timed_out:
         outcome = f"was killed after running for {timeout:g} s"
-    elif returncode < 0:
-        outcome = f"was killed by signal {-returncode}"
-    elif returncode:
-        outcome = f"failed (exit {returncode})"
+    elif run.returncode < 0:
+        outcome = f"was killed by signal {-run.returncode}"
+    elif run.returncode:
+        outcome = f"failed (exit {run.returncode})"
     else:
         return
-    lines = _last_lines(log_file, start_offset, QUOTED_LINES)
+    lines = last_lines(log_file, run.log_offset, QUOTED_LINES)
     quoted = "\n".join(f"  {line}" for line in lines) if lines else "  (no output)"
     raise OsScriptError(f"{script} script of OS {os_def.name} {outcome}; last lines of its "
                         f"output (log {log_file}):\n{quoted}")
@@ -122,23 +101,3 @@ def _header(os_def: OsDefinition, script: str, env: Mapping[str, str]) -> str:
     instance = env.get("INSTANCE_NAME")
     target = f" for instance {instance}" if instance else ""
     return f"=== {stamp} {script} script of OS {os_def.name}{target} ===\n"
-
-
-async def _kill_group(proc: asyncio.subprocess.Process) -> int:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    return await proc.wait()
-
-
-def _last_lines(log_file: Path, offset: int, count: int) -> list[str]:
-    """The last ``count`` non-empty lines written to ``log_file`` after ``offset``."""
-    try:
-        with log_file.open("rb") as log:
-            size = log.seek(0, os.SEEK_END)
-            # Enough for the quoted lines without reading a huge log in full.
-            log.seek(max(offset, size - 64 * 1024))
-            data = log.read()
-    except OSError:
-        return []
-    lines = [line.rstrip() for line in data.decode("utf-8", "replace").splitlines()]
-    return [line for line in lines if line.strip()][-count:]

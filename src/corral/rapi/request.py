@@ -21,7 +21,7 @@ from corral.errors import (
 from corral.jobs.follow import JOB_RESULT_FIELDS, JobFollower, job_results
 from corral.jobs.model import job_error
 from corral.opcodes import op_from_dict
-from corral.opcodes.reason import rapi_entry, user_entry
+from corral.opcodes.reason import rapi_entries, user_entry
 from corral.rapi.users import RapiUser
 
 if TYPE_CHECKING:
@@ -161,12 +161,13 @@ class RapiRequest:
 
     def reason_trail(self) -> list[list[Any]]:
         """The trail RAPI gives its opcodes: the caller's ``reason=`` text as a ``user``
-        entry, then RAPI's own ``gnt:client:rapi`` entry naming the resource."""
+        entry, then RAPI's own entries naming the resource's operation
+        (``gnt:client:rapi:<operation>``, ``gnt:library:rlib2:<operation>``)."""
         trail: list[list[Any]] = []
         reason = self.text("reason")
         if reason:
             trail.append(list(user_entry(reason)))
-        trail.append(list(rapi_entry(self.route.name)))
+        trail.extend(list(entry) for entry in rapi_entries(self.route.name))
         return trail
 
     def opcode(self, op_id: str, fixed: Mapping[str, Any], *, from_body: bool = True,

@@ -25,6 +25,7 @@ from corral.rapi.handlers import (
     nodes,
     os,
     query,
+    storage,
     tags,
 )
 from corral.rapi.openapi import build_document
@@ -124,8 +125,9 @@ def _tags(kind: str) -> dict[str, Operation | NotServed]:
     }
 
 
-_NO_STORAGE = NotServed("corral has no node storage operations yet (OP_NODE_QUERY_STORAGE, "
-                        "OP_NODE_MODIFY_STORAGE, OP_REPAIR_NODE_STORAGE)")
+STORAGE_TYPE: Final = QueryArg("storage_type", "text", "The storage type: lvm-pv, lvm-vg, "
+                               "file, sharedfile (Ganeti's names)")
+UNIT_NAME: Final = QueryArg("name", "text", "The storage unit's name (required)")
 _INSTANCE = "/2/instances/{instance_name}"
 
 async def _openapi(req: RapiRequest) -> dict[str, Any]:
@@ -218,9 +220,21 @@ ROUTES: Final[tuple[Route, ...]] = (
         description="The body holds OP_NODE_MIGRATE's parameters (feature "
                     "node-migrate-reqv1); without it the query arguments say the mode.")},
         "Migrating a node's instances"),
-    Route("/2/nodes/{node_name}/storage", {"GET": _NO_STORAGE}, "Node storage units"),
-    Route("/2/nodes/{node_name}/storage/modify", {"PUT": _NO_STORAGE}, "Storage changes"),
-    Route("/2/nodes/{node_name}/storage/repair", {"PUT": _NO_STORAGE}, "Storage repair"),
+    Route("/2/nodes/{node_name}/storage", {"GET": _job(
+        storage.list_storage, "List the node's storage units of a type in a job (its "
+        "result holds the rows of output_fields)", body=DEPENDS_ONLY, args=(
+            STORAGE_TYPE, QueryArg("output_fields", "text", "Comma-separated fields "
+                                   "(node, type, name, size, used, free, allocatable; "
+                                   "required)")))}, "Node storage units"),
+    Route("/2/nodes/{node_name}/storage/modify", {"PUT": _job(
+        storage.modify_storage, "Change a storage unit (a physical volume's allocatable "
+        "flag)", body=DEPENDS_ONLY, args=(
+            STORAGE_TYPE, UNIT_NAME,
+            QueryArg("allocatable", "flag", "1 or 0: set the allocatable flag")))},
+        "Storage changes"),
+    Route("/2/nodes/{node_name}/storage/repair", {"PUT": _job(
+        storage.repair_storage, "Repair a storage unit (a volume group's consistency)",
+        body=DEPENDS_ONLY, args=(STORAGE_TYPE, UNIT_NAME))}, "Storage repair"),
     # -- node groups --------------------------------------------------------------------
     Route("/2/groups", {
         "GET": _op(groups.index, "public", "All node groups",
@@ -339,10 +353,29 @@ ROUTES: Final[tuple[Route, ...]] = (
         instances.console, "read", "How to reach the console of a running instance",
         CONSOLE)}, "An instance's console"),
     Route(f"{_INSTANCE}/tags", _tags("an instance"), "Instance tags"),
-    Route(f"{_INSTANCE}/replace-disks", {"POST": NotServed(
-        "corral has no OP_INSTANCE_REPLACE_DISKS (it needs DRBD)")}, "Replacing disks"),
-    Route(f"{_INSTANCE}/recreate-disks", {"POST": NotServed(
-        "corral has no OP_INSTANCE_RECREATE_DISKS yet")}, "Recreating disks"),
+    Route(f"{_INSTANCE}/replace-disks", {"POST": _job(
+        storage.replace_disks, "Replace disks from their mirror (internally mirrored "
+        "templates only); body or, Ganeti's older form, query arguments",
+        body=Body(opcode_schema("OP_INSTANCE_REPLACE_DISKS", fixed=("instance_name",)),
+                  check=False),
+        args=(QueryArg("mode", "text", "replace_on_primary, replace_on_secondary, "
+                       "replace_new_secondary or replace_auto"),
+              QueryArg("remote_node", "text", "The new secondary node"),
+              QueryArg("iallocator", "text", "The allocator choosing the new secondary"),
+              QueryArg("disks", "text", "Comma-separated disk indexes")))},
+        "Replacing disks"),
+    Route(f"{_INSTANCE}/recreate-disks", {"POST": _job(
+        storage.recreate_disks, "Make lost disks again, empty (on the instance's node or "
+        "new nodes)", body=_opcode_body("OP_INSTANCE_RECREATE_DISKS",
+                                        fixed=("instance_name",)))}, "Recreating disks"),
+    Route(f"{_INSTANCE}/disk-status", {"GET": _job(
+        storage.disk_status, "The status of each disk on each node holding it, in a job "
+        "(corral: design 2.1's instance disk status)", access="read", body=DEPENDS_ONLY)},
+        "Instance disk status (corral's addition)"),
+    Route(f"{_INSTANCE}/repair-disks", {"POST": _job(
+        storage.repair_disks, "Repair what is broken in the instance's disks while it "
+        "keeps a good copy (corral: design 2.1's repair instance)", args=(DRY_RUN,),
+        body=DEPENDS_ONLY)}, "Repairing an instance's disks (corral's addition)"),
     Route(f"{_INSTANCE}/prepare-export", {"PUT": NotServed(
         "corral has no OP_BACKUP_PREPARE yet")}, "Preparing an export"),
     Route(f"{_INSTANCE}/export", {"PUT": NotServed(

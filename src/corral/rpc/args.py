@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
@@ -34,11 +34,19 @@ __all__ = [
     "PATH_NAMED_FILES",
     "ArchiveRow",
     "BlockdevCopyFromArgs",
+    "BlockdevCreateArgs",
     "BlockdevGrowArgs",
+    "BlockdevOpenArgs",
+    "BlockdevRenameArgs",
+    "BlockdevSetInfoArgs",
+    "BlockdevSnapshotArgs",
     "ConfigReplicateArgs",
     "ConfigRow",
+    "DevicesArgs",
     "DiskArgs",
+    "DiskRename",
     "DisksArgs",
+    "ExtStorageDiagnoseArgs",
     "HotplugDeviceArgs",
     "HypervisorParamsArgs",
     "HypervisorsArgs",
@@ -58,14 +66,26 @@ __all__ = [
     "MigrationSendArgs",
     "NoArgs",
     "NodeInfoArgs",
+    "NodeVerifyArgs",
     "OsArgs",
     "OsGetArgs",
     "OsValidateArgs",
     "ProcedureArgs",
+    "ReasonTrail",
+    "RenewCryptoArgs",
     "ReplicateArgs",
+    "RestartDaemonsArgs",
+    "RunCommandArgs",
+    "StorageExecuteArgs",
+    "StorageListArgs",
+    "StorageModifyArgs",
+    "StorageUnitArgs",
     "TestDelayArgs",
     "UploadFile",
     "UploadFilesArgs",
+    "VolumeGroupsArgs",
+    "WatcherPauseArgs",
+    "WriteFilePartArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -74,6 +94,11 @@ __all__ = [
 A = TypeVar("A", bound="ProcedureArgs")
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+#: A reason trail as it travels to a node (seed 001): ``[source, reason, timestamp_ns]``
+#: entries. The node appends its own ``gnt:daemon:noded:<operation>`` entry and keeps
+#: the trail of the last status change in the instance's reason file.
+ReasonTrail = list[tuple[str, str, int]]
 
 
 class ProcedureArgs(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -87,11 +112,87 @@ class NoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=Tru
 
 
 class NodeInfoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``node_info``: the storage directories to measure (cluster-wide paths) and the
-    hypervisors to ask for memory (the first one answers; empty: every one here)."""
+    """``node_info``: the storage directories to measure (cluster-wide paths), the
+    hypervisors to ask for memory (the first one answers; empty: every one here) and
+    whether to report the LVM volume groups (``volume_groups``: their names; the
+    answer then has every group's size and free space)."""
 
     storage_dirs: list[str] = msgspec.field(default_factory=list)
     hypervisors: list[str] = msgspec.field(default_factory=list)
+    volume_groups: list[str] = msgspec.field(default_factory=list)
+
+
+class StorageUnitArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """What every storage unit procedure names: the storage type (``lvm-pv``,
+    ``lvm-vg``, ``file``, ``sharedfile``) and its arguments (the storage directories
+    for the file types)."""
+
+    su_type: str
+    su_args: list[str] = msgspec.field(default_factory=list)
+
+
+class StorageListArgs(StorageUnitArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``storage_list``: the ``fields`` of every unit, or of unit ``name``."""
+
+    name: str | None = None
+    fields: list[str]
+
+
+class StorageModifyArgs(StorageUnitArgs, kw_only=True, frozen=True,
+                        forbid_unknown_fields=True):
+    """``storage_modify``: set ``changes`` (field: value) on unit ``name``."""
+
+    name: str
+    changes: dict[str, Any]
+
+
+class StorageExecuteArgs(StorageUnitArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``storage_execute``: run ``operation`` (``fix-consistency``, ...) on unit ``name``."""
+
+    name: str
+    operation: str
+
+
+class VolumeGroupsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``lv_list``: the volume groups whose logical volumes to list (all when empty)."""
+
+    volume_groups: list[str] = msgspec.field(default_factory=list)
+
+
+class DevicesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``bdev_sizes``: block device paths."""
+
+    devices: list[str]
+
+
+class NodeVerifyArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``node_verify``: what ``gnt-cluster verify`` wants to know of a node, gathered in
+    one call. Each part is asked for by giving it; a part left empty is not looked at.
+
+    ``hypervisors`` maps each enabled hypervisor to its filled cluster parameters (the
+    node checks the hypervisor and lists its instances); ``memory_hypervisor`` is the
+    one asked for the node's memory. ``files`` names the ancillary files to checksum
+    (:data:`corral.noded.files.KNOWN_FILES` names, ``vnc_password_file:<path>`` and
+    ``user:<path>`` entries). ``storage`` maps a disk template to the cluster-wide
+    directory (or volume group) it uses here; ``volumes`` lists the templates whose
+    disks to list. ``certificates`` names the certificate files to check for expiry
+    (``ca_cert``, ``node_cert``, ``master_client_cert``, ``rapi_cert``); ``bridges``
+    the bridges instances need; ``candidate`` whether the node is a master candidate
+    (its confd must answer and its replica's serial is reported); ``os_search_path``
+    where to list the OS definitions.
+    """
+
+    hypervisors: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    memory_hypervisor: str | None = None
+    files: list[str] = msgspec.field(default_factory=list)
+    storage: dict[str, str] = msgspec.field(default_factory=dict)
+    volumes: list[str] = msgspec.field(default_factory=list)
+    certificates: list[str] = msgspec.field(default_factory=list)
+    bridges: list[str] = msgspec.field(default_factory=list)
+    candidate: bool = False
+    os_search_path: list[str] | None = None
+    """Where to look for OS definitions (cluster-wide directories); None: not asked."""
 
 
 class HypervisorsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -124,15 +225,20 @@ class InstanceArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class InstanceStartArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_start``."""
+    """``instance_start``; ``reason`` is the trail of the operation that starts it."""
 
     startup_paused: bool = False
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class InstanceShutdownArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds."""
+    """``instance_shutdown``: ``timeout`` is the guest's grace period in seconds;
+    ``forget`` drops what the node keeps about the instance's status (it is removed
+    or leaves this node)."""
 
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
+    forget: bool = False
 
 
 class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -140,6 +246,7 @@ class InstanceRebootArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown
 
     reboot_type: RebootType
     timeout: float = 120.0
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -148,6 +255,8 @@ class MigrationAcceptArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknow
 
     address: str = ""
     mirror_disks: bool = False
+    devices: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The source's device layout, as its ``migration_info`` gave it (opaque here)."""
 
 
 class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -162,9 +271,11 @@ class MigrationSendArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_
 
 class MigrationFinishArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``migration_finish`` (target) and ``migration_finish_source`` (source): whether
-    the migration succeeded."""
+    the migration succeeded; ``reason``, the trail of the instance's last status
+    change, which the target keeps from then on (the source forgets it)."""
 
     success: bool
+    reason: ReasonTrail = msgspec.field(default_factory=list)
 
 
 class HotplugDeviceArgs(InstanceArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -183,6 +294,36 @@ class DiskArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=T
     disk: DiskSpec
 
 
+class BlockdevCreateArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_create``: ``info`` (Ganeti's ``originstname+<instance>``) becomes the
+    new disk's metadata where its driver keeps some (an ExtStorage ``setinfo``)."""
+
+    info: str = ""
+
+
+class BlockdevSetInfoArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_setinfo``: new metadata for a disk (an instance renamed)."""
+
+    info: str
+
+
+class BlockdevOpenArgs(ProcedureArgs, kw_only=True, frozen=True,
+                       forbid_unknown_fields=True):
+    """``blockdev_open``: make assembled disks ready for I/O, ``exclusive`` unless the
+    target of a migration opens them too."""
+
+    disks: list[DiskSpec]
+    exclusive: bool = True
+
+
+class ExtStorageDiagnoseArgs(ProcedureArgs, kw_only=True, frozen=True,
+                             forbid_unknown_fields=True):
+    """``extstorage_diagnose``: the cluster-wide ExtStorage search path."""
+
+    search_path: list[str] = msgspec.field(
+        default_factory=lambda: list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH))
+
+
 class BlockdevGrowArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``blockdev_grow``: by ``amount`` MiB; ``dryrun`` only checks."""
 
@@ -191,9 +332,32 @@ class BlockdevGrowArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_field
 
 
 class DisksArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """``blockdev_assemble``, ``blockdev_shutdown``: an instance's disks in order."""
+    """``blockdev_assemble``, ``blockdev_shutdown``, ``blockdev_find``: an instance's
+    disks in order."""
 
     disks: list[DiskSpec]
+
+
+class DiskRename(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One disk of ``blockdev_rename`` and the logical id it gets."""
+
+    disk: DiskSpec
+    new_logical_id: list[str]
+
+
+class BlockdevRenameArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``blockdev_rename``: disks to give new logical ids, in order."""
+
+    renames: list[DiskRename]
+
+
+class BlockdevSnapshotArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``blockdev_snapshot``: a snapshot of ``disk`` called ``name`` with room for
+    ``size`` MiB of changes."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    size: Annotated[int, msgspec.Meta(ge=1)]
 
 
 class BlockdevCopyFromArgs(DiskArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -350,6 +514,57 @@ class UploadFilesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
 
 
 #: The argument Struct of every procedure, by procedure name.
+class WatcherPauseArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``set_watcher_pause``: pause this node's watcher until ``until`` (seconds since
+    the epoch), or end the pause (``None``)."""
+
+    until: float | None = None
+
+
+class RunCommandArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``run_command``: a shell command line (``gnt-cluster command``) and how long it
+    may run, in seconds."""
+
+    command: Annotated[str, msgspec.Meta(min_length=1)]
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+
+
+class WriteFilePartArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``write_file_part``: one part of a file ``gnt-cluster copyfile`` copies: its
+    absolute path, the transfer it belongs to, where the part starts, its bytes
+    (base64) and, with the last part, the file's mode and modification time."""
+
+    path: str
+    transfer: str
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    data: str = ""
+    last: bool = True
+    mode: Annotated[int, msgspec.Meta(ge=0, le=0o7777)] = 0o644
+    mtime: float | None = None
+
+
+class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``renew_crypto``: one step of replacing the cluster's certificates (see
+    :mod:`corral.noded.crypto`): ``stage`` (trust ``ca_bundle``, keep the new
+    certificate and keys aside), ``activate`` (serve and call with them), ``finish``
+    (trust ``ca_bundle`` only; the master keeps ``ca_key``) or ``abort`` (trust
+    ``ca_bundle`` again, drop what was kept aside)."""
+
+    phase: Literal["stage", "activate", "finish", "abort"]
+    ca_bundle: str = ""
+    node_cert: str = ""
+    node_key: str = ""
+    master_client: str | None = None
+    ca_key: str | None = None
+
+
+class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``restart_daemons``: restart those of these daemons that run on the node (so
+    that they load new keys or certificates)."""
+
+    daemons: list[Literal["confd", "rapi", "mond"]]
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -371,12 +586,25 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "instance_console": InstanceArgs,
     "hotplug_supported": InstanceArgs,
     "hotplug_device": HotplugDeviceArgs,
-    "blockdev_create": DiskArgs,
+    "blockdev_create": BlockdevCreateArgs,
     "blockdev_remove": DiskArgs,
     "blockdev_grow": BlockdevGrowArgs,
     "blockdev_assemble": DisksArgs,
     "blockdev_shutdown": DisksArgs,
     "blockdev_copy_from": BlockdevCopyFromArgs,
+    "blockdev_find": DisksArgs,
+    "blockdev_rename": BlockdevRenameArgs,
+    "blockdev_snapshot": BlockdevSnapshotArgs,
+    "blockdev_setinfo": BlockdevSetInfoArgs,
+    "blockdev_open": BlockdevOpenArgs,
+    "blockdev_close": DisksArgs,
+    "extstorage_diagnose": ExtStorageDiagnoseArgs,
+    "storage_list": StorageListArgs,
+    "storage_modify": StorageModifyArgs,
+    "storage_execute": StorageExecuteArgs,
+    "node_volumes": NoArgs,
+    "lv_list": VolumeGroupsArgs,
+    "bdev_sizes": DevicesArgs,
     "os_diagnose": OsArgs,
     "os_get": OsGetArgs,
     "instance_os_add": InstanceOsAddArgs,
@@ -390,6 +618,12 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "master_takeover": NoArgs,
     "replica_dump": NoArgs,
     "upload_files": UploadFilesArgs,
+    "set_watcher_pause": WatcherPauseArgs,
+    "run_command": RunCommandArgs,
+    "write_file_part": WriteFilePartArgs,
+    "renew_crypto": RenewCryptoArgs,
+    "restart_daemons": RestartDaemonsArgs,
+    "node_verify": NodeVerifyArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

@@ -120,6 +120,17 @@ class RpcClient:
         self._ssl = ssl_context
         self._session: aiohttp.ClientSession | None = None
         self._join_session: aiohttp.ClientSession | None = None
+        #: Sessions replaced by :meth:`refresh`; closed by :meth:`close`.
+        self._retired: list[aiohttp.ClientSession] = []
+
+    def refresh(self) -> None:
+        """Load this node's certificates and the cluster CA again for the next calls
+        (``gnt-cluster renew-crypto`` replaced them). Calls in flight finish on their
+        connections."""
+        self._ssl = None
+        if self._session is not None:
+            self._retired.append(self._session)
+            self._session = None
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -284,7 +295,8 @@ class RpcClient:
 
     async def close(self) -> None:
         """Close the connections; the client may be used again afterwards."""
-        for session in (self._session, self._join_session):
+        retired, self._retired = self._retired, []
+        for session in (self._session, self._join_session, *retired):
             if session is not None:
                 await session.close()
         self._session = None

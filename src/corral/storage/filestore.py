@@ -25,7 +25,8 @@ from typing import ClassVar, Final
 from corral.errors import BlockDeviceError
 from corral.objects.specs import DiskSpec
 from corral.paths import Paths
-from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo
+from corral.storage.base import DEFAULT_CHUNK, BlockDevice, DiskInfo, DiskMissingError
+from corral.storage.blockio import pwrite_all, read_device
 from corral.storage.confine import confine
 
 __all__ = [
@@ -138,6 +139,11 @@ class FileStorage(BlockDevice):
         """The file's path, its apparent size and the space allocated to it."""
         return await asyncio.to_thread(self._info, disk)
 
+    async def rename(self, disk: DiskSpec, new_logical_id: list[str]) -> None:
+        """Move the file to the path of ``new_logical_id`` (same driver, a path the
+        node allows too); refuses when a file is there already."""
+        await asyncio.to_thread(self._rename, disk, new_logical_id)
+
     async def read(self, disk: DiskSpec, *,
                    chunk: int = DEFAULT_CHUNK) -> AsyncGenerator[bytes, None]:
         """The file's contents, read in a worker thread chunk by chunk."""
@@ -145,7 +151,7 @@ class FileStorage(BlockDevice):
             raise BlockDeviceError(
                 f"invalid chunk size {chunk}: expected a positive number of bytes")
         path = await asyncio.to_thread(self._existing, disk)
-        return _read_chunks(path, _label(disk), chunk)
+        return read_device(path, _label(disk), chunk, flags=_OPEN_FLAGS)
 
     async def write(self, disk: DiskSpec, chunks: AsyncIterator[bytes]) -> int:
         """Write the file from ``chunks``, creating it (and its directories) if missing.
@@ -162,7 +168,7 @@ class FileStorage(BlockDevice):
                 if not data:
                     continue
                 if data.count(0) != len(data):
-                    await asyncio.to_thread(_pwrite_all, fd, data, offset)
+                    await asyncio.to_thread(pwrite_all, fd, data, offset)
                 offset += len(data)
             await asyncio.to_thread(_finish, fd, offset)
         except OSError as err:
@@ -244,8 +250,26 @@ class FileStorage(BlockDevice):
         path = disk_path(self.paths, disk)
         if not path.is_file():
             what = "is not a regular file" if path.exists() else "does not exist"
-            raise BlockDeviceError(f"{_label(disk)} is missing on this node: {path} {what}")
+            raise DiskMissingError(f"{_label(disk)} is missing on this node: {path} {what}")
         return path
+
+    def _rename(self, disk: DiskSpec, new_logical_id: list[str]) -> None:
+        label = _label(disk)
+        source = self._existing(disk)
+        target_disk = DiskSpec(uuid=disk.uuid, index=disk.index, dev_type=disk.dev_type,
+                               size=disk.size, logical_id=list(new_logical_id))
+        target = disk_path(self.paths, target_disk)
+        if target.exists():
+            raise BlockDeviceError(
+                f"cannot rename {label} to {target}: a file is there already")
+        _make_dirs(target.parent, label)
+        try:
+            os.rename(source, target)
+        except OSError as err:
+            raise BlockDeviceError(
+                f"cannot rename {label} ({source}) to {target}: {err.strerror}") from err
+        with contextlib.suppress(OSError):
+            source.parent.rmdir()
 
     def _info(self, disk: DiskSpec) -> DiskInfo:
         path = self._existing(disk)
@@ -293,27 +317,6 @@ def _dir_info(path: Path, nearest_existing: bool) -> dict[str, int]:
 
 def _label(disk: DiskSpec) -> str:
     return f"disk/{disk.index}"
-
-
-async def _read_chunks(path: Path, label: str, chunk: int) -> AsyncGenerator[bytes, None]:
-    # Opened at the first chunk, so a generator that is never iterated holds nothing.
-    try:
-        fd = await asyncio.to_thread(os.open, path, os.O_RDONLY | _OPEN_FLAGS)
-    except OSError as err:
-        raise BlockDeviceError(f"cannot read {label} ({path}): {err.strerror}") from err
-    try:
-        while data := await asyncio.to_thread(os.read, fd, chunk):
-            yield data
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
 
 
 def _finish(fd: int, length: int) -> None:

@@ -190,6 +190,14 @@ def demo_command(directory: Path) -> None:
          "--net", "0:mode=routed,ip=192.0.2.12,link=100", "db1.testbed")
     show("gnt-instance", "add", "-t", "diskless", "--no-install", "-n", "node3.testbed",
          "--net", "0:mode=routed,ip=192.0.2.10,link=100", "--no-start", "light1.testbed")
+    # External storage: the ExtStorage provider corral ships (share/extstorage/corral-file)
+    # keeps volumes as files in a directory every testbed node sees, so an instance on it
+    # migrates without copying its disk, like one on Ceph (docs/extstorage.md, docs/rbd.md).
+    show("gnt-cluster", "modify", "--enabled-disk-templates", "file,sharedfile,diskless,ext")
+    show("gnt-storage", "info")
+    show("gnt-instance", "add", "-t", "ext", "-o", "corral-ext4+default", "-n", "node1.testbed",
+         "--disk", "0:size=128M,provider=corral-file", "--net",
+         "0:mode=routed,ip=192.0.2.13,link=100", "files1.testbed")
     # A real virtual machine next to the pretend ones: the kvm hypervisor runs the tiny
     # guest in qemu (under TCG, software emulation, where the host has no usable KVM), and
     # the corral-tiny OS definition wrote the guest's host name and address on its disk.
@@ -208,6 +216,7 @@ def demo_command(directory: Path) -> None:
     show("gnt-instance", "migrate", "-f", "-n", "node3.testbed", "tiny1.testbed")
     _show_console(testbed, "node3.testbed", "tiny1.testbed", ticks=2)
     show("gnt-instance", "migrate", "-f", "-n", "node3.testbed", "db1.testbed")
+    show("gnt-instance", "migrate", "-f", "-n", "node2.testbed", "files1.testbed")
     show("gnt-instance", "shutdown", "--reason", "demo maintenance window", "web1.testbed")
     show("gnt-instance", "move", "-f", "-n", "node3.testbed", "web1.testbed")
     show("gnt-instance", "startup", "web1.testbed")
@@ -246,7 +255,7 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
   gnt-node list && gnt-instance list
   gnt-instance add -t file -o corral-ext4+default -n node3.testbed --disk 0:size=1G web2.testbed
   gnt-instance console tiny1.testbed   # the real guest's shell; Ctrl-] detaches
-  gnt-os diagnose
+  gnt-os diagnose && gnt-storage diagnose
   gnt-cluster modify -H kvm:kernel_path=/boot/vmlinuz --dry-run
   gnt-debug delay --repeat 3 1 && gnt-job list
   gnt-filter add --action REJECT --predicates '[["opcode", ["=", "OP_ID", "OP_TEST_DELAY"]]]'

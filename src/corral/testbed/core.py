@@ -52,6 +52,8 @@ from corral.errors import CorralError, DaemonError, NotFoundError, ParameterErro
 from corral.hypervisor import HYPERVISOR_NAMES
 from corral.hypervisor.kvm import KvmHypervisor
 from corral.luxi.client import Client
+from corral.masterd.metrics import settings_file as masterd_settings_file
+from corral.mond.daemon import settings_file as mond_settings_file
 from corral.objects.ipolicy import lenient_bounds
 from corral.paths import ROOT_ENV, Paths
 from corral.rapi.daemon import settings_file as rapi_settings_file
@@ -61,8 +63,8 @@ from corral.utils.files import write_public
 from corral.utils.process import running_pid, stop_daemon
 
 __all__ = [
-    "STATE_FILE", "Testbed", "TestbedNode", "bundled_os_dir", "down", "failover", "load",
-    "up",
+    "STATE_FILE", "Testbed", "TestbedNode", "bundled_extstorage_dir", "bundled_os_dir", "down",
+    "failover", "load", "up",
 ]
 
 STATE_FILE = "testbed.json"
@@ -230,6 +232,8 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         "noded": _free_port(master.ip, socket.SOCK_STREAM),
         "rapi": _free_port(master.ip, socket.SOCK_STREAM),
         "confd": _free_port(master.ip, socket.SOCK_DGRAM),
+        "mond": _free_port(master.ip, socket.SOCK_STREAM),
+        "metrics": _free_port(master.ip, socket.SOCK_STREAM),
     }
     shared = directory / "shared-file-storage"
     shared.mkdir(exist_ok=True)
@@ -333,8 +337,9 @@ def bundled_os_dir() -> Path:
 
 
 def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> None:
-    """Give a node its noded and RAPI settings, the bundled OS definitions and the
-    shared storage.
+    """Give a node its noded, RAPI, confd and mond settings and masterd's metrics
+    listener, the bundled OS definitions and ExtStorage providers and the shared
+    storage.
 
     Every node sees the cluster's shared file storage directory as a link to one
     directory of the testbed, which is what a shared mount looks like on real hosts.
@@ -348,16 +353,43 @@ def _prepare_node(root: Path, ip: str, ports: dict[str, int], shared: Path) -> N
         {"bind": ip, "port": ports["rapi"], "require_authentication": True}) + b"\n")
     write_public(confd_settings_file(paths), dumps(
         {"bind": ip, "port": ports["confd"]}) + b"\n")
+    # no report cache: a test sees each change at once
+    write_public(mond_settings_file(paths), dumps(
+        {"bind": ip, "port": ports["mond"], "cache": 0}) + b"\n")
+    write_public(masterd_settings_file(paths), dumps(
+        {"metrics_bind": ip, "metrics_port": ports["metrics"]}) + b"\n")
     os_dir = paths.node_path("/srv/corral/os")
     os_dir.mkdir(parents=True, exist_ok=True)
     for definition in sorted(bundled_os_dir().iterdir()):
         target = os_dir / definition.name
         if not target.exists():
             shutil.copytree(definition, target)
+    _install_providers(paths, shared.parent / "ext-volumes")
     link = paths.node_path(Paths.DEFAULT_SHARED_FILE_STORAGE_DIR)
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.is_symlink():
         link.symlink_to(shared, target_is_directory=True)
+
+
+def _install_providers(paths: Paths, volumes: Path) -> None:
+    """Give a node the ExtStorage providers shipped with corral in
+    ``/srv/corral/extstorage``; ``corral-file`` keeps its volumes in ``volumes``, one
+    directory of the testbed every node sees (shared storage, as on real hosts)."""
+    target_dir = paths.node_path("/srv/corral/extstorage")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    volumes.mkdir(exist_ok=True)
+    for provider in sorted(bundled_extstorage_dir().iterdir()):
+        target = target_dir / provider.name
+        if not target.exists():
+            shutil.copytree(provider, target)
+    settings = target_dir / "corral-file" / "settings"
+    if settings.parent.is_dir():
+        write_public(settings, f"VOLUME_DIR={volumes}\n")
+
+
+def bundled_extstorage_dir() -> Path:
+    """The ExtStorage providers shipped with corral (``share/extstorage``)."""
+    return Path(__file__).resolve().parents[3] / "share" / "extstorage"
 
 
 def _join(master: Paths, members: list[TestbedNode]) -> None:

@@ -327,6 +327,11 @@ def sign_master_client_cert(
     ])
     builder = _builder(subject, ca_cert.subject, key, days,
                        not_after_limit=ca_cert.not_valid_after_utc)
+    # Which CA signed it, by key: while nodes trust an old and a new cluster CA of
+    # the same name (gnt-cluster renew-crypto), TLS finds the right one by it.
+    ca_ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    builder = builder.add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
     cert = _leaf_extensions(builder, [ExtendedKeyUsageOID.CLIENT_AUTH], []).sign(
         ca_key, _signature_hash(ca_key))
     return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)

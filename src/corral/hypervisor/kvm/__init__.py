@@ -28,7 +28,14 @@ from corral.errors import HypervisorError, ParameterError
 from corral.hypervisor.base import REBOOT_TYPES, HotplugAction, HotplugTarget, Hypervisor
 from corral.hypervisor.fake import read_meminfo
 from corral.hypervisor.kvm import console, hotplug, migration, netdev, security
-from corral.hypervisor.kvm.cmdline import build_command, hv, maxmem, minmem, vcpus
+from corral.hypervisor.kvm.cmdline import (
+    assign_pci_slots,
+    build_command,
+    hv,
+    maxmem,
+    minmem,
+    vcpus,
+)
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import (
     InstanceRuntime,
@@ -39,7 +46,7 @@ from corral.hypervisor.kvm.runtime import (
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 from corral.paths import Paths
 
-__all__ = ["QEMU_STATES", "KvmHypervisor", "missing_files"]
+__all__ = ["KVM_DEVICE", "QEMU_STATES", "KvmHypervisor", "missing_files", "verify_node"]
 
 _MIB = 1024 * 1024
 
@@ -79,6 +86,40 @@ def missing_files(spec: InstanceSpec) -> list[str]:
     return missing
 
 
+#: The device KVM acceleration needs.
+KVM_DEVICE = Path("/dev/kvm")
+
+
+def verify_node(hvparams: Mapping[str, Any], device: Path = KVM_DEVICE) -> str | None:
+    """What this node lacks to run kvm instances with the filled cluster parameters
+    ``hvparams`` (problems joined by ``; ``), or None."""
+    problems = []
+    binary = str(hvparams.get("kvm_path") or "")
+    if not binary:
+        problems.append("kvm_path is empty: it must name the qemu binary")
+    elif not Path(binary).is_file() or not os.access(binary, os.X_OK):
+        problems.append(f"the qemu binary {binary} (kvm_path) does not exist or is not "
+                        "executable")
+    if hvparams.get("kvm_flag") == "enabled" and not os.access(device, os.R_OK | os.W_OK):
+        problems.append(f"kvm_flag is enabled but {device} is missing or not accessible "
+                        "(no KVM on this node: set kvm_flag=disabled for software "
+                        "emulation)")
+    return "; ".join(problems) or None
+
+
+def device_layout(record: RuntimeRecord) -> dict[str, Any]:
+    """Where ``record``'s qemu has its devices: the PCI slots and the NICs without an
+    option ROM, for another qemu of the same machine (:meth:`KvmHypervisor.launch`)."""
+    return {"pci_slots": dict(record.pci_slots), "romless": list(record.romless)}
+
+
+def _known_slots(devices: Mapping[str, Any]) -> dict[str, int]:
+    slots = devices.get("pci_slots") or {}
+    if not isinstance(slots, Mapping):
+        return {}
+    return {str(ident): slot for ident, slot in slots.items() if isinstance(slot, int)}
+
+
 class KvmHypervisor(Hypervisor):
     """Instances as qemu processes on this node; see the module's docstring.
 
@@ -111,9 +152,14 @@ class KvmHypervisor(Hypervisor):
         *,
         paused: bool = False,
         incoming: str | None = None,
+        devices: Mapping[str, Any] | None = None,
     ) -> RuntimeRecord:
         """Start qemu for ``spec`` (``incoming``: to receive a migration at that URI,
-        left in state ``inmigrate``); the runtime record of the running qemu."""
+        left in state ``inmigrate``); the runtime record of the running qemu.
+
+        ``devices`` (:func:`device_layout` of another qemu of the instance: a
+        migration's source, the qemu a soft reboot replaces) keeps its PCI slots and
+        ROM-less NICs."""
         runtime = self.runtime(spec.name)
         async with runtime.alock():
             record = runtime.read()
@@ -134,11 +180,12 @@ class KvmHypervisor(Hypervisor):
             console.vnc_password(self.paths, spec)  # a missing file fails before anything
             start_memory = await self._check_memory(spec)
             return await self._launch(runtime, spec, disk_paths, paused=paused,
-                                      incoming=incoming, start_memory=start_memory)
+                                      incoming=incoming, start_memory=start_memory,
+                                      devices=devices or {})
 
     async def _launch(self, runtime: InstanceRuntime, spec: InstanceSpec,
                       disk_paths: list[str], *, paused: bool, incoming: str | None,
-                      start_memory: int) -> RuntimeRecord:
+                      start_memory: int, devices: Mapping[str, Any]) -> RuntimeRecord:
         await asyncio.to_thread(runtime.prepare)
         record = RuntimeRecord(name=spec.name, spec=spec, disk_paths=list(disk_paths),
                                memory=start_memory, incoming=incoming,
@@ -149,13 +196,19 @@ class KvmHypervisor(Hypervisor):
             record.uid = secured.uid
             record.extra["security"] = secured.extra
             await asyncio.to_thread(runtime.write, record)
-            nics = await netdev.prepare_nics(spec, runtime, incoming=incoming is not None)
+            record.pci_slots = assign_pci_slots(spec, netdev.pci_nic_ids(spec),
+                                                _known_slots(devices))
+            nic_ids = {netdev.nic_device_id(nic) for nic in spec.nics}
+            record.romless = [str(i) for i in devices.get("romless") or () if i in nic_ids]
+            nics = await netdev.prepare_nics(spec, runtime, incoming=incoming is not None,
+                                             pci_slots=record.pci_slots,
+                                             romless=record.romless)
             record.taps = list(nics.taps)
             record.extra["netdev"] = nics.extra
             record.command = build_command(
                 spec, disk_paths, runtime, binary=str(hv(spec, "kvm_path")),
                 nic_args=nics.args, security_args=secured.args, incoming=incoming,
-                paused=paused)
+                paused=paused, pci_slots=record.pci_slots)
             await asyncio.to_thread(runtime.write, record)
             await _run_qemu(spec.name, record.command, runtime)
             secured.started()
@@ -295,10 +348,14 @@ class KvmHypervisor(Hypervisor):
             async with monitor(runtime.qmp_socket) as qmp:
                 await qmp.execute("system_reset")
             return
-        again, again_disks = ((record.spec, record.disk_paths) if reboot_type == "soft"
-                              else (spec, disk_paths))
+        if reboot_type == "soft":
+            # The same machine again, its devices where they were.
+            await self.stop(spec.name, timeout=timeout)
+            await self.launch(record.spec, list(record.disk_paths),
+                              devices=device_layout(record))
+            return
         await self.stop(spec.name, timeout=timeout)
-        await self.start(again, list(again_disks))
+        await self.start(spec, disk_paths)
 
     # -- state -----------------------------------------------------------------------------
     async def _state(self, runtime: InstanceRuntime) -> str | None:
@@ -387,12 +444,12 @@ class KvmHypervisor(Hypervisor):
     # -- migration (see .migration) and console: the other parts ----------------------
     async def accept_migration(
         self, spec: InstanceSpec, disk_paths: Sequence[str] = (), *, address: str = "",
-        mirror_disks: bool = False,
+        mirror_disks: bool = False, devices: Mapping[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Start qemu waiting for the instance's state on ``address`` (see
         :func:`.migration.accept`)."""
         return await migration.accept(self, spec, list(disk_paths), address=address,
-                                      mirror_disks=mirror_disks)
+                                      mirror_disks=mirror_disks, devices=devices)
 
     async def migrate(
         self, spec: InstanceSpec, target_ip: str, *, live: bool, target_name: str = "",
@@ -422,6 +479,11 @@ class KvmHypervisor(Hypervisor):
         """The node-side checks of kvm parameters: the ``security_domain`` user exists
         here (see :func:`.security.validate_security_params`)."""
         security.validate_security_params(hvparams)
+
+    async def verify(self, hvparams: Mapping[str, Any]) -> str | None:
+        """The qemu binary (``kvm_path``) is there and executable, and with
+        ``kvm_flag=enabled`` the node has ``/dev/kvm`` readable and writable."""
+        return await asyncio.to_thread(verify_node, hvparams)
 
     async def console(self, spec: InstanceSpec) -> dict[str, Any]:
         """Ganeti's console dict: serial (``ssh``), else VNC, else a message (see

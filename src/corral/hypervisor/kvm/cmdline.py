@@ -19,6 +19,13 @@ the argument list. The parameters mean what they mean in Ganeti's kvm hypervisor
 
 Device ids follow the contract the hotplug and migration parts rely on:
 ``disk-<first 8 of the disk's uuid>`` with block node ``<id>-drive``.
+
+Every device corral puts on the PCI bus has an explicit slot (``addr=``): slots 0-2
+are qemu's own (host bridge, ISA bridge, VGA), the balloon has slot 3, a SCSI
+controller slot 4, and disks and NICs take the slots from 5 up
+(:func:`assign_pci_slots`). A hot-plugged device takes the lowest free one; the
+runtime record keeps them, so a migration's target, started from that record, has
+every device where the source has it.
 """
 
 from __future__ import annotations
@@ -28,22 +35,31 @@ import logging
 import os
 import shlex
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from corral.errors import HypervisorError
 from corral.hypervisor.kvm.runtime import InstanceRuntime
+from corral.hypervisor.kvm.uris import is_uri, protocol_node
 from corral.objects.params import BE_PARAMS, HV_PARAMS, parse_size
 from corral.objects.specs import DiskSpec, InstanceSpec
 
 __all__ = [
+    "BALLOON_SLOT",
     "DISK_DEVICES",
+    "FIRST_DEVICE_SLOT",
+    "LAST_PCI_SLOT",
+    "SCSI_SLOT",
     "VNC_BASE_PORT",
     "append_line",
+    "assign_pci_slots",
     "build_command",
     "disk_device_id",
+    "free_pci_slot",
     "hv",
     "maxmem",
     "minmem",
+    "pci_addr",
 ]
 
 #: ``disk_type`` values corral drives, and the qemu device each becomes.
@@ -53,6 +69,14 @@ DISK_DEVICES: dict[str, str] = {
     "scsi": "scsi-hd",
     "scsi-hd": "scsi-hd",
 }
+
+#: The balloon's PCI slot; slots 0-2 of the ``pc`` machine are qemu's own.
+BALLOON_SLOT: Final = 3
+#: The SCSI controller's PCI slot (when disks are ``scsi``).
+SCSI_SLOT: Final = 4
+#: The first and last PCI slots that disks and NICs take.
+FIRST_DEVICE_SLOT: Final = 5
+LAST_PCI_SLOT: Final = 31
 
 #: VNC display 0 is this TCP port (an instance's ``network_port`` is 5900 + display).
 VNC_BASE_PORT = 5900
@@ -126,6 +150,43 @@ def disk_device_id(disk: DiskSpec) -> str:
     return f"disk-{disk.uuid[:8]}" if disk.uuid else f"disk-{disk.index}"
 
 
+def pci_addr(slot: int) -> str:
+    """qemu's ``addr=`` value of PCI ``slot`` (function 0)."""
+    return f"0x{slot:x}"
+
+
+def free_pci_slot(taken: Iterable[int], name: str) -> int:
+    """The lowest slot for a disk or NIC that ``taken`` leaves free."""
+    used = set(taken)
+    for slot in range(FIRST_DEVICE_SLOT, LAST_PCI_SLOT + 1):
+        if slot not in used:
+            return slot
+    raise HypervisorError(
+        f"instance {name} has no free PCI slot left: slots {FIRST_DEVICE_SLOT}-"
+        f"{LAST_PCI_SLOT} all hold disks and NICs")
+
+
+def assign_pci_slots(spec: InstanceSpec, nic_ids: Sequence[str],
+                     known: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The PCI slot of each of ``spec``'s devices on the PCI bus: its ``virtio-blk-pci``
+    disks, then the NICs ``nic_ids`` names (those of a PCI model). A device ``known``
+    gives a slot keeps it (a migration's target, a soft reboot); the others take the
+    lowest free slots in order."""
+    ids = list(nic_ids)
+    if DISK_DEVICES.get(_str(spec, "disk_type")) == "virtio-blk-pci":
+        ids = [disk_device_id(disk) for disk in spec.disks] + ids
+    known = known or {}
+    slots = {ident: known[ident] for ident in ids
+             if FIRST_DEVICE_SLOT <= known.get(ident, 0) <= LAST_PCI_SLOT}
+    if len(set(slots.values())) != len(slots):
+        raise HypervisorError(f"instance {spec.name}: two devices were given one PCI slot:"
+                              f" {slots}")
+    for ident in ids:
+        if ident not in slots:
+            slots[ident] = free_pci_slot(slots.values(), spec.name)
+    return slots
+
+
 def append_line(spec: InstanceSpec) -> str:
     """The kernel command line (``-append``): root, ``kernel_args``, serial console."""
     parts = []
@@ -152,7 +213,8 @@ def _is_block_device(path: str) -> bool:
         return False
 
 
-def _disk_args(spec: InstanceSpec, disk_paths: Sequence[str], boot_disk: bool) -> list[str]:
+def _disk_args(spec: InstanceSpec, disk_paths: Sequence[str], boot_disk: bool,
+               pci_slots: Mapping[str, int]) -> list[str]:
     disk_type = _str(spec, "disk_type")
     device = DISK_DEVICES.get(disk_type)
     if device is None:
@@ -165,21 +227,26 @@ def _disk_args(spec: InstanceSpec, disk_paths: Sequence[str], boot_disk: bool) -
             " paths were given")
     args: list[str] = []
     if device.startswith("scsi") and spec.disks:
-        args += ["-device", f"{_str(spec, 'scsi_controller_type')},id=scsi"]
+        args += ["-device", f"{_str(spec, 'scsi_controller_type')},id=scsi,"
+                            f"addr={pci_addr(SCSI_SLOT)}"]
     cache = _str(spec, "disk_cache")
     aio = _str(spec, "disk_aio")
     discard = _str(spec, "disk_discard")
     for disk, path in zip(spec.disks, disk_paths, strict=True):
         ident = disk_device_id(disk)
-        driver = "host_device" if _is_block_device(path) else "file"
-        node = [f"driver=raw,node-name={ident}-drive", f"file.driver={driver}",
-                f"file.filename={_opts(path)}"]
+        node = [f"driver=raw,node-name={ident}-drive"]
+        if is_uri(path):
+            protocol = protocol_node(path, f"instance {spec.name} disk/{disk.index}")
+            node += [f"file.{key}={_opts(str(value))}" for key, value in protocol.items()]
+        else:
+            driver = "host_device" if _is_block_device(path) else "file"
+            node += [f"file.driver={driver}", f"file.filename={_opts(path)}"]
+            if aio == "native":
+                node.append("file.aio=native")
         if cache == "none":
             node.append("cache.direct=on")
         elif cache in ("writeback", "writethrough"):
             node.append("cache.direct=off")
-        if aio == "native":
-            node.append("file.aio=native")
         if discard in ("ignore", "unmap"):
             node.append(f"discard={discard}")
         if disk.mode == "ro":
@@ -187,6 +254,8 @@ def _disk_args(spec: InstanceSpec, disk_paths: Sequence[str], boot_disk: bool) -
         dev = [device, f"drive={ident}-drive", f"id={ident}"]
         if device.startswith("scsi"):
             dev.append("bus=scsi.0")
+        elif ident in pci_slots:
+            dev.append(f"addr={pci_addr(pci_slots[ident])}")
         if cache == "writethrough":
             dev.append("write-cache=off")
         if boot_disk and disk.index == 0:
@@ -261,8 +330,12 @@ def build_command(
     security_args: Sequence[str] = (),
     incoming: str | None = None,
     paused: bool = False,
+    pci_slots: Mapping[str, int] | None = None,
 ) -> list[str]:
     """qemu's argument list for ``spec`` (see the module's docstring).
+
+    ``pci_slots`` (from :func:`assign_pci_slots`) places the disks; ``nic_args`` carry
+    the NICs' own.
 
     ``paused`` starts it with its CPUs stopped (``-S``). Otherwise the guest runs at
     once (the balloon and a VNC password are set right after, over QMP; a VNC server
@@ -309,14 +382,14 @@ def build_command(
     elif boot_order in ("network", "floppy"):
         command += ["-boot", _BOOT_DEVICES[boot_order]]
     booting_from = "" if kernel else boot_order
-    command += _disk_args(spec, disk_paths, booting_from == "disk")
+    command += _disk_args(spec, disk_paths, booting_from == "disk", pci_slots or {})
     command += _cdrom_args(spec, booting_from == "cdrom")
     if _str(spec, "floppy_image_path"):
         raise HypervisorError(
             f"instance {spec.name}: floppy_image_path is not supported by corral's kvm")
     command += list(nic_args)
 
-    command += ["-device", "virtio-balloon-pci,id=balloon0"]
+    command += ["-device", f"virtio-balloon-pci,id=balloon0,addr={pci_addr(BALLOON_SLOT)}"]
     if _bool(spec, "serial_console"):
         command += [
             "-chardev", f"socket,id=serial0,path={runtime.serial_socket},server=on,"

@@ -21,6 +21,12 @@ present at start is removed the same way as a hot-added one.
   ``netdev_del`` and the tap's removal.
 * Change (a NIC's): remove, then add with the new parameters (Ganeti does the same).
 
+A plugged device takes the lowest PCI slot that neither the runtime record nor qemu
+gives to another device (``addr``), recorded with it; a hot-added NIC is recorded as
+plugged without an option ROM. A migration's target lays its qemu out the same way
+(see :mod:`.cmdline`): qemu takes a guest only from a machine with the same devices
+in the same slots.
+
 Each step is idempotent against a lost answer: adding a device qemu already has, or
 removing one it no longer has, only brings the runtime record up to date. A failed
 add takes back what it did. The runtime record (spec, disk paths, taps) follows every
@@ -43,13 +49,14 @@ from qemu.qmp import EventListener, QMPClient, QMPError
 from corral.errors import HypervisorError
 from corral.hypervisor.base import HotplugAction, HotplugTarget
 from corral.hypervisor.kvm import netdev
-from corral.hypervisor.kvm.cmdline import disk_device_id
+from corral.hypervisor.kvm.cmdline import disk_device_id, free_pci_slot, pci_addr
 from corral.hypervisor.kvm.monitor import ExecuteError, monitor
 from corral.hypervisor.kvm.runtime import InstanceRuntime, RuntimeRecord
+from corral.hypervisor.kvm.uris import is_uri, protocol_node
 from corral.objects.specs import DiskSpec, InstanceSpec, NicSpec
 
 __all__ = ["HOTPLUG_DISK_TYPES", "RELEASE_TIMEOUT", "hotplug_device", "hotplug_supported",
-           "present_devices"]
+           "pci_slots", "present_devices"]
 
 #: How long the guest may take to release a device after ``device_del``, in seconds.
 RELEASE_TIMEOUT: Final = 30.0
@@ -78,6 +85,37 @@ async def present_devices(qmp: QMPClient) -> set[str]:
         return set()
     return {str(child["name"]) for child in children
             if isinstance(child, dict) and str(child.get("type", "")).startswith("child<")}
+
+
+async def pci_slots(qmp: QMPClient) -> dict[str, int]:
+    """The slots of the devices on qemu's first PCI bus, by device id (``query-pci``);
+    devices without an id are listed under ``slot-N``."""
+    buses = await qmp.execute("query-pci")
+    slots: dict[str, int] = {}
+    for bus in buses if isinstance(buses, list) else []:
+        if not isinstance(bus, dict) or bus.get("bus") != 0:
+            continue
+        for device in bus.get("devices") or []:
+            if isinstance(device, dict) and isinstance(device.get("slot"), int):
+                ident = str(device.get("qdev_id") or f"slot-{device['slot']}")
+                slots[ident] = device["slot"]
+    return slots
+
+
+async def _place(qmp: QMPClient, record: RuntimeRecord, ident: str) -> int:
+    """The PCI slot for device ``ident`` about to be plugged: the lowest that neither the
+    runtime record nor qemu has given to another device."""
+    taken = {slot for other, slot in record.pci_slots.items() if other != ident}
+    taken |= {slot for other, slot in (await pci_slots(qmp)).items() if other != ident}
+    return free_pci_slot(taken, record.name)
+
+
+async def _note_slot(qmp: QMPClient, record: RuntimeRecord, ident: str) -> None:
+    """Record where qemu has ``ident`` (plugged by an earlier call whose answer was
+    lost)."""
+    slot = (await pci_slots(qmp)).get(ident)
+    if slot is not None:
+        record.pci_slots[ident] = slot
 
 
 async def hotplug_supported(runtime: InstanceRuntime) -> None:
@@ -142,6 +180,8 @@ async def _disk(qmp: QMPClient, runtime: InstanceRuntime, record: RuntimeRecord,
                                   f"the new disk/{disk.index}")
         if not present:
             await _plug_disk(qmp, record, ident, disk, path)
+        else:
+            await _note_slot(qmp, record, ident)
         _record_disk(record, disk, path)
     await asyncio.to_thread(runtime.write, record)
 
@@ -155,24 +195,32 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
         raise HypervisorError(
             f"instance {record.name}: disks of disk_type {disk_type} cannot be hot-plugged;"
             f" hot-pluggable: {', '.join(HOTPLUG_DISK_TYPES)}")
-    is_block = await asyncio.to_thread(_is_block_device, path)
-    fdset = await _pass_file(qmp, record.name, path, disk)
+    fdset: int | None = None
+    if is_uri(path):
+        # qemu's own client opens it (access=userspace): no file to hand over.
+        protocol = protocol_node(path, f"instance {record.name} disk/{disk.index}")
+    else:
+        is_block = await asyncio.to_thread(_is_block_device, path)
+        fdset = await _pass_file(qmp, record.name, path, disk)
+        protocol = {"driver": "host_device" if is_block else "file",
+                    "filename": f"/dev/fdset/{fdset}"}
     node: dict[str, Any] = {
         "driver": "raw", "node-name": f"{ident}-drive", "read-only": disk.mode == "ro",
-        "file": {"driver": "host_device" if is_block else "file",
-                 "filename": f"/dev/fdset/{fdset}"},
+        "file": protocol,
     }
     cache = str(hvparams.get("disk_cache") or "default")
     if cache == "none":
         node["cache"] = {"direct": True}
     elif cache in ("writeback", "writethrough"):
         node["cache"] = {"direct": False}
-    if str(hvparams.get("disk_aio") or "") == "native":
+    if str(hvparams.get("disk_aio") or "") == "native" and fdset is not None:
         node["file"]["aio"] = "native"
     discard = str(hvparams.get("disk_discard") or "")
     if discard in ("ignore", "unmap"):
         node["discard"] = discard
-    dev: dict[str, Any] = {"driver": model, "id": ident, "drive": f"{ident}-drive"}
+    slot = await _place(qmp, record, ident)
+    dev: dict[str, Any] = {"driver": model, "id": ident, "drive": f"{ident}-drive",
+                           "addr": pci_addr(slot)}
     if cache == "writethrough":
         dev["write-cache"] = "off"
     try:
@@ -182,8 +230,9 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
                               f"disk/{disk.index} ({path}): {_refused(err)}") from None
     finally:
         # The block node holds its own copy of the descriptor.
-        with contextlib.suppress(ExecuteError):
-            await qmp.execute("remove-fd", {"fdset-id": fdset})
+        if fdset is not None:
+            with contextlib.suppress(ExecuteError):
+                await qmp.execute("remove-fd", {"fdset-id": fdset})
     try:
         await qmp.execute("device_add", dev)
     except ExecuteError as err:
@@ -191,6 +240,7 @@ async def _plug_disk(qmp: QMPClient, record: RuntimeRecord, ident: str, disk: Di
             await qmp.execute("blockdev-del", {"node-name": f"{ident}-drive"})
         raise HypervisorError(f"instance {record.name}: qemu refused to add disk/"
                               f"{disk.index}: {_refused(err)}") from None
+    record.pci_slots[ident] = slot
 
 
 async def _pass_file(qmp: QMPClient, name: str, path: str, disk: DiskSpec) -> int:
@@ -225,7 +275,10 @@ def _is_block_device(path: str) -> bool:
 
 
 def _record_disk(record: RuntimeRecord, disk: DiskSpec, path: str) -> None:
+    slot = record.pci_slots.get(disk_device_id(disk))
     _forget_disk(record, disk)
+    if slot is not None:
+        record.pci_slots[disk_device_id(disk)] = slot
     position = min(disk.index, len(record.spec.disks))
     record.spec.disks.insert(position, msgspec.structs.replace(disk))
     record.disk_paths.insert(position, path)
@@ -234,6 +287,7 @@ def _record_disk(record: RuntimeRecord, disk: DiskSpec, path: str) -> None:
 
 
 def _forget_disk(record: RuntimeRecord, disk: DiskSpec) -> None:
+    record.pci_slots.pop(disk_device_id(disk), None)
     for position, known in enumerate(record.spec.disks):
         if known.uuid == disk.uuid:
             del record.spec.disks[position]
@@ -260,6 +314,10 @@ async def _nic(qmp: QMPClient, runtime: InstanceRuntime, record: RuntimeRecord,
         if ident not in await present_devices(qmp):
             tap = await _plug_nic(qmp, runtime, record, ident, nic)
             _record_nic(record, nic, tap)
+        else:
+            await _note_slot(qmp, record, ident)
+        if ident not in record.romless:
+            record.romless.append(ident)
         await asyncio.to_thread(runtime.write, record)
 
 
@@ -289,9 +347,11 @@ async def _plug_nic(qmp: QMPClient, runtime: InstanceRuntime, record: RuntimeRec
         try:
             # No option ROM: a hot-added NIC boots nothing, and a chrooted qemu could
             # not read the ROM file.
+            slot = await _place(qmp, record, ident)
             await qmp.execute("device_add", {"driver": model, "id": ident,
                                              "netdev": f"{ident}-net", "mac": nic.mac,
-                                             "romfile": ""})
+                                             "romfile": "", "addr": pci_addr(slot)})
+            record.pci_slots[ident] = slot
         except ExecuteError as err:
             with contextlib.suppress(ExecuteError):
                 await qmp.execute("netdev_del", {"id": f"{ident}-net"})
@@ -327,13 +387,19 @@ def _taps_of(record: RuntimeRecord, nic: NicSpec) -> list[netdev.Tap]:
 
 
 def _record_nic(record: RuntimeRecord, nic: NicSpec, tap: netdev.Tap) -> None:
+    slot = record.pci_slots.get(netdev.nic_device_id(nic))
     _forget_nic(record, nic)
+    if slot is not None:
+        record.pci_slots[netdev.nic_device_id(nic)] = slot
     position = min(nic.index, len(record.spec.nics))
     record.spec.nics.insert(position, msgspec.structs.replace(nic))
     _store_taps(record, [*_taps(record), tap])
 
 
 def _forget_nic(record: RuntimeRecord, nic: NicSpec) -> None:
+    ident = netdev.nic_device_id(nic)
+    record.pci_slots.pop(ident, None)
+    record.romless = [other for other in record.romless if other != ident]
     record.spec.nics = [n for n in record.spec.nics if n.uuid != nic.uuid]
     _store_taps(record, [t for t in _taps(record) if t.nic_uuid != nic.uuid or not nic.uuid])
 

@@ -41,7 +41,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -489,7 +489,9 @@ def started_with(runtime: InstanceRuntime) -> dict[str, Any] | None:
     record = runtime.read()
     if record is None or not runtime.live_pid(record):
         return None
-    return {"hvparams": dict(record.spec.hvparams), "beparams": dict(record.spec.beparams)}
+    return {"hvparams": dict(record.spec.hvparams), "beparams": dict(record.spec.beparams),
+            "devices": {"pci_slots": dict(record.pci_slots),
+                        "romless": list(record.romless)}}
 
 
 def read_status(paths: Paths, name: str) -> dict[str, Any]:
@@ -546,14 +548,17 @@ def _monitor(runtime: InstanceRuntime) -> MonitorFactory:
 
 
 async def accept(hv: KvmHypervisor, spec: InstanceSpec, disk_paths: list[str], *,
-                 address: str, mirror_disks: bool) -> dict[str, Any]:
+                 address: str, mirror_disks: bool,
+                 devices: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The target's side of :meth:`KvmHypervisor.accept_migration`: qemu started with
-    ``-incoming defer``, then :func:`prepare_incoming`. A failure leaves no qemu."""
+    ``-incoming defer`` and the source's device layout (``devices``, from
+    :func:`started_with`: qemu takes a guest only from a machine laid out as its
+    own), then :func:`prepare_incoming`. A failure leaves no qemu."""
     if not address:
         raise HypervisorError(f"cannot receive instance {spec.name}: the master gave no "
                               "address to listen on")
     check_port_free(address, int(spec.hvparams.get("migration_port") or 8102))
-    record = await hv.launch(spec, disk_paths, incoming="defer")
+    record = await hv.launch(spec, disk_paths, incoming="defer", devices=devices)
     runtime = hv.runtime(spec.name)
     try:
         async with _step(f"preparing to receive instance {spec.name}"), \

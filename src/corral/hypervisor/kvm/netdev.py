@@ -38,7 +38,7 @@ import asyncio
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -62,6 +62,7 @@ __all__ = [
     "netdev_args",
     "nic_device_id",
     "nic_model",
+    "pci_nic_ids",
     "prepare_nics",
     "recorded_taps",
     "release_nics",
@@ -132,16 +133,28 @@ def nic_model(nic_type: str) -> str:
         ) from None
 
 
-def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
+def pci_nic_ids(spec: InstanceSpec) -> list[str]:
+    """The device ids of ``spec``'s NICs that sit on the PCI bus (all but ``ne2k_isa``),
+    in order."""
+    model = nic_model(str(spec.hvparams.get("nic_type") or "paravirtual"))
+    return [] if model == "ne2k_isa" else [nic_device_id(nic) for nic in spec.nics]
+
+
+def netdev_args(spec: InstanceSpec, taps: Sequence[Tap], *,
+                pci_slots: Mapping[str, int] | None = None,
+                romless: Iterable[str] = ()) -> list[str]:
     """The qemu ``-netdev``/``-device`` arguments for ``spec``'s NICs on ``taps``.
 
     The device is ``nic-<uuid8>`` on netdev ``nic-<uuid8>-net`` (the names hotplug
-    removes by), with the NIC's MAC and the model ``nic_type`` asks for.
+    removes by), with the NIC's MAC, the model ``nic_type`` asks for, its PCI slot from
+    ``pci_slots`` and no option ROM when ``romless`` names it (as it was hot-plugged).
     """
     model = nic_model(str(spec.hvparams.get("nic_type") or "paravirtual"))
     virtio = model == NIC_MODELS["paravirtual"]
     vhost = ",vhost=on" if virtio and spec.hvparams.get("vhost_net") else ""
     by_index = {tap.nic_index: tap for tap in taps}
+    slots = pci_slots or {}
+    no_rom = set(romless)
     args: list[str] = []
     for nic in spec.nics:
         tap = by_index.get(nic.index)
@@ -149,8 +162,12 @@ def netdev_args(spec: InstanceSpec, taps: Sequence[Tap]) -> list[str]:
             raise HypervisorError(f"instance {spec.name}: NIC {nic.index} has no tap device")
         dev = nic_device_id(nic)
         netdev = f"tap,id={dev}-net,ifname={tap.name},script=no,downscript=no{vhost}"
-        args += ["-netdev", netdev,
-                 "-device", f"{model},id={dev},netdev={dev}-net,mac={nic.mac}"]
+        device = f"{model},id={dev},netdev={dev}-net,mac={nic.mac}"
+        if dev in slots:
+            device += f",addr=0x{slots[dev]:x}"
+        if dev in no_rom:
+            device += ",romfile="
+        args += ["-netdev", netdev, "-device", device]
     return args
 
 
@@ -473,19 +490,22 @@ def recorded_taps(record: RuntimeRecord) -> list[Tap]:
 
 
 async def prepare_nics(spec: InstanceSpec, runtime: InstanceRuntime, *,
-                       incoming: bool = False) -> NicSetup:
+                       incoming: bool = False, pci_slots: Mapping[str, int] | None = None,
+                       romless: Iterable[str] = ()) -> NicSetup:
     """Create the host side of ``spec``'s NICs; the qemu arguments for them.
 
     The taps are made for the uid the runtime record already holds (security is
     prepared first), so that a qemu running as that user may open them. ``incoming``:
     qemu is started to receive a migration, routed NICs wait for
-    :func:`finish_incoming`. On failure nothing is left and
+    :func:`finish_incoming`. ``pci_slots`` and ``romless`` go to :func:`netdev_args`.
+    On failure nothing is left and
     :class:`~corral.errors.HypervisorError` says why.
     """
     record = await asyncio.to_thread(runtime.read)
     user = record.uid if record is not None else None
     taps = await setup_taps(runtime.paths, spec, user=user, incoming=incoming)
-    return NicSetup(args=netdev_args(spec, taps), taps=[tap.name for tap in taps],
+    return NicSetup(args=netdev_args(spec, taps, pci_slots=pci_slots, romless=romless),
+                    taps=[tap.name for tap in taps],
                     extra={"taps": msgspec.to_builtins(taps)})
 
 

@@ -89,6 +89,13 @@ class RuntimeRecord(msgspec.Struct, kw_only=True):
     uid: int | None = None
     """The uid qemu runs as, when not root (see :mod:`.security`)."""
     vnc_port: int | None = None
+    pci_slots: dict[str, int] = msgspec.field(default_factory=dict)
+    """The PCI slot of every device on the PCI bus, by qemu device id: fixed at start,
+    chosen at hot-plug, and given to a migration's target so that both qemus lay out
+    the same machine (qemu refuses a migration stream from another layout)."""
+    romless: list[str] = msgspec.field(default_factory=list)
+    """Ids of the NICs plugged without an option ROM (the hot-added ones), which a
+    migration's target must plug the same way."""
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
     """Room for the other parts (netdev, security, migration, hotplug) to keep what they
     need at stop; each uses keys named after itself."""

@@ -36,7 +36,7 @@ async def get(req: RapiRequest) -> dict[str, Any]:
 async def _replace(req: RapiRequest, uuid: str | None) -> str:
     """The body's trail is checked (no ``gnt:`` source from outside, see
     :func:`check_rapi_trail`) and kept whole; the ``reason=`` text and RAPI's own
-    ``gnt:client:rapi`` entry follow it."""
+    entries follow it."""
     body = req.body_dict()
     trail: list[list[Any]] = [list(e) for e in check_rapi_trail(body.get("reason", []))]
     trail.extend(req.reason_trail())

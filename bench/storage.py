@@ -207,7 +207,8 @@ def main() -> None:
                     groups.append(group)
                     group.install(Paths(Path(node["root"])))
                 subprocess.run([str(BIN / "gnt-cluster"), "modify", "--vg-name", name,
-                                "--enabled-disk-templates", "file,plain,diskless"],
+                                "--enabled-disk-templates", "file,plain,diskless",
+                                "--ipolicy-disk-templates", "file,plain,diskless"],
                                env=env, check=True, capture_output=True, timeout=120)
                 out["plain"] = asyncio.run(plain_figures(socket, args.volumes, groups[0]))
                 types = ["lvm-vg", "lvm-pv", "file"]

@@ -44,9 +44,10 @@ async def _corral(socket: Path, count: int) -> dict[str, list[float]]:
     client = AsyncClient(socket)
     reason = [["gnt:client:bench", "storage_rbd", time.time_ns()]]
     try:
+        templates = ["file", "sharedfile", "diskless", "rbd"]
         await run_job(client, {"OP_ID": "OP_CLUSTER_SET_PARAMS", "reason": reason,
-                            "enabled_disk_templates": ["file", "sharedfile", "diskless",
-                                                       "rbd"]})
+                            "enabled_disk_templates": templates,
+                            "ipolicy": {"disk-templates": templates}})
         names = [f"rbd{i}.bench" for i in range(count)]
         create = []
         for index, name in enumerate(names):

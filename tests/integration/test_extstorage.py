@@ -58,13 +58,15 @@ def ext_cluster(_module_testbed: TestbedHandle) -> Iterator[TestbedHandle]:
         (target / "volumes").symlink_to(volumes, target_is_directory=True)
         copies.append(target)
     before = testbed.info()["enabled_disk_templates"]
-    testbed.run("gnt-cluster", "modify", "--enabled-disk-templates",
-                ",".join([*before, "ext"]))
+    # Enabled and allowed by the instance policy (Ganeti's rule: enabling does not allow).
+    with_ext = ",".join([*before, "ext"])
+    testbed.run("gnt-cluster", "modify", "--enabled-disk-templates", with_ext,
+                "--ipolicy-disk-templates", with_ext)
     try:
         yield testbed
     finally:
         testbed.run("gnt-cluster", "modify", "--enabled-disk-templates", ",".join(before),
-                    check=False)
+                    "--ipolicy-disk-templates", ",".join(before), check=False)
         for copy in copies:
             shutil.rmtree(copy, ignore_errors=True)
 

@@ -81,8 +81,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory,
                              guest)
         for index, node in enumerate((NODE1, NODE2)):
             groups[node].install(Paths(Path(testbed.state["nodes"][index]["root"])))
+        templates = "plain,file,diskless,blockdev"
         testbed.run("gnt-cluster", "modify", "--vg-name", vg, "--enabled-disk-templates",
-                    "plain,file,diskless,blockdev")
+                    templates, "--ipolicy-disk-templates", templates)
         yield LvmCluster(testbed, vg, groups)
     finally:
         run_testbed("down", "--dir", str(directory))

@@ -66,9 +66,9 @@ def cluster(_ceph_starting: Future[testbed_ceph.CephCluster], kvm_testbed: KvmTe
     migrations at loopback speed."""
     for node in kvm_testbed.state["nodes"]:
         testbed_ceph.install_conf(ceph, Path(node["root"]))
-    templates = kvm_testbed.info()["enabled_disk_templates"]
-    kvm_testbed.run("gnt-cluster", "modify", "--enabled-disk-templates",
-                    ",".join([*templates, "rbd", "ext"]), "-D", "rbd:access=userspace",
+    templates = ",".join([*kvm_testbed.info()["enabled_disk_templates"], "rbd", "ext"])
+    kvm_testbed.run("gnt-cluster", "modify", "--enabled-disk-templates", templates,
+                    "--ipolicy-disk-templates", templates, "-D", "rbd:access=userspace",
                     "-H", "kvm:migration_bandwidth=1000,migration_downtime=30")
     return kvm_testbed
 

@@ -193,7 +193,8 @@ def demo_command(directory: Path) -> None:
     # External storage: the ExtStorage provider corral ships (share/extstorage/corral-file)
     # keeps volumes as files in a directory every testbed node sees, so an instance on it
     # migrates without copying its disk, like one on Ceph (docs/extstorage.md, docs/rbd.md).
-    show("gnt-cluster", "modify", "--enabled-disk-templates", "file,sharedfile,diskless,ext")
+    show("gnt-cluster", "modify", "--enabled-disk-templates", "file,sharedfile,diskless,ext",
+         "--ipolicy-disk-templates", "file,sharedfile,diskless,ext")
     show("gnt-storage", "info")
     show("gnt-instance", "add", "-t", "ext", "-o", "corral-ext4+default", "-n", "node1.testbed",
          "--disk", "0:size=128M,provider=corral-file", "--net",

@@ -227,6 +227,19 @@ def test_an_admin_up_instance_found_down_is_einstancedown(cl: Cluster) -> None:
         ("ERROR", "web1", "instance not running on its primary node node1")]
 
 
+def test_an_instance_outside_its_groups_policy_is_a_warning(cl: Cluster) -> None:
+    cl.create("web1", beparams={"maxmem": 512, "minmem": 512})
+    assert not with_code(verify_group(cl)[1], "EINSTANCEPOLICY")
+    policy = cl.store.cluster.ipolicy
+    bounds = [{"min": dict(pair["min"]), "max": {**pair["max"], "memory-size": 256}}
+              for pair in policy["minmax"]]
+    cl.set_cluster(ipolicy={**policy, "minmax": bounds, "disk-templates": ["diskless"]})
+    found = verify_group(cl)[1]
+    assert with_code(found, "EINSTANCEPOLICY") == [(
+        "WARNING", "web1", "Disk template file is not allowed (allowed templates: diskless), "
+        f"memory-size value 512 is not in range [{bounds[0]['min']['memory-size']}, 256]")]
+
+
 def test_an_instance_on_another_node_and_an_unknown_one(cl: Cluster) -> None:
     cl.create("web1", disk_template="diskless", disks=[])
     cl.nodes.start("node3", "web1")

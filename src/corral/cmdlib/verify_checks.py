@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import __version__
+from corral.cmdlib.ipolicy import group_ipolicy, stored_instance_violations
 from corral.cmdlib.verify import NODE_MAX_CLOCK_SKEW, certificate_finding
 from corral.cmdlib.verify_findings import Findings
 from corral.config import ConfigStore
@@ -380,13 +381,21 @@ def check_running(found: Findings, img: NodeImage, store: ConfigStore,
 
 def check_instances(found: Findings, instances: Sequence[Instance], gathered: Gathered,
                     store: ConfigStore) -> None:
-    """Each instance against its nodes: running where it should, its disks there."""
+    """Each instance against its group's instance policy (a warning, as in Ganeti) and
+    its nodes: running where it should, its disks there."""
     images = gathered.images
+    policies: dict[str, Mapping[str, Any]] = {}
     for inst in instances:
         found.note(f"* Verifying instance {inst.name}")
         primary = store.find("node", inst.primary_node)
         if primary is None:
             continue  # the configuration check reports it
+        if primary.group not in policies:
+            policies[primary.group] = group_ipolicy(store, store.get("nodegroup",
+                                                                     primary.group))
+        broken = stored_instance_violations(store, inst, policies[primary.group])
+        found.report_if(broken, "EINSTANCEPOLICY", inst.name, ", ".join(broken),
+                        severity=WARNING)
         pimg = images.get(primary.uuid)
         if inst.admin_state == "up":
             found.report_if(primary.offline, "EINSTANCEBADNODE", inst.name, (

@@ -205,6 +205,20 @@ def test_adopting_an_existing_logical_volume(cluster: LvmCluster) -> None:
         "--disk", "0:adopt=precious,size=1G", name, check=False)
     assert both.returncode == 1
     assert "Only one of 'size' and 'adopt' allowed (disk 0)" in both.stderr
+    # The policy is checked with the adopted volume's size, and a refusal leaves it alone.
+    cluster.run("gnt-group", "modify", "--ipolicy-bounds-specs",
+                "min:cpu-count=1,disk-count=1,disk-size=16M,memory-size=1,nic-count=0,"
+                "spindle-use=0/max:cpu-count=8,disk-count=16,disk-size=1T,memory-size=32G,"
+                "nic-count=8,spindle-use=12", "default")
+    try:
+        small = cluster.testbed.run(
+            "gnt-instance", "add", "-t", "plain", "-o", OS, "-n", NODE2, "--no-start",
+            "--disk", "0:adopt=precious", name, check=False)
+    finally:
+        cluster.run("gnt-group", "modify", "--ipolicy-bounds-specs", "default", "default")
+    assert small.returncode == 1
+    assert "violates policy: disk-size/0 value 12 is not in range [16, 1048576]" in small.stderr
+    assert set(cluster.lvs(NODE2)) == {"precious"}
     cluster.run("gnt-instance", "add", "-t", "plain", "-o", OS, "-n", NODE2, "--no-start",
                 "--disk", "0:adopt=precious", name)
     try:

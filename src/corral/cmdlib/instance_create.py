@@ -445,8 +445,14 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             if not nic["mac"]:
                 nic["mac"] = generate_mac(nic.get("mac_prefix") or cluster.mac_prefix, macs)
         self._build(node)
-        check_instance_fits(store, group, self.instance.beparams, self.disk_objects,
-                            len(self.nics), ignore=op.ignore_ipolicy, feedback=self.feedback)
+        if not self.adopting:  # adopted disks: once their sizes are known (execute)
+            self._check_policy(group)
+
+    def _check_policy(self, group: NodeGroup) -> None:
+        """The instance fits the policy of its group (Ganeti's ``violates policy``)."""
+        check_instance_fits(self.master.store, group, self.instance.beparams,
+                            self.disk_objects, len(self.nics),
+                            ignore=self.op.ignore_ipolicy, feedback=self.feedback)
 
     def _place_on_networks(self, group: NodeGroup, node: Node) -> None:
         """NICs that name a network get its connection's mode and link and an address
@@ -604,6 +610,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             await check_memory_fits_group(self, node.group, self.hypervisor, maxmem)
         if self.adopting:
             await self._adopt(node)
+            self._check_policy(self.master.store.get("nodegroup", node.group))
         else:
             await check_space(
                 self, node, self.hypervisor, name, list(enumerate(self.disk_objects)),

@@ -224,6 +224,10 @@ def demo_command(directory: Path) -> None:
     show("gnt-instance", "info", "web1.testbed")
     show("gnt-instance", "list", "-o", "name,pnode,status,oper_ram,be/vcpus")
     show("gnt-instance", "remove", "-f", "light1.testbed")
+    # Without -n an allocator chooses the node: the cluster's default, the built-in
+    # 'corral' (docs/iallocator.md), within the instance policy (gnt-cluster info).
+    show("gnt-instance", "add", "-t", "diskless", "--no-install", "--no-start", "--net",
+         "0:mode=routed,ip=192.0.2.10,link=100", "light2.testbed")
     show("gnt-cluster", "modify", "-B", "maxmem=1G,vcpus=2", "--reason", "demo")
     # A job and its reason trail: the CLI's entry, the user's, the queue's.
     job = show("gnt-debug", "delay", "--submit", "--print-jobid", "--reason", "demo delay",

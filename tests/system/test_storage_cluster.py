@@ -191,6 +191,34 @@ def test_plain_instance_volumes(cluster: LvmCluster) -> None:
     assert cluster.lvs(NODE1) == {}
 
 
+def test_an_allocator_places_a_plain_instance_where_its_volume_group_has_room(
+        cluster: LvmCluster) -> None:
+    # node1's volume group has two 64 MiB volumes, node2's one: 80M fits node1 only,
+    # as the nodes' volume groups tell the allocator (the request's free_disk).
+    add = ["gnt-instance", "add", "-t", "plain", "--no-install", "--no-start", "-o", OS,
+           "--disk", "0:size=80M"]
+    # With the capacity checks (hail's N+1) the instance fits nowhere: node2 could not
+    # take it over if node1 failed.
+    refused = cluster.testbed.run(*add, "n1.testbed", check=False)
+    assert refused.returncode == 1
+    assert ("Can't compute nodes using iallocator 'corral': Request failed: Group default "
+            "(preferred): No valid allocation solutions, failure reasons: FailDisk: 1, "
+            "FailN1: 1") in refused.stderr
+    name = "placed.testbed"
+    cluster.run("gnt-cluster", "modify", "--default-iallocator-params", "no-capacity-checks")
+    try:
+        cluster.run(*add, name)
+    finally:
+        cluster.run("gnt-cluster", "modify", "--default-iallocator-params",
+                    "-no-capacity-checks")
+    try:
+        assert cluster.out("gnt-instance", "list", "--no-headers", "-o", "pnode",
+                           name).strip() == NODE1
+    finally:
+        cluster.run("gnt-instance", "remove", "-f", name)
+    assert cluster.lvs(NODE1) == {}
+
+
 def test_adopting_an_existing_logical_volume(cluster: LvmCluster) -> None:
     group = cluster.groups[NODE2]
     group.lvm("lvcreate", "-q", "-Wn", "-L", "12m", "-n", "precious", cluster.vg)

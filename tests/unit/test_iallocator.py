@@ -27,6 +27,7 @@ from corral.iallocator import (
     parse_answer,
     plugin_arguments,
     relocate_request,
+    reported_storage,
 )
 from corral.objects import NIC, Disk, Instance, Node, NodeGroup
 from corral.paths import Paths
@@ -160,6 +161,34 @@ def test_the_values_are_the_clusters(tmp_path: Path) -> None:
 
 def node_name(store: ConfigStore) -> str:
     return store.all("node")[0].name
+
+
+def test_the_node_disk_is_the_space_of_the_requests_template(tmp_path: Path) -> None:
+    store = _cluster(tmp_path)
+    with store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.volume_group_name = "xenvg"
+        txn.update(cluster)
+    plain = reported_storage(store.cluster, "plain")
+    assert plain is not None and plain.node_info_args() == {"volume_groups": ["xenvg"]}
+
+    def disk(template: str, vgs: dict[str, Any]) -> tuple[int, int]:
+        live = {name: NodeLive(info={**(answer.info or {}), "lvm": {"vgs": vgs}},
+                               instances=answer.instances)
+                for name, answer in _live(store).items()}
+        node = build_input(store, live, _request(store, "allocate"),
+                           disk_template=template)["nodes"][node_name(store)]
+        return node["total_disk"], node["free_disk"]
+
+    vgs = {"xenvg": {"size": 10240, "free": 4096, "allocatable_free": 3072},
+           "othervg": {"size": 1, "free": 1, "allocatable_free": 1}}
+    # LVM: the cluster's volume group, free on its allocatable physical volumes
+    assert disk("plain", vgs) == (10240, 3072)
+    assert disk("file", vgs) == (258019, 79143)
+    # Ganeti reports no space for the others (shared and external storage, none)
+    assert disk("sharedfile", vgs) == disk("rbd", vgs) == disk("diskless", vgs) == (0, 0)
+    # a node without the volume group fits no LVM disk
+    assert disk("plain", {"othervg": vgs["othervg"]}) == (0, 0)
 
 
 def test_offline_and_unasked_nodes_get_their_configuration_only(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from corral.iallocator import (
     build_input,
     parse_answer,
     relocate_request,
-    storage_dir_for,
+    reported_storage,
 )
 from corral.locking import LockLevel
 
@@ -69,11 +69,11 @@ async def gather_live(master: MasterContext, *, hypervisor: str, disk_template: 
     nodes = [n for n in store.all("node") if n.vm_capable and not n.offline]
     if not nodes:
         return {}
-    storage = storage_dir_for(cluster, disk_template)
+    storage = reported_storage(cluster, disk_template)
+    asked = storage.node_info_args() if storage is not None else {}
     info, instances = await asyncio.gather(
-        master.rpc.call(nodes, "node_info",
-                        {"storage_dirs": [storage] if storage else [],
-                         "hypervisors": [hypervisor]}, timeout=LIVE_TIMEOUT),
+        master.rpc.call(nodes, "node_info", {**asked, "hypervisors": [hypervisor]},
+                        timeout=LIVE_TIMEOUT),
         master.rpc.call(nodes, "all_instances_info",
                         {"hypervisors": list(cluster.enabled_hypervisors)},
                         timeout=LIVE_TIMEOUT))

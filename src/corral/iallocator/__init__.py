@@ -18,7 +18,7 @@ from corral.iallocator.request import (
     multi_allocate_request,
     node_evacuate_request,
     relocate_request,
-    storage_dir_for,
+    reported_storage,
 )
 from corral.iallocator.runner import BUILTIN, DEFAULT_TIMEOUT, PluginRunner, plugin_arguments
 
@@ -41,5 +41,5 @@ __all__ = [
     "parse_answer",
     "plugin_arguments",
     "relocate_request",
-    "storage_dir_for",
+    "reported_storage",
 ]

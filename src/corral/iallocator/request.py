@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from corral.objects import fill_params
 from corral.objects.ipolicy import group_policy
@@ -33,6 +33,7 @@ __all__ = [
     "REPORTED_STORAGE",
     "ClusterView",
     "NodeLive",
+    "ReportedStorage",
     "allocate_request",
     "build_input",
     "change_group_request",
@@ -40,8 +41,8 @@ __all__ = [
     "multi_allocate_request",
     "node_evacuate_request",
     "relocate_request",
+    "reported_storage",
     "required_nodes",
-    "storage_dir_for",
 ]
 
 #: The protocol version Ganeti 3.0 speaks.
@@ -51,11 +52,45 @@ MODES: Final = ("allocate", "relocate", "change-group", "node-evacuate", "multi-
 #: Node evacuation modes.
 EVAC_MODES: Final = ("primary-only", "secondary-only", "all")
 
-#: Disk templates whose space the nodes report, and the cluster-wide directory that
-#: holds their data; the others count as 0 (as Ganeti reports only file and LVM
-#: storage). Templates that arrive later add their entry here.
-REPORTED_STORAGE: dict[str, Callable[[Cluster], str]] = {
-    "file": lambda cluster: cluster.file_storage_dir,
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedStorage:
+    """Where the nodes measure a disk template's space: a directory (``node_info``'s
+    ``storage_dirs``) or an LVM volume group (its ``volume_groups``)."""
+
+    kind: Literal["dir", "vg"]
+    name: str
+
+    def node_info_args(self) -> dict[str, list[str]]:
+        """What ``node_info`` must be asked for this storage to be in its answer."""
+        if self.kind == "dir":
+            return {"storage_dirs": [self.name]}
+        return {"volume_groups": [self.name]}
+
+    def space(self, info: Mapping[str, Any]) -> tuple[int, int]:
+        """Size and free space (MiB) in a ``node_info`` answer; ``(0, 0)`` when the
+        node could not tell (a volume group it lacks): it then fits no disk. A volume
+        group's free space is that of its allocatable physical volumes, what creating
+        a volume may use."""
+        if self.kind == "dir":
+            space = (info.get("storage") or {}).get(self.name)
+            free_keys: tuple[str, ...] = ("free",)
+        else:
+            space = ((info.get("lvm") or {}).get("vgs") or {}).get(self.name)
+            free_keys = ("allocatable_free", "free")
+        if not isinstance(space, Mapping):
+            return 0, 0
+        return _number(space, "size"), _number(space, *free_keys)
+
+
+#: Disk templates whose space the nodes report, and where (Ganeti reports file
+#: storage and the cluster's LVM volume group, its ``STS_REPORT``); the others count
+#: as 0. A template that comes later adds its entry here.
+REPORTED_STORAGE: dict[str, Callable[[Cluster], ReportedStorage | None]] = {
+    "file": lambda cluster: ReportedStorage("dir", cluster.file_storage_dir),
+    "plain": lambda cluster: (ReportedStorage("vg", cluster.volume_group_name)
+                              if cluster.volume_group_name else None),
 }
 #: Disk templates whose disks live on two nodes (a primary and a secondary).
 INTERNALLY_MIRRORED: Final = frozenset({"drbd"})
@@ -74,8 +109,8 @@ class NodeLive:
     instances: Mapping[str, Any] = field(default_factory=dict)
 
 
-def storage_dir_for(cluster: Cluster, disk_template: str) -> str | None:
-    """The directory whose space is reported for ``disk_template`` (None: none)."""
+def reported_storage(cluster: Cluster, disk_template: str) -> ReportedStorage | None:
+    """Where the space reported for ``disk_template`` is measured (None: nowhere)."""
     reported = REPORTED_STORAGE.get(disk_template)
     return reported(cluster) if reported is not None else None
 
@@ -245,7 +280,7 @@ def build_input(source: ConfigStore | ClusterView, live: Mapping[str, NodeLive],
         instances[inst.name] = old.entry
         by_primary.setdefault(inst.primary_node, []).append(inst)
     _described = described
-    storage = storage_dir_for(cluster, template)
+    storage = reported_storage(cluster, template)
     data: dict[str, Any] = {
         "version": IALLOCATOR_VERSION,
         "cluster_name": cluster.name,
@@ -295,8 +330,8 @@ def _number(info: Mapping[str, Any], *keys: str) -> int:
 
 
 def _dynamic_node(answer: NodeLive, primaries: Sequence[Instance],
-                  beparams: Mapping[str, Mapping[str, Any]], storage: str | None
-                  ) -> dict[str, Any]:
+                  beparams: Mapping[str, Mapping[str, Any]],
+                  storage: ReportedStorage | None) -> dict[str, Any]:
     info = answer.info or {}
     total = _number(info, "memory_total")
     free = _number(info, "memory_free")
@@ -313,11 +348,7 @@ def _dynamic_node(answer: NodeLive, primaries: Sequence[Instance],
             used = _number(running, "memory") if isinstance(running, Mapping) else 0
             free -= max(0, maxmem - used)
             pri_up_memory += maxmem
-    disk_total = disk_free = 0
-    if storage is not None:
-        space = (info.get("storage") or {}).get(storage)
-        if isinstance(space, Mapping):
-            disk_total, disk_free = _number(space, "size"), _number(space, "free")
+    disk_total, disk_free = storage.space(info) if storage is not None else (0, 0)
     return {
         "total_memory": total,
         "reserved_memory": reserved,

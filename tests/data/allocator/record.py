@@ -48,6 +48,8 @@ TOOL_RUNS: dict[str, list[str]] = {
                           "--machine-readable", "-l", "30"],
     "hspace-c10-drbd-l20": ["hspace", "-t", "c10.data", "--standard-alloc=10240,2048,2",
                             "--tiered-alloc=20480,4096,2", "-l", "20"],
+    # no sizes: tiered allocation from the policy's largest spec (thousands of tiers)
+    "hspace-c10-default": ["hspace", "-t", "c10.data", "--machine-readable"],
     "hspace-c10-nocap": ["hspace", "-t", "c10.data", "--standard-alloc=10240,1024,1",
                          "--tiered-alloc=10240,1024,1", "--disk-template=plain",
                          "--no-capacity-checks", "--machine-readable"],

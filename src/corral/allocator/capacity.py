@@ -72,6 +72,13 @@ def _room_bounds(rooms: np.ndarray, disks: np.ndarray, sizes: Sequence[int],
         return True
     if sum(sizes) > float(np.maximum(rooms - 1, 0).sum()):
         return False
+    # rooms only shrink as instances are placed: one that fits no target now never will
+    for size, dsize in set(zip(sizes, dsizes, strict=True)):
+        fits = rooms > size
+        if dsize:
+            fits &= disks > dsize
+        if not fits.any():
+            return False
     d_total = sum(dsizes)
     if d_total and d_total > float(np.maximum(disks - 1, 0).sum()):
         return False

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from corral.allocator import kernels
 from corral.allocator.balance import BalanceOptions, Balancer
+from corral.allocator.dedicated import count_by_checks, count_one_by_one
 from corral.allocator.load import finish
 from corral.allocator.metrics import ExactScorer, Stats, full_score, node_vector
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, Node
@@ -171,3 +172,23 @@ def test_balancing_grid_moves_as_trying_each_candidate(cluster: Cluster, evac: b
     assert fast_steps == slow_steps
     if fast_steps:
         assert fast.score < Balancer(cluster.copy(), 0, opts).score
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([128, 1024, 4096]), st.sampled_from([1024, 10240]),
+       st.integers(1, 2), st.integers(1, 2), st.booleans(), st.booleans(),
+       st.integers(-1, 4))
+def test_dedicated_allocation_count_equals_placing_one_by_one(
+        cluster: Cluster, mem: int, dsk: int, vcpus: int, spindle_use: int,
+        with_spindles: bool, excl: bool, free_sp: int) -> None:
+    # hail's lost-allocations metric counts how many test instances fit in a row;
+    # corral works it out per check instead of placing thousands of them
+    inst = Instance("minimalspecinstance", mem, dsk, vcpus, "running", NO_NODE, NO_NODE,
+                    "plain", spindle_use, (), False, False,
+                    ((dsk, 1),) if with_spindles else ())
+    for node in cluster.nodes:
+        if excl:
+            node = node.copy()
+            node.excl = True
+            node.f_sp = node.f_sp_forth = free_sp
+        assert count_by_checks(node, inst) == count_one_by_one(node, inst), node.name

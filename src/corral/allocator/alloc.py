@@ -107,8 +107,13 @@ class Solution:
             return ("No valid allocation solutions, failure reasons: "
                     + (self.reasons() if self.failure_count else "unknown reasons"))
         names = "/".join(cluster.nodes[i].name for i in self.best.nodes)
-        return (f"score: {fixed(self.best.score, 8)}, successes {self.allocs}, failures "
+        return (f"score: {self.score_text()}, successes {self.allocs}, failures "
                 f"{self.failure_count} ({self.reasons()}) for node(s) {names}")
+
+    def score_text(self) -> str:
+        """The score of the placement as hail prints it."""
+        assert self.best is not None
+        return fixed(self.best.score, 8)
 
     def merge(self, other: Solution) -> None:
         """Add another solution's counts; keep the better placement (the other one

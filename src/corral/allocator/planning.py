@@ -273,11 +273,16 @@ class Planner:
 
     # -- tiered -------------------------------------------------------------------
 
-    def _suffices(self, cluster: Cluster, template: Instance, mode: FailMode) -> Instance | None:
+    def suffices(self, cluster: Cluster, template: Instance, mode: FailMode) -> Instance | None:
         """The first smaller version of ``template`` (shrinking ``mode`` only) that
         fits, if one does before ``mode`` stops being a reason of failure."""
         if self._may_skip(cluster):
             return self._suffices_skipping(cluster, template, mode)
+        return self.suffices_trying_each(cluster, template, mode)
+
+    def suffices_trying_each(self, cluster: Cluster, template: Instance,
+                             mode: FailMode) -> Instance | None:
+        """:meth:`suffices` trying every size in turn (as htools)."""
         ctx = _Context(cluster, list(range(len(cluster.nodes))))
         inst: Instance | None = template
         while inst is not None:
@@ -299,7 +304,7 @@ class Planner:
 
     def _suffices_skipping(self, cluster: Cluster, template: Instance,
                            mode: FailMode) -> Instance | None:
-        """:meth:`_suffices` without trying every size.
+        """:meth:`suffices` without trying every size.
 
         Shrinking one resource, each check of a candidate (policy bounds, the nodes'
         limits) fails on one side of a threshold, so it changes its verdict at most
@@ -417,7 +422,7 @@ class Planner:
         template shrunk in another failing resource until it fits, if one does."""
         result = frame.result
         for mode in reversed(frame.ordered):
-            found = self._suffices(result.cluster, frame.template, FailMode(mode))
+            found = self.suffices(result.cluster, frame.template, FailMode(mode))
             if found is not None:
                 return (result.cluster.fork(), frame.new_limit, found, result.placed)
         return None

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,8 +52,19 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
+#: CPU seconds of the last command :func:`run` ran (user + system)
+LAST_CPU = [0.0]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(argv: list[str], timeout: float | None = None) -> tuple[float, str, bool]:
-    """Run a command: wall seconds, stdout, whether it finished in time."""
+    """Run a command: wall seconds, stdout, whether it finished in time (its CPU
+    seconds in :data:`LAST_CPU`: on a loaded machine they say more than the wall)."""
+    cpu = _children_cpu()
     start = time.perf_counter()
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True) as proc:
@@ -63,7 +75,9 @@ def run(argv: list[str], timeout: float | None = None) -> tuple[float, str, bool
             proc.kill()
             out, _ = proc.communicate()
             finished = False
-    return time.perf_counter() - start, out, finished
+    wall = time.perf_counter() - start
+    LAST_CPU[0] = _children_cpu() - cpu
+    return wall, out, finished
 
 
 def load_average() -> list[float]:
@@ -91,23 +105,27 @@ def bench_hail(data: Path, runs: int, timeout: float, ganeti: bool) -> None:
             request = data / f"{size}.alloc-{kind}.json"
             log(f"hail {size} {kind}: corral")
             times = []
+            cpus = []
             corral: dict[str, Any] = {}
             for _ in range(runs):
                 seconds, out, _ = run([str(CORRAL_BIN / "hail"), str(request)])
                 times.append(seconds)
+                cpus.append(LAST_CPU[0])
                 corral = hail_answer(out)
             engine = _engine_seconds(request)
             line: dict[str, Any] = {
                 "bench": "allocation", "figure": f"hail_{size}_{kind}",
                 "corral_s": round(statistics.median(times), 3),
-                "corral_engine_s": round(engine, 3), "corral_nodes": corral.get("nodes"),
+                "corral_cpu_s": round(statistics.median(cpus), 3),
+                "corral_engine_s": round(engine[0], 3),
+                "corral_engine_cpu_s": round(engine[1], 3), "corral_nodes": corral.get("nodes"),
                 "corral_score": corral.get("score")}
             if ganeti:
                 log(f"hail {size} {kind}: Ganeti (timeout {timeout:.0f} s)")
                 seconds, out, finished = run([str(GANETI_HAIL), str(request)], timeout)
                 theirs = hail_answer(out) if finished else {}
-                line.update(ganeti_s=round(seconds, 3), ganeti_finished=finished,
-                            ganeti_nodes=theirs.get("nodes"),
+                line.update(ganeti_s=round(seconds, 3), ganeti_cpu_s=round(LAST_CPU[0], 3),
+                            ganeti_finished=finished, ganeti_nodes=theirs.get("nodes"),
                             ganeti_score=theirs.get("score"))
                 if finished and theirs.get("score") is not None and corral.get("score"):
                     line["score_ok"] = corral["score"] <= theirs["score"]
@@ -120,17 +138,35 @@ def bench_hail(data: Path, runs: int, timeout: float, ganeti: bool) -> None:
             print(json.dumps(line), flush=True)
 
 
-def _engine_seconds(request: Path) -> float:
-    """Seconds of corral's allocator itself on a request (read and answer, in this
-    process), without the interpreter's start and imports."""
+def _engine_seconds(request: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of corral's allocator itself on a request (read and
+    answer, in this process), without the interpreter's start and imports."""
     from corral.allocator.iallocator import answer
 
     raw = json.loads(request.read_text())
     answer(raw)          # warm (imports, caches)
     raw = json.loads(request.read_text())
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     answer(raw)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def _standard_seconds(path: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of corral's standard allocation alone (hspace's
+    ``--standard-alloc`` part, in this process): hspace always runs tiered allocation
+    too."""
+    from corral.allocator import load, textformat
+    from corral.allocator.alloc import AllocOptions, candidate_nodes
+    from corral.allocator.planning import Planner, instance_from_spec
+
+    cluster = textformat.read_file(str(path))
+    load.finish(cluster)
+    every = list(range(len(cluster.nodes)))
+    planner = Planner(candidate_nodes(cluster, every, 1, None, True), 1,
+                      AllocOptions(capacity=True))
+    start, cpu = time.perf_counter(), time.process_time()
+    planner.iterate(cluster.copy(), None, instance_from_spec(1024, 10240, 1, 1, "plain", 1))
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 _MOVE = re.compile(r"^\s+(\d+)\. \S+ .* ([0-9.]+) a=", re.MULTILINE)
@@ -149,21 +185,24 @@ def bench_hbal(data: Path, runs: int, timeout: float, ganeti: bool,
     argv = ["-t", str(data / "c1000.data"), "-G", "group-04"]
     log("hbal c1000 group-04: corral")
     times = []
+    cpus = []
     out = ""
     for _ in range(runs):
         seconds, out, _ = run([str(CORRAL_BIN / "hbal"), *argv])
         times.append(seconds)
+        cpus.append(LAST_CPU[0])
     moves, score = _hbal_result(out)
     line: dict[str, Any] = {"bench": "allocation", "figure": "hbal_c1000_group04",
                             "corral_s": round(statistics.median(times), 3),
+                            "corral_cpu_s": round(statistics.median(cpus), 3),
                             "corral_moves": moves, "corral_score": score,
                             "target_s": TARGETS["hbal_s"]}
     if ganeti:
         log(f"hbal c1000 group-04: Ganeti (timeout {timeout:.0f} s)")
         seconds, theirs, finished = run([str(GANETI_BIN / "hbal"), *argv], timeout)
         g_moves, g_score = _hbal_result(theirs)
-        line.update(ganeti_s=round(seconds, 3), ganeti_finished=finished,
-                    ganeti_moves=g_moves, ganeti_score=g_score)
+        line.update(ganeti_s=round(seconds, 3), ganeti_cpu_s=round(LAST_CPU[0], 3),
+                    ganeti_finished=finished, ganeti_moves=g_moves, ganeti_score=g_score)
         if finished and g_score is not None and score is not None:
             line["score_ok"] = score <= g_score
         elif g_moves:
@@ -179,13 +218,19 @@ def bench_hspace(data: Path, runs: int, timeout: float, ganeti: bool) -> None:
     argv = ["-t", str(data / "c10.data"), *HSPACE_ARGS]
     log("hspace c10 plain: corral")
     times = []
+    cpus = []
     out = ""
     for _ in range(runs):
         seconds, out, _ = run([str(CORRAL_BIN / "hspace"), *argv])
         times.append(seconds)
+        cpus.append(LAST_CPU[0])
     mine = dict(re.findall(r"^HTS_(\w+)=(.*)$", out, re.MULTILINE))
+    standard = _standard_seconds(data / "c10.data")
     line: dict[str, Any] = {"bench": "allocation", "figure": "hspace_c10_plain",
                             "corral_s": round(statistics.median(times), 3),
+                            "corral_cpu_s": round(statistics.median(cpus), 3),
+                            "corral_standard_engine_s": round(standard[0], 3),
+                            "corral_standard_engine_cpu_s": round(standard[1], 3),
                             "corral_instances": int(mine.get("ALLOC_INSTANCES", -1)),
                             "corral_tiered": mine.get("TSPEC", "").strip("'"),
                             "target_s": TARGETS["hspace_s"]}
@@ -193,7 +238,8 @@ def bench_hspace(data: Path, runs: int, timeout: float, ganeti: bool) -> None:
         log(f"hspace c10 plain: Ganeti (timeout {timeout:.0f} s)")
         seconds, theirs, finished = run([str(GANETI_BIN / "hspace"), *argv], timeout)
         other = dict(re.findall(r"^HTS_(\w+)=(.*)$", theirs, re.MULTILINE))
-        line.update(ganeti_s=round(seconds, 3), ganeti_finished=finished,
+        line.update(ganeti_s=round(seconds, 3), ganeti_cpu_s=round(LAST_CPU[0], 3),
+                    ganeti_finished=finished,
                     ganeti_instances=int(other.get("ALLOC_INSTANCES", -1)),
                     ganeti_tiered=other.get("TSPEC", "").strip("'"))
         if finished:

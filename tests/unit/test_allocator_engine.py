@@ -1,7 +1,8 @@
 """The allocator's engine on random clusters: the incremental score equals the score
 computed from scratch after any sequence of moves, the vectorised kernels give the
-same verdicts and scores as the one-node-at-a-time operations, and balancing's fast
-grid makes the same moves as trying each candidate one by one."""
+same verdicts and scores as the one-node-at-a-time operations, balancing's fast
+grid makes the same moves as trying each candidate one by one, and the shortcuts of
+capacity planning (skipped sizes, counted allocations) find what trying each finds."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral.allocator import kernels
+from corral.allocator.alloc import AllocOptions, candidate_nodes
 from corral.allocator.balance import BalanceOptions, Balancer
+from corral.allocator.dedicated import count_by_checks, count_one_by_one
 from corral.allocator.load import finish
 from corral.allocator.metrics import ExactScorer, Stats, full_score, node_vector
 from corral.allocator.model import NO_NODE, Cluster, Group, Instance, Node
 from corral.allocator.moves import FAILOVER, apply_move
 from corral.allocator.nodeops import add_pri, add_sec
+from corral.allocator.planning import Planner, instance_from_spec
 from corral.allocator.types import FailMode
 
 TEMPLATES = ("drbd", "plain", "sharedfile", "diskless", "file")
@@ -171,3 +175,47 @@ def test_balancing_grid_moves_as_trying_each_candidate(cluster: Cluster, evac: b
     assert fast_steps == slow_steps
     if fast_steps:
         assert fast.score < Balancer(cluster.copy(), 0, opts).score
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([128, 1024, 4096]), st.sampled_from([1024, 10240]),
+       st.integers(1, 2), st.integers(1, 2), st.booleans(), st.booleans(),
+       st.integers(-1, 4))
+def test_dedicated_allocation_count_equals_placing_one_by_one(
+        cluster: Cluster, mem: int, dsk: int, vcpus: int, spindle_use: int,
+        with_spindles: bool, excl: bool, free_sp: int) -> None:
+    # hail's lost-allocations metric counts how many test instances fit in a row;
+    # corral works it out per check instead of placing thousands of them
+    inst = Instance("minimalspecinstance", mem, dsk, vcpus, "running", NO_NODE, NO_NODE,
+                    "plain", spindle_use, (), False, False,
+                    ((dsk, 1),) if with_spindles else ())
+    for node in cluster.nodes:
+        if excl:
+            node = node.copy()
+            node.excl = True
+            node.f_sp = node.f_sp_forth = free_sp
+        assert count_by_checks(node, inst) == count_one_by_one(node, inst), node.name
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([FailMode.MEM, FailMode.DISK, FailMode.CPU]),
+       st.sampled_from(["plain", "drbd"]), st.booleans(),
+       st.sampled_from([(16384, 204800, 8), (8192, 409600, 16), (4096, 20480, 2)]))
+def test_tiered_shrinking_skips_only_sizes_that_change_nothing(
+        cluster: Cluster, mode: FailMode, template: str, capacity: bool,
+        size: tuple[int, int, int]) -> None:
+    # hspace shrinks a size one unit at a time until it fits; corral skips the sizes
+    # whose candidates fail the same checks: the size found must be the same
+    count = 2 if template == "drbd" else 1
+    every = list(range(len(cluster.nodes)))
+    cands = candidate_nodes(cluster, every, count, None, True)
+    if not cands:
+        return
+    planner = Planner(cands, count, AllocOptions(capacity=capacity))
+    inst = instance_from_spec(size[0], size[1], size[2], 1, template, 1)
+    found = planner.suffices(cluster, inst, mode)
+    expected = planner.suffices_trying_each(cluster, inst, mode)
+    assert (found is None) == (expected is None)
+    if found is not None and expected is not None:
+        assert (found.mem, found.dsk, found.vcpus) == (expected.mem, expected.dsk,
+                                                       expected.vcpus)

@@ -107,8 +107,13 @@ class Solution:
             return ("No valid allocation solutions, failure reasons: "
                     + (self.reasons() if self.failure_count else "unknown reasons"))
         names = "/".join(cluster.nodes[i].name for i in self.best.nodes)
-        return (f"score: {fixed(self.best.score, 8)}, successes {self.allocs}, failures "
+        return (f"score: {self.score_text()}, successes {self.allocs}, failures "
                 f"{self.failure_count} ({self.reasons()}) for node(s) {names}")
+
+    def score_text(self) -> str:
+        """The score of the placement as hail prints it."""
+        assert self.best is not None
+        return fixed(self.best.score, 8)
 
     def merge(self, other: Solution) -> None:
         """Add another solution's counts; keep the better placement (the other one
@@ -309,6 +314,109 @@ def _scalar(ctx: _Context, inst: Instance, cands: list[tuple[int, ...]], opts: A
             np.array(found, dtype=np.int64).reshape(len(found), width))
 
 
+def _scalar_pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
+                  opts: AllocOptions, sol: Solution) -> Fits:
+    """:func:`_scalar` for primary/secondary pairs: the primary's half of a placement
+    (policy, then the primary's checks) is done once for all its secondaries."""
+    nodes = ctx.cluster.nodes
+    scored = set(ctx.scored)
+    stats = ctx.stats
+    values: list[float] = []
+    found: list[tuple[int, int]] = []
+    policy: dict[tuple[int, bool], FailMode | None] = {}
+    for pdx, secs in pairs:
+        primary = nodes[pdx]
+        key = (primary.group, primary.excl)
+        if key not in policy:
+            policy[key] = matches_policy(inst, primary.policy, primary.excl)
+        bad = policy[key]
+        if bad is not None:
+            sol.fail(bad, len(secs))
+            continue
+        halves: dict[int, tuple[Instance, Node | FailMode]] = {}
+        for sdx in secs:
+            secondary = nodes[sdx]
+            # the location score of a pair is the instance's (as apply_placement)
+            loc = (len(primary.loc_tags & secondary.loc_tags)
+                   if primary.loc_tags and secondary.loc_tags else 0)
+            half = halves.get(loc)
+            if half is None:
+                # the node operations do not read the instance's nodes, only its
+                # location score
+                placed = inst
+                if loc != inst.location_score:
+                    placed = inst.copy()
+                    placed.location_score = loc
+                half = halves[loc] = (placed, add_pri(primary, placed, opts.force))
+            placed, new_p = half
+            if isinstance(new_p, FailMode):
+                if not primary.loc_tags:
+                    sol.fail(new_p, len(secs))
+                    break
+                sol.fail(new_p)
+                continue
+            new_s = add_sec(secondary, placed, pdx)
+            if isinstance(new_s, FailMode):
+                sol.fail(new_s)
+                continue
+            trial = stats.copy()
+            for node in (new_p, new_s):
+                if node.idx in scored:
+                    trial.replace(nodes[node.idx], node)
+            values.append(trial.score())
+            found.append((pdx, sdx))
+    return (np.array(values, dtype=np.float64),
+            np.array(found, dtype=np.int64).reshape(len(found), 2))
+
+
+#: The outcome of a candidate that passes every check (see :func:`outcomes`).
+FITS = -1
+
+
+def outcomes(cluster: Cluster, inst: Instance,
+             candidates: list[int] | list[tuple[int, list[int]]], force: bool) -> list[int]:
+    """What the checks say of each candidate (as :func:`try_alloc` tries them, before
+    scores and capacity checks): the failure mode, or :data:`FITS`."""
+    nodes = cluster.nodes
+    out: list[int] = []
+    policy: dict[tuple[int, bool], FailMode | None] = {}
+    for cand in candidates:
+        pdx, secs = (cand, None) if isinstance(cand, int) else cand
+        primary = nodes[pdx]
+        key = (primary.group, primary.excl)
+        if key not in policy:
+            policy[key] = matches_policy(inst, primary.policy, primary.excl)
+        bad = policy[key]
+        if secs is None:
+            if bad is None:
+                new_p = add_pri(primary, inst, force)
+                bad = new_p if isinstance(new_p, FailMode) else None
+            out.append(FITS if bad is None else int(bad))
+            continue
+        if bad is not None:
+            out.extend([int(bad)] * len(secs))
+            continue
+        halves: dict[int, tuple[Instance, Node | FailMode]] = {}
+        for sdx in secs:
+            secondary = nodes[sdx]
+            loc = (len(primary.loc_tags & secondary.loc_tags)
+                   if primary.loc_tags and secondary.loc_tags else 0)
+            half = halves.get(loc)
+            if half is None:
+                placed = inst
+                if loc != inst.location_score:
+                    placed = inst.copy()
+                    placed.location_score = loc
+                half = halves[loc] = (placed, add_pri(primary, placed, force))
+            placed, new_p = half
+            if isinstance(new_p, FailMode):
+                out.append(int(new_p))
+                continue
+            new_s = add_sec(secondary, placed, pdx)
+            out.append(int(new_s) if isinstance(new_s, FailMode) else FITS)
+    return out
+
+
 def _single(ctx: _Context, inst: Instance, rows: list[int], opts: AllocOptions,
             sol: Solution) -> Fits:
     """Try ``inst`` alone on each of ``rows``; count failures, return the scores and
@@ -364,7 +472,7 @@ def _pairs(ctx: _Context, inst: Instance, pairs: list[tuple[int, list[int]]],
     """Try ``inst`` on each primary/secondary pair; count failures, return the scores
     and nodes of the fits (in the order htools tries them)."""
     if sum(len(secs) for _, secs in pairs) < SCALAR_BELOW:
-        return _scalar(ctx, inst, [(p, s) for p, secs in pairs for s in secs], opts, sol)
+        return _scalar_pairs(ctx, inst, pairs, opts, sol)
     cluster = ctx.cluster
     nodes = cluster.nodes
     fits: list[tuple[np.ndarray, np.ndarray]] = []
@@ -528,7 +636,10 @@ def try_alloc(cluster: Cluster, scored: Sequence[int], inst: Instance, count: in
             if isinstance(applied, FailMode):    # pragma: no cover - kernels agree
                 raise AssertionError(f"placement {node_idxs} refused on apply: {applied}")
             changed, placed = applied
-            exact = ctx.exact(changed) if count == 1 else ctx.exact_pair(changed)
+            # htools' own number only matters to order a run, or for the one chosen
+            exact = 0.0
+            if stop - start > 1:
+                exact = ctx.exact(changed) if count == 1 else ctx.exact_pair(changed)
             run.append((exact, -int(pos), node_idxs, changed, placed))
         run.sort(key=lambda item: (item[0], item[1]))
         for exact, _, node_idxs, changed, placed in run:
@@ -539,6 +650,8 @@ def try_alloc(cluster: Cluster, scored: Sequence[int], inst: Instance, count: in
                 if not redundancy.check(trial, groups):
                     dropped += 1
                     continue
+            if stop - start == 1:
+                exact = ctx.exact(changed) if count == 1 else ctx.exact_pair(changed)
             sol.best = Placement(node_idxs, exact, changed, placed)
             break
         start = stop

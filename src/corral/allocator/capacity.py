@@ -25,8 +25,7 @@ import numpy as np
 
 from corral.allocator.metrics import ExactScorer, Stats, node_vector
 from corral.allocator.model import Cluster, Instance, Node
-from corral.allocator.moves import FAILOVER, apply_move
-from corral.allocator.nodeops import add_pri, check_migration, remove_pri
+from corral.allocator.nodeops import add_pri, add_sec, check_migration, remove_pri, remove_sec
 from corral.allocator.policy import matches_policy
 from corral.allocator.types import EVAC_MOVABLE_TEMPLATES, FailMode
 
@@ -73,6 +72,13 @@ def _room_bounds(rooms: np.ndarray, disks: np.ndarray, sizes: Sequence[int],
         return True
     if sum(sizes) > float(np.maximum(rooms - 1, 0).sum()):
         return False
+    # rooms only shrink as instances are placed: one that fits no target now never will
+    for size, dsize in set(zip(sizes, dsizes, strict=True)):
+        fits = rooms > size
+        if dsize:
+            fits &= disks > dsize
+        if not fits.any():
+            return False
     d_total = sum(dsizes)
     if d_total and d_total > float(np.maximum(disks - 1, 0).sum()):
         return False
@@ -170,13 +176,26 @@ class _Base:
     """What the simulations of one capacity check share: the node vectors, trial
     placements and aggregates of the unchanged cluster they all start from."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, memo: Memo | None = None,
+                 parent: _Base | None = None) -> None:
         self.cluster = cluster
+        self.memo = memo
         self.groups: dict[int, _GroupInfo] = {}
         self.vecs: dict[int, list[float]] = {}
         self.trials: dict[tuple[int, tuple[object, ...]], tuple[Node, list[float]] | None] = {}
         self.stats: dict[tuple[int, ...], Stats] = {}
         self.policy: dict[tuple[object, ...], bool] = {}
+        #: a base of the same cluster before a few nodes changed (a trial's cluster
+        #: before the trial): what it computed for the other nodes is reused
+        self.parent = parent
+        self.changed: set[int] = set()
+        if parent is not None:
+            if len(parent.cluster.nodes) != len(cluster.nodes):
+                self.parent = None
+            else:
+                self.changed = {idx for idx, (a, b) in enumerate(
+                    zip(cluster.nodes, parent.cluster.nodes, strict=True)) if a is not b}
+                self.policy = parent.policy
 
     def group(self, gdx: int) -> _GroupInfo:
         info = self.groups.get(gdx)
@@ -186,17 +205,38 @@ class _Base:
         return info
 
     def vec(self, idx: int) -> list[float]:
+        if self.parent is not None and idx not in self.changed:
+            return self.parent.vec(idx)
         vec = self.vecs.get(idx)
         if vec is None:
             vec = self.vecs[idx] = node_vector(self.cluster.nodes[idx])
         return vec
 
-    def stats_of(self, scored: Sequence[int]) -> Stats:
-        key = tuple(scored)
+    def trials_of(self, idx: int) -> dict[tuple[int, tuple[object, ...]],
+                                          tuple[Node, list[float]] | None]:
+        """Where trial placements on node ``idx`` as it is here are kept."""
+        if self.parent is not None and idx not in self.changed:
+            return self.parent.trials_of(idx)
+        return self.trials
+
+    def _stats(self, key: tuple[int, ...]) -> Stats:
         stats = self.stats.get(key)
         if stats is None:
-            stats = self.stats[key] = Stats(self.cluster.nodes[i] for i in scored)
-        return stats.copy()
+            if self.parent is not None:
+                stats = self.parent._stats(key).copy()
+                nodes = self.cluster.nodes
+                in_key = set(key) if self.changed else ()
+                for idx in sorted(self.changed):
+                    if idx in in_key:
+                        stats.replace_vectors(self.parent.vec(idx), self.vec(idx),
+                                              nodes[idx].offline)
+            else:
+                stats = Stats(self.cluster.nodes[i] for i in key)
+            self.stats[key] = stats
+        return stats
+
+    def stats_of(self, scored: Sequence[int]) -> Stats:
+        return self._stats(tuple(scored)).copy()
 
     def fits_policy(self, inst: Instance, target: Node) -> bool:
         key = (_shape(inst), inst.disk_template, len(inst.disks), tuple(inst.disks),
@@ -246,7 +286,7 @@ class _Sim:
         """The node ``idx`` with ``inst`` added (forced), or None if it does not fit."""
         key = (idx, _shape(inst))
         at_base = self.nodes[idx] is self.base.cluster.nodes[idx]
-        trials = self.base.trials if at_base else self.trials
+        trials = self.base.trials_of(idx) if at_base else self.trials
         if key not in trials:
             new = add_pri(self.nodes[idx], inst, force=True)
             trials[key] = None if isinstance(new, FailMode) else (new, node_vector(new))
@@ -288,16 +328,13 @@ def _simulate(base: _Base, ndx: int, drbd: list[Instance], shared: list[Instance
     """Evacuate node ``ndx`` step by step as htools does; True if every step fits."""
     cluster = base.cluster
     nodes: list[Node] = list(cluster.nodes)
-    insts = list(cluster.instances)
-    for inst in drbd:
-        current = insts[inst.idx]
-        result = apply_move(nodes, current, FAILOVER, force=True)
-        if isinstance(result, FailMode):
+    insts = cluster.instances
+    if drbd:
+        failed_over = _failovers(base, ndx, drbd)
+        if failed_over is None:
             return False
-        changed, moved = result
-        for new in changed:
+        for new in failed_over:
             nodes[new.idx] = new
-        insts[inst.idx] = moved
     if not shared and not fixed:
         return True
     if not targets:
@@ -340,6 +377,47 @@ def _simulate(base: _Base, ndx: int, drbd: list[Instance], shared: list[Instance
     return True
 
 
+def _failovers(base: _Base, ndx: int, drbd: list[Instance]) -> list[Node] | None:
+    """The nodes after failing over the drbd instances ``drbd`` of node ``ndx`` one by
+    one (None if one does not fit). They depend only on that node, the instances'
+    secondaries and the instances, so the memo keeps them for other checks."""
+    nodes = base.cluster.nodes
+    cache = base.memo.failovers if base.memo is not None else None
+    key: tuple[object, ...] = ()
+    if cache is not None:
+        key = (ndx, nodes[ndx], *(nodes[inst.snode] for inst in drbd),
+               *(id(inst) for inst in drbd))
+        if key in cache:
+            return cache[key][0]
+    # htools' failover move (moves.apply_move), forced, on one private copy per node
+    own: dict[int, Node] = {}
+    result: list[Node] | None = None
+    for inst in drbd:
+        pdx, sdx = inst.pnode, inst.snode
+        if check_migration(own.get(pdx, nodes[pdx]), own.get(sdx, nodes[sdx])) is not None:
+            break
+        prim = own.get(pdx)
+        if prim is None:
+            prim = own[pdx] = nodes[pdx].copy()
+        sec = own.get(sdx)
+        if sec is None:
+            sec = own[sdx] = nodes[sdx].copy()
+        remove_pri(prim, inst, inplace=True)
+        remove_sec(sec, inst, inplace=True)
+        if isinstance(add_pri(sec, inst, True, inplace=True), FailMode):
+            break
+        if isinstance(add_sec(prim, inst, sdx, True, ignore_disks=prim.offline,
+                              inplace=True), FailMode):
+            break
+    else:
+        result = list(own.values())
+    if cache is not None:
+        if len(cache) >= base.memo.size:    # type: ignore[union-attr]
+            del cache[next(iter(cache))]
+        cache[key] = (result, drbd)       # the instances stay alive with their ids
+    return result
+
+
 class Memo:
     """Verdicts of :func:`can_evacuate` kept between checks: a node's verdict depends
     on the nodes of its group (which are replaced, never changed, when instances move),
@@ -348,6 +426,12 @@ class Memo:
     def __init__(self, size: int = 4096) -> None:
         self.size = size
         self.verdicts: dict[tuple[object, ...], bool] = {}
+        #: per group, the node whose evacuation failed last: checked first next time
+        self.last_failed: dict[int, int] = {}
+        #: the capacity check's base of the last cluster checked (see Redundancy)
+        self.root: _Base | None = None
+        #: the nodes after failing over a node's drbd instances (see _failovers)
+        self.failovers: dict[tuple[object, ...], tuple[list[Node] | None, object]] = {}
 
     def key(self, base: _Base, ndx: int, scored: Sequence[int]) -> tuple[object, ...]:
         return (ndx, len(scored), base.group(base.cluster.nodes[ndx].group).nodes)
@@ -379,7 +463,7 @@ def redundant(cluster: Cluster, node_idxs: Sequence[int] | None = None, *,
     """Whether every node (of ``node_idxs``, default all) can be evacuated; ``memo``
     keeps verdicts between calls on clusters that share nodes."""
     scored = list(node_idxs) if node_idxs is not None else list(range(len(cluster.nodes)))
-    base = _Base(cluster)
+    base = _Base(cluster, memo)
     for idx in scored:
         node = cluster.nodes[idx]
         if accept_existing and node.offline:
@@ -405,19 +489,52 @@ class Redundancy:
         self.ignore_groups = set(ignore_groups)
         self.memo = memo
         self._base = cluster
+        self._root_base: _Base | None = None
         self._group_ok: dict[int, bool] = {}
 
     def _check_group(self, cluster: Cluster, gdx: int) -> bool:
-        base = _Base(cluster)
-        for idx in self.scored:
-            node = cluster.nodes[idx]
-            if node.group != gdx or node.group in self.ignore_groups:
-                continue
-            if self.accept_existing and node.offline:
-                continue
+        if gdx in self.ignore_groups:
+            return True
+        base = _Base(cluster, self.memo, self._root())
+        nodes = cluster.nodes
+        order = [idx for idx in self.scored if nodes[idx].group == gdx
+                 and not (self.accept_existing and nodes[idx].offline)]
+        # every node must pass, so the order is free: the nodes the trial changed and
+        # the one that failed last time are the likeliest to fail, and go first
+        first = [idx for idx in order if nodes[idx] is not self._base.nodes[idx]]
+        last = self.memo.last_failed.get(gdx) if self.memo is not None else None
+        if last is not None and last in order and last not in first:
+            first.append(last)
+        if first:
+            chosen = set(first)
+            order = first + [idx for idx in order if idx not in chosen]
+        for idx in order:
             if not _check(cluster, idx, self.scored, base, self.memo):
+                if self.memo is not None:
+                    self.memo.last_failed[gdx] = idx
                 return False
         return True
+
+    def _root(self) -> _Base:
+        """The base of the unchanged cluster, kept in the memo for the next checks
+        while the cluster's nodes stay the same."""
+        if self._root_base is None:
+            memo = self.memo
+            kept = memo.root if memo is not None else None
+            nodes = self._base.nodes
+            insts = self._base.instances
+            if (kept is not None and len(kept.cluster.nodes) == len(nodes)
+                    and len(kept.cluster.instances) == len(insts)
+                    and all(a is b for a, b in zip(kept.cluster.nodes, nodes, strict=True))
+                    and all(a is b for a, b in zip(kept.cluster.instances, insts,
+                                                   strict=True))):
+                self._root_base = kept
+            else:
+                # a fork: the cluster checked may change in place later, the root not
+                self._root_base = _Base(self._base.fork(), memo)
+                if memo is not None:
+                    memo.root = self._root_base
+        return self._root_base
 
     def base_ok(self, gdx: int) -> bool:
         """Whether group ``gdx`` of the unchanged cluster is redundant."""

@@ -26,6 +26,7 @@ from corral.allocator.alloc import (
     allocate,
     allocate_secondary,
 )
+from corral.allocator.dedicated import alloc_list_dedicated, allocate_dedicated, is_dedicated
 from corral.allocator.evacuate import EvacError, change_group, node_evacuate, relocate
 from corral.allocator.model import LoadError
 from corral.allocator.request import (
@@ -86,7 +87,8 @@ def answer_parsed(parsed: Parsed, opts: AnswerOptions) -> dict[str, Any]:
             alloc_opts.restrict_to = restrict
             inst = req.inst
             inst.idx = len(cluster.instances)
-            sol = allocate(cluster, inst, req.required_nodes, alloc_opts, req.group_name)
+            place = allocate_dedicated if is_dedicated(cluster, req.group_name) else allocate
+            sol = place(cluster, inst, req.required_nodes, alloc_opts, req.group_name)
             info = ", ".join(sol.log)
             if sol.best is None:
                 return _failed(info)
@@ -102,7 +104,9 @@ def answer_parsed(parsed: Parsed, opts: AnswerOptions) -> dict[str, Any]:
             outcome = change_group(cluster, req.instances, req.target_groups, alloc_opts)
             return _succeeded(outcome.info(), outcome.result(cluster))
         if isinstance(req, MultiAllocateRequest):
-            results = alloc_list(cluster, req.instances, req.group_name, alloc_opts)
+            place_all = (alloc_list_dedicated if is_dedicated(cluster, req.group_name)
+                         else alloc_list)
+            results = place_all(cluster, req.instances, req.group_name, alloc_opts)
             done = [[inst.name, [cluster.nodes[i].name for i in sol.best.nodes]]
                     for inst, sol in results if sol.best is not None]
             failed = [[inst.name, ", ".join(sol.log)] for inst, sol in results

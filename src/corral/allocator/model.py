@@ -474,6 +474,13 @@ class Cluster:
                        [inst.copy() for inst in self.instances], list(self.tags),
                        self.ipolicy, self.hypervisor)
 
+    def fork(self) -> Cluster:
+        """A cluster whose node and instance lists can be changed independently,
+        sharing the nodes and instances themselves: the engine replaces a node or
+        instance that changes, never changes one in place."""
+        return Cluster(list(self.groups), list(self.nodes), list(self.instances),
+                       list(self.tags), self.ipolicy, self.hypervisor)
+
     def subset(self, node_idxs: Sequence[int]) -> list[Node]:
         """The nodes with the given indices."""
         return [self.nodes[idx] for idx in node_idxs]

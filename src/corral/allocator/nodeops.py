@@ -207,10 +207,20 @@ def _forth_violation_pri(node: Node, inst: Instance, new_mem_forth: int,
     return None
 
 
-def add_pri(node: Node, inst: Instance, force: bool = False) -> Node | FailMode:
-    """Place ``inst`` on ``node`` as primary; ``force`` skips the soft checks."""
+def add_pri(node: Node, inst: Instance, force: bool = False, *,
+            inplace: bool = False) -> Node | FailMode:
+    """Place ``inst`` on ``node`` as primary; ``force`` skips the soft checks.
+    ``inplace`` changes ``node`` itself (a copy nobody else holds) instead of a copy;
+    on a failure it is left unchanged."""
     strict = not force
     uses_disk = inst.local_storage
+    if not inst.forthcoming:
+        # the first (hard) checks below, early: most refused candidates stop here
+        mem = inst.mem if inst.uses_memory else 0
+        if int(node.t_mem) - node.n_mem - node.i_mem - mem - max(0, node.x_mem) <= 0:
+            return MEM
+        if uses_disk and node.f_dsk - inst.dsk <= 0:
+            return DISK
     new_mem_forth = node.f_mem_forth - inst.mem
     new_dsk_forth = node.f_dsk_forth - inst.dsk if uses_disk else node.f_dsk_forth
     new_free_sp_forth = _free_spindles(node, inst, node.f_sp_forth, True)
@@ -225,7 +235,7 @@ def add_pri(node: Node, inst: Instance, force: bool = False) -> Node | FailMode:
                                         new_pcpu_forth)
             if fail is not None:
                 return fail
-        new = node.copy()
+        new = node if inplace else node.copy()
     else:
         new_i_mem = node.i_mem + inst.mem if inst.uses_memory else node.i_mem
         new_free_mem = int(node.t_mem) - node.n_mem - new_i_mem - max(0, node.x_mem)
@@ -258,7 +268,7 @@ def add_pri(node: Node, inst: Instance, force: bool = False) -> Node | FailMode:
                                         new_pcpu_forth)
             if fail is not None:
                 return fail
-        new = node.copy()
+        new = node if inplace else node.copy()
         new.p_list.append(inst.idx)
         new.i_mem = new_i_mem
         new.f_dsk = new_dsk
@@ -281,10 +291,10 @@ def add_pri(node: Node, inst: Instance, force: bool = False) -> Node | FailMode:
     return new
 
 
-def remove_pri(node: Node, inst: Instance) -> Node:
-    """Take primary instance ``inst`` off ``node``."""
+def remove_pri(node: Node, inst: Instance, *, inplace: bool = False) -> Node:
+    """Take primary instance ``inst`` off ``node`` (itself if ``inplace``)."""
     uses_disk = inst.local_storage
-    new = node.copy()
+    new = node if inplace else node.copy()
     if not inst.forthcoming:
         new.p_list.remove(inst.idx)
         if inst.uses_memory:
@@ -314,10 +324,11 @@ def remove_pri(node: Node, inst: Instance) -> Node:
     return new
 
 
-def remove_sec(node: Node, inst: Instance) -> Node:
-    """Take secondary instance ``inst`` (whose primary is ``inst.pnode``) off ``node``."""
+def remove_sec(node: Node, inst: Instance, *, inplace: bool = False) -> Node:
+    """Take secondary instance ``inst`` (whose primary is ``inst.pnode``) off ``node``
+    (itself if ``inplace``)."""
     uses_disk = inst.local_storage
-    new = node.copy()
+    new = node if inplace else node.copy()
     if not inst.forthcoming:
         new.s_list.remove(inst.idx)
         if uses_disk:
@@ -347,9 +358,10 @@ def remove_sec(node: Node, inst: Instance) -> Node:
 
 
 def add_sec(node: Node, inst: Instance, pdx: int, force: bool = False,
-            ignore_disks: bool = False) -> Node | FailMode:
+            ignore_disks: bool = False, *, inplace: bool = False) -> Node | FailMode:
     """Place ``inst`` on ``node`` as secondary of primary node ``pdx``;
-    ``ignore_disks`` skips the disk check (failing over away from an offline node)."""
+    ``ignore_disks`` skips the disk check (failing over away from an offline node);
+    ``inplace`` as for :func:`add_pri`."""
     strict = not force
     needed = inst.mem if inst.uses_sec_mem else 0
     new_peem = node.peers.get(pdx, 0) + needed
@@ -375,7 +387,7 @@ def add_sec(node: Node, inst: Instance, pdx: int, force: bool = False,
             fail = forth_violation()
             if fail is not None:
                 return fail
-        new = node.copy()
+        new = node if inplace else node.copy()
     else:
         old_mem = node.unallocated_mem
         new_dsk = node.f_dsk - inst.dsk
@@ -401,7 +413,7 @@ def add_sec(node: Node, inst: Instance, pdx: int, force: bool = False,
             fail = forth_violation()
             if fail is not None:
                 return fail
-        new = node.copy()
+        new = node if inplace else node.copy()
         new.s_list.append(inst.idx)
         new.f_dsk = new_dsk
         new.peers[pdx] = new_peem

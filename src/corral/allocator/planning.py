@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from corral.allocator.alloc import AllocOptions, Solution, _Context, try_alloc
+from corral.allocator.alloc import FITS, AllocOptions, Solution, _Context, outcomes, try_alloc
 from corral.allocator.capacity import Memo, redundant
 from corral.allocator.metrics import full_score
 from corral.allocator.model import NO_NODE, Cluster, Instance, Node
@@ -103,6 +103,32 @@ def instance_from_spec(mem: int, dsk: int, cpus: int, spindles: int, template: s
                     spindle_use, (), True, False, ((dsk, spindles),))
 
 
+def shrunk(inst: Instance, mode: FailMode, times: int) -> Instance | None:
+    """:func:`shrink` applied ``times`` times (None if it stops before)."""
+    if times == 0:
+        return inst
+    if mode == FailMode.MEM:
+        value = inst.mem - times * UNIT_MEM
+        return None if value < UNIT_MEM else replace(inst.copy(), mem=value)
+    if mode == FailMode.DISK:
+        step = times * UNIT_DSK
+        disks = tuple((size - step, sp) for size, sp in inst.disks)
+        if any(size < UNIT_DSK for size, _ in disks):
+            return None
+        return replace(inst.copy(), dsk=inst.dsk - len(inst.disks) * step, disks=disks)
+    if mode == FailMode.CPU:
+        value = inst.vcpus - times * UNIT_CPU
+        return None if value < UNIT_CPU else replace(inst.copy(), vcpus=value)
+    if mode == FailMode.SPINDLES:
+        if len(inst.disks) != 1 or inst.disks[0][1] is None:
+            return None
+        value = inst.disks[0][1] - times * UNIT_SPINDLE
+        if value < UNIT_SPINDLE:
+            return None
+        return replace(inst.copy(), disks=((inst.disks[0][0], value),))
+    return None
+
+
 def shrink(inst: Instance, mode: FailMode) -> Instance | None:
     """The instance made smaller in the resource that failed, or None if it cannot
     shrink further (htools' shrinkByType)."""
@@ -142,6 +168,23 @@ class AllocResult:
         return sorted(pairs, key=lambda pair: -pair[1])
 
 
+#: Up to this many candidates, :func:`outcomes` is used to skip tries.
+_CHEAP_CHECKS = 5000
+
+#: A tier's limit once the limit is reached (no further tier runs).
+_STOP = -1
+
+
+@dataclass
+class _Tier:
+    """One level of tiered allocation waiting for the result of the next."""
+
+    result: AllocResult
+    new_limit: int | None
+    template: Instance
+    ordered: list[int]
+
+
 class Planner:
     """Runs hspace's allocation methods on a cluster.
 
@@ -155,6 +198,10 @@ class Planner:
         self.count = count
         self.memo = opts.memo if opts.memo is not None else Memo()
         self.opts = replace(opts, memo=self.memo)
+        #: few candidates: checking them one by one (:func:`outcomes`) costs less
+        #: than a try
+        self._checks_cheap = (len(candidates) if count == 1 else sum(
+            len(secs) for _, secs in candidates)) <= _CHEAP_CHECKS    # type: ignore[misc]
 
     # -- one instance at a time ---------------------------------------------------
 
@@ -170,6 +217,16 @@ class Planner:
         (changes ``cluster``)."""
         if template.disk_template == "drbd":
             capacity = False
+        if self._checks_cheap:
+            # nothing fits (common in tiered allocation): the failures are the checks'
+            first = template.copy()
+            first.idx = len(cluster.instances)
+            seen = outcomes(cluster, first, self.candidates, self.opts.force)
+            if FITS not in seen:
+                failures = [0] * len(FailMode)
+                for mode in seen:
+                    failures[mode] += 1
+                return AllocResult(failures, cluster, placed)
         ctx = _Context(cluster, list(range(len(cluster.nodes))))
         while True:
             new = template.copy()
@@ -195,14 +252,14 @@ class Planner:
         redundancy at their ends, then steps of 10, then one at a time."""
         placed = list(placed or [])
         if not self.opts.capacity:
-            return self.small_steps(cluster.copy(), limit, template, placed, False)
+            return self.small_steps(cluster.fork(), limit, template, placed, False)
         while True:
             step = self._big_step(cluster.nodes, template) if huge else 10
             if limit is None:
                 this_limit, rest = step, None
             else:
                 this_limit, rest = min(step, limit), max(0, limit - step)
-            result = self.small_steps(cluster.copy(), this_limit, template, placed, False)
+            result = self.small_steps(cluster.fork(), this_limit, template, placed, False)
             if redundant(result.cluster, accept_existing=self.opts.accept_existing,
                          ignore_groups=self.opts.ignore_groups, memo=self.memo):
                 if rest == 0 or len(result.placed) == len(placed):
@@ -212,13 +269,20 @@ class Planner:
             if huge:
                 huge = False
                 continue
-            return self.small_steps(cluster.copy(), limit, template, placed, True)
+            return self.small_steps(cluster.fork(), limit, template, placed, True)
 
     # -- tiered -------------------------------------------------------------------
 
-    def _suffices(self, cluster: Cluster, template: Instance, mode: FailMode) -> Instance | None:
+    def suffices(self, cluster: Cluster, template: Instance, mode: FailMode) -> Instance | None:
         """The first smaller version of ``template`` (shrinking ``mode`` only) that
         fits, if one does before ``mode`` stops being a reason of failure."""
+        if self._may_skip(cluster):
+            return self._suffices_skipping(cluster, template, mode)
+        return self.suffices_trying_each(cluster, template, mode)
+
+    def suffices_trying_each(self, cluster: Cluster, template: Instance,
+                             mode: FailMode) -> Instance | None:
+        """:meth:`suffices` trying every size in turn (as htools)."""
         ctx = _Context(cluster, list(range(len(cluster.nodes))))
         inst: Instance | None = template
         while inst is not None:
@@ -232,26 +296,133 @@ class Planner:
             inst = shrink(inst, mode)
         return None
 
+    def _may_skip(self, cluster: Cluster) -> bool:
+        """Whether :meth:`_suffices_skipping` applies: every check of a candidate is
+        then a threshold on the size being shrunk (one min/max pair per policy)."""
+        return self._checks_cheap and all(len(node.policy.minmax) <= 1
+                                          for node in cluster.nodes)
+
+    def _suffices_skipping(self, cluster: Cluster, template: Instance,
+                           mode: FailMode) -> Instance | None:
+        """:meth:`suffices` without trying every size.
+
+        Shrinking one resource, each check of a candidate (policy bounds, the nodes'
+        limits) fails on one side of a threshold, so it changes its verdict at most
+        once along the sizes; a candidate's outcome (its first failing check) is
+        then the same at every size between two sizes where it is the same. While
+        no candidate fits, a try's result is its candidates' outcomes: between two
+        sizes with the same outcomes the result is the same, and the sizes between
+        need no try. The first size where the outcomes change is found by
+        doubling and bisecting."""
+        sizes: dict[int, Instance | None] = {0: template}
+
+        def size(k: int) -> Instance | None:
+            if k not in sizes:
+                sizes[k] = shrunk(template, mode, k)
+            return sizes[k]
+
+        def seen(k: int) -> list[int]:
+            inst = size(k)
+            assert inst is not None
+            trial = inst.copy()
+            trial.idx = len(cluster.instances)
+            return outcomes(cluster, trial, self.candidates, self.opts.force)
+
+        ctx: _Context | None = None
+        k = 0
+        while True:
+            inst = size(k)
+            if inst is None:
+                return None
+            now = seen(k)
+            if FITS in now:
+                if ctx is None:
+                    ctx = _Context(cluster, list(range(len(cluster.nodes))))
+                trial = inst.copy()
+                trial.idx = len(cluster.instances)
+                sol = self._try(cluster, ctx, trial, self.opts.capacity)
+                if sol.best is not None:
+                    return inst
+                if sol.failures[mode] == 0:
+                    return None
+                k += 1
+                continue
+            if int(mode) not in now:
+                return None
+            # the last size with the same outcomes: double, then bisect
+            same, step = k, 1
+            while True:
+                probe = k + step
+                if size(probe) is None or seen(probe) != now:
+                    break
+                same, step = probe, step * 2
+            differ = k + step
+            while differ - same > 1:
+                mid = (same + differ) // 2
+                if size(mid) is not None and seen(mid) == now:
+                    same = mid
+                else:
+                    differ = mid
+            k = same + 1
+
     def tiered(self, cluster: Cluster, limit: int | None, template: Instance,
                placed: list[Instance] | None = None) -> AllocResult:
-        """Tiered allocation (htools' tieredAlloc)."""
+        """Tiered allocation (htools' tieredAlloc): place as many as fit, shrink the
+        spec in the resource that failed most and go on; keep the shrunk run only if
+        it placed more, otherwise try shrinking in the other resources that failed.
+
+        htools recurses once per shrink step (thousands of steps from a large disk
+        spec); this walks the same calls with an explicit stack."""
+        stack: list[_Tier] = []
+        call: tuple[Cluster, int | None, Instance, list[Instance] | None] | None = (
+            cluster, limit, template, placed)
+        value: AllocResult | None = None
+        while call is not None:
+            frame, child = self._tier_enter(*call)
+            call = None
+            if child is not None:
+                stack.append(frame)
+                call = child
+                continue
+            call = self._tier_fallback(frame) if frame.new_limit != _STOP else None
+            if call is not None:
+                continue
+            value = frame.result
+            while stack:
+                parent = stack.pop()
+                if (len(value.cluster.instances)
+                        > len(parent.result.cluster.instances)):
+                    continue
+                call = self._tier_fallback(parent)
+                if call is not None:
+                    break
+                value = parent.result
+        assert value is not None
+        return value
+
+    def _tier_enter(self, cluster: Cluster, limit: int | None, template: Instance,
+                    placed: list[Instance] | None) -> tuple[_Tier, tuple[
+                        Cluster, int | None, Instance, list[Instance]] | None]:
+        """Run one tier; return it and the call for the next (shrunk) tier, if any."""
         result = self.iterate(cluster, limit, template, placed)
         count = len(result.placed)
-        if limit is not None:
-            if limit <= count:
-                return result
-            new_limit: int | None = limit - count
-        else:
-            new_limit = None
         ordered = sorted(range(len(FailMode)), key=lambda m: result.failures[m])
-        most = FailMode(ordered[-1])
-        smaller = shrink(template, most)
-        if smaller is not None:
-            again = self.tiered(result.cluster.copy(), new_limit, smaller, result.placed)
-            if len(again.cluster.instances) > len(result.cluster.instances):
-                return again
-        for mode in reversed(ordered):
-            found = self._suffices(result.cluster, template, FailMode(mode))
+        if limit is not None and limit <= count:
+            return _Tier(result, _STOP, template, ordered), None
+        new_limit = None if limit is None else limit - count
+        frame = _Tier(result, new_limit, template, ordered)
+        smaller = shrink(template, FailMode(ordered[-1]))
+        if smaller is None:
+            return frame, None
+        return frame, (result.cluster.fork(), new_limit, smaller, result.placed)
+
+    def _tier_fallback(self, frame: _Tier) -> tuple[
+            Cluster, int | None, Instance, list[Instance]] | None:
+        """The tier to run when shrinking in the main failure did not help: the
+        template shrunk in another failing resource until it fits, if one does."""
+        result = frame.result
+        for mode in reversed(frame.ordered):
+            found = self.suffices(result.cluster, frame.template, FailMode(mode))
             if found is not None:
-                return self.tiered(result.cluster.copy(), new_limit, found, result.placed)
-        return result
+                return (result.cluster.fork(), frame.new_limit, found, result.placed)
+        return None

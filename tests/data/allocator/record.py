@@ -48,6 +48,8 @@ TOOL_RUNS: dict[str, list[str]] = {
                           "--machine-readable", "-l", "30"],
     "hspace-c10-drbd-l20": ["hspace", "-t", "c10.data", "--standard-alloc=10240,2048,2",
                             "--tiered-alloc=20480,4096,2", "-l", "20"],
+    # no sizes: tiered allocation from the policy's largest spec (thousands of tiers)
+    "hspace-c10-default": ["hspace", "-t", "c10.data", "--machine-readable"],
     "hspace-c10-nocap": ["hspace", "-t", "c10.data", "--standard-alloc=10240,1024,1",
                          "--tiered-alloc=10240,1024,1", "--disk-template=plain",
                          "--no-capacity-checks", "--machine-readable"],
@@ -70,6 +72,33 @@ def _requests(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
     on_node = [n for n, i in insts.items() if i["nodes"][0] == "node-01-0001"]
     group2 = [n for n, i in insts.items() if i["nodes"][0].startswith("node-02")]
     alloc = dict(base["request"])
+    ded_disks = [{"mode": "rw", "size": 10240, "spindles": 1}]
+    ded_plain = {**alloc, "disk_template": "plain", "required_nodes": 1,
+                 "disk_space_total": 10240, "disks": ded_disks}
+
+    def dedicated(doc: dict[str, Any]) -> None:
+        # every node with exclusive storage (hail then scores by lost allocations),
+        # a second min/max pair for a second test instance
+        used: dict[str, int] = {}
+        for inst in doc["instances"].values():
+            for disk in inst["disks"]:
+                disk["spindles"] = 1
+            for node in inst["nodes"]:
+                used[node] = used.get(node, 0) + len(inst["disks"])
+        for name, node in doc["nodes"].items():
+            node["ndparams"]["exclusive_storage"] = True
+            node["total_spindles"] = 12
+            node["free_spindles"] = 12 - used.get(name, 0)
+        for group in doc["nodegroups"].values():
+            pair = copy.deepcopy(group["ipolicy"]["minmax"][0])
+            pair["min"].update({"disk-size": 4096, "memory-size": 2048})
+            group["ipolicy"]["minmax"].append(pair)
+
+    def dedicated_offline(doc: dict[str, Any]) -> None:
+        dedicated(doc)
+        for node in doc["nodes"].values():
+            if node["group"] == groups["group-02"]:
+                node["offline"] = True
 
     def shared(doc: dict[str, Any]) -> None:
         for name in plain:
@@ -102,8 +131,16 @@ def _requests(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "multi-alloc": with_request({"type": "multi-allocate", "instances": [
             {**alloc, "name": f"multi-{n}", "type": None} for n in range(3)]}),
         "alloc-secondary": with_request({"type": "allocate-secondary", "name": plain[0]}),
+        "ded-plain": with_request(ded_plain, dedicated),
+        "ded-drbd": with_request({**alloc, "disks": ded_disks}, dedicated),
+        "ded-group2": with_request({**ded_plain, "group_name": "group-02"}, dedicated),
+        "ded-big": with_request({**ded_plain, "memory": 60000}, dedicated),
+        "ded-offline": with_request(ded_plain, dedicated_offline),
+        "ded-multi": with_request({"type": "multi-allocate", "instances": [
+            {**ded_plain, "name": f"multi-{n}", "type": None} for n in range(3)]},
+            dedicated),
     }
-    for name in ("multi-alloc",):
+    for name in ("multi-alloc", "ded-multi"):
         for entry in out[name]["request"]["instances"]:
             entry.pop("type")
     return out

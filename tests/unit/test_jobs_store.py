@@ -89,6 +89,19 @@ async def test_ids_drain_and_archive_survive_reopen(tmp_path: Path) -> None:
     await reopened.close()
 
 
+async def test_ids_sqlite_cannot_hold_name_no_archived_job(tmp_path: Path) -> None:
+    """A client may ask for any integer (luxi's QueryJobs, WaitForJobChange): one past
+    SQLite's 64-bit range is simply not found, among ids that are."""
+    store = JobStore.open(tmp_path / "jobs.db")
+    job = make_job(store.new_id(), "success")
+    store.save(job)
+    await store.barrier()
+    await store.archive([job])
+    found = await store.read_archived([2**63, 1, 2**70, -(2**64)])
+    assert list(found) == [1]
+    await store.close()
+
+
 async def test_last_id_is_stored_even_without_live_jobs(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     store = JobStore.open(path)

@@ -54,6 +54,10 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+#: The largest job id SQLite can store (its integers are 64-bit signed): a larger
+#: number, which a client may send, names no job.
+MAX_JOB_ID = 2**63 - 1
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS archive ("
@@ -375,7 +379,9 @@ class JobStore:
 
     # -- reads of archived jobs ----------------------------------------------
     async def read_archived(self, ids: Sequence[int]) -> dict[int, Job]:
-        """Archived jobs among ``ids`` (read on the writer thread, after earlier writes)."""
+        """Archived jobs among ``ids`` (read on the writer thread, after earlier writes);
+        an id SQLite cannot hold names no job."""
+        ids = [job_id for job_id in ids if 0 <= job_id <= MAX_JOB_ID]
         if not ids:
             return {}
         return await self._writer.run(self._read_archived, list(ids))

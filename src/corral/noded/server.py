@@ -49,7 +49,7 @@ from corral.errors import (
 )
 from corral.noded import console, crypto, join, procedures
 from corral.paths import Paths
-from corral.rpc.chunks import max_body
+from corral.rpc.chunks import MAX_BODY_ENV, max_body
 from corral.rpc.protocol import JOIN_PATH, RPC_VERSION
 from corral.serializer import loads
 from corral.utils.process import running_pid
@@ -408,7 +408,14 @@ class NodeServer:
 
 async def _json_object(request: web.Request, what: str) -> dict[str, Any]:
     try:
-        data = loads(await request.read())
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ParameterError(
+            f"{what} is larger than this node's limit of {request.client_max_size} bytes "
+            f"(the master sends large updates in parts; {MAX_BODY_ENV} sets the limit)"
+        ) from None
+    try:
+        data = loads(body)
     except ValueError as err:
         raise ParameterError(f"{what} is not JSON: {err}") from None
     if not isinstance(data, dict):

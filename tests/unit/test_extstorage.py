@@ -339,3 +339,16 @@ async def test_corral_file_attaches_through_a_loop_device(paths: Paths) -> None:
     finally:
         await driver.remove(disk)
     assert _sysfs(device, "loop/backing_file") is None
+
+
+async def test_an_attach_output_with_a_nul_byte_is_refused(paths: Paths) -> None:
+    """A NUL byte can be neither in a path nor on qemu's command line: refused, naming
+    the provider, not an unexpected ValueError."""
+    script = paths.node_path(SEARCH) / "corral-envdump" / "attach"
+    for output in ("/dev/null\\0x", "\\nkvm:rbd:a\\0b"):
+        script.write_text(f"#!/bin/sh\nprintf '{output}\\n'\n")
+        with pytest.raises(BlockDeviceError, match="attach script of ExtStorage provider "
+                                                   "corral-envdump printed a NUL byte"):
+            await get_block_device("ext", paths).assemble(_disk(access="userspace"
+                                                                 if "kvm" in output
+                                                                 else "kernelspace"))

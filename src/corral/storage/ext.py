@@ -121,6 +121,12 @@ class ExtStorage(BlockDevice):
     async def _attach(self, disk: DiskSpec) -> Attachment:
         output = await self._run(disk, "attach") or ""
         attachment = parse_attach(output)
+        if "\0" in attachment.path or any("\0" in uri for uri in attachment.uris.values()):
+            _, volume = self._volume(disk)
+            raise BlockDeviceError(
+                f"{_label(disk)}: the attach script of ExtStorage provider "
+                f"{disk.logical_id[0]} printed a NUL byte for volume {volume}; it must print "
+                "the volume's path on the first line, then <hypervisor>:<uri> lines")
         if not attachment.path and not attachment.uris:
             _, volume = self._volume(disk)
             raise BlockDeviceError(

@@ -89,6 +89,41 @@ async def test_server_answers_many_clients_and_survives_bad_input(
     assert not (tmp_path / "s.sock").exists()
 
 
+async def test_a_request_that_never_completes_is_dropped(tmp_path: Path) -> None:
+    """A client that started a request and sends the rest a byte at a time is answered
+    with a protocol error and disconnected once the request timeout has passed; an idle
+    client (no request begun) is not, and others are served meanwhile."""
+    server = LuxiServer(tmp_path / "s.sock", _echo, request_timeout=0.3)
+    await server.start()
+    try:
+        idle = await asyncio.open_unix_connection(str(tmp_path / "s.sock"))
+        reader, writer = await asyncio.open_unix_connection(str(tmp_path / "s.sock"))
+        request = b'{"method": "Echo", "args": []}'
+        client = AsyncClient(tmp_path / "s.sock")
+        answered = 0
+        for byte in request[:4]:  # one byte per answered request of another client
+            try:
+                writer.write(bytes([byte]))
+                await writer.drain()
+            except ConnectionError:
+                break  # already dropped (a slow machine)
+            assert (await client.call("Echo", answered))["args"] == [answered]
+            answered += 1
+            await asyncio.sleep(0.05)
+        with pytest.raises(ProtocolError, match=r"not complete within 0\.3 s"):
+            decode_response((await reader.readuntil(EOM))[:-1])
+        assert await reader.read() == b""  # closed
+        assert answered >= 1
+        # The idle connection is still served.
+        idle[1].write(request + EOM)
+        assert decode_response((await idle[0].readuntil(EOM))[:-1])["method"] == "Echo"
+        for stream in (writer, idle[1]):
+            stream.close()
+        await client.close()
+    finally:
+        await server.stop()
+
+
 def test_blocking_client_reports_missing_daemon(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="cannot reach the master daemon"):
         Client(tmp_path / "none.sock").call("X")

@@ -474,3 +474,44 @@ async def test_every_served_job_operation_builds_a_valid_opcode(client: TestClie
         assert jobs["POST", path] == ["OP_INSTANCE_SHUTDOWN", "OP_INSTANCE_REINSTALL"]
     status, console, _ = await call(client, "GET", "/2/instances/web1/console")
     assert (status, console) == (200, {"kind": "ssh"})
+
+
+async def test_a_body_that_never_arrives_is_refused_with_408(
+        tmp_path: Path, master: FakeMaster) -> None:
+    """A client that sends its headers and then its body a byte at a time is answered
+    408 with ``Connection: close`` once the body timeout has passed (aiohttp then
+    discards what else comes for its lingering time and closes); others are served
+    meanwhile."""
+    import asyncio
+
+    users_file = tmp_path / "users"
+    users_file.write_text("admin pw write\n")
+    users = Users(users_file)
+    users.load()
+    app = build_app(luxi=master, users=users, require_auth=False,  # type: ignore[arg-type]
+                    body_timeout=0.3)
+    async with TestClient(TestServer(app)) as client:
+        server = client.server
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(b"PUT /2/instances/x/startup HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: " + WRITER.encode() + b"\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        served = 0
+        for _ in range(3):
+            assert (await call(client, "GET", "/version", auth=None))[:2] == (200, 2)
+            served += 1
+            try:
+                writer.write(b" ")
+                await writer.drain()
+            except ConnectionError:
+                break
+            await asyncio.sleep(0.05)
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 "), head
+        assert b"Connection: close" in head, head
+        length = int(re.search(rb"Content-Length: (\d+)", head)[1])  # type: ignore[index]
+        assert b"did not arrive within 0.3 s" in await reader.readexactly(length)
+        writer.close()
+        assert served >= 1
+        assert not any(method == "SubmitJob" for method, _ in master.calls)

@@ -28,6 +28,7 @@ HTTP_ERROR_CODES: Final[Mapping[int, str]] = {
     403: "forbidden",
     404: "not-found",
     405: "method-not-allowed",
+    408: "request-timeout",
     413: "body-too-large",
     415: "unsupported-media-type",
     501: "not-implemented",

@@ -19,10 +19,16 @@ Every failure, whichever step raised it, becomes ``{"code", "message", "explain"
 in one place, :func:`error_response`; corral errors carry their own status and code
 (:mod:`corral.errors`). An unexpected exception answers 500 with an incident id, never
 its own text; the log keeps its traceback. Connections are kept alive.
+
+Slow clients hold a coroutine, never a worker, and not for ever: a request whose
+headers are not complete when the keep-alive timeout of the daemon's runner passes is
+dropped by aiohttp, and a body must arrive within :data:`BODY_TIMEOUT` seconds of the
+headers (otherwise 408).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Final
 from urllib.parse import quote
@@ -39,8 +45,8 @@ from corral.rapi.routes import find
 from corral.rapi.schema import describe, validate
 from corral.rapi.spec import METHODS, NotServed, Operation
 
-__all__ = ["IGNORED_BODY_HEADER", "JSON", "MAX_BODY", "Dispatcher", "build_app",
-           "error_response"]
+__all__ = ["BODY_TIMEOUT", "IGNORED_BODY_HEADER", "JSON", "MAX_BODY", "Dispatcher",
+           "build_app", "error_response"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,8 @@ log = logging.getLogger(__name__)
 JSON: Final = "application/json"
 #: Largest request body accepted (bytes).
 MAX_BODY: Final = 16 * 1024 * 1024
+#: Seconds a request body may take to arrive once the headers have.
+BODY_TIMEOUT: Final = 60.0
 _SERVER: Final = f"corral-rapi/{__version__}"
 #: Where a request keeps the query arguments it gave and its operation does not take.
 _IGNORED_KEY: Final = web.RequestKey("corral_ignored_arguments", list[str])
@@ -84,17 +92,22 @@ def _corral_error(err: CorralError) -> web.Response:
 class Dispatcher:
     """Answers every request from the route table."""
 
-    def __init__(self, *, luxi: LuxiPool, users: Users, require_auth: bool) -> None:
+    def __init__(self, *, luxi: LuxiPool, users: Users, require_auth: bool,
+                 body_timeout: float = BODY_TIMEOUT) -> None:
         self.luxi = luxi
         self.users = users
         self.require_auth = require_auth
+        self.body_timeout = body_timeout
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Answer one request (every path and method comes here)."""
         try:
             result = await self._answer(request)
         except HttpError as err:
-            return error_response(err.status, err.message, err.headers)
+            response = error_response(err.status, err.message, err.headers)
+            if err.headers.get("Connection") == "close":
+                response.force_close()  # the rest of what the client sends is not read
+            return response
         except CorralError as err:
             if err.http_status >= 500:
                 log.warning("%s %s failed: %s", request.method, request.path, err.message)
@@ -131,7 +144,17 @@ class Dispatcher:
         return await entry.handler(req)
 
     async def _body(self, request: web.Request, operation: Operation, what: str) -> Any:
-        raw = await request.read() if request.body_exists else b""
+        raw = b""
+        if request.body_exists:
+            try:
+                async with asyncio.timeout(self.body_timeout):
+                    raw = await request.read()
+            except TimeoutError:
+                log.warning("%s: dropped a client whose body did not arrive within %g s",
+                            what, self.body_timeout)
+                raise HttpError(408, f"the request body did not arrive within "
+                                     f"{self.body_timeout:g} s of its headers",
+                                {"Connection": "close"}) from None
         if raw.strip():
             content_type = request.headers.get("Content-Type", "application/octet-stream")
             if _media_type(content_type) != JSON:
@@ -189,10 +212,12 @@ def _header_list(names: list[str]) -> str:
     return ", ".join(quote(name, safe=_HEADER_SAFE) for name in names)
 
 
-def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool) -> web.Application:
+def build_app(*, luxi: LuxiPool, users: Users, require_auth: bool,
+              body_timeout: float = BODY_TIMEOUT) -> web.Application:
     """The aiohttp application serving the route table."""
     app = web.Application(client_max_size=MAX_BODY)
-    dispatcher = Dispatcher(luxi=luxi, users=users, require_auth=require_auth)
+    dispatcher = Dispatcher(luxi=luxi, users=users, require_auth=require_auth,
+                            body_timeout=body_timeout)
     # Every path, newlines included, reaches the dispatcher, which owns the 404s.
     app.router.add_route("*", r"/{path:[\s\S]*}", dispatcher.handle)
     app.on_response_prepare.append(_server_header)

@@ -145,3 +145,34 @@ def test_unknown_user_or_group_is_refused() -> None:
         drop_privileges("no-such-user-x", None, daemon="test")
     with pytest.raises(DaemonError, match="unknown group 'no-such-group-x'"):
         drop_privileges("nobody", "no-such-group-x", daemon="test")
+
+
+@pytest.mark.parametrize(("soft", "hard"), [(256, 8192), (256, 512), (8192, 8192)])
+def test_a_daemon_raises_its_open_file_limit_for_its_clients(soft: int, hard: int) -> None:
+    """A daemon started under the usual soft limit raises it to what 1000 clients need
+    (to the hard limit, or, as root, past a lower hard limit); a higher one stays."""
+    import resource
+    import subprocess
+    import sys
+
+    from corral.utils.process import NOFILE_WANTED
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    code = ("import resource; from corral.utils.process import raise_open_file_limit as r; "
+            "print(r(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    proc = subprocess.run([sys.executable, "-c", code], preexec_fn=limit,
+                          capture_output=True, text=True, check=True)
+    returned, now = map(int, proc.stdout.split())
+    expected = max(soft, NOFILE_WANTED)
+    if hard < NOFILE_WANTED:
+        # Raising a hard limit needs CAP_SYS_RESOURCE, which root in a container may lack.
+        probe = subprocess.run([sys.executable, "-c", (
+            "import resource as r; "
+            f"r.setrlimit(r.RLIMIT_NOFILE, ({NOFILE_WANTED}, {NOFILE_WANTED}))")],
+            preexec_fn=limit, capture_output=True)
+        if probe.returncode != 0:
+            expected = hard
+            assert "below the 4096 this daemon wants" in proc.stderr
+    assert returned == now == expected, proc.stderr

@@ -38,7 +38,13 @@ from corral.rpc.client import RpcClient
 from corral.utils import loopcheck
 from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_failed, notify_ready, refuse_start
+from corral.utils.process import (
+    PidFile,
+    notify_failed,
+    notify_ready,
+    raise_open_file_limit,
+    refuse_start,
+)
 
 __all__ = ["NAME", "main", "serve"]
 
@@ -109,6 +115,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
     """Start the daemon in this process; return its exit status."""
     paths.ensure_dirs()
     setup_daemon_logging(paths.log_file(NAME), debug=debug, console=console)
+    raise_open_file_limit()  # idle and slow clients hold a descriptor each
     try:
         pid_file = PidFile(paths.pid_file(NAME))
     except CorralError as err:

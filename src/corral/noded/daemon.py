@@ -36,7 +36,7 @@ from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
 from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
-from corral.utils.process import PidFile, notify_ready, refuse_start
+from corral.utils.process import PidFile, notify_ready, raise_open_file_limit, refuse_start
 from corral.utils.settings import check_bind, check_port
 
 __all__ = [
@@ -198,6 +198,7 @@ def run(
     """Start the daemon in this process; return its exit status."""
     paths.ensure_dirs()
     setup_daemon_logging(paths.log_file(NAME), debug=debug, console=console)
+    raise_open_file_limit()  # idle and slow clients hold a descriptor each
     _install_console_fallback()
     try:
         pid_file = PidFile(paths.pid_file(NAME))

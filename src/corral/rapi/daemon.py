@@ -48,6 +48,7 @@ from corral.utils.process import (
     lookup_group,
     lookup_user,
     notify_ready,
+    raise_open_file_limit,
     refuse_start,
 )
 from corral.utils.settings import check_bind, check_port
@@ -193,6 +194,7 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False, **given: An
     """Start the daemon in this process; return its exit status."""
     paths.ensure_dirs()
     setup_daemon_logging(paths.log_file(NAME), debug=debug, console=console)
+    raise_open_file_limit()  # idle and slow clients hold a descriptor each
     try:
         pid_file = PidFile(paths.pid_file(NAME))
     except CorralError as err:

@@ -1,5 +1,5 @@
-"""Daemon processes: pid files, start with a readiness handshake, stop by pid, and
-dropping root's privileges after start.
+"""Daemon processes: pid files, start with a readiness handshake, stop by pid,
+dropping root's privileges after start, and the open-file limit a server needs.
 
 A daemon holds an exclusive ``flock`` on its pid file for its whole life. A pid file
 whose lock nobody holds is stale, whatever pid it names, so :func:`running_pid` never
@@ -18,6 +18,7 @@ import grp
 import logging
 import os
 import pwd
+import resource
 import select
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 from corral.errors import DaemonError
 
 __all__ = [
+    "NOFILE_WANTED",
     "READY_FD_ENV",
     "PidFile",
     "drop_privileges",
@@ -37,6 +39,7 @@ __all__ = [
     "notify_failed",
     "notify_ready",
     "process_alive",
+    "raise_open_file_limit",
     "refuse_start",
     "running_pid",
     "start_daemon",
@@ -325,3 +328,33 @@ def drop_privileges(user: str | None, group: str | None, *, daemon: str) -> None
                               "could be regained")
     log.info("running as uid %d, gid %d, groups %s", os.getuid(), os.getgid(),
              ",".join(map(str, os.getgroups())))
+
+
+#: Open files a daemon that serves clients wants: 1000 connections held at once (design
+#: 2.2's idle and slow clients: 500 of luxi and 500 of RAPI in corral's benchmark) plus
+#: its own files, sockets and threads, with room to spare. Linux's usual soft limit
+#: (1024) would refuse the thousandth connection.
+NOFILE_WANTED = 4096
+
+
+def raise_open_file_limit(wanted: int = NOFILE_WANTED) -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to ``wanted`` (root also raises the
+    hard limit if it is lower; others go up to the hard limit); never lowers it.
+    Returns the soft limit now in force, and logs a warning when it stays below
+    ``wanted``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft
+    unlimited = hard == resource.RLIM_INFINITY
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (wanted, hard if unlimited or hard >= wanted else wanted))
+    except (ValueError, OSError):  # not root, and the hard limit is below what we want
+        if hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        log.warning("open-file limit %d is below the %d this daemon wants for its "
+                     "clients (raise the hard limit, e.g. LimitNOFILE= or ulimit -Hn)",
+                     soft, wanted)
+    return soft

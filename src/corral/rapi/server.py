@@ -155,6 +155,11 @@ class Dispatcher:
                 raise HttpError(408, f"the request body did not arrive within "
                                      f"{self.body_timeout:g} s of its headers",
                                 {"Connection": "close"}) from None
+            except ConnectionError:  # the client left mid-body: nobody to answer
+                log.info("%s: the client closed the connection before its body arrived",
+                         what)
+                raise HttpError(400, "the connection closed before the request body "
+                                     "arrived", {"Connection": "close"}) from None
         if raw.strip():
             content_type = request.headers.get("Content-Type", "application/octet-stream")
             if _media_type(content_type) != JSON:

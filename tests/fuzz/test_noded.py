@@ -24,6 +24,7 @@ Afterwards the node still answers ``version``.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,4 +174,63 @@ def test_oversized_body(node: NodeRpc) -> None:
     response = node.post("/rpc/1/version", b"[" + b" " * (RPC_MAX_BODY + 10) + b"]")
     check_answer(response)
     assert str(RPC_MAX_BODY) in response.json()["error"]["message"], response.text
+    node.assert_serves()
+
+
+# -- what the node reads from disk: OS definitions and ExtStorage providers ---------------
+
+#: Bytes as definition files hold them when broken: lines, NUL, invalid UTF-8.
+file_garbage = st.one_of(
+    st.binary(max_size=120),
+    st.lists(st.text(max_size=20), max_size=5).map(
+        lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"20\n", b"15\n20\n", b"\x00\n", b"x y\nx z\n", b"\xff\xfe"]),
+)
+OS_FILES = ("ganeti_api_version", "variants.list", "parameters.list", "os_version")
+EXT_FILES = ("parameters.list",)
+
+
+def test_garbage_definitions_on_the_node(node: NodeRpc, fuzz_testbed: TestbedHandle) -> None:
+    """An OS definition and an ExtStorage provider whose files hold garbage are listed
+    by the node (valid, or invalid with a message), and the master's OS query still
+    answers; the node serves on."""
+    from tests.fuzz.luxi_wire import EOM, LuxiConnection
+
+    target = next(n for n in fuzz_testbed.state["nodes"] if not n["master"])
+    root = Paths(Path(target["root"]))
+    os_dir = root.node_path("/srv/corral/os") / "fuzz-os"
+    ext_dir = root.node_path("/srv/corral/extstorage") / "fuzz-ext"
+    bundled_os = root.node_path("/srv/corral/os") / "corral-ext4"
+    bundled_ext = root.node_path("/srv/corral/extstorage") / "corral-file"
+
+    shutil.copytree(bundled_os, os_dir)
+    shutil.copytree(bundled_ext, ext_dir)
+    try:
+        @examples(6)
+        @given(os_files=st.fixed_dictionaries({}, optional=dict.fromkeys(OS_FILES,
+                                                                          file_garbage)),
+               ext_files=st.fixed_dictionaries({}, optional=dict.fromkeys(EXT_FILES,
+                                                                           file_garbage)))
+        def fuzz(os_files: dict[str, bytes], ext_files: dict[str, bytes]) -> None:
+            for name, data in os_files.items():
+                (os_dir / name).write_bytes(data)
+            for name, data in ext_files.items():
+                (ext_dir / name).write_bytes(data)
+            for procedure, item in (("os_diagnose", "fuzz-os"),
+                                    ("extstorage_diagnose", "fuzz-ext")):
+                response = node.post(f"/rpc/1/{procedure}", b"{}")
+                check_answer(response)
+                found = [entry for entry in response.json()["result"]
+                         if entry["name"] == item]
+                assert len(found) == 1, response.text[:300]
+                assert found[0]["valid"] or found[0]["message"], found[0]
+            with LuxiConnection(fuzz_testbed.paths.master_socket) as luxi:
+                answer = luxi.call(b'{"method":"Query","args":["os",["name","valid"],null]}'
+                                   + EOM)
+            assert answer is not None and answer["success"], answer
+
+        fuzz()
+    finally:
+        shutil.rmtree(os_dir)
+        shutil.rmtree(ext_dir)
     node.assert_serves()

@@ -126,6 +126,19 @@ async def test_lvm_reports_are_read_into_volumes(node: Paths) -> None:
     assert not volumes["a.disk0"].active
 
 
+async def test_names_lvm_would_read_as_options_run_nothing(node: Paths) -> None:
+    """A volume group a caller names (noded's lv_list) that LVM would refuse or read as
+    an option is refused before any command runs."""
+    fake = FakeLvm()
+    lvm = LvmTools(node, fake)
+    for bad in ("--config=devices{}", "]; }", ""):
+        with pytest.raises(BlockDeviceError, match="not a valid LVM name"):
+            await lvm.logical_volumes([bad])
+    with pytest.raises(BlockDeviceError, match="starting with '-'"):
+        await lvm.physical_volumes(["-a"])
+    assert fake.ran == []
+
+
 async def test_lvm_units_use_the_reports_and_pvchange(node: Paths) -> None:
     fake = FakeLvm()
     pv_units = LvmPvUnits(node, fake)

@@ -231,7 +231,12 @@ class LvmTools:
     async def report(self, command: str, fields: Sequence[str], names: Sequence[str] = (),
                      *, what: str) -> list[dict[str, str]]:
         """The rows of an LVM report (``pvs``, ``vgs``, ``lvs``) with ``fields``, for
-        ``names`` (all when empty), sizes in MiB."""
+        ``names`` (all when empty), sizes in MiB. A name starting with ``-`` is refused:
+        LVM would read it as an option."""
+        for name in names:
+            if not name or name.startswith("-"):
+                raise BlockDeviceError(f"{what}: {name!r} is not a name {command} can "
+                                       "report on (empty, or starting with '-')")
         argv = [command, "--reportformat", "json", "--units", "m", "--nosuffix",
                 "-o", ",".join(fields), *names]
         result = await self.run(argv, what)
@@ -283,6 +288,8 @@ class LvmTools:
     async def logical_volumes(self, vgs: Sequence[str] = ()) -> list[LogicalVolume]:
         """The logical volumes of ``vgs`` (all groups when empty), one per volume
         with every device it lives on."""
+        for vg in vgs:
+            check_name(vg, "volume group")
         rows = await self.report(
             "lvs", ["vg_name", "lv_name", "lv_size", "lv_attr", "devices", "stripes"], vgs,
             what="listing the logical volumes")

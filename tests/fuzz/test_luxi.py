@@ -244,7 +244,7 @@ def test_method_arguments(luxi_path: Path, real_fields: dict[str, list[str]],
     """Each harmless method with random arguments gets an answer (a clear error unless
     the arguments happened to be valid), and the connection serves the next request."""
     with LuxiConnection(luxi_path) as conn:
-        @examples(20)
+        @examples(25)
         @given(document=_request(method, real_fields))
         def fuzz(document: Any) -> None:
             _answers_then_serves(conn, document)

@@ -152,7 +152,7 @@ def _raw_request(method: str, path: str, version: str, headers: list[bytes], aut
 def test_raw_http(rapi: Rapi) -> None:
     """Malformed HTTP gets a client error or a closed connection, never a server error
     (501, Ganeti's answer to a method a resource lacks, is allowed); RAPI serves on."""
-    @examples(60)
+    @examples(80)
     @given(method=methods, path=paths, version=versions, headers=header_lines,
            auth=st.booleans(), body=bodies)
     def fuzz(method: str, path: str, version: str, headers: list[bytes], auth: bool,
@@ -292,7 +292,7 @@ def test_instance_lifecycle_sequences(rapi: Rapi) -> None:
     """Create, modify, start, stop, rename and remove in random orders: RAPI's view
     matches the model after every step, and no step is a server error."""
     InstanceLifecycle.rapi = rapi
-    settings = examples(3)
-    settings = type(settings)(settings, stateful_step_count=max(4, round(10 * min(scale(), 5))))
+    settings = examples(4)
+    settings = type(settings)(settings, stateful_step_count=max(4, round(12 * min(scale(), 5))))
     run_state_machine_as_test(InstanceLifecycle, settings=settings)
     rapi.assert_serves()

@@ -515,3 +515,47 @@ async def test_a_body_that_never_arrives_is_refused_with_408(
         writer.close()
         assert served >= 1
         assert not any(method == "SubmitJob" for method, _ in master.calls)
+
+
+async def test_headers_that_never_complete_are_dropped(
+        tmp_path: Path, master: FakeMaster) -> None:
+    """A client sending its headers a byte at a time is disconnected when the runner's
+    keep-alive timeout (the daemon's ``KEEPALIVE_TIMEOUT``) has passed since it
+    connected, while others are served meanwhile."""
+    import asyncio
+
+    from aiohttp import web
+
+    users_file = tmp_path / "users"
+    users_file.write_text("admin pw write\n")
+    users = Users(users_file)
+    users.load()
+    app = build_app(luxi=master, users=users, require_auth=False)  # type: ignore[arg-type]
+    runner = web.AppRunner(app, keepalive_timeout=0.3)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        served = 0
+        for byte in b"GET /2/info HTTP/1.1\r\n":
+            try:
+                writer.write(bytes([byte]))
+                await writer.drain()
+            except ConnectionError:
+                break
+            r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+            w2.write(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert (await r2.readline()).startswith(b"HTTP/1.1 200 ")
+            w2.close()
+            served += 1
+            if reader.at_eof():
+                break
+            await asyncio.sleep(0.05)
+        async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+            assert await reader.read() == b""  # dropped without an answer
+        assert served >= 1
+        writer.close()
+    finally:
+        await runner.cleanup()

@@ -21,6 +21,7 @@ import contextlib
 import socket
 import ssl
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,16 +88,24 @@ class Rapi:
             time.sleep(0.02)
 
     def raw(self, data: bytes) -> bytes:
-        """Send ``data`` on a new TLS connection, then bytes that complete any body it
-        announced (a chunked end, padding for a short length); the head of the first
-        answer, or what came before the server closed."""
+        """Send ``data`` on a new TLS connection; the head of the first answer, or what
+        came before the server closed. When no answer has come after a moment (the
+        request announced more body than it has), bytes that end a chunked body or
+        fill a short one are sent; if the server still waits for more (a body it
+        cannot parse to its end, which its body timeout answers later), ``b""``."""
         context = ssl.create_default_context(cafile=self.ca)
         context.check_hostname = False
         with contextlib.closing(context.wrap_socket(
                 socket.create_connection(self.address, timeout=30))) as conn:
             received = b""
-            with contextlib.suppress(ConnectionError, ssl.SSLError):
-                conn.sendall(data + b"\r\n0\r\n\r\n" + b"x" * 16)
+            with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+                conn.sendall(data)
+                conn.settimeout(0.3)
+                try:
+                    received = conn.recv(65536)
+                except TimeoutError:  # waiting for the rest of a body
+                    conn.sendall(b"0\r\n\r\n" + b" " * 16)
+                    conn.settimeout(2)
                 while b"\r\n\r\n" not in received and (chunk := conn.recv(65536)):
                     received += chunk
             return received
@@ -159,6 +168,7 @@ def test_raw_http(rapi: Rapi) -> None:
              body: bytes) -> None:
         answer = rapi.raw(_raw_request(method, path, version, headers, auth, body,
                                        rapi.auth))
+        statuses[answer.split(b" ", 2)[1] if answer else b"closed"] += 1
         if not answer:
             return  # closed without a word: allowed for what is not HTTP
         status_line = answer.split(b"\r\n", 1)[0]
@@ -166,7 +176,10 @@ def test_raw_http(rapi: Rapi) -> None:
         status = int(status_line.split()[1])
         assert status < 500 or status == 501, answer[:400]
 
+    statuses: Counter[bytes] = Counter()
     fuzz()
+    # Not every request was refused before the dispatcher: some reached the routes.
+    assert set(statuses) - {b"400", b"closed"}, statuses
     rapi.assert_serves()
 
 

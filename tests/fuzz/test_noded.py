@@ -26,6 +26,7 @@ answers ``version``.
 from __future__ import annotations
 
 import shutil
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,58 @@ def test_garbage_definitions_on_the_node(node: NodeRpc, fuzz_testbed: TestbedHan
         shutil.rmtree(os_dir)
         shutil.rmtree(ext_dir)
     node.assert_serves()
+
+
+# -- a node waiting to join: the one request anyone may send ------------------------------
+
+
+@pytest.fixture
+def waiting_node(tmp_path: Path) -> Iterator[str]:
+    """A node daemon of its own that belongs to no cluster (it serves only ``/join``,
+    to anyone: there is no client certificate yet); its URL."""
+    from corral import daemons
+    from corral.serializer import dumps
+    from corral.utils.files import write_public
+    from tests.conftest import free_port
+
+    paths = Paths(tmp_path / "waiting")
+    paths.ensure_dirs()
+    port = free_port("127.0.0.1")
+    write_public(paths.noded_settings, dumps({"bind": "127.0.0.1", "port": port}) + b"\n")
+    try:
+        daemons.start(paths, {"noded"})
+        daemons.wait_for_token(paths)
+        yield f"https://127.0.0.1:{port}"
+    finally:
+        daemons.stop(paths)
+    log = paths.log_file("noded").read_text(errors="replace")
+    assert "(incident " not in log, log[-3000:]
+
+
+def test_join_requests(waiting_node: str) -> None:
+    """Random join requests (no proof, forged proofs, malformed bundles) are refused
+    with a join error; the node still waits for its real join afterwards."""
+    session = requests.Session()
+
+    @examples(30)
+    @given(body=st.one_of(
+        st.binary(max_size=80),
+        json_values.map(_encode),
+        st.fixed_dictionaries({}, optional={
+            "proof": st.one_of(json_values, st.text(alphabet="0123456789abcdef.",
+                                                    max_size=80)),
+            "bundle": st.one_of(json_values, st.fixed_dictionaries({}, optional=dict.fromkeys(
+                ("ca_cert", "node_cert", "node_key", "confd_key", "membership",
+                 "rapi_users"), json_values)))}).map(_encode)))
+    def fuzz(body: bytes) -> None:
+        response = session.post(waiting_node + "/join", data=body, verify=False, timeout=60,
+                                headers={"Content-Type": "application/json"})
+        check_answer(response)
+        assert not response.json()["ok"], response.text
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the waiting node's certificate is throwaway
+        fuzz()
+        response = session.get(waiting_node + "/rpc/1/version", verify=False, timeout=60)
+    check_answer(response)
+    assert response.json()["error"]["code"] == "join-error", response.text

@@ -60,9 +60,11 @@ class Workload:
         self._lock = threading.Lock()
         self._nodes = [node.name for node in cluster.nodes]
         #: instance -> (admin state or ABSENT, maxmem or ABSENT); None: left alone
+        #: (read from the cluster at the first start)
         self._view: dict[str, tuple[str, Any] | None] = {
-            f"fault{worker}{letter}": (ABSENT, ABSENT)
+            f"fault{worker}{letter}": None
             for worker in range(instance_workers) for letter in "ab"}
+        self._synced = False
         self._workers = instance_workers
         #: (instance, opcode, job id, status, state after) of every instance job, in order
         self.history: list[tuple[str, str, int | None, str, tuple[str, Any]]] = []
@@ -70,7 +72,10 @@ class Workload:
 
     # -- life cycle --------------------------------------------------------------------
     def start(self) -> None:
-        """Start the threads."""
+        """Start the threads (the first time after reading the instances' states, so
+        that the ledger knows what they were before any change)."""
+        if not self._synced:
+            self.resync()
         self._stop.clear()
         targets: list[tuple[str, Any, tuple[Any, ...]]] = [
             (f"instances{w}", self._instances, (w,)) for w in range(self._workers)]
@@ -98,6 +103,7 @@ class Workload:
             answer = client.call("Query", "instance", ["name", "admin_state", "be/maxmem"],
                                  None)
         real = {row[0][1]: (row[1][1], row[2][1]) for row in answer["data"]}
+        self._synced = True
         with self._lock:
             for name in self._view:
                 state = real.get(name, (ABSENT, ABSENT))

@@ -127,7 +127,7 @@ def test_kill9_of_each_daemon_under_load(testbed: TestbedHandle, fault_cluster: 
             daemon, where = (TARGETS[number] if number < len(TARGETS)
                              else rng.choice(TARGETS))
             workload.start()
-            time.sleep(rng.uniform(0.1, 0.8))
+            time.sleep(rng.uniform(0.05, 0.5))
             node = _node(fault_cluster, where, rng.randrange(1000))
             if daemon == "watcher":
                 fault_log.injected(f"round {number + 1}: " + kill_watcher(fault_cluster, rng))
@@ -135,7 +135,7 @@ def test_kill9_of_each_daemon_under_load(testbed: TestbedHandle, fault_cluster: 
                 pid = kill9(node, daemon)
                 fault_log.injected(f"round {number + 1}: kill -9 of {daemon} (pid {pid}) on "
                                    f"{node.name}")
-                time.sleep(rng.uniform(0.0, 0.3))  # the cluster without it for a while
+                time.sleep(rng.uniform(0.0, 0.2))  # the cluster without it for a while
                 fault_log.note("  " + restart(fault_cluster, node))
             wait_luxi(fault_cluster)
             workload.stop()

@@ -2,7 +2,8 @@
 
 Every node is called concurrently and has its own deadline, so a node that hangs
 costs the caller ``timeout`` seconds once, not once per node, and never hides the
-answers of the others: each node gets an :class:`~corral.rpc.protocol.RpcResult`
+answers of the others (a node cut off from the network is given up on sooner, see
+:mod:`corral.rpc.deadpeer`): each node gets an :class:`~corral.rpc.protocol.RpcResult`
 with either its payload or an error naming it.
 
 The client authenticates with the master's client certificate where this node has
@@ -26,6 +27,7 @@ import aiohttp
 from corral import errors, serializer, x509
 from corral.errors import CorralError, JoinError, NodeUnreachableError, ProtocolError
 from corral.paths import Paths
+from corral.rpc.deadpeer import rpc_socket
 from corral.rpc.protocol import JOIN_PATH, RpcResult, rpc_path
 from corral.x509.tls import client_context
 
@@ -140,7 +142,8 @@ class RpcClient:
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._context(), limit=0),
+                connector=aiohttp.TCPConnector(ssl=self._context(), limit=0,
+                                               socket_factory=rpc_socket),
                 timeout=aiohttp.ClientTimeout(total=None),
             )
         return self._session

@@ -21,10 +21,11 @@ The fault tests drive a testbed, break something, let the operator's repair happ
 A violation raises :class:`InvariantViolation` listing every problem found; a pass
 returns the list of what was checked, one line each, for the test to print.
 
-Public API (small on purpose, helper suites reuse it): :class:`FaultCluster`,
-:class:`Ledger`, :class:`InvariantViolation`, :func:`check_cluster`, and the single
-checks it runs (:func:`settle_jobs`, :func:`check_replicas`, :func:`check_jobs`,
-:func:`check_changes`, :func:`check_instances`, :func:`check_locks`).
+Public API (small on purpose, helper suites reuse it): :class:`FaultCluster` (and
+its :class:`FaultNode`), :class:`Ledger`, :class:`InvariantViolation`,
+:func:`check_cluster`, and the single checks it runs (:func:`settle_jobs`,
+:func:`check_replicas`, :func:`check_jobs`, :func:`check_changes`,
+:func:`check_instances`, :func:`check_locks`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from corral.paths import Paths
 __all__ = [
     "ABSENT",
     "FaultCluster",
+    "FaultNode",
     "InvariantViolation",
     "Key",
     "Ledger",
@@ -80,7 +82,9 @@ class InvariantViolation(AssertionError):
 
 
 @dataclass(frozen=True)
-class _Node:
+class FaultNode:
+    """One node of the testbed: its name and paths."""
+
     name: str
     paths: Paths
 
@@ -90,7 +94,7 @@ class FaultCluster:
     """A testbed's nodes as the checks see them (read from its ``testbed.json``)."""
 
     directory: Path
-    nodes: tuple[_Node, ...]
+    nodes: tuple[FaultNode, ...]
     env: dict[str, str]
 
     @classmethod
@@ -98,12 +102,12 @@ class FaultCluster:
         """The testbed in ``directory``; the master is found anew at each call of
         :meth:`master` (a failover moves it)."""
         state = json.loads((directory / "testbed.json").read_text())
-        nodes = tuple(_Node(n["name"], Paths(Path(n["root"]))) for n in state["nodes"])
+        nodes = tuple(FaultNode(n["name"], Paths(Path(n["root"]))) for n in state["nodes"])
         return cls(directory, nodes, dict(state["env"]))
 
-    def master(self) -> _Node:
+    def master(self) -> FaultNode:
         """The node holding the newest configuration store (the master)."""
-        best: tuple[int, _Node] | None = None
+        best: tuple[int, FaultNode] | None = None
         for node in self.nodes:
             if node.paths.config_db.exists():
                 serial = _config_serial(node.paths.config_db)
@@ -117,14 +121,14 @@ class FaultCluster:
         """A luxi client of the master daemon."""
         return Client(self.master().paths.master_socket, timeout=timeout)
 
-    def tool_env(self, node: _Node | None = None) -> dict[str, str]:
+    def tool_env(self, node: FaultNode | None = None) -> dict[str, str]:
         """The environment to run a corral tool as on ``node`` (the master by default)."""
         import os
 
         chosen = node or self.master()
         return {**os.environ, **self.env, "CORRAL_ROOT": str(chosen.paths.root)}
 
-    def candidates(self) -> list[_Node]:
+    def candidates(self) -> list[FaultNode]:
         """The nodes other than the master that hold a configuration replica."""
         master = self.master()
         return [n for n in self.nodes if n != master and n.paths.config_replica.exists()]
@@ -232,7 +236,7 @@ def check_changes(cluster: FaultCluster, ledger: Ledger) -> list[str]:
         for (resource, fieldname), keys in sorted(by_resource.items()):
             # every object (a name filter would refuse the names of absent ones)
             answer = client.call("Query", resource, ["name", fieldname], None)
-            values = {row[0][1]: row[1][1] for row in answer["data"]}
+            values = {row[0][1]: _hashable(row[1][1]) for row in answer["data"]}
             for key in keys:
                 value = values.get(key[1], ABSENT)
                 if value not in allowed[key]:
@@ -243,6 +247,11 @@ def check_changes(cluster: FaultCluster, ledger: Ledger) -> list[str]:
     unsure = sum(1 for values in allowed.values() if len(values) > 1)
     return [f"changes: {len(allowed)} recorded values read back as acknowledged "
             f"({unsure} after a change of unknown outcome)"]
+
+
+def _hashable(value: Any) -> Any:
+    """Lists (tags, say) as tuples, so that they compare with the ledger's values."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 def _config_serial(path: Path) -> int:

@@ -39,7 +39,6 @@ from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
 from corral.jobs.model import (
     CANCELED,
     CANCELING,
-    ERROR,
     FINAL_STATUSES,
     QUEUED,
     RUNNING,
@@ -47,16 +46,15 @@ from corral.jobs.model import (
     WAITING,
     Job,
     QueuedOpCode,
-    encode_error,
     timestamp_now,
 )
 from corral.jobs.reading import JobReader, LiveJob, wake
+from corral.jobs.recovery import CANCELED_RESULT, recover_interrupted
 from corral.jobs.store import JobStore
 from corral.opcodes import OpCode, op_from_dict, op_summary, op_to_dict
 from corral.opcodes.reason import queue_entry
 
 __all__ = [
-    "CRASH_MESSAGE",
     "DEFAULT_MAX_RUNNING",
     "Decider",
     "DecisionLike",
@@ -70,8 +68,6 @@ _log = logging.getLogger(__name__)
 
 #: Ganeti's default for the ``max_running_jobs`` cluster parameter.
 DEFAULT_MAX_RUNNING = 20
-#: The error of opcodes that were running when the master daemon died.
-CRASH_MESSAGE = "Unclean master daemon shutdown: the master daemon died while the job was running"
 #: The error of an opcode that a planned master failover had to interrupt.
 HANDOVER_INTERRUPTED = (
     "Master failover to {new_master}: this opcode was still running when the "
@@ -82,8 +78,8 @@ HANDOVER_INTERRUPTED = (
 #: text, which scripts match).
 _NOT_IN_QUEUE = "Job {} not found in queue"
 
-_CANCELED_RESULT = "Job canceled by request"
-_PREVIOUS_FAILED = "Error in previous opcode"
+_CANCELED_RESULT = CANCELED_RESULT
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,21 +155,16 @@ class JobQueue:
     async def start(self) -> None:
         """Load the stored jobs, recover from a crash, and start the startable ones.
 
-        Jobs found waiting or running were interrupted by the death of the master
-        daemon: they end in error saying so. Canceling ones end canceled; queued
-        ones (also half-done paused ones) run.
+        A job found unfinished was cut short by the death of the master daemon (or
+        of the master it was replicated from, after a failover). Only work that
+        really began is lost, as in Ganeti (:func:`~corral.jobs.recovery.recover_interrupted`).
         """
         stored = self._store.load()
         self._drained = stored.drained
         for job in stored.jobs:
             entry = LiveJob(job)
             self._jobs[job.id] = entry
-            status = job.status
-            if status in (WAITING, RUNNING):
-                job.finish_unfinished(ERROR, encode_error(OpExecError(CRASH_MESSAGE)))
-                self._touch(entry)
-            elif status == CANCELING:
-                job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+            if recover_interrupted(job):
                 self._touch(entry)
         for entry in self._jobs.values():
             if entry.job.status not in FINAL_STATUSES:
@@ -492,9 +483,10 @@ class JobQueue:
                     return
                 now = timestamp_now()
                 op.status = WAITING
-                op.start_timestamp = now
+                if op.start_timestamp is None:  # kept from before a crash (Ganeti's)
+                    op.start_timestamp = now
                 if job.start_timestamp is None:
-                    job.start_timestamp = now
+                    job.start_timestamp = op.start_timestamp
                 self._touch(entry)
                 if not await self._run_opcode(entry, index):
                     return
@@ -570,11 +562,7 @@ class JobQueue:
         self._touch(entry)
 
     def _fail(self, entry: LiveJob, index: int, err: BaseException) -> None:
-        op = entry.job.ops[index]
-        op.status = ERROR
-        op.result = encode_error(err)
-        op.end_timestamp = timestamp_now()
-        entry.job.finish_unfinished(ERROR, encode_error(OpExecError(_PREVIOUS_FAILED)))
+        entry.job.fail_at(index, err)
 
     # -- planned master failover -------------------------------------------------------
     async def hand_over(self, new_master: str, wait: float) -> Handover:

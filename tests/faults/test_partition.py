@@ -21,8 +21,8 @@ import pytest
 
 from tests.faults.conftest import FaultLog
 from tests.faults.invariants import Ledger, check_cluster
-from tests.faults.netbed import FaultBed, fault_bed
 from tests.faults.jobdriver import job_log, job_status, run_job, submit, wait_job
+from tests.faults.netbed import FaultBed, fault_bed
 
 
 @pytest.fixture

@@ -84,7 +84,9 @@ def _reason(err: BaseException) -> str:
     if isinstance(err, aiohttp.ClientConnectorError):
         return f"cannot connect: {err.os_error.strerror or err.os_error}"
     if isinstance(err, aiohttp.ServerDisconnectedError):
-        return "the connection was closed without an answer (TLS refused or daemon stopped)"
+        return ("the connection was closed without an answer (the node refused this "
+                "node's certificate, which it does when its clock is far off, or its "
+                "daemon stopped: see its log)")
     return str(err) or type(err).__name__
 
 

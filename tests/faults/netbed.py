@@ -45,7 +45,7 @@ from tests.faults.invariants import FaultCluster
 __all__ = ["DEAD_PEER_TIMEOUT", "MASTER_FS_MIB", "FaultBed", "fault_bed"]
 
 #: Seconds after which the master gives up on a silent node in these tests.
-DEAD_PEER_TIMEOUT = 3
+DEAD_PEER_TIMEOUT = 2
 #: The size of the master's data file system.
 MASTER_FS_MIB = 48
 PREFIX = "cfj"

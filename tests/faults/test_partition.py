@@ -13,13 +13,15 @@ After each: the invariants of :mod:`tests.faults.invariants`.
 
 from __future__ import annotations
 
+import json
+import random
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.faults.conftest import FaultLog
+from tests.faults.conftest import FaultLog, rounds
 from tests.faults.invariants import Ledger, check_cluster
 from tests.faults.jobdriver import job_log, job_status, run_job, submit, wait_job
 from tests.faults.netbed import FaultBed, fault_bed
@@ -92,7 +94,8 @@ def test_a_candidate_cut_off_during_replication_rounds(bed: FaultBed,
         fault_log.injected(f"{bed.name(3)}'s link up again")
         fault_log.checked(check_cluster(cluster, ledger, watcher=False))
     finally:
-        bed.network.heal(3)
+        for node in bed.network.isolated:
+            bed.network.heal(node)
         run_job(cluster, ledger, _remove(name))
 
 
@@ -101,37 +104,68 @@ def _migrate(name: str, target: str) -> dict[str, Any]:
             "mode": "live", "cleanup": False, "allow_failover": False}
 
 
-def test_the_target_cut_off_during_a_migration(bed: FaultBed, fault_log: FaultLog) -> None:
+def _primary(bed: FaultBed, name: str) -> int:
+    with bed.cluster.client() as client:
+        answer = client.call("Query", "instance", ["pnode"], ["=", "name", name])
+    return int(answer["data"][0][0][1].removeprefix("node").split(".")[0])
+
+
+def _wait_for_acceptance(bed: FaultBed, target: int, name: str, job: int) -> str:
+    """Wait until the target holds the instance as 'migrating' (it accepted, the
+    migration is under way) or the job ended; say which."""
+    state = bed.paths(target).hypervisor_state_dir / "fake" / f"{name}.json"
+    deadline = time.monotonic() + 30
+    polls = 0
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(state.read_text()).get("state") == "migrating":
+                return "the target accepted the instance (its state 'migrating')"
+        except (FileNotFoundError, ValueError):
+            pass
+        polls += 1
+        if polls % 50 == 0 and job_status(bed.cluster, job) not in (
+                "queued", "waiting", "running"):
+            return "the job ended (the target's acceptance was missed)"
+        time.sleep(0.001)
+    raise AssertionError(f"job {job}: the target never accepted the instance: "
+                         f"{job_log(bed.cluster, job)}")
+
+
+def test_the_target_cut_off_during_a_migration(bed: FaultBed, fault_log: FaultLog,
+                                               rng: random.Random) -> None:
+    """Each round migrates the instance to the other namespaced node and cuts that one
+    off once it accepted the instance (plus a random pause after the first round;
+    CORRAL_FAULT_ROUNDS gives more rounds)."""
     cluster, ledger = bed.cluster, Ledger()
     name = "cfj-mig.testbed"
     started = run_job(cluster, ledger, _create(name, bed.name(2)),
                       {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": name})
     assert started[0] == "success", started
     try:
-        job = submit(cluster, ledger, _migrate(name, bed.name(3)))
-        deadline = time.monotonic() + 30
-        while not any(line.startswith("migrating instance") for line in job_log(cluster, job)):
-            assert time.monotonic() < deadline, "the migration never started"
-            assert job_status(cluster, job) in ("queued", "waiting", "running"), \
-                job_log(cluster, job)
-            time.sleep(0.01)
-        bed.network.cut(3)
-        fault_log.injected(f"{bed.name(3)} (the target) cut off once the job logged "
-                           "'migrating instance'")
-        status, result = wait_job(cluster, ledger, job)
-        fault_log.note(f"the migration ended {status}: {result}")
-        bed.network.heal(3)
-        fault_log.injected(f"{bed.name(3)}'s link up again")
-        if status != "success":
-            message = str(result)
-            assert bed.name(3) in message, message
-            assert "unreachable" in message or "did not answer" in message, message
-            if "--cleanup" in message:
-                cleanup = dict(_migrate(name, bed.name(3)), cleanup=True)
-                fixed = run_job(cluster, ledger, cleanup)
-                fault_log.note(f"gnt-instance migrate --cleanup: {fixed[0]}")
-                assert fixed[0] == "success", fixed
-        fault_log.checked(check_cluster(cluster, ledger, watcher=False))
+        for round_ in range(rounds(1)):
+            target = 5 - _primary(bed, name)  # node 2 <-> node 3
+            pause = 0.0 if round_ == 0 else rng.uniform(0, 0.05)
+            job = submit(cluster, ledger, _migrate(name, bed.name(target)))
+            when = _wait_for_acceptance(bed, target, name, job)
+            time.sleep(pause)
+            bed.network.cut(target)
+            fault_log.injected(f"round {round_}: {bed.name(target)} (the target) cut off "
+                               f"{pause * 1000:.0f} ms after {when}")
+            status, result = wait_job(cluster, ledger, job)
+            fault_log.note(f"the migration ended {status}: {result}")
+            bed.network.heal(target)
+            fault_log.injected(f"{bed.name(target)}'s link up again")
+            if status != "success":
+                message = str(result)
+                assert bed.name(target) in message, message
+                assert "unreachable" in message or "did not answer" in message, message
+                if "--cleanup" in message:
+                    cleanup = dict(_migrate(name, bed.name(target)), cleanup=True)
+                    fixed = run_job(cluster, ledger, cleanup)
+                    fault_log.note(f"gnt-instance migrate --cleanup: {fixed[0]}")
+                    assert fixed[0] == "success", fixed
+            fault_log.checked(check_cluster(cluster, ledger, watcher=False))
     finally:
-        bed.network.heal(3)
+        for node in bed.network.isolated:
+            bed.network.heal(node)
         run_job(cluster, ledger, _remove(name))

@@ -142,7 +142,8 @@ class Ledger:
     * :meth:`acknowledge`: a change a client saw succeed: ``key`` now reads ``value``;
     * :meth:`unsure`: a change whose outcome the client did not see (its job failed
       or the connection died): ``key`` may read ``value`` as well as what it could
-      read before.
+      read before (so record what a key reads before its first change, with
+      :meth:`acknowledge`).
     """
 
     def __init__(self) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 from corral.luxi import Client
 from tests.faults.invariants import FaultCluster, Ledger
 
-__all__ = ["Outcome", "job_log", "job_status", "run_job", "submit", "wait_job"]
+__all__ = ["Outcome", "create_op", "job_log", "job_status", "remove_op", "run_job", "submit",
+           "wait_job"]
 
 _FINAL = ("success", "error", "canceled")
 
@@ -68,3 +69,16 @@ def job_log(cluster: FaultCluster, job_id: int) -> list[str]:
     with cluster.client() as client:
         (row,) = client.call("QueryJobs", [job_id], ["oplog"])
     return [str(entry[3]) for op_log in row[0] or [] for entry in op_log]
+
+
+def create_op(name: str, node: str) -> dict[str, Any]:
+    """Creating a stopped diskless instance ``name`` on ``node`` (fake hypervisor)."""
+    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
+            "disk_template": "diskless", "os_type": "corral-tiny", "no_install": True,
+            "start": False, "pnode": node, "nics": [], "disks": [], "name_check": False,
+            "ip_check": False, "hypervisor": "fake"}
+
+
+def remove_op(name: str) -> dict[str, Any]:
+    """Removing instance ``name``."""
+    return {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name, "shutdown_timeout": 10}

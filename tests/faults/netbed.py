@@ -93,7 +93,7 @@ class FaultBed:
     network: NodeNetwork
     handle: TestbedHandle
     mount: Path
-    cleanups: list[Callable[[], None]] = field(default_factory=list)
+    cleanups: list[Callable[[], object]] = field(default_factory=list)
     seen_reports: list[str] = field(default_factory=list)
 
     @property
@@ -156,14 +156,14 @@ _SHARED: dict[str, FaultBed] = {}
 
 def _build(config: pytest.Config) -> FaultBed:
     directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
-    cleanups: list[Callable[[], None]] = [lambda: shutil.rmtree(directory, True)]
+    cleanups: list[Callable[[], object]] = [lambda: shutil.rmtree(directory, True)]
     config.add_cleanup(lambda: _teardown_all(cleanups))
     network = NodeNetwork.create(3, [2, 3], prefix=PREFIX)
     cleanups.append(network.destroy)
     # the master's data directory on a file system of its own
     image = directory / "master-fs.img"
-    with open(image, "wb") as handle:
-        handle.truncate(MASTER_FS_MIB << 20)
+    with open(image, "wb") as sparse:
+        sparse.truncate(MASTER_FS_MIB << 20)
     _run("mkfs.ext4", "-q", "-m", "0", "-F", str(image))
     device = _run("losetup", "-f", "--show", str(image))
     cleanups.append(lambda: _run("losetup", "-d", device))
@@ -199,7 +199,7 @@ def _unmount(mount: Path) -> None:
     raise OSError(f"umount {mount}: {result.stderr.strip()}")
 
 
-def _teardown_all(cleanups: list[Callable[[], None]]) -> None:
+def _teardown_all(cleanups: list[Callable[[], object]]) -> None:
     bed = _SHARED.pop("bed", None)
     if bed is not None:
         bed.teardown()

@@ -26,7 +26,7 @@ import pytest
 from tests.conftest import run_tool
 from tests.faults.conftest import FaultLog
 from tests.faults.invariants import Ledger, check_cluster
-from tests.faults.jobdriver import run_job
+from tests.faults.jobdriver import create_op, remove_op, run_job
 from tests.faults.netbed import FaultBed, fault_bed
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -67,17 +67,11 @@ def _vcpus(name: str, count: int) -> dict[str, Any]:
             "beparams": {"vcpus": count}}
 
 
-def _create(name: str, node: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-            "disk_template": "diskless", "os_type": "corral-tiny", "no_install": True,
-            "start": False, "pnode": node, "nics": [], "disks": [], "name_check": False,
-            "ip_check": False, "hypervisor": "fake"}
-
 
 def test_candidates_with_their_clocks_far_off(bed: FaultBed, fault_log: FaultLog) -> None:
     cluster, ledger = bed.cluster, Ledger()
     name = "cfj-clock.testbed"
-    assert run_job(cluster, ledger, _create(name, bed.name(1)))[0] == "success"
+    assert run_job(cluster, ledger, create_op(name, bed.name(1)))[0] == "success"
     skewed: set[int] = set()
     try:
         for node, offset in SKEWS.items():
@@ -109,5 +103,4 @@ def test_candidates_with_their_clocks_far_off(bed: FaultBed, fault_log: FaultLog
     finally:
         while skewed:
             bed.restart(skewed.pop())
-        run_job(cluster, ledger, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
-                                  "shutdown_timeout": 10})
+        run_job(cluster, ledger, remove_op(name))

@@ -25,7 +25,7 @@ from corral.errors import CorralError
 from corral.jobs.model import decode_job
 from tests.faults.conftest import FaultLog
 from tests.faults.invariants import ABSENT, FaultCluster, Ledger, check_cluster
-from tests.faults.jobdriver import job_status, run_job, submit, wait_job
+from tests.faults.jobdriver import create_op, job_status, remove_op, run_job, submit, wait_job
 from tests.faults.netbed import FaultBed, fault_bed
 
 FILLER = "cfj-filler"
@@ -79,12 +79,6 @@ def _free(mount: Path) -> None:
         directory.rmdir()
 
 
-def _create(name: str, node: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-            "disk_template": "diskless", "os_type": "corral-tiny", "no_install": True,
-            "start": False, "pnode": node, "nics": [], "disks": [], "name_check": False,
-            "ip_check": False, "hypervisor": "fake"}
-
 
 def _delay(seconds: float) -> dict[str, Any]:
     return {"OP_ID": "OP_TEST_DELAY", "duration": seconds, "on_master": True,
@@ -96,7 +90,7 @@ def test_the_masters_disk_full_during_commits(bed: FaultBed, fault_log: FaultLog
     names = [f"cfj-full{i}.testbed" for i in range(4)]
     try:
         # jobs in the queue when the disk fills: they commit their changes on a full disk
-        queued = [submit(cluster, ledger, _delay(1.0), _create(name, bed.name(2)))
+        queued = [submit(cluster, ledger, _delay(1.0), create_op(name, bed.name(2)))
                   for name in names[:2]]
         filled = _fill(bed.mount)
         fault_log.injected(f"the master's data file system filled ({filled >> 20} MiB "
@@ -106,7 +100,7 @@ def test_the_masters_disk_full_during_commits(bed: FaultBed, fault_log: FaultLog
                            f"{_seen_while_full(cluster, job)}")
         for name in names[2:]:
             try:
-                job = submit(cluster, ledger, _create(name, bed.name(2)))
+                job = submit(cluster, ledger, create_op(name, bed.name(2)))
             except CorralError as err:
                 assert "disk is full" in str(err), err
                 fault_log.note(f"{name}: submission refused: {err}")
@@ -133,7 +127,7 @@ def test_the_masters_disk_full_during_commits(bed: FaultBed, fault_log: FaultLog
         # what is on disk is what a restarted master daemon knows
         bed.restart(1, only=("masterd",))
         fault_log.injected("the master daemon restarted")
-        again = run_job(cluster, ledger, _create("cfj-after.testbed", bed.name(2)))
+        again = run_job(cluster, ledger, create_op("cfj-after.testbed", bed.name(2)))
         assert again[0] == "success", again
         names.append("cfj-after.testbed")
         _record(ledger, "cfj-after.testbed", True)
@@ -142,8 +136,7 @@ def test_the_masters_disk_full_during_commits(bed: FaultBed, fault_log: FaultLog
         _free(bed.mount)
         for name in names:
             with contextlib.suppress(CorralError, AssertionError):
-                run_job(cluster, ledger, {"OP_ID": "OP_INSTANCE_REMOVE",
-                                          "instance_name": name, "shutdown_timeout": 10})
+                run_job(cluster, ledger, remove_op(name))
 
 
 def _seen_while_full(cluster: FaultCluster, job: int) -> str:

@@ -23,7 +23,15 @@ import pytest
 
 from tests.faults.conftest import FaultLog, rounds
 from tests.faults.invariants import Ledger, check_cluster
-from tests.faults.jobdriver import job_log, job_status, run_job, submit, wait_job
+from tests.faults.jobdriver import (
+    create_op,
+    job_log,
+    job_status,
+    remove_op,
+    run_job,
+    submit,
+    wait_job,
+)
 from tests.faults.netbed import FaultBed, fault_bed
 
 
@@ -38,16 +46,6 @@ def bed(request: pytest.FixtureRequest) -> Iterator[FaultBed]:
     assert not reports, "a daemon blocked its event loop:\n" + "\n".join(reports)
 
 
-def _create(name: str, node: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-            "disk_template": "diskless", "os_type": "corral-tiny", "no_install": True,
-            "start": False, "pnode": node, "nics": [], "disks": [], "name_check": False,
-            "ip_check": False, "hypervisor": "fake"}
-
-
-def _remove(name: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
-            "ignore_failures": False, "shutdown_timeout": 10}
 
 
 def _vcpus(name: str, count: int) -> dict[str, Any]:
@@ -69,7 +67,7 @@ def test_a_candidate_cut_off_during_replication_rounds(bed: FaultBed,
                                                         fault_log: FaultLog) -> None:
     cluster, ledger = bed.cluster, Ledger()
     name = "cfj-repl.testbed"
-    assert run_job(cluster, ledger, _create(name, bed.name(2)))[0] == "success"
+    assert run_job(cluster, ledger, create_op(name, bed.name(2)))[0] == "success"
     try:
         changes = 8
         for count in range(1, changes + 1):
@@ -96,7 +94,7 @@ def test_a_candidate_cut_off_during_replication_rounds(bed: FaultBed,
     finally:
         for node in bed.network.isolated:
             bed.network.heal(node)
-        run_job(cluster, ledger, _remove(name))
+        run_job(cluster, ledger, remove_op(name))
 
 
 def _migrate(name: str, target: str) -> dict[str, Any]:
@@ -138,7 +136,7 @@ def test_the_target_cut_off_during_a_migration(bed: FaultBed, fault_log: FaultLo
     CORRAL_FAULT_ROUNDS gives more rounds)."""
     cluster, ledger = bed.cluster, Ledger()
     name = "cfj-mig.testbed"
-    started = run_job(cluster, ledger, _create(name, bed.name(2)),
+    started = run_job(cluster, ledger, create_op(name, bed.name(2)),
                       {"OP_ID": "OP_INSTANCE_STARTUP", "instance_name": name})
     assert started[0] == "success", started
     try:
@@ -168,4 +166,4 @@ def test_the_target_cut_off_during_a_migration(bed: FaultBed, fault_log: FaultLo
     finally:
         for node in bed.network.isolated:
             bed.network.heal(node)
-        run_job(cluster, ledger, _remove(name))
+        run_job(cluster, ledger, remove_op(name))

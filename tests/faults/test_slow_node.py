@@ -19,14 +19,13 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from corral.utils.process import running_pid
 from tests.faults.conftest import FaultLog
 from tests.faults.invariants import Ledger, check_cluster
-from tests.faults.jobdriver import job_status, run_job, submit, wait_job
+from tests.faults.jobdriver import create_op, job_status, remove_op, run_job, submit, wait_job
 from tests.faults.netbed import DEAD_PEER_TIMEOUT, FaultBed, fault_bed
 
 SLOW = 2
@@ -47,12 +46,6 @@ def bed(request: pytest.FixtureRequest) -> Iterator[FaultBed]:
     assert not reports, "a daemon blocked its event loop:\n" + "\n".join(reports)
 
 
-def _create(name: str, node: str) -> dict[str, Any]:
-    return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-            "disk_template": "diskless", "os_type": "corral-tiny", "no_install": True,
-            "start": False, "pnode": node, "nics": [], "disks": [], "name_check": False,
-            "ip_check": False, "hypervisor": "fake"}
-
 
 def test_a_node_that_answers_after_the_rpc_timeout(bed: FaultBed,
                                                    fault_log: FaultLog) -> None:
@@ -60,7 +53,7 @@ def test_a_node_that_answers_after_the_rpc_timeout(bed: FaultBed,
     cluster, ledger = bed.cluster, Ledger()
     name = "cfj-slow.testbed"
     node = bed.name(SLOW)
-    assert run_job(cluster, ledger, _create(name, node))[0] == "success"
+    assert run_job(cluster, ledger, create_op(name, node))[0] == "success"
     pid = running_pid(bed.paths(SLOW).pid_file("noded"))
     assert pid is not None
     try:
@@ -94,5 +87,4 @@ def test_a_node_that_answers_after_the_rpc_timeout(bed: FaultBed,
         assert again[0] == "success", again
         fault_log.checked(check_cluster(cluster, ledger, watcher=False))
     finally:
-        run_job(cluster, ledger, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
-                                  "shutdown_timeout": 10})
+        run_job(cluster, ledger, remove_op(name))

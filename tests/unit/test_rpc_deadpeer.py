@@ -41,3 +41,11 @@ def test_zero_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     with rpc_socket(_INFO) as sock:
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 0
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 0
+
+
+def test_a_refused_certificate_names_the_clock() -> None:
+    from corral.rpc.client import _reason
+
+    alert = OSError("[SSL: TLSV13_ALERT_BAD_CERTIFICATE] tlsv13 alert bad certificate")
+    assert "which it does when its clock is far off" in _reason(alert)
+    assert _reason(OSError("something else")) == "something else"

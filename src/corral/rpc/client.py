@@ -79,6 +79,11 @@ def _reason(err: BaseException) -> str:
     """A short human reason for a transport failure."""
     if isinstance(err, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate not accepted: {err.certificate_error}"
+    text = str(err)
+    if "alert" in text.lower() and "certificate" in text.lower():
+        # the node's TLS alert: it did not accept this node's certificate
+        return (f"the node refused this node's certificate ({text}), which it does when "
+                "its clock is far off: see its log")
     if isinstance(err, aiohttp.ClientSSLError):
         return f"TLS handshake failed: {err}"
     if isinstance(err, aiohttp.ClientConnectorError):

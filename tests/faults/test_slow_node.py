@@ -16,6 +16,7 @@ Then the invariants of :mod:`tests.faults.invariants`.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -74,6 +75,14 @@ def test_a_node_that_answers_after_the_rpc_timeout(bed: FaultBed,
     finally:
         os.kill(pid, signal.SIGCONT)
     fault_log.injected(f"{node}'s node daemon thawed (SIGCONT): it answers late")
+    # A callback running when the daemon was frozen held its loop for the freeze: the
+    # loop check reports that (not a blocking call of corral's); any other report fails
+    # the test in the fixture.
+    frozen_log = f"node{SLOW}/var/log/corral/noded.log"
+    for line in bed.new_loop_reports():
+        held = re.search(r"held the event loop for (?:over )?([\d.]+) s", line)
+        assert frozen_log in line and held and float(held.group(1)) >= FREEZE - 1, line
+        fault_log.note(f"the loop check saw the freeze: {line}")
     try:
         status, result = wait_job(cluster, ledger, start)
         fault_log.note(f"gnt-instance startup {name} (job {start}), its call waiting "

@@ -23,8 +23,8 @@ cluster of this machine (``/work/shared/tools/ganeti-reference``), when it runs,
 same delay jobs are submitted, ganeti-luxid and ganeti-wconfd are killed by pid and
 restarted with ``daemon-util start``; ``luxi`` is the time until ``gnt-job list``
 answers. Ganeti 3.0's jobs run in processes of their own that survive this, so its
-``requeued`` figure is the time until the waiting jobs have run (they only wait for
-the running one, which carries on).
+``requeued`` figure is the time until the five jobs that were waiting have run: they
+wait for the running one (``gnt-debug delay 8``), which carries on.
 
 Prints one JSON line. Run: ``.venv/bin/python bench/faults.py [--rounds N]
 [--ganeti-rounds N] [--seed N]``.
@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -160,47 +161,81 @@ def _ganeti_available() -> str | None:
     if not Path("/usr/sbin/gnt-job").exists():
         return "Ganeti 3.0 is not installed"
     for daemon in ("ganeti-luxid", "ganeti-wconfd"):
-        if subprocess.run(["pgrep", "-x", daemon], capture_output=True).returncode != 0:
+        if not _alive(daemon):
             return f"{daemon} does not run (start it with its setup.sh)"
     if _gnt("gnt-job", "list", "--no-headers", "-o", "id").returncode != 0:
         return "the reference cluster does not answer gnt-job list"
     return None
 
 
-def _pid(daemon: str) -> int:
+def _alive(daemon: str) -> list[int]:
+    """The pids of ``daemon``'s live processes (a killed one not yet reaped is not)."""
     out = subprocess.run(["pgrep", "-x", daemon], capture_output=True, text=True).stdout
-    return int(out.split()[0])
+    pids = []
+    for pid in map(int, out.split()):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            pids.append(pid)
+    return pids
+
+
+def _submit_delay(duration: float) -> int:
+    out = _gnt("gnt-debug", "delay", "--submit", "--print-jobid", str(duration)).stdout
+    return int(out.split()[-1])
+
+
+def _ganeti_statuses(ids: list[int]) -> list[str]:
+    return _gnt("gnt-job", "list", "--no-headers", "-o", "status",
+                *map(str, ids)).stdout.split()
+
+
+def _start_ganeti_daemons() -> None:
+    for daemon in ("ganeti-wconfd", "ganeti-luxid"):
+        if _alive(daemon):
+            continue
+        # daemon-util refuses to start while the dead daemon's pid file is there
+        (_GANETI_PIDS / f"{daemon}.pid").unlink(missing_ok=True)
+        subprocess.run([_DAEMON_UTIL, "start", daemon], capture_output=True, timeout=60)
 
 
 def _ganeti(rounds: int) -> dict[str, Any]:
     luxi: list[float] = []
     resumed: list[float] = []
-    for _ in range(rounds):
-        ids = []
-        for duration in (3, *(1,) * 5):
-            out = _gnt("gnt-debug", "delay", "--submit", "--print-jobid", str(duration))
-            ids.append(int(out.stdout.split()[-1]))
-        while _gnt("gnt-job", "list", "--no-headers", "-o", "status",
-                   str(ids[0])).stdout.strip() != "running":
-            time.sleep(0.05)
-        for daemon in ("ganeti-luxid", "ganeti-wconfd"):
-            os.kill(_pid(daemon), signal.SIGKILL)
-        time.sleep(0.2)
-        started = time.monotonic()
-        for daemon in ("ganeti-wconfd", "ganeti-luxid"):
-            # daemon-util refuses to start while the dead daemon's pid file is there
-            (_GANETI_PIDS / f"{daemon}.pid").unlink(missing_ok=True)
-            subprocess.run([_DAEMON_UTIL, "start", daemon], capture_output=True, timeout=60)
-        while _gnt("gnt-job", "list", "--no-headers", "-o", "id").returncode != 0:
-            time.sleep(0.02)
-        luxi.append(time.monotonic() - started)
-        while True:
-            statuses = _gnt("gnt-job", "list", "--no-headers", "-o", "status",
-                            *map(str, ids[1:])).stdout.split()
-            if all(s in ("success", "error", "canceled") for s in statuses):
-                break
-            time.sleep(0.1)
-        resumed.append(time.monotonic() - started)
+    try:
+        for _ in range(rounds):
+            first = _submit_delay(8)
+            deadline = time.monotonic() + 30
+            while (_ganeti_statuses([first]) != ["running"]
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            with ThreadPoolExecutor(5) as pool:
+                ids = list(pool.map(_submit_delay, [1] * 5))
+            deadline = time.monotonic() + 5
+            while (set(_ganeti_statuses(ids)) != {"waiting"}
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            for daemon in ("ganeti-luxid", "ganeti-wconfd"):
+                for pid in _alive(daemon):
+                    os.kill(pid, signal.SIGKILL)
+            while _alive("ganeti-luxid") or _alive("ganeti-wconfd"):
+                time.sleep(0.01)
+            started = time.monotonic()
+            _start_ganeti_daemons()
+            deadline = time.monotonic() + 60
+            while _gnt("gnt-job", "list", "--no-headers", "-o", "id").returncode != 0:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the reference Ganeti did not answer within 60 s of "
+                                     "its restart")
+                time.sleep(0.02)
+            luxi.append(time.monotonic() - started)
+            while not all(s in ("success", "error", "canceled") for s in _ganeti_statuses(ids)):
+                time.sleep(0.1)
+            resumed.append(time.monotonic() - started)
+    finally:
+        _start_ganeti_daemons()  # never leave the shared reference cluster without them
     return {"luxi": luxi, "requeued": resumed}
 
 

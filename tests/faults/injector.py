@@ -41,16 +41,19 @@ def kill9(node: FaultNode, daemon: str) -> int | None:
     return pid
 
 
-def restart(cluster: FaultCluster, node: FaultNode) -> str:
-    """``corral-daemons start`` on ``node``, as an operator repairs a node; raises with
-    its output when it fails."""
-    proc = subprocess.run([str(_BIN / "corral-daemons"), "start"],
-                          env=cluster.tool_env(node), capture_output=True, text=True,
-                          timeout=120)
+def _tool(cluster: FaultCluster, node: FaultNode, *args: str) -> str:
+    """Run a corral tool as on ``node``; raise with its output when it fails."""
+    proc = subprocess.run([str(_BIN / args[0]), *args[1:]], env=cluster.tool_env(node),
+                          capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
-        raise AssertionError(f"corral-daemons start on {node.name} exited "
-                             f"{proc.returncode}: {proc.stdout}{proc.stderr}")
-    return f"corral-daemons start on {node.name}"
+        raise AssertionError(f"{' '.join(args)} on {node.name} exited {proc.returncode}: "
+                             f"{proc.stdout}{proc.stderr}")
+    return f"{' '.join(args)} on {node.name}"
+
+
+def restart(cluster: FaultCluster, node: FaultNode) -> str:
+    """``corral-daemons start`` on ``node``, as an operator repairs a node."""
+    return _tool(cluster, node, "corral-daemons", "start")
 
 
 def wait_luxi(cluster: FaultCluster, timeout: float = 30.0) -> float:
@@ -85,11 +88,5 @@ def kill_watcher(cluster: FaultCluster, rng: Random) -> str:
 
 def master_failover(cluster: FaultCluster, node: FaultNode) -> str:
     """``gnt-cluster master-failover`` on ``node`` (the operator's way when the master
-    is dead); raises with its output when it fails."""
-    proc = subprocess.run([str(_BIN / "gnt-cluster"), "master-failover"],
-                          env=cluster.tool_env(node), capture_output=True, text=True,
-                          timeout=120)
-    if proc.returncode != 0:
-        raise AssertionError(f"gnt-cluster master-failover on {node.name} exited "
-                             f"{proc.returncode}: {proc.stdout}{proc.stderr}")
-    return f"gnt-cluster master-failover on {node.name}"
+    is dead)."""
+    return _tool(cluster, node, "gnt-cluster", "master-failover")

@@ -13,9 +13,10 @@ The fault tests drive a testbed, break something, let the operator's repair happ
   values it may have (an acknowledged change exactly; a change whose outcome the client
   never saw, the value before or after);
 * **instances**: no instance runs on two nodes, none runs unknown to the
-  configuration or away from its primary node, one that should run does (after a
-  watcher pass, the operator's repair), and one stopped by an acknowledged change does
-  not run (the fake hypervisor's state files on every node against the configuration);
+  configuration or away from its primary node, one that should run does (after the
+  operator's repair: a watcher pass, and ``gnt-instance startup`` of one whose start
+  or stop the fault hit), and one stopped by an acknowledged change does not run (the
+  fake hypervisor's state files on every node against the configuration);
 * **locks**: once no job is left, no lock is held or waited for (``gnt-debug locks``).
 
 A violation raises :class:`InvariantViolation` listing every problem found; a pass
@@ -337,17 +338,44 @@ def run_watcher(cluster: FaultCluster) -> None:
                                   f"{proc.stderr.strip()}"])
 
 
+def _start_instance(cluster: FaultCluster, name: str) -> str:
+    """``gnt-instance startup NAME`` as the operator runs it; the job's final status."""
+    with cluster.client() as client:
+        job_id = client.call("SubmitJob", [{"OP_ID": "OP_INSTANCE_STARTUP",
+                                            "instance_name": name}])
+        status = "queued"
+        while status not in _FINAL:
+            answer = client.call("WaitForJobChange", job_id, ["status"], None, None, 5)
+            if answer != "nochange":
+                status = answer[0][0]
+    return str(status)
+
+
 def check_instances(cluster: FaultCluster, ledger: Ledger | None = None, *,
                     watcher: bool = True) -> list[str]:
-    """No instance runs twice, unknown or off its primary; one that should run does
-    (after a watcher pass unless ``watcher`` is false); one that should not does not,
-    unless the ledger says its last stop's outcome is unknown."""
+    """No instance runs twice, unknown or off its primary; one that should run does;
+    one that should not does not, unless the ledger says its last stop's outcome is
+    unknown.
+
+    The operator's repair comes first: a watcher pass (unless ``watcher`` is false),
+    which restarts instances that should run but may back off from one it restarted
+    a short while ago; then ``gnt-instance startup`` of any instance that still should
+    run and does not, when its start or stop was of unknown outcome (the fault hit
+    it): that start must work. An instance acknowledged up that does not run is lost.
+    """
     if watcher:
         run_watcher(cluster)
     with cluster.client() as client:
         answer = client.call("Query", "instance", ["name", "pnode", "admin_state"], None)
     config = {row[0][1]: (row[1][1], row[2][1]) for row in answer["data"]}
     running = _running(cluster)
+    repaired: list[str] = []
+    for name, (pnode, admin) in sorted(config.items()):
+        unsure = ledger is None or ledger.is_unsure(("instance", name, "admin_state"))
+        if admin == "up" and pnode not in running.get(name, []) and unsure:
+            repaired.append(f"{name} ({_start_instance(cluster, name)})")
+    if repaired:
+        running = _running(cluster)
     problems: list[str] = []
     for name, nodes in sorted(running.items()):
         if len(nodes) > 1:
@@ -368,8 +396,9 @@ def check_instances(cluster: FaultCluster, ledger: Ledger | None = None, *,
     if problems:
         raise InvariantViolation(problems)
     up = sum(1 for _pnode, admin in config.values() if admin == "up")
+    started = f"; started by hand: {', '.join(repaired)}" if repaired else ""
     return [f"instances: {len(config)} in the configuration, {up} up and running once on "
-            f"their primary node, none running unknown or twice"]
+            f"their primary node, none running unknown or twice{started}"]
 
 
 def check_locks(cluster: FaultCluster) -> list[str]:

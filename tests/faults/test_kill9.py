@@ -1,10 +1,10 @@
 """kill -9 of corral's daemons: nothing acknowledged is lost, only the opcode that was
 running when the master daemon died fails.
 
-All tests share one 3-node testbed (the failover test comes last: it leaves the master
-on another node).
+All tests share one 3-node testbed (the failover comes last: it leaves the master on
+another node).
 
-**The issue's scenario** (:func:`test_kill9_of_masterd_fails_only_the_running_job`):
+**The issue's scenario** (:func:`test_kill9_of_masterd_fails_only_the_running_job`, last):
 40 ``gnt-debug delay`` jobs locking the master node, one running, 19 waiting for its
 lock, 20 queued behind them (``max_running_jobs`` 20); kill -9 of the master daemon by
 pid. After the restart (``corral-daemons start``), or after a master failover to a
@@ -103,22 +103,6 @@ def _check_outcome(cluster: FaultCluster, running: int, waiting: list[int],
         assert REQUEUED_MESSAGE not in [entry[3] for entry in rows[job_id][4][0]]
 
 
-def test_kill9_of_masterd_fails_only_the_running_job(fault_cluster: FaultCluster,
-                                                     fault_log: FaultLog) -> None:
-    ledger = Ledger()
-    running, waiting, queued = _fill_queue(fault_cluster, ledger)
-    before = _statuses(fault_cluster, waiting)
-    master = fault_cluster.master()
-    pid = kill9(master, "masterd")
-    fault_log.injected(f"kill -9 of masterd (pid {pid}) on {master.name} with job {running} "
-                       f"running, {len(waiting)} waiting for its lock, {len(queued)} queued")
-    fault_log.note(restart(fault_cluster, master))
-    wait_luxi(fault_cluster)
-    _check_outcome(fault_cluster, running, waiting, queued, before)
-    fault_log.note(f"  job {running} error ({CRASH_MESSAGE!r}); the {len(waiting)} waiting "
-                   f"requeued and the {len(queued)} queued ran to success")
-    fault_log.checked(check_cluster(fault_cluster, ledger))
-
 #: (daemon, where): every daemon once, the node daemon on the master and off it.
 TARGETS = [("masterd", "master"), ("noded", "master"), ("noded", "other"),
            ("confd", "other"), ("rapi", "master"), ("mond", "other"), ("watcher", "master")]
@@ -169,17 +153,26 @@ def test_kill9_of_each_daemon_under_load(testbed: TestbedHandle, fault_cluster: 
     assert workload.counts.succeeded > 0, "the workload did nothing: " + workload.summary()
 
 
-def test_failover_after_kill9_of_masterd_fails_only_the_running_job(
-        fault_cluster: FaultCluster, fault_log: FaultLog) -> None:
+@pytest.mark.parametrize("repair", ["restart", "failover"])
+def test_kill9_of_masterd_fails_only_the_running_job(fault_cluster: FaultCluster,
+                                                     fault_log: FaultLog, repair: str) -> None:
+    """The issue's scenario, repaired by a restart or by a failover to a candidate (the
+    last test of the module: it leaves the master on another node)."""
     ledger = Ledger()
     running, waiting, queued = _fill_queue(fault_cluster, ledger)
     before = _statuses(fault_cluster, waiting)
-    old = fault_cluster.master()
-    pid = kill9(old, "masterd")
-    fault_log.injected(f"kill -9 of masterd (pid {pid}) on {old.name} with job {running} "
-                       f"running, {len(waiting)} waiting, {len(queued)} queued")
-    new = next(node for node in fault_cluster.candidates())
-    fault_log.note(master_failover(fault_cluster, new))
-    assert fault_cluster.master() == new
+    master = fault_cluster.master()
+    pid = kill9(master, "masterd")
+    fault_log.injected(f"kill -9 of masterd (pid {pid}) on {master.name} with job {running} "
+                       f"running, {len(waiting)} waiting for its lock, {len(queued)} queued")
+    if repair == "restart":
+        fault_log.note(restart(fault_cluster, master))
+        wait_luxi(fault_cluster)
+    else:
+        new = fault_cluster.candidates()[0]
+        fault_log.note(master_failover(fault_cluster, new))
+        assert fault_cluster.master() == new
     _check_outcome(fault_cluster, running, waiting, queued, before)
+    fault_log.note(f"  job {running} error ({CRASH_MESSAGE!r}); the {len(waiting)} waiting "
+                   f"requeued and the {len(queued)} queued ran to success")
     fault_log.checked(check_cluster(fault_cluster, ledger))

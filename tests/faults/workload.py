@@ -170,8 +170,20 @@ class Workload:
                     self._view[name] = after
                 else:  # failed, or its submission or wait broke off: it may yet run
                     self._unsure(name, keys, after)
-            if status == "lost" and self._pause(0.2):
+            if status == "lost" and not self._wait_for_master():
                 return
+
+    def _wait_for_master(self) -> bool:
+        """Wait until the master daemon answers again (a worker whose client lost it
+        leaves its other instance alone meanwhile); False when the workload stops."""
+        while not self._pause(0.1):
+            try:
+                with self.cluster.client(timeout=5) as client:
+                    client.call("QueryClusterInfo")
+                return True
+            except (CorralError, OSError):
+                continue
+        return False
 
     def _unsure(self, name: str, keys: tuple[Any, Any], after: tuple[str, Any]) -> None:
         for key, value in zip(keys, after, strict=True):

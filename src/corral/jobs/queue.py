@@ -79,9 +79,6 @@ HANDOVER_INTERRUPTED = (
 #: text, which scripts match).
 _NOT_IN_QUEUE = "Job {} not found in queue"
 
-_CANCELED_RESULT = CANCELED_RESULT
-
-
 
 @dataclass(frozen=True, slots=True)
 class Handover:
@@ -516,7 +513,7 @@ class JobQueue:
                     return  # our own interruption, not the daemon stopping
             if not entry.cancel_requested:
                 raise
-            job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+            job.finish_unfinished(CANCELED, CANCELED_RESULT)
             self._touch(entry)
 
     async def _run_opcode(self, entry: LiveJob, index: int) -> bool:
@@ -706,7 +703,7 @@ class JobQueue:
             return (False, _NOT_IN_QUEUE.format(job_id))
         status = entry.job.status
         if status == QUEUED:
-            future = self._cancel_queued(entry, _CANCELED_RESULT)
+            future = self._cancel_queued(entry, CANCELED_RESULT)
             await asyncio.shield(future)
             return (True, f"Job {job_id} canceled")
         if status == WAITING or (status == RUNNING and _interruptible(entry)):

@@ -19,7 +19,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,7 +74,8 @@ def _wanted(paths: Paths) -> list[Daemon]:
 
 
 def start(paths: Paths, only: Collection[str] | None = None, *,
-          failed: dict[str, str] | None = None) -> dict[str, int]:
+          failed: dict[str, str] | None = None,
+          launcher: Sequence[str] = ()) -> dict[str, int]:
     """Start every daemon this node should run that is not running (of those named in
     ``only``, if given); return their pids.
 
@@ -82,6 +83,10 @@ def start(paths: Paths, only: Collection[str] | None = None, *,
     again (by pid file) before the error is raised, so a refused start leaves no
     half-started node behind. An optional daemon (the monitoring daemon) that cannot
     start is left out instead, its reason put in ``failed`` (by name).
+
+    ``launcher`` is a command prefix that runs each daemon where the node lives (a
+    test network's ``ip netns exec NAMESPACE``); it must exec the daemon, so that the
+    pid is the daemon's own.
     """
     env = dict(os.environ)
     env[ROOT_ENV] = str(paths.root)
@@ -95,7 +100,7 @@ def start(paths: Paths, only: Collection[str] | None = None, *,
             try:
                 pid = start_daemon(
                     f"corral-{daemon.name}",
-                    [sys.executable, "-m", daemon.module],
+                    [*launcher, sys.executable, "-m", daemon.module],
                     log_file=paths.log_file(daemon.name),
                     env=env,
                 )

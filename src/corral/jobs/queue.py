@@ -16,6 +16,7 @@ decided to ``limit``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import heapq
 import logging
@@ -147,6 +148,10 @@ class JobQueue:
         #: Called with each job that reached a final status (the master's metrics);
         #: a listener must be quick and must not raise.
         self.finished_listeners: list[Callable[[Job], None]] = []
+        #: Jobs whose last change could not be stored (a full disk), by id, and the
+        #: task that stores them again (see :meth:`_store_again`).
+        self._unsaved: dict[int, LiveJob] = {}
+        self._resaver: asyncio.Task[None] | None = None
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
@@ -186,6 +191,14 @@ class JobQueue:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._resaver is not None:
+            self._resaver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resaver
+            self._resaver = None
+        self._resave_unsaved()  # one last try: the disk may have room now
+        with contextlib.suppress(CorralError):
+            await self._store.barrier()
         for entry in self._jobs.values():
             wake(entry)
         await self._store.close()
@@ -634,13 +647,50 @@ class JobQueue:
             entry.save_error = (err if isinstance(err, CorralError) else ConfigStoreError(
                 f"job {entry.job.id}: its change could not be stored: {err}"))
             wake(entry)  # its watchers get the error instead of waiting for ever
+            self._unsaved[entry.job.id] = entry
+            if not self._stopping and self._resaver is None:
+                self._resaver = asyncio.get_running_loop().create_task(
+                    self._store_again(), name="job queue: storing unsaved jobs again")
             return
+        if version >= entry.version:
+            self._unsaved.pop(entry.job.id, None)
         if version >= entry.version:
             entry.save_error = None
         if version > entry.durable:
             entry.durable = version
         if entry.durable == entry.version:
             wake(entry)
+
+    #: Seconds between attempts to store the jobs whose change could not be stored.
+    RESAVE_INTERVAL = 1.0
+
+    async def _store_again(self) -> None:
+        """Store again, every :data:`RESAVE_INTERVAL` seconds until it works, each job
+        whose last change could not be stored. A job changes no more once it is
+        finished: without this, a job that ended while the disk was full would stay
+        unfinished in the file (and in the candidates' replicas) for ever, and a
+        restarted master daemon or a new master would find it cut short."""
+        try:
+            while self._unsaved:
+                await asyncio.sleep(self.RESAVE_INTERVAL)
+                self._resave_unsaved()
+                with contextlib.suppress(CorralError):
+                    await self._store.barrier()
+                await asyncio.sleep(0)  # the saves' own callbacks run first
+                if self._unsaved:
+                    _log.warning("%d jobs still cannot be stored; trying again in %g s",
+                                 len(self._unsaved), self.RESAVE_INTERVAL)
+        finally:
+            self._resaver = None
+
+    def _resave_unsaved(self) -> None:
+        """Request that every job whose change could not be stored be stored again
+        (not the jobs of a refused submission: they do not exist)."""
+        entries = list(self._unsaved.values())
+        self._unsaved.clear()
+        for entry in entries:
+            if self._jobs.get(entry.job.id) is entry:
+                self._touch(entry)
 
     # -- cancel and priority ------------------------------------------------------------
     async def cancel(self, job_id: int) -> tuple[bool, str]:

@@ -105,6 +105,12 @@ def start(paths: Paths, only: Collection[str] | None = None, *,
                     env=env,
                 )
             except DaemonError as err:
+                # Another starter (noded bringing up confd on a new candidate, the
+                # watcher) may have won the race for the pid file: that is a start.
+                raced = running_pid(paths.pid_file(daemon.name))
+                if raced is not None:
+                    pids[daemon.name] = raced
+                    continue
                 if daemon.optional:
                     if failed is not None:
                         failed[daemon.name] = err.message

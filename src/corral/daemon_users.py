@@ -54,7 +54,7 @@ from corral.utils.files import write_public
 __all__ = [
     "DAEMON_UMASK", "DEFAULT_GROUP_PREFIX", "DEFAULT_USER_PREFIX", "SEPARATED_DAEMONS",
     "Credentials", "DaemonUsers", "FileMode", "check_interpreter", "credentials", "ensure_accounts",
-    "ensure_modes", "file_modes", "prepare_start", "read_daemon_users",
+    "ensure_modes", "file_modes", "prepare_start", "read_daemon_users", "refresh_modes",
     "write_daemon_users",
 ]
 
@@ -273,6 +273,12 @@ def file_modes(paths: Paths, users: DaemonUsers) -> list[FileMode]:
         FileMode(paths.run_dir, "dir", "root", g("daemons"), 0o1775),
         FileMode(paths.log_dir, "dir", "root", g("daemons"), 0o750),
     ]
+    # What the monitoring daemon reads of what noded writes: set-group-id
+    # directories, so that what noded creates in them (mode 0640 or wider) goes to
+    # the monitoring group.
+    table += [FileMode(d, "dir", "root", g("mond"), 0o2750) for d in (
+        paths.instance_status_dir, paths.hypervisor_state_dir,
+        paths.hypervisor_state_dir / "fake", paths.hypervisor_state_dir / "kvm")]
     table += [FileMode(p, "file", u("masterd"), g("confd"), 0o640)
               for p in _sqlite(paths.config_db)]
     table += [FileMode(p, "file", u("masterd"), g("masterd"), 0o600)
@@ -337,6 +343,14 @@ def ensure_modes(paths: Paths, users: DaemonUsers) -> list[Path]:
         if _set(entry.path, uid, gid, entry.mode):
             changed.append(entry.path)
     return changed
+
+
+def refresh_modes(paths: Paths) -> None:
+    """After root wrote shared files (a join, redistributed or renewed keys): give
+    them their owners and modes again, when this node separates its daemons."""
+    users = read_daemon_users(paths)
+    if users is not None and os.geteuid() == 0:
+        ensure_modes(paths, users)
 
 
 def prepare_start(paths: Paths, users: DaemonUsers, daemon: str) -> Credentials:

@@ -37,8 +37,8 @@ from corral.errors import DaemonError
 from corral.paths import ROOT_ENV, Paths
 from corral.utils.process import running_pid, start_daemon, stop_daemon
 
-__all__ = ["DAEMONS", "TOKEN_TIMEOUT", "Daemon", "Role", "start", "status", "stop",
-           "wait_for_token"]
+__all__ = ["DAEMONS", "TOKEN_TIMEOUT", "Daemon", "Role", "restart_as_users", "start",
+           "status", "stop", "wait_for_token"]
 
 
 #: Where a daemon runs: every node, the master only, or the master candidates (the
@@ -143,6 +143,29 @@ def _prepare_accounts(paths: Paths) -> daemon_users.DaemonUsers | None:
     daemon_users.ensure_accounts(users, paths)
     daemon_users.ensure_modes(paths, users)
     return users
+
+
+def restart_as_users(paths: Paths) -> list[str]:
+    """Restart the daemons that run as another user than their account (a node that
+    has just joined a cluster separating its daemons, whose monitoring daemon started
+    as root before); the ones restarted."""
+    users = daemon_users.read_daemon_users(paths)
+    if users is None or os.geteuid() != 0:
+        return []
+    restarted = []
+    for daemon in _wanted(paths):
+        pid = running_pid(paths.pid_file(daemon.name))
+        if pid is None or daemon.name not in daemon_users.SEPARATED_DAEMONS:
+            continue
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if uid != daemon_users.credentials(users, daemon.name).uid:
+            stop_daemon(paths.pid_file(daemon.name))
+            start(paths, only={daemon.name})
+            restarted.append(daemon.name)
+    return restarted
 
 
 def stop(paths: Paths) -> dict[str, int | None]:

@@ -37,11 +37,13 @@ from typing import Any
 import pytest
 
 from corral import bootstrap, daemon_users, daemons
+from corral.cli.jobs import StdioReporter, poll_job
 from corral.cmdlib.cluster import ClusterSetParams
 from corral.confd.client import query_sync
 from corral.confd.protocol import QueryType
 from corral.daemon_users import DaemonUsers
 from corral.errors import DaemonError
+from corral.luxi.client import Client
 from corral.objects.ipolicy import lenient_bounds
 from corral.paths import ROOT_ENV, Paths
 from corral.testbed.core import bundled_os_dir
@@ -128,14 +130,14 @@ def _python_for_daemons(base: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _settings(paths: Paths, ports: dict[str, int]) -> None:
+def _settings(paths: Paths, ports: dict[str, int], ip: str = IP) -> None:
     paths.ensure_dirs()
     for name, body in (
-        ("noded.json", {"bind": IP, "port": ports["noded"]}),
-        ("rapi.json", {"bind": IP, "port": ports["rapi"], "require_authentication": True}),
-        ("confd.json", {"bind": IP, "port": ports["confd"]}),
-        ("mond.json", {"bind": IP, "port": ports["mond"], "cache": 0}),
-        ("masterd.json", {"metrics_bind": IP, "metrics_port": ports["metrics"]}),
+        ("noded.json", {"bind": ip, "port": ports["noded"]}),
+        ("rapi.json", {"bind": ip, "port": ports["rapi"], "require_authentication": True}),
+        ("confd.json", {"bind": ip, "port": ports["confd"]}),
+        ("mond.json", {"bind": ip, "port": ports["mond"], "cache": 0}),
+        ("masterd.json", {"metrics_bind": ip, "metrics_port": ports["metrics"]}),
     ):
         write_public(paths.data_dir / name, json.dumps(body) + "\n")
     os_dir = paths.node_path("/srv/corral/os")
@@ -311,3 +313,41 @@ def test_watcher_restarts_as_root_then_works_as_its_user(node: Node) -> None:
     assert pwd.getpwuid(_ids(node.pid("confd"))[0]).pw_name == f"{PREFIX}confd"
     owner = node.paths.watcher_state_file.stat().st_uid
     assert pwd.getpwuid(owner).pw_name == f"{PREFIX}watcher"
+
+
+def test_mond_reads_what_noded_writes(node: Node) -> None:
+    """Run after the jobs: the monitoring daemon, as its user, sees the instance."""
+    url = f"http://{IP}:{node.ports['mond']}/1/report/instance/inst-status-fake"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        report = json.loads(answer.read())
+    assert "inst1.test" in json.dumps(report["data"]), report
+
+
+def test_a_joining_node_takes_the_masters_accounts(node: Node) -> None:
+    ip = "127.0.1.2"
+    second = Paths(node.base / "node2")
+    _settings(second, {**node.ports, "mond": free_port(ip)}, ip=ip)
+    env = {**os.environ, ROOT_ENV: str(second.root)}
+    try:
+        started = subprocess.run([node.python, "-m", "corral.cli.daemons", "start"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr + started.stdout
+        assert _ids(daemons.status(second)["mond"] or 0)[0] == 0  # no cluster yet: root
+        with Client(node.paths.master_socket) as client:
+            job_id = int(client.call("SubmitJob", [{
+                "OP_ID": "OP_NODE_ADD", "node_name": "node2.test", "primary_ip": ip,
+                "token": daemons.wait_for_token(second),
+                "reason": [["gnt:client:test", "privsep", time.time_ns()]]}]))
+            poll_job(client, job_id, StdioReporter(quiet=True))
+        assert second.daemon_users.read_text() == node.paths.daemon_users.read_text()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pid = daemons.status(second).get("mond")
+            if pid is not None and pwd.getpwuid(_ids(pid)[0]).pw_name == f"{PREFIX}mond":
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the joined node's mond did not restart as its user")
+        assert _ids(daemons.status(second)["noded"] or 0)[0] == 0
+    finally:
+        daemons.stop(second)

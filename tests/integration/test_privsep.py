@@ -247,6 +247,12 @@ def test_rapi_cannot_open_the_configuration_store(node: Node) -> None:
             f"try: load_readonly({str(p.config_db)!r}); print(json.dumps('opened'))\n"
             "except CorralError as err: print(json.dumps(err.message))")
     assert "Permission denied" in node.probe(ids, code)
+    # nor remove the master's socket or pid file from the (sticky) run directory
+    code = ("import json, os, sys\nseen = {}\nfor path in sys.argv[1:] or %r:\n"
+            "    try: os.unlink(path); seen[path] = 'removed'\n"
+            "    except OSError as err: seen[path] = err.strerror\nprint(json.dumps(seen))")
+    targets = [str(p.master_socket), str(p.pid_file("masterd"))]
+    assert set(node.probe(ids, code % targets).values()) == {"Operation not permitted"}
 
 
 _LUXI = """
@@ -321,6 +327,22 @@ def test_mond_reads_what_noded_writes(node: Node) -> None:
     with urllib.request.urlopen(url, timeout=30) as answer:
         report = json.loads(answer.read())
     assert "inst1.test" in json.dumps(report["data"]), report
+
+
+def test_confd_reads_commits_still_in_the_masters_write_ahead_log(node: Node) -> None:
+    """Run after the jobs: their commits sit in the WAL file the master daemon (not
+    root) made; it carries the store's group, so confd reads them."""
+    wal = node.paths.config_db.with_name("config.db-wal")
+    assert grp.getgrgid(wal.stat().st_gid).gr_name == f"{PREFIX}confd"
+    key = node.paths.confd_hmac_key.read_bytes().strip()
+    deadline = time.monotonic() + 20
+    while True:
+        best = query_sync(key, [(IP, node.ports["confd"])], QueryType.INSTANCE_LIST,
+                          timeout=5).best
+        if best is not None and "inst1.test" in best.answer:
+            break
+        assert time.monotonic() < deadline, best
+        time.sleep(0.1)
 
 
 def test_a_joining_node_takes_the_masters_accounts(node: Node) -> None:

@@ -362,14 +362,22 @@ def test_a_joining_node_takes_the_masters_accounts(node: Node) -> None:
                 "reason": [["gnt:client:test", "privsep", time.time_ns()]]}]))
             poll_job(client, job_id, StdioReporter(quiet=True))
         assert second.daemon_users.read_text() == node.paths.daemon_users.read_text()
+        # its mond starts again as its user; as a new master candidate it gets a
+        # replica, and its node daemon starts confd, as confd's user, answering from it
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            pid = daemons.status(second).get("mond")
-            if pid is not None and pwd.getpwuid(_ids(pid)[0]).pw_name == f"{PREFIX}mond":
+            state = daemons.status(second)
+            users = {name: pwd.getpwuid(_ids(pid)[0]).pw_name
+                     for name, pid in state.items() if pid is not None}
+            if users == {"noded": "root", "mond": f"{PREFIX}mond",
+                         "confd": f"{PREFIX}confd"}:
                 break
             time.sleep(0.1)
         else:
-            pytest.fail("the joined node's mond did not restart as its user")
-        assert _ids(daemons.status(second)["noded"] or 0)[0] == 0
+            pytest.fail(f"the joined node's daemons run as {users}")
+        key = second.confd_hmac_key.read_bytes().strip()
+        best = query_sync(key, [(ip, node.ports["confd"])], QueryType.CLUSTER_MASTER,
+                          timeout=5).best
+        assert best is not None and best.answer == "node1.test"
     finally:
         daemons.stop(second)

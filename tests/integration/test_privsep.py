@@ -58,7 +58,7 @@ pytestmark = [
                               "the daemons' users"),
 ]
 
-IP = "127.0.1.1"
+IP, IP2 = "127.0.1.1", "127.0.1.2"
 PREFIX = f"cpv{os.getpid()}-"
 #: Two people: one in the admin group, one not.
 ADMIN, OUTSIDER = f"{PREFIX}alice", f"{PREFIX}bob"
@@ -271,6 +271,19 @@ def test_luxi_socket_admits_the_admin_group_only(node: Node) -> None:
     assert node.probe(_user_ids(ADMIN), code) == ["cluster.test"]
     refused = node.probe(_user_ids(OUTSIDER), code)
     assert "ermission denied" in str(refused), refused
+    # an administrator in the admin group uses the tools without root; others cannot
+    listed = {person: _as(node, person, [node.python, "-m", "corral.cli.gnt_node", "list",
+                                         "--no-headers", "-o", "name"])
+              for person in (ADMIN, OUTSIDER)}
+    assert (listed[ADMIN].returncode, listed[ADMIN].stdout) == (0, "node1.test\n")
+    assert listed[OUTSIDER].returncode != 0
+    assert "ermission denied" in listed[OUTSIDER].stderr, listed[OUTSIDER]
+
+
+def _as(node: Node, person: str, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    uid, gid, groups = _user_ids(person)
+    return subprocess.run(argv, env=node.env, capture_output=True, text=True, timeout=60,
+                          user=uid, group=gid, extra_groups=groups, cwd="/")
 
 
 def _rapi(node: Node, method: str, path: str, body: Any = None) -> Any:
@@ -345,39 +358,64 @@ def test_confd_reads_commits_still_in_the_masters_write_ahead_log(node: Node) ->
         time.sleep(0.1)
 
 
-def test_a_joining_node_takes_the_masters_accounts(node: Node) -> None:
-    ip = "127.0.1.2"
-    second = Paths(node.base / "node2")
-    _settings(second, {**node.ports, "mond": free_port(ip)}, ip=ip)
-    env = {**os.environ, ROOT_ENV: str(second.root)}
+@pytest.fixture(scope="module")
+def second(node: Node) -> Iterator[Paths]:
+    """node2, started as a node in no cluster (its noded and mond as root)."""
+    ip = IP2
+    paths = Paths(node.base / "node2")
+    _settings(paths, {**node.ports, "mond": free_port(ip)}, ip=ip)
     try:
         started = subprocess.run([node.python, "-m", "corral.cli.daemons", "start"],
-                                 env=env, capture_output=True, text=True, timeout=120)
+                                 env={**os.environ, ROOT_ENV: str(paths.root)},
+                                 capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr + started.stdout
-        assert _ids(daemons.status(second)["mond"] or 0)[0] == 0  # no cluster yet: root
-        with Client(node.paths.master_socket) as client:
-            job_id = int(client.call("SubmitJob", [{
-                "OP_ID": "OP_NODE_ADD", "node_name": "node2.test", "primary_ip": ip,
-                "token": daemons.wait_for_token(second),
-                "reason": [["gnt:client:test", "privsep", time.time_ns()]]}]))
-            poll_job(client, job_id, StdioReporter(quiet=True))
-        assert second.daemon_users.read_text() == node.paths.daemon_users.read_text()
-        # its mond starts again as its user; as a new master candidate it gets a
-        # replica, and its node daemon starts confd, as confd's user, answering from it
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            state = daemons.status(second)
-            users = {name: pwd.getpwuid(_ids(pid)[0]).pw_name
-                     for name, pid in state.items() if pid is not None}
-            if users == {"noded": "root", "mond": f"{PREFIX}mond",
-                         "confd": f"{PREFIX}confd"}:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"the joined node's daemons run as {users}")
-        key = second.confd_hmac_key.read_bytes().strip()
-        best = query_sync(key, [(ip, node.ports["confd"])], QueryType.CLUSTER_MASTER,
-                          timeout=5).best
-        assert best is not None and best.answer == "node1.test"
+        yield paths
     finally:
-        daemons.stop(second)
+        daemons.stop(paths)
+
+
+def _running_as(paths: Paths) -> dict[str, str]:
+    return {name: pwd.getpwuid(_ids(pid)[0]).pw_name
+            for name, pid in daemons.status(paths).items() if pid is not None}
+
+
+def _wait_running_as(paths: Paths, wanted: dict[str, str]) -> None:
+    deadline = time.monotonic() + 30
+    while (seen := _running_as(paths)) != wanted:
+        assert time.monotonic() < deadline, f"{paths.root}: daemons run as {seen}"
+        time.sleep(0.1)
+
+
+def test_a_joining_node_takes_the_masters_accounts(node: Node, second: Paths) -> None:
+    assert _running_as(second) == {"noded": "root", "mond": "root"}  # no cluster yet
+    with Client(node.paths.master_socket) as client:
+        job_id = int(client.call("SubmitJob", [{
+            "OP_ID": "OP_NODE_ADD", "node_name": "node2.test", "primary_ip": IP2,
+            "token": daemons.wait_for_token(second),
+            "reason": [["gnt:client:test", "privsep", time.time_ns()]]}]))
+        poll_job(client, job_id, StdioReporter(quiet=True))
+    assert second.daemon_users.read_text() == node.paths.daemon_users.read_text()
+    # its mond starts again as its user; as a new master candidate it gets a replica,
+    # and its node daemon starts confd, as confd's user, answering from it
+    _wait_running_as(second, {"noded": "root", "mond": f"{PREFIX}mond",
+                              "confd": f"{PREFIX}confd"})
+    key = second.confd_hmac_key.read_bytes().strip()
+    best = query_sync(key, [(IP2, node.ports["confd"])], QueryType.CLUSTER_MASTER,
+                      timeout=5).best
+    assert best is not None and best.answer == "node1.test"
+
+
+def test_the_new_master_after_a_failover_runs_its_daemons_as_their_users(
+        node: Node, second: Paths) -> None:
+    env = {**os.environ, ROOT_ENV: str(second.root)}
+    moved = subprocess.run([node.python, "-m", "corral.cli.gnt_cluster", "master-failover"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert moved.returncode == 0, moved.stderr + moved.stdout
+    users = {d: f"{PREFIX}{d}" for d in ("masterd", "rapi", "confd", "mond")}
+    _wait_running_as(second, {"noded": "root", **users})
+    _wait_running_as(node.paths, {"noded": "root", "confd": users["confd"],
+                                  "mond": users["mond"]})
+    # the store the replica became is the master daemon's now, and serves luxi
+    owner = pwd.getpwuid(second.config_db.stat().st_uid).pw_name
+    assert owner == users["masterd"]
+    assert node.probe(_user_ids(ADMIN), _LUXI % str(second.master_socket)) == ["cluster.test"]

@@ -42,6 +42,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,11 +172,21 @@ def _nologin() -> str:
     return "/bin/false"
 
 
+#: Tries of an account command that found the account files locked by another.
+_LOCKED_TRIES = 10
+
+
 def _run(argv: list[str]) -> None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise DaemonError(f"cannot run {argv[0]}: {err}") from None
+    for attempt in range(_LOCKED_TRIES):
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                  timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise DaemonError(f"cannot run {argv[0]}: {err}") from None
+        # another useradd/groupadd holds /etc/passwd's or /etc/group's lock: a moment
+        if proc.returncode == 0 or "lock" not in proc.stderr or attempt + 1 == _LOCKED_TRIES:
+            break
+        time.sleep(0.2 * (attempt + 1))
     if proc.returncode != 0:
         raise DaemonError(f"{' '.join(argv)} failed (status {proc.returncode}): "
                           f"{(proc.stderr or proc.stdout).strip()}")
@@ -301,6 +312,10 @@ def file_modes(paths: Paths, users: DaemonUsers) -> list[FileMode]:
     ]
     for daemon in SEPARATED_DAEMONS:
         table.append(FileMode(paths.log_file(daemon), "file", u(daemon), g(daemon), 0o600))
+    # confd's counters (SIGUSR1): a file left by a confd run as root would stay
+    # another's in the sticky run directory
+    table.append(FileMode(paths.run_dir / "confd.stats.json", "file", u("confd"),
+                          g("confd"), 0o644))
     return table
 
 

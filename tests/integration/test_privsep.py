@@ -187,6 +187,8 @@ def node() -> Iterator[Node]:
 
 
 def test_each_daemon_runs_as_its_own_user(node: Node) -> None:
+    # init made the accounts, corral-daemons start found them: a third time changes none
+    assert daemon_users.ensure_accounts(node.users, node.paths) == []
     assert _ids(node.pid("noded"))[:2] == (0, 0)
     for daemon in ("masterd", "rapi", "confd", "mond"):
         uid, gid, groups = _ids(node.pid(daemon))

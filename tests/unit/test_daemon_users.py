@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corral import bootstrap
+from corral import bootstrap, daemons
 from corral.cli import gnt_cluster
 from corral.config import ConfigStore
 from corral.config.readonly import load_readonly
@@ -75,11 +75,11 @@ def test_the_node_file_round_trips_and_bad_content_is_named(tmp_path: Path) -> N
 
 def _readable(paths: Paths, daemon: str) -> set[str]:
     """The files of the table ``daemon``'s account may read, by owner, group and mode
-    (directories ignored; every daemon may enter them)."""
+    (directories ignored, every daemon may enter them; and files anyone may read)."""
     mine = {USERS.group(daemon), *USERS.supplementary(daemon)}
     found = set()
     for entry in file_modes(paths, USERS):
-        if entry.kind != "file":
+        if entry.kind != "file" or entry.mode & 0o004:
             continue
         if entry.owner == USERS.user(daemon):
             allowed = entry.mode & 0o400
@@ -186,3 +186,13 @@ def test_a_reader_that_may_not_create_wal_files_reads_a_closed_store(open_tmp: P
     assert not list(directory.glob("config.db-*"))  # nobody has it open
     assert _load_as_nobody(directory / "config.db") == {"name": "c.test"}
     assert not list(directory.glob("config.db-*"))  # and the reader wrote nothing
+
+
+def test_a_separated_node_refuses_to_start_its_daemons_without_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = Paths(tmp_path)
+    write_daemon_users(paths, USERS)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(DaemonError, match="start them as root"):
+        daemons.start(paths)
+    assert not paths.run_dir.exists() or not list(paths.run_dir.glob("*.pid"))

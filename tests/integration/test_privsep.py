@@ -341,7 +341,11 @@ def test_mond_reads_what_noded_writes(node: Node) -> None:
     url = f"http://{IP}:{node.ports['mond']}/1/report/instance/inst-status-fake"
     with urllib.request.urlopen(url, timeout=30) as answer:
         report = json.loads(answer.read())
-    assert "inst1.test" in json.dumps(report["data"]), report
+    [instance] = report["data"]["instances"]
+    assert (instance["name"], instance["actualState"]) == ("inst1.test", "running")
+    # the reason trail of its last start, which noded wrote
+    assert any(entry[0].startswith("gnt:client:rapi") for entry in instance["state_reason"]), \
+        instance
 
 
 def test_confd_reads_commits_still_in_the_masters_write_ahead_log(node: Node) -> None:

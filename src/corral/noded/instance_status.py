@@ -63,7 +63,7 @@ def _write(paths: Paths, spec: InstanceSpec, trail: list[list[Any]], admin_state
         directory.mkdir(parents=True, exist_ok=True, mode=0o755)
     # Ganeti writes the trail as Python's json module does by default (", " between
     # items) with a final newline; a reader such as its collector parses either way.
-    write_private(_reason_file(paths, spec.name), json.dumps(trail) + "\n", 0o600)
+    write_private(_reason_file(paths, spec.name), json.dumps(trail) + "\n", 0o640)
     record = {"name": spec.name, "uuid": spec.uuid, "hypervisor": spec.hypervisor,
               "admin_state": admin_state, "mtime": time.time()}
     # group-readable: with privilege separation the directory's group is the

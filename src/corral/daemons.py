@@ -104,18 +104,19 @@ def start(paths: Paths, only: Collection[str] | None = None, *,
         pid = running_pid(paths.pid_file(daemon.name))
         if pid is None:
             try:
-                ids: dict[str, object] = {}
+                cred = None
                 if users is not None and daemon.name in daemon_users.SEPARATED_DAEMONS:
                     cred = daemon_users.prepare_start(paths, users, daemon.name)
                     daemon_users.check_interpreter(cred, daemon.name)
-                    ids = {"uid": cred.uid, "gid": cred.gid, "groups": cred.groups,
-                           "umask": daemon_users.DAEMON_UMASK}
                 pid = start_daemon(
                     f"corral-{daemon.name}",
                     [sys.executable, "-m", daemon.module],
                     log_file=paths.log_file(daemon.name),
                     env=env,
-                    **ids,  # type: ignore[arg-type]
+                    uid=None if cred is None else cred.uid,
+                    gid=None if cred is None else cred.gid,
+                    groups=None if cred is None else cred.groups,
+                    umask=-1 if cred is None else daemon_users.DAEMON_UMASK,
                 )
             except DaemonError as err:
                 if daemon.optional:

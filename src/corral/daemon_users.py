@@ -296,6 +296,7 @@ def file_modes(paths: Paths, users: DaemonUsers) -> list[FileMode]:
               for p in _sqlite(paths.jobs_db)]
     table += [FileMode(p, "file", "root", g("confd"), 0o640)
               for p in _sqlite(paths.config_replica)]
+    table += [FileMode(p, "file", "root", "root", 0o600) for p in _sqlite(paths.jobs_replica)]
     table += [
         FileMode(paths.ca_key, "file", u("masterd"), g("masterd"), 0o400),
         FileMode(paths.master_client_cert, "file", u("masterd"), g("masterd"), 0o400),

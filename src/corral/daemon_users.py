@@ -329,22 +329,31 @@ def _ids(owner: str, group: str) -> tuple[int, int]:
 
 
 def _set(path: Path, uid: int, gid: int, mode: int) -> bool:
-    """Give an existing ``path`` (not following a symlink) owner and mode; whether it
-    changed."""
+    """Give an existing ``path`` owner and mode; whether it changed. Done on a file
+    descriptor opened without following a symbolic link: a daemon that may write the
+    directory (the master's data directory) cannot have root change another file."""
     try:
-        st = os.lstat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
-    if stat.S_ISLNK(st.st_mode):
-        raise DaemonError(f"{path} is a symbolic link; refusing to change its owner")
-    changed = False
-    if (st.st_uid, st.st_gid) != (uid, gid):
-        os.chown(path, uid, gid, follow_symlinks=False)
-        changed = True
-    if stat.S_IMODE(st.st_mode) != mode:
-        os.chmod(path, mode)
-        changed = True
-    return changed
+    except OSError as err:
+        if os.path.islink(path):
+            raise DaemonError(f"{path} is a symbolic link; refusing to change its owner "
+                              "and mode") from None
+        raise DaemonError(f"cannot open {path} to set its owner and mode: "
+                          f"{err.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        changed = False
+        if (st.st_uid, st.st_gid) != (uid, gid):
+            os.fchown(fd, uid, gid)
+            changed = True
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)
+            changed = True
+        return changed
+    finally:
+        os.close(fd)
 
 
 def ensure_modes(paths: Paths, users: DaemonUsers) -> list[Path]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corral import bootstrap, daemons
+from corral import bootstrap, daemon_users, daemons
 from corral.cli import gnt_cluster
 from corral.config import ConfigStore
 from corral.config.readonly import load_readonly
@@ -196,3 +196,20 @@ def test_a_separated_node_refuses_to_start_its_daemons_without_root(
     with pytest.raises(DaemonError, match="start them as root"):
         daemons.start(paths)
     assert not paths.run_dir.exists() or not list(paths.run_dir.glob("*.pid"))
+
+
+def test_owners_and_modes_are_never_set_through_a_symbolic_link(tmp_path: Path) -> None:
+    """A daemon that may write its directory could put a link where a file was; root
+    must not then give the link's target away."""
+    target = tmp_path / "precious"
+    target.write_text("secret\n")
+    target.chmod(0o600)
+    link = tmp_path / "ca-key.pem"
+    link.symlink_to(target)
+    with pytest.raises(DaemonError, match="is a symbolic link; refusing"):
+        daemon_users._set(link, 65534, 65534, 0o644)
+    st = target.stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (os.getuid(), 0o600)
+    assert daemon_users._set(target, os.getuid(), os.getgid(), 0o640) is True
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert daemon_users._set(tmp_path / "absent", 0, 0, 0o600) is False

@@ -90,11 +90,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 
+# The unit tests start no daemons and run on two workers (a file's tests stay on one
+# worker); the tests with daemons, guests and loop devices run one at a time after them.
 test: lint sysdeps rapi-clients
-	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/unit
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 --ignore=tests/unit tests
 
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q tests/unit
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile tests/unit
 
 integration: $(STAMP) sysdeps rapi-clients
 	$(VENV)/bin/pytest -q tests/integration

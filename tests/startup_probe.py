@@ -50,8 +50,10 @@ CLIENT_SIDE: tuple[str, ...] = (
     "corral.uidpool",
 )
 
-#: What ``corral-daemons`` may load besides: starting and stopping processes.
-DAEMON_CONTROL: tuple[str, ...] = ("corral.daemons", "corral.utils.process")
+#: What ``corral-daemons`` may load besides: starting and stopping processes, as the
+#: daemons' own users (their accounts and file modes; writing daemon-users.json).
+DAEMON_CONTROL: tuple[str, ...] = ("corral.daemons", "corral.utils.process",
+                                   "corral.daemon_users", "corral.utils.files")
 
 #: Libraries only daemons and the master's machinery need, each a heavy import.
 SERVER_LIBRARIES: tuple[str, ...] = ("asyncio", "aiohttp", "pyparsing", "cryptography",

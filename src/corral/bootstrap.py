@@ -22,6 +22,12 @@ import msgspec
 from corral import serializer, uidpool, x509
 from corral.cmdlib.cluster import ClusterSetParams, apply_cluster_params
 from corral.config import ConfigStore
+from corral.daemon_users import (
+    DaemonUsers,
+    ensure_accounts,
+    ensure_modes,
+    write_daemon_users,
+)
 from corral.errors import (
     ClusterExistsError,
     ConfigurationError,
@@ -63,6 +69,9 @@ class InitOptions:
     params: ClusterSetParams = field(default_factory=ClusterSetParams)
     #: The TCP port every node daemon of the cluster listens on (Ganeti's is 1811).
     noded_port: int = 1811
+    #: The accounts the daemons but noded run as (privilege separation); None: they
+    #: run as whoever starts them (a testbed in a temporary directory).
+    daemon_users: DaemonUsers | None = None
 
 
 def _check_hostname(what: str, name: str) -> str:
@@ -161,6 +170,8 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             "was changed. Remove it first with 'gnt-cluster destroy --yes-do-it'"
         )
     cluster, group, node = _build_config(paths, options)
+    if options.daemon_users is not None:
+        ensure_accounts(options.daemon_users, paths)  # system-wide; kept on failure
     paths.ensure_dirs()
     written: list[Path] = []
     try:
@@ -196,7 +207,12 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             written.append(path)
         for directory in (cluster.file_storage_dir, cluster.shared_file_storage_dir):
             paths.node_path(directory).mkdir(parents=True, exist_ok=True, mode=0o750)
+        if options.daemon_users is not None:
+            write_daemon_users(paths, options.daemon_users)
+            written.append(paths.daemon_users)
         ConfigStore.create(paths.config_db, cluster, group, node).close()
+        if options.daemon_users is not None:
+            ensure_modes(paths, options.daemon_users)
     except BaseException:
         for path in written:
             with contextlib.suppress(FileNotFoundError):
@@ -236,7 +252,7 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
         db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
         paths.node_cert, paths.master_client_cert, paths.rapi_cert, paths.rapi_key,
         paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
-        paths.node_membership, paths.uid_pool,
+        paths.node_membership, paths.uid_pool, paths.daemon_users,
     ):
         try:
             path.unlink()

@@ -231,9 +231,21 @@ class Paths:
         return self.data_dir / "watcher.pause"
 
     @property
+    def watcher_dir(self) -> Path:
+        """The watcher's own directory: with privilege separation it runs as a user of
+        its own, which may write here and nowhere else in the data directory."""
+        return self.data_dir / "watcher"
+
+    @property
     def watcher_state_file(self) -> Path:
         """The watcher's memory between runs: restart attempts, nodes' boot ids."""
-        return self.data_dir / "watcher.state.json"
+        return self.watcher_dir / "state.json"
+
+    @property
+    def daemon_users(self) -> Path:
+        """The user and group prefixes this node's daemons run under
+        (:mod:`corral.daemon_users`); absent: every daemon runs as its starter."""
+        return self.data_dir / "daemon-users.json"
 
     @property
     def watcher_lock_file(self) -> Path:

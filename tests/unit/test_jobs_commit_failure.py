@@ -145,3 +145,32 @@ async def test_a_failing_listener_stops_no_later_batch(tmp_path: Path) -> None:
     await asyncio.wait_for(second, 5)
     assert calls == [1, 2]
     await store.close()
+
+
+async def test_a_job_that_ended_on_a_full_disk_is_stored_once_there_is_room(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    executor = FakeExecutor()
+    job_queue = JobQueue(JobStore.open(tmp_path / "jobs.db"), executor)
+    monkeypatch.setattr(JobQueue, "RESAVE_INTERVAL", 0.05)
+    await job_queue.start()
+    disk = _Disk(monkeypatch)
+    [(ok, job_id)] = await job_queue.submit_many([[OpTestDelay(duration=0)]])
+    assert ok and isinstance(job_id, int)
+    gate = executor.hold(job_id, running=True)
+    await asyncio.wait_for(executor.entered_event(job_id).wait(), 5)
+    disk.broken = True
+    gate.set()  # the job ends; storing its end fails, and fails again while broken
+    await asyncio.sleep(0.3)
+    disk.broken = False  # room again: the next attempt stores it
+    async with asyncio.timeout(5):
+        while True:
+            reopened = JobStore.open(tmp_path / "jobs.db")
+            try:
+                stored = {job.id: job.status for job in reopened.load().jobs}
+            finally:
+                reopened.close_sync()
+            if stored[job_id] == "success":
+                break
+            await asyncio.sleep(0.05)
+    assert await job_queue.query([job_id], ["status"]) == [["success"]]
+    await job_queue.stop()

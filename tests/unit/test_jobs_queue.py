@@ -14,6 +14,7 @@ import pytest
 from corral.errors import JobQueueDrainedError, NotFoundError, OpExecError
 from corral.jobs import CRASH_MESSAGE, JobQueue, JobStore, OpContext
 from corral.jobs.model import Job, QueuedOpCode, decode_job, job_error, timestamp_now
+from corral.jobs.recovery import REQUEUED_MESSAGE
 from corral.opcodes import OpCode, OpTestDelay, op_to_dict
 
 FINAL = {"success", "error", "canceled"}
@@ -190,7 +191,7 @@ async def test_failed_opcode_fails_the_rest(env: Env) -> None:
     assert row is not None
     assert row[0] == ["success", "error", "error"]
     assert row[1][1] == ["OpExecError", ["op 1 broke"]]
-    assert row[1][2] == ["OpExecError", ["Error in previous opcode"]]
+    assert row[1][2] == ["OpExecError", ["Preceding opcode failed"]]  # Ganeti's text
 
 
 async def test_unknown_field_and_unknown_job(env: Env) -> None:
@@ -589,36 +590,70 @@ async def test_archive_and_auto_archive(env: Env) -> None:
 
 def _stored(job_id: int, statuses: list[str]) -> Job:
     op = op_to_dict(delay())
+    started = (1_700_000_000, 5)
     return Job(
         id=job_id,
-        ops=[QueuedOpCode(input=op, summary="TEST_DELAY(0)", status=s) for s in statuses],  # type: ignore[arg-type]
+        ops=[QueuedOpCode(input=op, summary="TEST_DELAY(0)", status=s,  # type: ignore[arg-type]
+                          start_timestamp=None if s == "queued" else started)
+             for s in statuses],
         received_timestamp=timestamp_now(),
+        start_timestamp=None if set(statuses) == {"queued"} else started,
     )
 
 
 async def test_crash_recovery(env: Env) -> None:
+    """After a crash only the opcode that was executing fails: a job waiting for locks
+    runs again, a canceling one ends canceled, queued ones run."""
     store = JobStore.open(env.path)
     for job in (
-        _stored(1, ["running"]),
+        _stored(1, ["running", "queued"]),
         _stored(2, ["success", "waiting"]),
         _stored(3, ["queued"]),
         _stored(4, ["success", "queued"]),
         _stored(5, ["canceling"]),
+        _stored(6, ["waiting", "queued"]),
+        _stored(7, ["success", "running"]),
     ):
         store.new_id()
         store.save(job)
     await store.close()
     queue = await env.open()
-    for job_id in (1, 2):
-        assert await wait_final(queue, job_id) == "error"
-        (row,) = await queue.query([job_id], ["opresult"])
-        assert row is not None and row[0][-1] == ["OpExecError", [CRASH_MESSAGE]]
-    assert await wait_final(queue, 3) == "success"
-    assert await wait_final(queue, 4) == "success"
+    crashed = ["OpExecError", [CRASH_MESSAGE]]
+    assert await wait_final(queue, 1) == "error"
+    (row,) = await queue.query([1], ["opstatus", "opresult"])
+    assert row == [["error", "error"], [crashed, ["OpExecError", ["Preceding opcode failed"]]]]
+    assert await wait_final(queue, 7) == "error"
+    (row,) = await queue.query([7], ["opstatus", "opresult"])
+    assert row is not None and row[0] == ["success", "error"] and row[1][1] == crashed
+    for job_id in (2, 3, 4, 6):
+        assert await wait_final(queue, job_id) == "success"
     assert await wait_final(queue, 5) == "canceled"
-    assert sorted(env.executor.started) == [(3, 0), (4, 1)]
+    assert sorted(env.executor.started) == [(2, 1), (3, 0), (4, 1), (6, 0), (6, 1)]
     assert stored_job(env.path, 1).status == "error"
-    assert await queue.submit([delay()]) == 6
+    # The requeued job keeps its start times and its reason trail, and says why it
+    # waited twice.
+    (row,) = await queue.query([6], ["start_ts", "opstart", "oplog", "reason"])
+    assert row is not None
+    assert row[0] == [1_700_000_000, 5] and row[1][0] == [1_700_000_000, 5]
+    assert row[2][0][0][3] == REQUEUED_MESSAGE
+    assert row[3] == [op_to_dict(delay())["reason"]] * 2
+    assert await queue.submit([delay()]) == 8
+
+
+async def test_crash_recovery_requeues_jobs_waiting_for_locks_behind_a_running_one(
+        env: Env) -> None:
+    """The issue's case: one job running, others waiting for its lock, others queued;
+    after the crash only the running one fails and the rest run in their order."""
+    store = JobStore.open(env.path)
+    for job_id in range(1, 41):
+        status = "running" if job_id == 1 else "waiting" if job_id <= 20 else "queued"
+        store.new_id()
+        store.save(_stored(job_id, [status]))
+    await store.close()
+    queue = await env.open()
+    finals = {job_id: await wait_final(queue, job_id) for job_id in range(1, 41)}
+    assert finals == {1: "error", **dict.fromkeys(range(2, 41), "success")}
+    assert [job for job, _ in env.executor.started] == list(range(2, 41))
 
 
 # -- watching and durability ------------------------------------------------------------

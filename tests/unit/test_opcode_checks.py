@@ -101,3 +101,27 @@ def test_references_name_real_parameters() -> None:
 
     for op_id, params in REFERENCES.items():
         assert set(params) <= set(REGISTRY[op_id].__struct_fields__), op_id
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"network": "compat-bogus"}, "'network': invalid IPv4 network 'compat-bogus'"),
+    ({"network": "192.0.2.1/24"}, "has host bits set"),
+    ({"network": "2001:db8::/64"}, "it is an IPv6 one"),
+    ({"gateway": "192.0.2.300"}, "'gateway': invalid IPv4 address"),
+    ({"network6": "2001:db8::1/64"}, "'network6': invalid IPv6 network"),
+    ({"add_reserved_ips": ["192.0.2.9", "nine"]}, "'add_reserved_ips[1]': invalid IPv4"),
+])
+def test_network_addresses_are_checked_at_submission(params: dict[str, Any],
+                                                     expected: str) -> None:
+    with pytest.raises(ParameterError) as caught:
+        op_from_dict({"OP_ID": "OP_NETWORK_ADD", "network_name": "n1",
+                      "network": "192.0.2.0/24", **params})
+    assert expected in caught.value.message
+
+
+def test_network_modify_may_unset_with_none() -> None:
+    op_from_dict({"OP_ID": "OP_NETWORK_SET_PARAMS", "network_name": "n1",
+                  "gateway": "none", "network6": "", "gateway6": "None"})
+    with pytest.raises(ParameterError, match=r"'gateway': invalid IPv4 address 'nowhere'"):
+        op_from_dict({"OP_ID": "OP_NETWORK_SET_PARAMS", "network_name": "n1",
+                      "gateway": "nowhere"})

@@ -223,7 +223,7 @@ def test_opcode_bodies_leave_out_what_the_url_sets() -> None:
     create = body("/2/instances", "POST")
     assert {"name", "os", "__version__", "disks", "disk_template"} <= set(create["properties"])
     assert "instance_name" not in create["properties"] and "os_type" not in create["properties"]
-    assert set(create["required"]) == {"name", "__version__"}
+    assert set(create["required"]) == {"name", "__version__", "disks", "mode", "nics"}
     group = body("/2/groups/{group_name}/modify", "PUT")
     assert "group_name" not in group["properties"]
     only_depends = body("/2/instances/{instance_name}/startup", "PUT")

@@ -172,6 +172,50 @@ async def test_a_candidate_that_was_down_catches_up(tmp_path: Path) -> None:
     assert _replica_objects(roots["node3"]) == snapshot(store)
 
 
+@dataclass
+class HangingRpc(NodeSideRpc):
+    """Calls to the nodes in ``hang`` wait until ``release`` is set (a node cut off
+    from the network: no refusal, no answer), then fail."""
+
+    hang: set[str] = field(default_factory=set)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def call(self, nodes: Sequence[Node], procedure: str, args: RpcArgs, *,
+                   timeout: float = 60.0) -> dict[str, RpcResult]:  # noqa: ASYNC109
+        if any(node.name in self.hang for node in nodes):
+            await self.release.wait()
+            return {node.name: RpcResult(node.name, error=NodeUnreachableError(
+                f"node {node.name} did not answer")) for node in nodes}
+        return await super().call(nodes, procedure, args, timeout=timeout)
+
+
+async def test_a_candidate_that_hangs_holds_up_no_other(tmp_path: Path) -> None:
+    store = _cluster(tmp_path)
+    rpc = HangingRpc(root=tmp_path)
+    replicator = ConfigReplicator(store, rpc, retry_interval=0.05)
+    replicator.start()
+    try:
+        assert await replicator.wait_replicated(5)
+        rpc.hang.add("node3")
+        for tag in ("a", "b"):
+            with store.transaction() as txn:
+                cluster = txn.cluster()
+                cluster.tags = [*cluster.tags, tag]
+                txn.update(cluster)
+            for _ in range(500):  # node3's pusher hangs meanwhile
+                if replicator.replica_serials()["node2"] == store.serial:
+                    break
+                await asyncio.sleep(0.01)
+            assert replicator.replica_serials()["node2"] == store.serial
+        assert replicator.replica_serials()["node3"] == store.serial - 2
+        rpc.hang.clear()
+        rpc.release.set()
+        assert await replicator.wait_replicated(5)
+    finally:
+        await replicator.stop()
+    assert _replica_objects(rpc.roots["node3"]) == snapshot(store)
+
+
 def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     paths = Paths(tmp_path)
     paths.data_dir.mkdir(parents=True)

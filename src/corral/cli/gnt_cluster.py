@@ -7,9 +7,11 @@ every other command starts as a client of the master and nothing more.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -214,13 +216,25 @@ def cli() -> None:
               help="Primary IP of this node [default: the master name resolved].")
 @click.option("-s", "--secondary-ip", metavar="IP", help="Secondary IP of this node.")
 @click.option("--no-start", is_flag=True, help="Do not start the master daemon afterwards.")
+@click.option("--user-prefix", metavar="PREFIX", default=None,
+              help="Prefix of the daemons' user names (Ganeti's configure option) "
+                   "[default: corral-, giving corral-masterd, corral-rapi, ...].")
+@click.option("--group-prefix", metavar="PREFIX", default=None,
+              help="Prefix of the daemons' group names, corral-admin among them "
+                   "[default: corral-].")
+@click.option("--daemons-as-root", is_flag=True,
+              help="No privilege separation: every daemon runs as whoever starts it "
+                   "[default when CORRAL_ROOT places the node elsewhere than /, or "
+                   "when not run as root, unless a prefix is given].")
 @with_params_options(init=True)
 def init(cluster_name: str, master_name: str | None, primary_ip: str | None,
-         secondary_ip: str | None, no_start: bool, **kw: Any) -> None:
+         secondary_ip: str | None, no_start: bool, user_prefix: str | None,
+         group_prefix: str | None, daemons_as_root: bool, **kw: Any) -> None:
     """Create a cluster named CLUSTER_NAME with this node as its master.
 
     Creates the configuration store, a cluster CA and this node's certificate,
-    the confd HMAC key and a RAPI users file with a write user 'admin', then
+    the confd HMAC key and a RAPI users file with a write user 'admin', the
+    daemons' users and groups (privilege separation: docs/security.md), then
     starts the master daemon. Refused when this node already has a cluster.
     """
     from corral import bootstrap, daemons
@@ -229,6 +243,7 @@ def init(cluster_name: str, master_name: str | None, primary_ip: str | None,
     options = bootstrap.InitOptions(
         cluster_name=cluster_name, master_name=master_name, primary_ip=primary_ip,
         secondary_ip=secondary_ip, params=_set_params(kw),
+        daemon_users=_daemon_users(paths, user_prefix, group_prefix, daemons_as_root),
     )
     cluster, node = bootstrap.init_cluster(paths, options)
     click.echo(f"Cluster {cluster.name} initialised; master node {node.name} "
@@ -238,6 +253,26 @@ def init(cluster_name: str, master_name: str | None, primary_ip: str | None,
     if not no_start:
         pids = daemons.start(paths)
         click.echo("Started " + ", ".join(f"corral-{n} (pid {p})" for n, p in pids.items()) + ".")
+
+
+def _daemon_users(paths: Paths, user_prefix: str | None, group_prefix: str | None,
+                  as_root: bool) -> Any:
+    """The daemons' accounts ``init`` was asked for (None: no separation)."""
+    from corral.daemon_users import DEFAULT_GROUP_PREFIX, DEFAULT_USER_PREFIX, DaemonUsers
+
+    given = user_prefix is not None or group_prefix is not None
+    if as_root:
+        if given:
+            raise ParameterError("--daemons-as-root runs no daemon as a user of its own: "
+                                 "give it or --user-prefix/--group-prefix, not both")
+        return None
+    if not given and (os.geteuid() != 0 or paths.root != Path("/")):
+        return None
+    if os.geteuid() != 0:
+        raise ParameterError("--user-prefix/--group-prefix need root: the daemons' "
+                             "users and groups are created and the daemons started as them")
+    return DaemonUsers(user_prefix if user_prefix is not None else DEFAULT_USER_PREFIX,
+                       group_prefix if group_prefix is not None else DEFAULT_GROUP_PREFIX)
 
 
 @cli.command()

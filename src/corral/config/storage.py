@@ -81,12 +81,36 @@ def sidecar_files(path: Path) -> list[Path]:
     return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
 
 
+def _file_state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _align_sidecars(path: Path) -> None:
+    """Give the WAL files this process made the store's group: SQLite copies the
+    store's mode to them but, run by a user other than root, its own primary group,
+    which would keep the store's group readers (confd) out of the latest commits."""
+    try:
+        gid = os.stat(path).st_gid
+    except OSError:
+        return
+    for side in sidecar_files(path):
+        with contextlib.suppress(OSError):
+            st = os.stat(side)
+            if st.st_uid == os.geteuid() and st.st_gid != gid:
+                os.chown(side, -1, gid)
+
+
 class Database:
     """One open configuration database file."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
         self.path = path
         self._conn = conn
+        self._immutable_state: tuple[int, int, int] | None = None
 
     # -- opening -----------------------------------------------------------------
     @classmethod
@@ -135,7 +159,24 @@ class Database:
                 f"configuration store {path}: not a SQLite database (corrupt or another kind "
                 "of file)"
             )
-        db = cls._connect(path, "ro" if read_only else "rw")
+        try:
+            db = cls._checked(path, "ro" if read_only else "rw")
+        except ConfigStoreError:
+            if not read_only or any(p.exists() for p in sidecar_files(path)):
+                raise
+            # A reader that may not create the WAL files next to a store nobody has
+            # open (a daemon reading the master's or noded's file): the file then
+            # holds every commit, and is read as it is, checked unchanged afterwards.
+            before = _file_state(path)
+            db = cls._checked(path, "ro&immutable=1")
+            db._immutable_state = before
+        if not read_only:
+            _align_sidecars(path)
+        return db
+
+    @classmethod
+    def _checked(cls, path: Path, mode: str) -> Database:
+        db = cls._connect(path, mode)
         try:
             with db._errors("check its integrity"):
                 problems = [r[0] for r in db._conn.execute("PRAGMA quick_check")]
@@ -148,6 +189,14 @@ class Database:
             db.close()
             raise
         return db
+
+    def unchanged_since_open(self) -> bool:
+        """Whether a store read as an immutable file (no writer had it open) is still
+        as it was when opened: no writer opened it meanwhile. Always true otherwise."""
+        if self._immutable_state is None:
+            return True
+        return (_file_state(self.path) == self._immutable_state
+                and not any(p.exists() for p in sidecar_files(self.path)))
 
     @classmethod
     def _connect(cls, path: Path, mode: str = "rw") -> Database:

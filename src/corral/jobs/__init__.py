@@ -33,7 +33,8 @@ if TYPE_CHECKING:
         QueuedOpCode,
         job_info,
     )
-    from corral.jobs.queue import CRASH_MESSAGE, DEFAULT_MAX_RUNNING, Handover, JobQueue
+    from corral.jobs.queue import DEFAULT_MAX_RUNNING, Handover, JobQueue
+    from corral.jobs.recovery import CRASH_MESSAGE
     from corral.jobs.store import JobStore
 
 __all__ = [
@@ -61,6 +62,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     **dict.fromkeys(("Decider", "DecisionLike", "Executor", "OpContext"), "interfaces"),
     **dict.fromkeys(("FINAL_STATUSES", "JOB_FIELDS", "STATUSES", "Job", "JobStatus",
                      "QueuedOpCode", "job_info"), "model"),
-    **dict.fromkeys(("CRASH_MESSAGE", "DEFAULT_MAX_RUNNING", "Handover", "JobQueue"), "queue"),
+    **dict.fromkeys(("DEFAULT_MAX_RUNNING", "Handover", "JobQueue"), "queue"),
+    "CRASH_MESSAGE": "recovery",
     "JobStore": "store",
 })

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from corral.errors import UnknownFieldError, did_you_mean, to_ganeti
+from corral.errors import OpExecError, UnknownFieldError, did_you_mean, to_ganeti
 from corral.jobs.status import (
     CANCELED,
     CANCELING,
@@ -37,6 +37,7 @@ __all__ = [
     "FINAL_STATUSES",
     "JOB_FIELDS",
     "PENDING_STATUSES",
+    "PRECEDING_FAILED",
     "QUEUED",
     "RUNNING",
     "STATUSES",
@@ -62,6 +63,8 @@ Timestamp = tuple[int, int]
 LogEntry = tuple[int, Timestamp, str, Any]
 
 _DEFAULT_PRIORITY: Final = 0
+#: The error of the opcodes after a failed one (Ganeti's text).
+PRECEDING_FAILED: Final = "Preceding opcode failed"
 
 
 def timestamp_now() -> Timestamp:
@@ -140,6 +143,15 @@ class Job(msgspec.Struct, kw_only=True):
         entry: LogEntry = (self.log_serial, timestamp_now(), log_type, message)
         self.ops[index].log.append(entry)
         return entry
+
+    def fail_at(self, index: int, err: BaseException) -> None:
+        """Opcode ``index`` failed with ``err``; the opcodes after it fail too, with
+        Ganeti's :data:`PRECEDING_FAILED`."""
+        op = self.ops[index]
+        op.status = ERROR
+        op.result = encode_error(err)
+        op.end_timestamp = timestamp_now()
+        self.finish_unfinished(ERROR, encode_error(OpExecError(PRECEDING_FAILED)))
 
     def finish_unfinished(self, status: JobStatus, result: Any) -> None:
         """Put every unfinished opcode into final ``status`` with ``result``."""

@@ -16,6 +16,7 @@ decided to ``limit``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import heapq
 import logging
@@ -39,7 +40,6 @@ from corral.jobs.interfaces import Decider, DecisionLike, Executor, OpContext
 from corral.jobs.model import (
     CANCELED,
     CANCELING,
-    ERROR,
     FINAL_STATUSES,
     QUEUED,
     RUNNING,
@@ -47,16 +47,15 @@ from corral.jobs.model import (
     WAITING,
     Job,
     QueuedOpCode,
-    encode_error,
     timestamp_now,
 )
 from corral.jobs.reading import JobReader, LiveJob, wake
+from corral.jobs.recovery import CANCELED_RESULT, recover_interrupted
 from corral.jobs.store import JobStore
 from corral.opcodes import OpCode, op_from_dict, op_summary, op_to_dict
 from corral.opcodes.reason import queue_entry
 
 __all__ = [
-    "CRASH_MESSAGE",
     "DEFAULT_MAX_RUNNING",
     "Decider",
     "DecisionLike",
@@ -70,8 +69,6 @@ _log = logging.getLogger(__name__)
 
 #: Ganeti's default for the ``max_running_jobs`` cluster parameter.
 DEFAULT_MAX_RUNNING = 20
-#: The error of opcodes that were running when the master daemon died.
-CRASH_MESSAGE = "Unclean master daemon shutdown: the master daemon died while the job was running"
 #: The error of an opcode that a planned master failover had to interrupt.
 HANDOVER_INTERRUPTED = (
     "Master failover to {new_master}: this opcode was still running when the "
@@ -81,9 +78,6 @@ HANDOVER_INTERRUPTED = (
 #: What CancelJob and ChangeJobPriority answer for a finished or unknown job (Ganeti's
 #: text, which scripts match).
 _NOT_IN_QUEUE = "Job {} not found in queue"
-
-_CANCELED_RESULT = "Job canceled by request"
-_PREVIOUS_FAILED = "Error in previous opcode"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,26 +148,25 @@ class JobQueue:
         #: Called with each job that reached a final status (the master's metrics);
         #: a listener must be quick and must not raise.
         self.finished_listeners: list[Callable[[Job], None]] = []
+        #: Jobs whose last change could not be stored (a full disk), by id, and the
+        #: task that stores them again (see :meth:`_store_again`).
+        self._unsaved: dict[int, LiveJob] = {}
+        self._resaver: asyncio.Task[None] | None = None
 
     # -- life cycle ------------------------------------------------------------
     async def start(self) -> None:
         """Load the stored jobs, recover from a crash, and start the startable ones.
 
-        Jobs found waiting or running were interrupted by the death of the master
-        daemon: they end in error saying so. Canceling ones end canceled; queued
-        ones (also half-done paused ones) run.
+        A job found unfinished was cut short by the death of the master daemon (or
+        of the master it was replicated from, after a failover). Only work that
+        really began is lost, as in Ganeti (:func:`~corral.jobs.recovery.recover_interrupted`).
         """
         stored = self._store.load()
         self._drained = stored.drained
         for job in stored.jobs:
             entry = LiveJob(job)
             self._jobs[job.id] = entry
-            status = job.status
-            if status in (WAITING, RUNNING):
-                job.finish_unfinished(ERROR, encode_error(OpExecError(CRASH_MESSAGE)))
-                self._touch(entry)
-            elif status == CANCELING:
-                job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+            if recover_interrupted(job):
                 self._touch(entry)
         for entry in self._jobs.values():
             if entry.job.status not in FINAL_STATUSES:
@@ -198,6 +191,14 @@ class JobQueue:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._resaver is not None:
+            self._resaver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resaver
+            self._resaver = None
+        self._resave_unsaved()  # one last try: the disk may have room now
+        with contextlib.suppress(CorralError):
+            await self._store.barrier()
         for entry in self._jobs.values():
             wake(entry)
         await self._store.close()
@@ -492,9 +493,10 @@ class JobQueue:
                     return
                 now = timestamp_now()
                 op.status = WAITING
-                op.start_timestamp = now
+                if op.start_timestamp is None:  # kept from before a crash (Ganeti's)
+                    op.start_timestamp = now
                 if job.start_timestamp is None:
-                    job.start_timestamp = now
+                    job.start_timestamp = op.start_timestamp
                 self._touch(entry)
                 if not await self._run_opcode(entry, index):
                     return
@@ -511,7 +513,7 @@ class JobQueue:
                     return  # our own interruption, not the daemon stopping
             if not entry.cancel_requested:
                 raise
-            job.finish_unfinished(CANCELED, _CANCELED_RESULT)
+            job.finish_unfinished(CANCELED, CANCELED_RESULT)
             self._touch(entry)
 
     async def _run_opcode(self, entry: LiveJob, index: int) -> bool:
@@ -570,11 +572,7 @@ class JobQueue:
         self._touch(entry)
 
     def _fail(self, entry: LiveJob, index: int, err: BaseException) -> None:
-        op = entry.job.ops[index]
-        op.status = ERROR
-        op.result = encode_error(err)
-        op.end_timestamp = timestamp_now()
-        entry.job.finish_unfinished(ERROR, encode_error(OpExecError(_PREVIOUS_FAILED)))
+        entry.job.fail_at(index, err)
 
     # -- planned master failover -------------------------------------------------------
     async def hand_over(self, new_master: str, wait: float) -> Handover:
@@ -649,13 +647,50 @@ class JobQueue:
             entry.save_error = (err if isinstance(err, CorralError) else ConfigStoreError(
                 f"job {entry.job.id}: its change could not be stored: {err}"))
             wake(entry)  # its watchers get the error instead of waiting for ever
+            self._unsaved[entry.job.id] = entry
+            if not self._stopping and self._resaver is None:
+                self._resaver = asyncio.get_running_loop().create_task(
+                    self._store_again(), name="job queue: storing unsaved jobs again")
             return
+        if version >= entry.version:
+            self._unsaved.pop(entry.job.id, None)
         if version >= entry.version:
             entry.save_error = None
         if version > entry.durable:
             entry.durable = version
         if entry.durable == entry.version:
             wake(entry)
+
+    #: Seconds between attempts to store the jobs whose change could not be stored.
+    RESAVE_INTERVAL = 1.0
+
+    async def _store_again(self) -> None:
+        """Store again, every :data:`RESAVE_INTERVAL` seconds until it works, each job
+        whose last change could not be stored. A job changes no more once it is
+        finished: without this, a job that ended while the disk was full would stay
+        unfinished in the file (and in the candidates' replicas) for ever, and a
+        restarted master daemon or a new master would find it cut short."""
+        try:
+            while self._unsaved:
+                await asyncio.sleep(self.RESAVE_INTERVAL)
+                self._resave_unsaved()
+                with contextlib.suppress(CorralError):
+                    await self._store.barrier()
+                await asyncio.sleep(0)  # the saves' own callbacks run first
+                if self._unsaved:
+                    _log.warning("%d jobs still cannot be stored; trying again in %g s",
+                                 len(self._unsaved), self.RESAVE_INTERVAL)
+        finally:
+            self._resaver = None
+
+    def _resave_unsaved(self) -> None:
+        """Request that every job whose change could not be stored be stored again
+        (not the jobs of a refused submission: they do not exist)."""
+        entries = list(self._unsaved.values())
+        self._unsaved.clear()
+        for entry in entries:
+            if self._jobs.get(entry.job.id) is entry:
+                self._touch(entry)
 
     # -- cancel and priority ------------------------------------------------------------
     async def cancel(self, job_id: int) -> tuple[bool, str]:
@@ -668,7 +703,7 @@ class JobQueue:
             return (False, _NOT_IN_QUEUE.format(job_id))
         status = entry.job.status
         if status == QUEUED:
-            future = self._cancel_queued(entry, _CANCELED_RESULT)
+            future = self._cancel_queued(entry, CANCELED_RESULT)
             await asyncio.shield(future)
             return (True, f"Job {job_id} canceled")
         if status == WAITING or (status == RUNNING and _interruptible(entry)):

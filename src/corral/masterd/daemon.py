@@ -18,6 +18,7 @@ import click
 from corral import __version__
 from corral.cmdlib.config_files import vnc_password_files
 from corral.config import ConfigStore
+from corral.daemon_users import read_daemon_users
 from corral.errors import CorralError, NotClusterError
 from corral.iallocator import PluginRunner
 from corral.jobs import JobStore
@@ -40,6 +41,7 @@ from corral.utils.background import background_unless_foreground
 from corral.utils.log import setup_daemon_logging
 from corral.utils.process import (
     PidFile,
+    lookup_group,
     notify_failed,
     notify_ready,
     raise_open_file_limit,
@@ -142,8 +144,13 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
 
 
 def _socket_group(paths: Paths) -> int | None:
-    """The group the luxi socket goes to (RAPI's); bad RAPI settings only warn here."""
+    """The group the luxi socket goes to: with privilege separation the admin group
+    (RAPI, the watcher and the administrators), else the one RAPI's own settings
+    name; bad settings only warn here, and the socket stays the master's."""
     try:
+        users = read_daemon_users(paths)
+        if users is not None:
+            return lookup_group(users.admin_group)
         return luxi_client_group(paths)
     except CorralError as err:
         log.warning("luxi socket stays root's: %s", err.message)

@@ -11,10 +11,11 @@ the delta, gets a *snapshot*; a candidate the master has not heard from yet is f
 asked for its serial, so a master that restarts does not resend everything.
 An update larger than one request body goes in parts that the candidate applies
 together (:mod:`corral.rpc.chunks`); a candidate that fails in the middle gets the
-whole update again in a later round. Candidates are called concurrently and each
-keeps its own pace: a slow or dead candidate never delays the others, a commit or a
-job; one that was down is retried every few seconds and catches up when it answers
-again. The node side is :mod:`corral.noded.replication`.
+whole update again in a later round. Each candidate has a pusher task of its own
+and keeps its own pace: a slow candidate, or a dead one whose calls hang until their
+timeout, never delays the others, a commit or a job; one that was down is retried
+every few seconds and catches up when it answers again. The node side is
+:mod:`corral.noded.replication`.
 """
 
 from __future__ import annotations
@@ -66,9 +67,14 @@ class Replicator(Generic[_Entry]):
         self._log: deque[tuple[int, _Entry]] = deque(maxlen=log_size)
         #: Node UUID -> the serial its replica confirmed.
         self._known: dict[str, int] = {}
+        #: Set after each entry (and by :meth:`wait_replicated`): wakes the pushers.
         self._wake = asyncio.Event()
-        self._idle = asyncio.Event()
+        #: Set whenever a candidate's pusher finished a step, successful or not.
+        self._stepped = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: Node UUID -> the task pushing to that candidate, and what wakes it.
+        self._lanes: dict[str, asyncio.Task[None]] = {}
+        self._lane_wake: dict[str, asyncio.Event] = {}
 
     # -- what subclasses provide -------------------------------------------------
     def serial(self) -> int:
@@ -96,12 +102,16 @@ class Replicator(Generic[_Entry]):
             self._wake.set()
 
     async def stop(self) -> None:
-        """Stop the background task."""
-        if self._task is not None:
-            self._task.cancel()
+        """Stop the background task and every candidate's pusher."""
+        tasks = [task for task in (self._task, *self._lanes.values()) if task is not None]
+        self._task = None
+        self._lanes.clear()
+        self._lane_wake.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     def record(self, serial: int, entry: _Entry) -> None:
         """Remember a new entry and wake the pusher."""
@@ -128,9 +138,9 @@ class Replicator(Generic[_Entry]):
         try:
             async with asyncio.timeout(timeout):
                 while self._behind():
-                    self._idle.clear()
+                    self._stepped.clear()
                     self._wake.set()
-                    await self._idle.wait()
+                    await self._stepped.wait()
                     if self._behind():  # a candidate did not answer: let it breathe
                         await asyncio.sleep(0.05)
         except TimeoutError:
@@ -172,47 +182,73 @@ class Replicator(Generic[_Entry]):
         assert result is not None  # a snapshot is at least one call
         return result
 
-    async def push_round(self) -> bool:
-        """Bring every candidate that is behind one step forward; True when a
-        candidate made progress (another round may finish the job at once)."""
-        behind = self._behind()
-        if not behind:
+    async def push(self, node: Node) -> bool:
+        """Bring ``node`` one step forward if it is behind; True when it made
+        progress (another step may finish the job at once)."""
+        if self._known.get(node.uuid) == self.serial():
             return False
-        answers = await asyncio.gather(*(self._send(node, self._calls(node))
-                                         for node in behind))
-        progress = False
-        for node, result in zip(behind, answers, strict=True):
-            if result.error is not None:
-                log.warning("replicating the %s to %s: %s", self.WHAT, node.name,
-                            result.error.message)
-                continue
-            answer = result.payload if isinstance(result.payload, dict) else {}
-            serial = answer.get("serial")
-            if isinstance(serial, int):
-                progress = progress or serial != self._known.get(node.uuid)
-                self._known[node.uuid] = serial
-                if not answer.get("applied", True):
-                    log.info("%s replica of %s is at serial %d: sending a snapshot",
-                             self.WHAT, node.name, serial)
-                    self._known[node.uuid] = -1  # below any log entry: snapshot next
-                    progress = True
+        result = await self._send(node, self._calls(node))
+        if result.error is not None:
+            log.warning("replicating the %s to %s: %s", self.WHAT, node.name,
+                        result.error.message)
+            return False
+        answer = result.payload if isinstance(result.payload, dict) else {}
+        serial = answer.get("serial")
+        if not isinstance(serial, int):
+            return False
+        progress = serial != self._known.get(node.uuid)
+        self._known[node.uuid] = serial
+        if not answer.get("applied", True):
+            log.info("%s replica of %s is at serial %d: sending a snapshot",
+                     self.WHAT, node.name, serial)
+            self._known[node.uuid] = -1  # below any log entry: snapshot next
+            progress = True
         return progress
 
+    async def push_round(self) -> bool:
+        """Bring every candidate that is behind one step forward, all at once; True
+        when a candidate made progress."""
+        behind = self._behind()
+        steps = await asyncio.gather(*(self.push(node) for node in behind))
+        return any(steps)
+
     async def _run(self) -> None:
+        """Keep one pusher per online candidate (candidates come and go) and wake them
+        all after each entry; every few seconds while one is behind."""
         while True:
             timeout = self.retry_interval if self._behind() else None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
             self._wake.clear()
+            current = {node.uuid for node in self.candidates()}
+            for uuid in [uuid for uuid in self._lanes if uuid not in current]:
+                self._lanes.pop(uuid).cancel()
+                self._lane_wake.pop(uuid, None)
+            for uuid in current:
+                lane = self._lanes.get(uuid)
+                if lane is None or lane.done():
+                    self._lane_wake[uuid] = asyncio.Event()
+                    self._lanes[uuid] = asyncio.create_task(
+                        self._lane(uuid), name=f"{self.WHAT} replication to {uuid}")
+                self._lane_wake[uuid].set()
+            if not current:
+                self._stepped.set()
+
+    async def _lane(self, uuid: str) -> None:
+        """Push to one candidate at its own pace: a candidate that hangs until the
+        call's timeout holds up nobody else (each candidate has its own pusher)."""
+        wake = self._lane_wake[uuid]
+        while True:
+            await wake.wait()
+            wake.clear()
             try:
-                while await self.push_round():
-                    pass
+                while (node := self.store.find("node", uuid)) is not None \
+                        and await self.push(node):
+                    self._stepped.set()
             except Exception:  # a bug here must not stop replication for good
-                log.exception("%s replication round failed", self.WHAT)
-            self._idle.set()
-
-
+                log.exception("%s replication to %s failed", self.WHAT, uuid)
+            self._stepped.set()
 
 
 class ConfigReplicator(Replicator[tuple[Sequence[Row], Sequence[str]]]):

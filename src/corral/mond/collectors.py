@@ -21,6 +21,7 @@ storage directories and LVM volume groups).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import subprocess
@@ -43,6 +44,8 @@ __all__ = ["BUILTIN_VERSION", "CATEGORIES", "Collector", "CpuSampler", "collecto
 #: The version of every built-in collector (Ganeti's ``"B"``).
 BUILTIN_VERSION = "B"
 #: The categories a report may have; a collector without one is addressed as ``default``.
+log = logging.getLogger("corral.mond")
+
 CATEGORIES = ("instance", "storage", "daemon", "hypervisor")
 #: Report kinds.
 PERFORMANCE, STATUS = 0, 1
@@ -183,6 +186,21 @@ _LV_INTS = {"major", "minor", "kernel_major", "kernel_minor", "size", "seg_count
             "seg_start", "seg_start_pe", "seg_size"}
 
 
+_lvm_warned = False
+
+
+def _warn_lvm_needs_root(stderr: str) -> None:
+    """Say once why LVM reports nothing: with privilege separation the monitoring
+    daemon runs as a user of its own, and LVM's reporting tools need root (the block
+    devices and LVM's lock directory are root's)."""
+    global _lvm_warned
+    if not _lvm_warned:
+        _lvm_warned = True
+        last = stderr.strip().splitlines()[-1:] or [""]
+        log.warning("LVM reports nothing to uid %d (it needs root: %s); the lv and storage "
+                    "collectors list no volumes", os.geteuid(), last[0].strip())
+
+
 def _run_lvm(paths: Paths, args: list[str]) -> list[list[str]]:
     """Rows of an LVM reporting command (``|``-separated) run with the node's LVM
     configuration (:func:`corral.storage.lvm.lvm_environment`: a testbed node sees its
@@ -196,6 +214,8 @@ def _run_lvm(paths: Paths, args: list[str]) -> list[list[str]]:
                               timeout=10, check=False, env=lvm_environment(paths))
     except (OSError, subprocess.TimeoutExpired):
         return []
+    if proc.returncode != 0 and os.geteuid() != 0:
+        _warn_lvm_needs_root(proc.stderr)
     return [[field.strip() for field in line.strip().split("|")]
             for line in proc.stdout.splitlines() if line.strip()]
 

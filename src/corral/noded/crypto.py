@@ -27,6 +27,7 @@ import contextlib
 from pathlib import Path
 
 from corral import daemons
+from corral.daemon_users import refresh_modes
 from corral.errors import CorralError, ParameterError
 from corral.paths import Paths
 from corral.rpc.args import RenewCryptoArgs, RestartDaemonsArgs
@@ -100,6 +101,7 @@ async def renew_crypto(paths: Paths, args: RenewCryptoArgs) -> str:
     step = {"stage": lambda: _stage(paths, args), "activate": lambda: _activate(paths),
             "finish": lambda: _finish(paths, args), "abort": lambda: _abort(paths, args)}
     await asyncio.to_thread(step[args.phase])
+    await asyncio.to_thread(refresh_modes, paths)  # written as root: owners and modes back
     return args.phase
 
 

@@ -30,6 +30,7 @@ import msgspec
 from corral import __version__
 from corral.errors import CorralError, DaemonError
 from corral.noded import join
+from corral.noded.clock import clock_problem
 from corral.noded.server import NodeServer
 from corral.paths import Paths
 from corral.utils import loopcheck
@@ -206,6 +207,9 @@ def run(
         return _refuse(err, log_it=False)
     try:
         log.info("corral-noded %s starting (root %s)", __version__, paths.root)
+        problem = clock_problem(paths)
+        if problem is not None:
+            log.error("%s", problem)
         threading.stack_size(_THREAD_STACK)
         if mlock:
             lock_memory()

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from corral.daemon_users import refresh_modes
 from corral.errors import ParameterError
 from corral.paths import Paths
 from corral.rpc.args import UploadFilesArgs
@@ -185,6 +186,8 @@ async def upload_files(paths: Paths, args: UploadFilesArgs) -> list[str]:
     # Each file is written with fsync: off the event loop, so a slow disk does not
     # stall this node's other calls.
     await asyncio.to_thread(_write_plan, plan)
+    # written as root: the daemons' files get their owners and modes back
+    await asyncio.to_thread(refresh_modes, paths)
     return [label for label, *_rest in plan]
 
 

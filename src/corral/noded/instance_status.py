@@ -63,10 +63,12 @@ def _write(paths: Paths, spec: InstanceSpec, trail: list[list[Any]], admin_state
         directory.mkdir(parents=True, exist_ok=True, mode=0o755)
     # Ganeti writes the trail as Python's json module does by default (", " between
     # items) with a final newline; a reader such as its collector parses either way.
-    write_private(_reason_file(paths, spec.name), json.dumps(trail) + "\n", 0o600)
+    write_private(_reason_file(paths, spec.name), json.dumps(trail) + "\n", 0o640)
     record = {"name": spec.name, "uuid": spec.uuid, "hypervisor": spec.hypervisor,
               "admin_state": admin_state, "mtime": time.time()}
-    write_private(_status_file(paths, spec.name), json.dumps(record) + "\n", 0o600)
+    # group-readable: with privilege separation the directory's group is the
+    # monitoring daemon's (corral.daemon_users), which reads the records
+    write_private(_status_file(paths, spec.name), json.dumps(record) + "\n", 0o640)
 
 
 async def record_status_change(paths: Paths, spec: InstanceSpec,
@@ -101,7 +103,7 @@ def _rename(paths: Paths, old: str, new: str) -> None:
         return
     if isinstance(record, dict):
         record["name"] = new
-        write_private(_status_file(paths, new), json.dumps(record) + "\n", 0o600)
+        write_private(_status_file(paths, new), json.dumps(record) + "\n", 0o640)
     _status_file(paths, old).unlink()
 
 

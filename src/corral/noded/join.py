@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from corral import x509
+from corral.daemon_users import DaemonUsers, ensure_accounts, ensure_modes, write_daemon_users
 from corral.errors import JoinError, OpPrereqError
 from corral.paths import Paths
 from corral.serializer import dumps_pretty, loads
@@ -51,6 +52,8 @@ class JoinBundle(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confd_key: str
     membership: dict[str, Any]
     rapi_users: str | None = None
+    #: The master's ``daemon-users.json`` (privilege separation), if it has one.
+    daemon_users: str | None = None
 
 
 def _membership_files(paths: Paths) -> tuple[Path, ...]:
@@ -130,6 +133,11 @@ def write_bundle(paths: Paths, bundle: JoinBundle) -> None:
             x509.write_private(path, text)
         else:
             x509.write_public(path, text)
+    if bundle.daemon_users is not None:
+        users = DaemonUsers.from_json(bundle.daemon_users, "the join bundle's daemon_users")
+        write_daemon_users(paths, users)
+        ensure_accounts(users, paths)
+        ensure_modes(paths, users)
     # The membership comes last: its presence is what makes the node a member.
     x509.write_public(paths.node_membership,
                       dumps_pretty(bundle.membership) + "\n")
@@ -149,6 +157,6 @@ def leave(paths: Paths) -> None:
         )
     for path in (paths.node_membership, *_membership_files(paths)[:3],
                  paths.master_client_cert, paths.confd_hmac_key, paths.rapi_users,
-                 paths.uid_pool):
+                 paths.uid_pool, paths.daemon_users):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -331,6 +331,25 @@ class NodeServer:
         self._background.add(self._confd_start)
         self._confd_start.add_done_callback(self._background.discard)
 
+    def _restart_as_users(self) -> None:
+        """A cluster that separates its daemons: those this node started as root
+        before it joined (the monitoring daemon) start again as their users."""
+        if not self.paths.daemon_users.exists():
+            return
+
+        async def restart() -> None:
+            try:
+                restarted = await asyncio.to_thread(daemons.restart_as_users, self.paths)
+            except CorralError as err:
+                log.warning("cannot restart the daemons as their users: %s", err.message)
+                return
+            if restarted:
+                log.info("restarted as their users: %s", ", ".join(restarted))
+
+        task = asyncio.create_task(restart())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _join(self, request: web.Request) -> web.Response:
         try:
             body = await _json_object(request, "the join request")
@@ -352,6 +371,7 @@ class NodeServer:
                         f"the join bundle's certificate or key is unusable: {err}") from None
                 self.token = None
                 await self._switch(self._joined_app(), ctx)
+                self._restart_as_users()
         except CorralError as err:
             log.warning("join refused (from %s): %s", request.remote, err)
             return _error(err)

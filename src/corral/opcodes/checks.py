@@ -16,6 +16,7 @@ daemon checks them against its configuration when a job is submitted.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args, get_type_hints
@@ -261,7 +262,50 @@ def _check_cluster(op: Any) -> None:
     _check_nested("diskparams", "disk", DISK_PARAMS, "disk template", op.diskparams)
 
 
+def _check_ip(path: str, value: Any, version: int, network: bool) -> None:
+    if value is None:
+        return
+    kind = "network" if network else "address"
+    try:
+        parsed = (ipaddress.ip_network(value, strict=True) if network
+                  else ipaddress.ip_address(value))
+    except ValueError as exc:
+        raise Problem(path, f"invalid IPv{version} {kind} {value!r} ({exc}); expected "
+                      f"{_IP_EXAMPLES[version, network]}") from None
+    if parsed.version != version:
+        raise Problem(path, f"invalid IPv{version} {kind} {value!r}: it is an "
+                      f"IPv{parsed.version} one; expected {_IP_EXAMPLES[version, network]}")
+
+
+#: Examples of each kind of address in the messages of :func:`_check_ip`.
+_IP_EXAMPLES: Final = {
+    (4, True): "CIDR notation with no host bits set, such as 192.0.2.0/24",
+    (4, False): "an address such as 192.0.2.1",
+    (6, True): "CIDR notation with no host bits set, such as 2001:db8::/64",
+    (6, False): "an address such as 2001:db8::1",
+}
+
+
+def _check_network(op: Any) -> None:
+    """The addresses of a network add or modify, checked when the job is submitted (as
+    Ganeti's opcode types do); the pool's size limits stay with the logical unit."""
+    adding = op.OP_ID == "OP_NETWORK_ADD"
+    if adding:
+        _check_ip("network", op.network, 4, network=True)
+    for key, version, network in (("gateway", 4, False), ("network6", 6, True),
+                                  ("gateway6", 6, False)):
+        value = getattr(op, key)
+        # A modify unsets a value given as "none" or "" (the logical unit's reading).
+        if adding or not (isinstance(value, str) and value.lower() in ("", "none")):
+            _check_ip(key, value, version, network)
+    for key in ("add_reserved_ips", "remove_reserved_ips"):
+        for index, address in enumerate(getattr(op, key, None) or ()):
+            _check_ip(f"{key}[{index}]", address, 4, network=False)
+
+
 _CHECKS: Final = {
+    "OP_NETWORK_ADD": _check_network,
+    "OP_NETWORK_SET_PARAMS": _check_network,
     "OP_INSTANCE_CREATE": _check_create,
     "OP_INSTANCE_SET_PARAMS": _check_modify,
     "OP_INSTANCE_STARTUP": _check_instance_params,

@@ -142,8 +142,14 @@ def _ssl_context(paths: Paths) -> ssl.SSLContext:
         ips = [str(membership["master_ip"])] if membership.get("master_name") == node_name \
             and membership.get("master_ip") else []
         cluster = str(membership.get("cluster_name") or node_name)
-        x509.ensure_self_signed(paths.rapi_cert, paths.rapi_key, cluster,
-                                [cluster, node_name], ips, x509.CERT_DAYS)
+        try:
+            x509.ensure_self_signed(paths.rapi_cert, paths.rapi_key, cluster,
+                                    [cluster, node_name], ips, x509.CERT_DAYS)
+        except OSError as err:
+            raise DaemonError(
+                f"this node has no RAPI certificate ({paths.rapi_cert}) and corral-rapi "
+                f"cannot make one: {err.strerror or err} (it runs as its own user); make "
+                "one with 'gnt-cluster renew-crypto --new-rapi-certificate'") from None
         log.info("made a self-signed RAPI certificate %s", paths.rapi_cert)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2

@@ -268,7 +268,8 @@ ROUTES: Final[tuple[Route, ...]] = (
                      body=_opcode_body("OP_INSTANCE_CREATE", fixed=("dry_run",),
                                        rename=instances.CREATE_RENAME,
                                        extra={instances.VERSION_KEY: {"enum": [1]}},
-                                       extra_required=(instances.VERSION_KEY,)),
+                                       extra_required=(instances.VERSION_KEY,
+                                                       *instances.CREATE_REQUIRED)),
                      description="The body is the instance-create-reqv1 format: "
                                  "\"__version__\": 1 and OP_INSTANCE_CREATE's parameters "
                                  "('name' and 'os' stand for instance_name and os_type)."),

@@ -2,7 +2,8 @@
 
 Every node is called concurrently and has its own deadline, so a node that hangs
 costs the caller ``timeout`` seconds once, not once per node, and never hides the
-answers of the others: each node gets an :class:`~corral.rpc.protocol.RpcResult`
+answers of the others (a node cut off from the network is given up on sooner, see
+:mod:`corral.rpc.deadpeer`): each node gets an :class:`~corral.rpc.protocol.RpcResult`
 with either its payload or an error naming it.
 
 The client authenticates with the master's client certificate where this node has
@@ -26,6 +27,7 @@ import aiohttp
 from corral import errors, serializer, x509
 from corral.errors import CorralError, JoinError, NodeUnreachableError, ProtocolError
 from corral.paths import Paths
+from corral.rpc.deadpeer import rpc_socket
 from corral.rpc.protocol import JOIN_PATH, RpcResult, rpc_path
 from corral.x509.tls import client_context
 
@@ -77,12 +79,19 @@ def _reason(err: BaseException) -> str:
     """A short human reason for a transport failure."""
     if isinstance(err, aiohttp.ClientConnectorCertificateError):
         return f"TLS certificate not accepted: {err.certificate_error}"
+    text = str(err)
+    if "alert" in text.lower() and "certificate" in text.lower():
+        # the node's TLS alert: it did not accept this node's certificate
+        return (f"the node refused this node's certificate ({text}), which it does when "
+                "its clock is far off: see its log")
     if isinstance(err, aiohttp.ClientSSLError):
         return f"TLS handshake failed: {err}"
     if isinstance(err, aiohttp.ClientConnectorError):
         return f"cannot connect: {err.os_error.strerror or err.os_error}"
     if isinstance(err, aiohttp.ServerDisconnectedError):
-        return "the connection was closed without an answer (TLS refused or daemon stopped)"
+        return ("the connection was closed without an answer (the node refused this "
+                "node's certificate, which it does when its clock is far off, or its "
+                "daemon stopped: see its log)")
     return str(err) or type(err).__name__
 
 
@@ -140,7 +149,8 @@ class RpcClient:
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._context(), limit=0),
+                connector=aiohttp.TCPConnector(ssl=self._context(), limit=0,
+                                               socket_factory=rpc_socket),
                 timeout=aiohttp.ClientTimeout(total=None),
             )
         return self._session

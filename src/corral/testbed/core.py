@@ -82,6 +82,9 @@ class TestbedNode:
     master: bool = False
     daemons: dict[str, int] = field(default_factory=dict)
     """Pids of the daemons the testbed started on this node."""
+    launcher: list[str] = field(default_factory=list)
+    """The command prefix its daemons start with (``ip netns exec NS`` for a node in
+    a network namespace; empty for one on the host)."""
 
 
 @dataclass
@@ -190,7 +193,8 @@ def _running(testbed: Testbed) -> list[str]:
 
 
 def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",),
-       tiny_guest: Path | None = None) -> Testbed:
+       tiny_guest: Path | None = None, addresses: Sequence[str] | None = None,
+       launchers: Sequence[Sequence[str]] | None = None) -> Testbed:
     """Create and start a testbed of ``nodes`` nodes in ``directory``.
 
     ``hypervisors`` are the cluster's enabled hypervisors, the first the default (only
@@ -199,6 +203,11 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
     ``tiny_guest`` (a directory :func:`corral.testbed.guest.build` fills), boot the tiny
     guest's kernel and initrd, so ``gnt-instance add -t diskless --no-install -H kvm``
     boots it. :func:`down` kills every kvm guest of the testbed's nodes.
+
+    ``addresses`` (one per node) replace the loopback addresses ``127.0.1.<i>`` and
+    ``launchers`` give each node's daemons a command prefix: together they put nodes
+    on a test network (:class:`corral.testbed.netns.NodeNetwork`), some of them in
+    namespaces of their own. The master (node 1) must be reachable from here.
     """
     if not 1 <= nodes <= MAX_NODES:
         raise ParameterError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
@@ -208,6 +217,9 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         raise ParameterError(
             f"--hypervisors: unknown {', '.join(unknown) or '(none given)'}; corral"
             f" implements {', '.join(HYPERVISOR_NAMES)}")
+    for given, what in ((addresses, "addresses"), (launchers, "launchers")):
+        if given is not None and len(given) != nodes:
+            raise ParameterError(f"{what}: {len(given)} given for {nodes} nodes")
     hvparams = _kvm_params(tiny_guest) if "kvm" in hypervisors else {}
     directory = directory.resolve()
     old = load(directory)
@@ -223,8 +235,10 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
             shutil.rmtree(node.root, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     members = [
-        TestbedNode(name=f"node{i}.testbed", ip=f"127.0.1.{i}",
-                    root=str(directory / f"node{i}"), master=i == 1)
+        TestbedNode(name=f"node{i}.testbed",
+                    ip=addresses[i - 1] if addresses else f"127.0.1.{i}",
+                    root=str(directory / f"node{i}"), master=i == 1,
+                    launcher=list(launchers[i - 1]) if launchers else [])
         for i in range(1, nodes + 1)
     ]
     master = members[0]
@@ -263,7 +277,8 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
     _save(testbed)
     try:
         for member in members:
-            member.daemons = daemons.start(Paths(Path(member.root)))
+            member.daemons = daemons.start(Paths(Path(member.root)),
+                                           launcher=member.launcher)
         _join(paths, members[1:])
         for member in members[1:]:
             _wait_for_confd(member)

@@ -68,10 +68,17 @@ class PidFile:
             raise DaemonError(
                 f"already running with pid {other or '?'} (pid file {path} is locked)"
             ) from None
+        os.fchmod(fd, 0o644)  # whatever the umask: anyone may see which pid runs
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         os.fsync(fd)
         self._fd: int | None = fd
+
+    def chown(self, uid: int, gid: int) -> None:
+        """Hand the (held) pid file to another owner, one this process is about to
+        become, so that it may still remove it afterwards."""
+        if self._fd is not None:
+            os.fchown(self._fd, uid, gid)
 
     def remove(self) -> None:
         """Delete the pid file and drop the lock."""
@@ -141,12 +148,19 @@ def start_daemon(
     log_file: Path,
     env: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    uid: int | None = None,
+    gid: int | None = None,
+    groups: Sequence[int] | None = None,
+    umask: int = -1,
 ) -> int:
     """Start ``argv`` detached, wait until it reports ready, return its pid.
 
     Output goes to ``log_file``. If the daemon reports a failure, exits, or stays
     silent past ``timeout``, :class:`DaemonError` says why (its own words when it
-    gave them) and a silent daemon is stopped.
+    gave them) and a silent daemon is stopped. ``uid``, ``gid`` and ``groups`` (needs
+    root) make the daemon run as that user, group and supplementary groups from its
+    first instruction on: they are set in the child before it executes ``argv``,
+    as is ``umask`` when given.
     """
     read_fd, write_fd = os.pipe()
     child_env = dict(os.environ if env is None else env)
@@ -162,6 +176,10 @@ def start_daemon(
                 env=child_env,
                 pass_fds=(write_fd,),
                 start_new_session=True,
+                user=uid,
+                group=gid,
+                extra_groups=groups,
+                umask=umask,
             )
     except OSError as err:
         os.close(read_fd)

@@ -17,6 +17,11 @@ state cleaners (:mod:`corral.watcher.cleanup`). On the master also:
   unless ``gnt-cluster modify --job-archive-age`` says otherwise; Ganeti's watcher
   option ``--job-age`` overrides it for one run).
 
+With privilege separation (:mod:`corral.daemon_users`) the watcher starts as root
+(from cron or a timer), starts the daemons and runs the cleaners, then drops to its
+own user for the rest: the master's work goes through luxi as a member of the admin
+group, and its memory lives in its own directory.
+
 Two watchers never run at once on a node (the lock file), and a paused watcher
 (``gnt-cluster watcher pause``) does nothing unless told to ignore the pause.
 """
@@ -24,15 +29,16 @@ Two watchers never run at once on a node (the lock file), and a paused watcher
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral import daemons
+from corral import daemon_users, daemons
 from corral.errors import CorralError, DaemonError
 from corral.paths import Paths
-from corral.utils.process import PidFile, running_pid
+from corral.utils.process import PidFile, drop_privileges, running_pid
 from corral.watcher import cleanup
 from corral.watcher.pause import paused_until
 from corral.watcher.state import WatcherState
@@ -109,6 +115,7 @@ def run_pass(paths: Paths, options: Options = Options(),
     try:
         report.daemons_started = _ensure_daemons(paths)
         report.cleaned = cleanup.run_cleaners(paths)
+        _drop_privileges(paths, lock)
         if paths.config_db.exists():
             report.master = True
             state = WatcherState.load(paths.watcher_state_file)
@@ -117,6 +124,19 @@ def run_pass(paths: Paths, options: Options = Options(),
     finally:
         lock.remove()
     return report
+
+
+def _drop_privileges(paths: Paths, lock: PidFile) -> None:
+    """With privilege separation, what needs root is done (starting daemons, the
+    cleaners): go on as the watcher's own user, a luxi client of the master (admin
+    group) that writes only its state directory. Its lock file becomes its own, so
+    that it can remove it from the sticky run directory."""
+    users = daemon_users.read_daemon_users(paths)
+    if users is None or os.geteuid() != 0:
+        return
+    cred = daemon_users.credentials(users, "watcher")
+    lock.chown(cred.uid, cred.gid)
+    drop_privileges(cred.user, users.group("watcher"), daemon="watcher")
 
 
 def _ensure_daemons(paths: Paths) -> dict[str, int]:

@@ -315,8 +315,15 @@ class KvmHypervisor(Hypervisor):
         """Clean up after a dead qemu unless another operation holds the instance or a
         start may still be under way: a record without a pid younger than
         :data:`START_TIMEOUT` is a start whose noded died while qemu was coming up, and
-        that qemu is about to need its files."""
-        with runtime.locked(blocking=False) as taken:
+        that qemu is about to need its files. A reader that may not take the lock (the
+        monitoring daemon as its own user) leaves the cleanup to the node daemon."""
+        with contextlib.ExitStack() as stack:
+            try:
+                taken = stack.enter_context(runtime.locked(blocking=False))
+            except HypervisorError as err:
+                if isinstance(err.__cause__, PermissionError):
+                    return
+                raise
             if not taken:
                 return
             record = runtime.read()

@@ -36,6 +36,12 @@ INSTANCE_FIELDS: Final = (
 VERSION_KEY: Final = "__version__"
 #: Body keys of ``POST /2/instances`` that fill an opcode parameter of another name.
 CREATE_RENAME: Final = {"os": "os_type", "name": "instance_name"}
+#: Creation parameters a body must give, in the order Ganeti checks them.
+CREATE_REQUIRED: Final = {
+    "disks": "a list of disk definitions, [] for diskless",
+    "mode": "create, import or remote-import",
+    "nics": "a list of NIC definitions, [] for none",
+}
 #: The creation parameters as the body names them (for errors).
 _CREATE_NAMES: Final = {new: old for old, new in CREATE_RENAME.items()}
 #: Body keys of ``PUT .../modify`` named after the instance's query fields.
@@ -69,6 +75,12 @@ async def create(req: RapiRequest) -> int:
     if version != 1 or isinstance(version, bool):
         raise ParameterError(f"Unsupported request data version {version}: the supported "
                              f"version is the integer 1, got {version!r}")
+    missing = [key for key in CREATE_REQUIRED if key not in body]
+    if missing:
+        # Ganeti's opcode has no usable default for these and refuses the body at once.
+        raise ParameterError(
+            f"body parameter {missing[0]!r} is missing; an instance-create-reqv1 body needs "
+            + ", ".join(f"{key!r} ({what})" for key, what in CREATE_REQUIRED.items()))
     return await req.submit(req.opcode("OP_INSTANCE_CREATE", {"dry_run": req.flag("dry-run")},
                                        rename=CREATE_RENAME, body=body))
 

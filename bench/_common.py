@@ -71,7 +71,7 @@ async def create_diskless(socket: Path, names: list[str], nodes: list[str],
             ids.append(await client.call("SubmitJob", [{
                 "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
                 "disk_template": "diskless", "pnode": nodes[index % len(nodes)],
-                "os_type": "corral-ext4", "disks": [], "nics": [{}],
+                "os_type": "corral-ext4+default", "disks": [], "nics": [{}],
                 "beparams": {"maxmem": memory_mib, "minmem": memory_mib}, "start": False,
                 "no_install": True}]))
         for job_id in ids:

@@ -4,7 +4,7 @@ Starts a 3-node testbed in a temporary directory (corral-masterd plus a corral-n
 per node on 127.0.1.N, joined by token), then:
 
 * **file**: ``--file`` instances (default 50) with the ``file`` template, one 1 GiB
-  sparse disk and the bundled OS ``corral-ext4`` (which runs ``mkfs.ext4`` and
+  sparse disk and the bundled OS ``corral-ext4+default`` (which runs ``mkfs.ext4`` and
   ``debugfs`` on the disk), primary nodes round robin, created by 4 concurrent
   submitters (``--submitters``); then started, stopped and removed the same way.
   Each operation's time is submit -> job success, as ``gnt-instance add`` sees it;
@@ -66,7 +66,7 @@ def _summary(latencies: list[float], wall: float) -> dict[str, float]:
 def _create(name: str, node: str, template: str, install: bool) -> dict[str, Any]:
     op: dict[str, Any] = {
         "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-        "disk_template": template, "pnode": node, "os_type": "corral-ext4",
+        "disk_template": template, "pnode": node, "os_type": "corral-ext4+default",
         "disks": [{"size": 1024}] if template != "diskless" else [],
         "nics": [{}], "beparams": {"maxmem": 64, "minmem": 64},
         "start": False, "no_install": not install,

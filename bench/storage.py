@@ -68,7 +68,7 @@ async def _job(client: AsyncClient, op: dict[str, Any]) -> tuple[float, Any]:
 
 def _plain(name: str, node: str) -> dict[str, Any]:
     return {"OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
-            "disk_template": "plain", "pnode": node, "os_type": "corral-ext4",
+            "disk_template": "plain", "pnode": node, "os_type": "corral-ext4+default",
             "disks": [{"size": 4}], "nics": [], "start": False, "no_install": True}
 
 
@@ -127,7 +127,7 @@ async def _make_instances(socket: Path, count: int) -> None:
         names = [f"vd{i}.testbed" for i in range(count)]
         ids = [await client.call("SubmitJob", [{
             "OP_ID": "OP_INSTANCE_CREATE", "instance_name": n, "mode": "create",
-            "disk_template": "file", "pnode": NODES[i % 3], "os_type": "corral-ext4",
+            "disk_template": "file", "pnode": NODES[i % 3], "os_type": "corral-ext4+default",
             "disks": [{"size": 8}], "nics": [], "start": False, "no_install": True}])
             for i, n in enumerate(names)]
         ids += [await client.call("SubmitJob", [{

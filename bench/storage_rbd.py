@@ -54,7 +54,7 @@ async def _corral(socket: Path, count: int) -> dict[str, list[float]]:
             create.append(await run_job(client, {
                 "OP_ID": "OP_INSTANCE_CREATE", "instance_name": name, "mode": "create",
                 "disk_template": "rbd", "pnode": NODES[index % len(NODES)],
-                "hypervisor": "fake", "os_type": "corral-ext4", "disks": [{"size": 64}],
+                "hypervisor": "fake", "os_type": "corral-ext4+default", "disks": [{"size": 64}],
                 "nics": [], "start": False, "no_install": True, "reason": reason}))
         remove = [await run_job(client, {"OP_ID": "OP_INSTANCE_REMOVE", "instance_name": name,
                                       "reason": reason}) for name in names]

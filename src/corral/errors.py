@@ -91,10 +91,6 @@ __all__ = [
     "NotClusterError",
     "NotFoundError",
     "NotMasterError",
-    "PlacementConcurrentUpdateError",
-    "PlacementConflictError",
-    "PlacementError",
-    "PlacementNotFoundError",
     "NothingToChangeError",
     "OpExecError",
     "OpPrereqError",
@@ -102,6 +98,10 @@ __all__ = [
     "OsNotFoundError",
     "OsScriptError",
     "ParameterError",
+    "PlacementConcurrentUpdateError",
+    "PlacementConflictError",
+    "PlacementError",
+    "PlacementNotFoundError",
     "ProtocolError",
     "QueryFilterError",
     "RpcError",
@@ -388,12 +388,13 @@ class PlacementError(CorralError):
     #: Placement's error code for this class when the instance does not give one.
     default_placement_code: ClassVar[str | None] = "placement.undefined_code"
 
-    def __init__(self, message: str, *, placement_code: str | None | bool = True) -> None:
+    def __init__(self, message: str, *, placement_code: str | None = None,
+                 schema_error: bool = False) -> None:
         super().__init__(message)
-        #: Placement's ``code`` in its error body (``None``: the body has no code).
+        #: Placement's ``code`` in its error body (``None``: the body has no code, as
+        #: for Placement's JSON-schema errors, ``schema_error``).
         self.placement_code: str | None = (
-            self.default_placement_code if placement_code is True
-            else None if placement_code is False else placement_code)
+            None if schema_error else placement_code or self.default_placement_code)
 
 
 class PlacementNotFoundError(PlacementError):

@@ -8,6 +8,21 @@ docs/placement.md.
 
 from __future__ import annotations
 
+from corral.placement.candidates import (
+    AllocationCandidates,
+    AllocationRequest,
+    ProviderSummary,
+    allocation_candidates,
+)
 from corral.placement.model import Consumer, Inventory, PlacementStore, ResourceProvider
+from corral.placement.query import (
+    AllocationCandidatesRequest,
+    RequestGroup,
+    parse_allocation_candidates,
+    parse_member_of,
+)
 
-__all__ = ["Consumer", "Inventory", "PlacementStore", "ResourceProvider"]
+__all__ = ["AllocationCandidates", "AllocationCandidatesRequest", "AllocationRequest",
+           "Consumer", "Inventory", "PlacementStore", "ProviderSummary", "RequestGroup",
+           "ResourceProvider", "allocation_candidates", "parse_allocation_candidates",
+           "parse_member_of"]

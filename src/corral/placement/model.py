@@ -397,6 +397,42 @@ class PlacementStore:
             pending.extend(sorted(node.children, reverse=True))
         return out
 
+    # ----- the indexes, for queries (corral.placement.candidates) -----
+
+    @property
+    def size(self) -> int:
+        """How many slots the index arrays have (at least every slot ever used)."""
+        return self._size
+
+    @property
+    def alive_bits(self) -> int:
+        """Bitset of the slots that hold a provider."""
+        return self._alive_bits
+
+    def at(self, slot: int) -> _Provider:
+        """The provider record in ``slot`` (read it, never change it)."""
+        rp = self._slots[slot]
+        assert rp is not None
+        return rp
+
+    def slot_of(self, rp_uuid: str) -> int | None:
+        """The slot of provider ``rp_uuid``, None if there is none."""
+        rp = self._by_uuid.get(rp_uuid)
+        return rp.slot if rp is not None else None
+
+    def column(self, rc: str) -> _Column | None:
+        """The capacity/usage arrays of resource class ``rc`` (None: no inventory of it
+        was ever set)."""
+        return self._columns.get(rc)
+
+    def aggregate_bits(self, aggregate: str) -> int:
+        """Bitset of the providers associated with ``aggregate`` themselves."""
+        return self._agg_bits.get(aggregate, 0)
+
+    def trait_bits(self, trait: str) -> int:
+        """Bitset of the providers that have ``trait``."""
+        return self._trait_bits.get(trait, 0)
+
     # ----- inventories -----
 
     def inventories(self, rp_uuid: str) -> dict[str, Inventory]:

@@ -1,0 +1,379 @@
+"""Allocation candidates: which providers can satisfy a request, and how.
+
+:func:`allocation_candidates` answers a parsed :class:`AllocationCandidatesRequest`
+against a :class:`PlacementStore` with OpenStack Placement's semantics:
+
+* The unsuffixed group may be spread over one provider tree: each resource class comes
+  from any provider of the tree, or from a *sharing provider* (trait
+  ``MISC_SHARES_VIA_AGGREGATE``) associated with an aggregate that some provider of the
+  tree is in. Its ``member_of`` keeps a provider when it **or its root** is in the
+  aggregates (a root's aggregates span its tree); a sharing provider must itself be in
+  them. Its forbidden aggregates drop a provider when it or its root is in one, and drop a
+  sharing provider for an anchor tree when either is in one. Its required traits may be
+  met by any of the providers used for it together; a forbidden trait on any of them
+  rules that choice out.
+* A suffixed group (``resources1``, ``resources_NET``) is supplied by one provider, judged
+  by its **own** traits and aggregates only. A suffixed group without resources (1.36,
+  listed in ``same_subtree``) picks one provider by its traits and aggregates; as in
+  Placement 16, one constrained only by forbidden aggregates or traits picks none.
+* The groups of one candidate all hang on one *anchor* tree (sharing providers serve the
+  trees they share an aggregate with). ``group_policy=isolate`` makes suffixed groups use
+  different providers; amounts that land on the same provider must fit together;
+  ``same_subtree`` needs the providers of the named groups to lie under one of them;
+  ``root_required`` judges the anchor root's traits; ``in_tree`` keeps the group in one
+  tree.
+
+Order (deterministic, as Placement's with randomisation off): anchor roots in creation
+order; within a root, the groups in request order, each group's choices in provider
+creation order (the first group varies slowest). A candidate met twice (a request served by
+sharing providers only, through several anchors) is listed once. ``limit`` takes the first
+ones and stops the search there.
+
+Speed: every filter that concerns single providers (capacity per resource class,
+aggregates, traits, tree) is a vectorised operation over all slots (see
+:mod:`corral.placement.model`); Python loops run only over the providers that passed, and
+over the candidates produced.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from corral.errors import PlacementError
+from corral.placement.model import PlacementStore, bits_to_mask
+from corral.placement.names import SHARING_TRAIT
+from corral.placement.query import AllocationCandidatesRequest, RequestGroup
+
+__all__ = ["AllocationCandidates", "AllocationRequest", "ProviderSummary",
+           "allocation_candidates"]
+
+Mask = npt.NDArray[np.bool_]
+#: One way to satisfy one group: (slot, resource class, amount) parts; a resourceless
+#: group's single part has resource class "" and amount 0.
+_Choice = tuple[tuple[int, str, int], ...]
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """One candidate: what to allocate where, and which providers serve which group."""
+
+    #: provider uuid -> resource class -> amount
+    allocations: dict[str, dict[str, int]]
+    #: group suffix ("" for the unsuffixed group) -> provider uuids (1.34 ``mappings``)
+    mappings: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class ProviderSummary:
+    """What a caller needs to know of a provider named in the candidates."""
+
+    uuid: str
+    #: resource class -> (capacity, used), for every inventory of the provider
+    resources: dict[str, tuple[int, int]]
+    traits: frozenset[str]
+    parent_uuid: str | None
+    root_uuid: str
+
+
+@dataclass(frozen=True)
+class AllocationCandidates:
+    """The answer: allocation requests and a summary of every provider of their trees."""
+
+    allocation_requests: list[AllocationRequest]
+    provider_summaries: dict[str, ProviderSummary]
+
+
+class _Query:
+    """The per-request masks shared by the groups."""
+
+    def __init__(self, store: PlacementStore) -> None:
+        self.store = store
+        self.n = n = store.size
+        self.alive = bits_to_mask(store.alive_bits, n)
+        roots = store.root_of[:n]
+        self.root = np.where(roots >= 0, roots, 0)
+        self.sharing = bits_to_mask(store.trait_bits(SHARING_TRAIT), n) & self.alive
+        self._anchors: dict[int, list[int]] = {}
+
+    def mask(self, bits: int) -> Mask:
+        return bits_to_mask(bits, self.n)
+
+    def in_all(self, any_of_sets: Sequence[frozenset[str]], bits_of: str) -> Mask | None:
+        """Providers that are (``bits_of`` "agg") in / have (``"trait"``) at least one
+        of every set; None when there are no sets."""
+        if not any_of_sets:
+            return None
+        lookup = self.store.aggregate_bits if bits_of == "agg" else self.store.trait_bits
+        bits = self.store.alive_bits
+        for any_of in any_of_sets:
+            union = 0
+            for name in any_of:
+                union |= lookup(name)
+            bits &= union
+        return self.mask(bits)
+
+    def in_any(self, names: frozenset[str], bits_of: str) -> Mask | None:
+        """Providers in / with any of ``names``; None when there are none."""
+        if not names:
+            return None
+        lookup = self.store.aggregate_bits if bits_of == "agg" else self.store.trait_bits
+        union = 0
+        for name in names:
+            union |= lookup(name)
+        return self.mask(union)
+
+    def fits(self, rc: str, amount: int) -> Mask:
+        column = self.store.column(rc)
+        if column is None:
+            return np.zeros(self.n, dtype=bool)
+        return column.fits(amount)[: self.n] & self.alive
+
+    def anchors(self, slot: int) -> list[int]:
+        """The roots a sharing provider serves: its own, and those of every provider
+        sharing an aggregate with it, in slot order."""
+        found = self._anchors.get(slot)
+        if found is None:
+            bits = 0
+            for agg in self.store.at(slot).aggregates:
+                bits |= self.store.aggregate_bits(agg)
+            roots = set(self.root[self.mask(bits)].tolist()) if bits else set()
+            roots.add(int(self.root[slot]))
+            found = self._anchors[slot] = sorted(roots)
+        return found
+
+    def tree_of(self, rp_uuid: str | None) -> int | None:
+        """The root slot of ``rp_uuid``'s tree; -1 when there is no such provider."""
+        if rp_uuid is None:
+            return None
+        slot = self.store.slot_of(rp_uuid)
+        return -1 if slot is None else int(self.root[slot])
+
+
+def _unsuffixed(q: _Query, group: RequestGroup) -> dict[int, list[_Choice]]:
+    """Choices per anchor root for the unsuffixed group (spread over a tree)."""
+    local = q.alive.copy()
+    shared = q.sharing.copy()
+    forbidden_traits = q.in_any(group.forbidden_traits, "trait")
+    if forbidden_traits is not None:
+        local &= ~forbidden_traits
+        shared &= ~forbidden_traits
+    in_aggs = q.in_all(group.member_of, "agg")
+    if in_aggs is not None:
+        local &= in_aggs | in_aggs[q.root]
+        shared &= in_aggs
+    in_forbidden = q.in_any(group.forbidden_aggs, "agg")
+    if in_forbidden is not None:
+        local &= ~(in_forbidden | in_forbidden[q.root])
+        shared &= ~in_forbidden
+    tree = q.tree_of(group.in_tree)
+    if tree is not None:
+        local &= q.root == tree
+        shared[:] = False  # a sharing provider of another tree is outside in_tree
+    per_rc: list[dict[int, list[int]]] = []
+    for rc, amount in group.resources.items():
+        fits = q.fits(rc, amount)
+        by_root: dict[int, list[int]] = {}
+        slots = np.nonzero(fits & local)[0]
+        for root, slot in zip(q.root[slots].tolist(), slots.tolist(), strict=True):
+            by_root.setdefault(root, []).append(slot)
+        for slot in np.nonzero(fits & shared)[0].tolist():
+            for root in q.anchors(slot):
+                if root == q.root[slot] or (in_forbidden is not None and in_forbidden[root]):
+                    continue
+                by_root.setdefault(root, []).append(slot)
+        per_rc.append(by_root)
+    roots = set(per_rc[0]).intersection(*per_rc[1:]) if per_rc else set()
+    needed = [_bits_of_any(q.store, any_of) for any_of in group.required_traits]
+    rcs = list(group.resources.items())
+    out: dict[int, list[_Choice]] = {}
+    for root in roots:
+        lists = [sorted(set(by_root[root])) for by_root in per_rc]
+        choices = []
+        for combo in itertools.product(*lists):
+            if needed and not all(any(bits >> s & 1 for s in combo) for bits in needed):
+                continue
+            choices.append(tuple((s, rc, amount)
+                                 for s, (rc, amount) in zip(combo, rcs, strict=True)))
+        if choices:
+            out[root] = choices
+    return out
+
+
+def _bits_of_any(store: PlacementStore, names: frozenset[str]) -> int:
+    bits = 0
+    for name in names:
+        bits |= store.trait_bits(name)
+    return bits
+
+
+def _suffixed(q: _Query, group: RequestGroup) -> dict[int, list[_Choice]]:
+    """Choices per anchor root for a suffixed group (one provider)."""
+    ok = q.alive.copy()
+    for extra in (q.in_all(group.required_traits, "trait"), q.in_all(group.member_of, "agg")):
+        if extra is not None:
+            ok &= extra
+    for excluded in (q.in_any(group.forbidden_traits, "trait"),
+                     q.in_any(group.forbidden_aggs, "agg")):
+        if excluded is not None:
+            ok &= ~excluded
+    tree = q.tree_of(group.in_tree)
+    if tree is not None:
+        ok &= q.root == tree
+    for rc, amount in group.resources.items():
+        ok &= q.fits(rc, amount)
+    if not group.resources and not group.member_of and not group.required_traits:
+        ok[:] = False  # Placement 16 finds nothing for such a group (see the spec, §5d)
+    out: dict[int, list[_Choice]] = {}
+    parts = list(group.resources.items()) or [("", 0)]
+    for slot in np.nonzero(ok)[0].tolist():
+        choice = tuple((slot, rc, amount) for rc, amount in parts)
+        anchors = (q.anchors(slot) if group.resources and q.sharing[slot] and tree is None
+                   else [int(q.root[slot])])
+        for root in anchors:
+            out.setdefault(root, []).append(choice)
+    return out
+
+
+def _check_names(store: PlacementStore, request: AllocationCandidatesRequest) -> None:
+    for group in request.groups.values():
+        for rc in group.resources:
+            if not store.has_resource_class(rc):
+                raise PlacementError("Invalid resource class in resources parameter: "
+                                     f"No such resource class {rc}.")
+    traits: set[str] = set(request.root_required | request.root_forbidden)
+    for group in request.groups.values():
+        traits |= group.forbidden_traits
+        for any_of in group.required_traits:
+            traits |= any_of
+    unknown = sorted(t for t in traits if not store.has_trait(t))
+    if unknown:
+        raise PlacementError(f"No such trait(s): {', '.join(unknown)}.")
+
+
+class _Combiner:
+    """Checks that concern several groups of one candidate."""
+
+    def __init__(self, q: _Query, request: AllocationCandidatesRequest) -> None:
+        self.q = q
+        self.suffixes = list(request.groups)
+        self.isolate = request.group_policy == "isolate"
+        self.granular = [i for i, s in enumerate(self.suffixes) if s]
+        self.subtrees = [[self.suffixes.index(s) for s in names]
+                         for names in request.same_subtrees]
+        self._ancestors: dict[int, set[int]] = {}
+
+    def ancestors(self, slot: int) -> set[int]:
+        found = self._ancestors.get(slot)
+        if found is None:
+            found, current = set(), slot
+            while True:
+                found.add(current)
+                parent = self.q.store.at(current).parent
+                if parent is None:
+                    break
+                current = parent
+            self._ancestors[slot] = found
+        return found
+
+    def accepts(self, combo: Sequence[_Choice]) -> dict[tuple[int, str], int] | None:
+        """The summed amounts per (slot, class) if the combination is acceptable."""
+        if self.isolate:
+            used = [combo[i][0][0] for i in self.granular]
+            if len(set(used)) != len(used):
+                return None
+        for indexes in self.subtrees:
+            slots = {part[0] for i in indexes for part in combo[i]}
+            common = set(slots)
+            for slot in slots:
+                common &= self.ancestors(slot)
+            if not common:
+                return None
+        amounts: dict[tuple[int, str], int] = {}
+        summed = False
+        for choice in combo:
+            for slot, rc, amount in choice:
+                if rc:
+                    key = (slot, rc)
+                    summed = summed or key in amounts
+                    amounts[key] = amounts.get(key, 0) + amount
+        if summed:
+            for (slot, rc), amount in amounts.items():
+                column = self.q.store.column(rc)
+                assert column is not None
+                if (column.used[slot] + amount > column.capacity[slot]
+                        or amount > column.max_unit[slot]):
+                    return None
+        return amounts
+
+
+def _enumerate(q: _Query, request: AllocationCandidatesRequest,
+               per_group: list[dict[int, list[_Choice]]],
+               ) -> Iterator[tuple[int, tuple[_Choice, ...]]]:
+    roots = set(per_group[0]).intersection(*per_group[1:])
+    if request.root_required or request.root_forbidden:
+        has = q.in_all([frozenset({t}) for t in request.root_required], "trait")
+        hasnt = q.in_any(request.root_forbidden, "trait")
+        roots = {r for r in roots if (has is None or has[r]) and (hasnt is None or not hasnt[r])}
+    for root in sorted(roots):
+        for combo in itertools.product(*(choices[root] for choices in per_group)):
+            yield root, combo
+
+
+def allocation_candidates(store: PlacementStore,
+                          request: AllocationCandidatesRequest) -> AllocationCandidates:
+    """Every way to satisfy ``request`` on ``store`` (up to ``request.limit``), with a
+    summary of every provider of the trees involved.
+
+    Raises :class:`~corral.errors.PlacementError` for an unknown resource class or
+    trait, as Placement does (400)."""
+    _check_names(store, request)
+    q = _Query(store)
+    per_group = [(_suffixed if group.use_same_provider else _unsuffixed)(q, group)
+                 for group in request.groups.values()]
+    combiner = _Combiner(q, request)
+    seen: set[tuple[object, ...]] = set()
+    found: list[tuple[dict[tuple[int, str], int], tuple[_Choice, ...]]] = []
+    trees: set[int] = set()
+    for root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
+        amounts = combiner.accepts(combo)
+        if amounts is None:
+            continue
+        key = (tuple(sorted(amounts.items())),
+               tuple(tuple(sorted({p[0] for p in choice})) for choice in combo))
+        if key in seen:
+            continue
+        seen.add(key)
+        found.append((amounts, combo))
+        trees.add(root)
+        trees.update(int(q.root[part[0]]) for choice in combo for part in choice)
+        if request.limit is not None and len(found) >= request.limit:
+            break
+    requests = [_request(store, combiner.suffixes, amounts, combo) for amounts, combo in found]
+    return AllocationCandidates(requests, _summaries(store, trees))
+
+
+def _request(store: PlacementStore, suffixes: list[str],
+             amounts: dict[tuple[int, str], int], combo: tuple[_Choice, ...]) -> AllocationRequest:
+    allocations: dict[str, dict[str, int]] = {}
+    for (slot, rc), amount in amounts.items():
+        allocations.setdefault(store.at(slot).uuid, {})[rc] = amount
+    mappings = {suffix: list(dict.fromkeys(store.at(part[0]).uuid for part in choice))
+                for suffix, choice in zip(suffixes, combo, strict=True)}
+    return AllocationRequest(allocations, mappings)
+
+
+def _summaries(store: PlacementStore, trees: set[int]) -> dict[str, ProviderSummary]:
+    out: dict[str, ProviderSummary] = {}
+    for slot in sorted(s for root in trees for s in store.subtree(root)):
+        rp = store.at(slot)
+        parent = store.at(rp.parent).uuid if rp.parent is not None else None
+        out[rp.uuid] = ProviderSummary(
+            rp.uuid, {rc: (inv.capacity, rp.used.get(rc, 0)) for rc, inv in rp.inventories.items()},
+            frozenset(rp.traits), parent, store.at(rp.root).uuid)
+    return out
+

@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from corral.errors import PlacementError
-from corral.placement.model import PlacementStore, bits_to_mask
+from corral.placement.model import PlacementStore, ProviderSummary, bits_to_mask
 from corral.placement.names import SHARING_TRAIT
 from corral.placement.query import AllocationCandidatesRequest, RequestGroup
 
@@ -66,18 +66,6 @@ class AllocationRequest:
     allocations: dict[str, dict[str, int]]
     #: group suffix ("" for the unsuffixed group) -> provider uuids (1.34 ``mappings``)
     mappings: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class ProviderSummary:
-    """What a caller needs to know of a provider named in the candidates."""
-
-    uuid: str
-    #: resource class -> (capacity, used), for every inventory of the provider
-    resources: dict[str, tuple[int, int]]
-    traits: frozenset[str]
-    parent_uuid: str | None
-    root_uuid: str
 
 
 @dataclass(frozen=True)
@@ -154,54 +142,137 @@ class _Query:
         return -1 if slot is None else int(self.root[slot])
 
 
-def _unsuffixed(q: _Query, group: RequestGroup) -> dict[int, list[_Choice]]:
-    """Choices per anchor root for the unsuffixed group (spread over a tree)."""
-    local = q.alive.copy()
-    shared = q.sharing.copy()
-    forbidden_traits = q.in_any(group.forbidden_traits, "trait")
-    if forbidden_traits is not None:
-        local &= ~forbidden_traits
-        shared &= ~forbidden_traits
-    in_aggs = q.in_all(group.member_of, "agg")
-    if in_aggs is not None:
-        local &= in_aggs | in_aggs[q.root]
-        shared &= in_aggs
-    in_forbidden = q.in_any(group.forbidden_aggs, "agg")
-    if in_forbidden is not None:
-        local &= ~(in_forbidden | in_forbidden[q.root])
-        shared &= ~in_forbidden
-    tree = q.tree_of(group.in_tree)
-    if tree is not None:
-        local &= q.root == tree
-        shared[:] = False  # a sharing provider of another tree is outside in_tree
-    per_rc: list[dict[int, list[int]]] = []
-    for rc, amount in group.resources.items():
-        fits = q.fits(rc, amount)
-        by_root: dict[int, list[int]] = {}
-        slots = np.nonzero(fits & local)[0]
-        for root, slot in zip(q.root[slots].tolist(), slots.tolist(), strict=True):
-            by_root.setdefault(root, []).append(slot)
-        for slot in np.nonzero(fits & shared)[0].tolist():
-            for root in q.anchors(slot):
-                if root == q.root[slot] or (in_forbidden is not None and in_forbidden[root]):
-                    continue
-                by_root.setdefault(root, []).append(slot)
-        per_rc.append(by_root)
-    roots = set(per_rc[0]).intersection(*per_rc[1:]) if per_rc else set()
-    needed = [_bits_of_any(q.store, any_of) for any_of in group.required_traits]
-    rcs = list(group.resources.items())
-    out: dict[int, list[_Choice]] = {}
-    for root in roots:
-        lists = [sorted(set(by_root[root])) for by_root in per_rc]
-        choices = []
-        for combo in itertools.product(*lists):
-            if needed and not all(any(bits >> s & 1 for s in combo) for bits in needed):
-                continue
-            choices.append(tuple((s, rc, amount)
-                                 for s, (rc, amount) in zip(combo, rcs, strict=True)))
-        if choices:
-            out[root] = choices
-    return out
+class _ByRoot:
+    """Provider slots grouped by root: ascending slots, with each root's range."""
+
+    def __init__(self, q: _Query, mask: Mask) -> None:
+        slots = np.nonzero(mask)[0]
+        roots = q.root[slots]
+        order = np.argsort(roots, kind="stable")  # by root, then slot
+        self.slots: list[int] = slots[order].tolist()
+        uniq, starts = np.unique(roots[order], return_index=True)
+        ends = [*starts[1:].tolist(), len(self.slots)] if len(starts) else []
+        self.ranges: dict[int, tuple[int, int]] = dict(
+            zip(uniq.tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
+
+    def get(self, root: int) -> list[int]:
+        start, end = self.ranges.get(root, (0, 0))
+        return self.slots[start:end]
+
+
+class _GroupChoices:
+    """The ways one group can be satisfied, per anchor root, worked out on demand."""
+
+    def __init__(self, roots: set[int]) -> None:
+        self.roots = roots
+        self._cache: dict[int, list[_Choice]] = {}
+
+    def choices(self, root: int) -> list[_Choice]:
+        found = self._cache.get(root)
+        if found is None:
+            found = self._cache[root] = self._compute(root)
+        return found
+
+    def _compute(self, root: int) -> list[_Choice]:
+        raise NotImplementedError
+
+
+class _Unsuffixed(_GroupChoices):
+    """The unsuffixed group: each resource class from the anchor's tree or a sharing
+    provider serving it."""
+
+    def __init__(self, q: _Query, group: RequestGroup) -> None:
+        local = q.alive.copy()
+        shared = q.sharing.copy()
+        forbidden_traits = q.in_any(group.forbidden_traits, "trait")
+        if forbidden_traits is not None:
+            local &= ~forbidden_traits
+            shared &= ~forbidden_traits
+        in_aggs = q.in_all(group.member_of, "agg")
+        if in_aggs is not None:
+            local &= in_aggs | in_aggs[q.root]
+            shared &= in_aggs
+        in_forbidden = q.in_any(group.forbidden_aggs, "agg")
+        if in_forbidden is not None:
+            local &= ~(in_forbidden | in_forbidden[q.root])
+            shared &= ~in_forbidden
+        tree = q.tree_of(group.in_tree)
+        if tree is not None:
+            local &= q.root == tree
+            shared[:] = False  # a sharing provider of another tree is outside in_tree
+        self.rcs = list(group.resources.items())
+        self.local: list[_ByRoot] = []
+        self.shared: list[dict[int, list[int]]] = []
+        roots: set[int] | None = None
+        for rc, amount in self.rcs:
+            fits = q.fits(rc, amount)
+            by_root = _ByRoot(q, fits & local)
+            foreign: dict[int, list[int]] = {}
+            for slot in np.nonzero(fits & shared)[0].tolist():
+                for root in q.anchors(slot):
+                    if root == q.root[slot] or (in_forbidden is not None
+                                                and in_forbidden[root]):
+                        continue
+                    foreign.setdefault(root, []).append(slot)
+            self.local.append(by_root)
+            self.shared.append(foreign)
+            served = set(by_root.ranges) | set(foreign)
+            roots = served if roots is None else roots & served
+        self.needed = [_bits_of_any(q.store, any_of) for any_of in group.required_traits]
+        super().__init__(roots or set())
+
+    def _compute(self, root: int) -> list[_Choice]:
+        lists = []
+        for by_root, foreign, (rc, amount) in zip(self.local, self.shared, self.rcs,
+                                                  strict=True):
+            slots = by_root.get(root)
+            extra = foreign.get(root)
+            if extra:
+                slots = sorted({*slots, *extra})
+            lists.append([(s, rc, amount) for s in slots])
+        choices: list[_Choice] = list(itertools.product(*lists))
+        if self.needed:
+            choices = [c for c in choices
+                       if all(any(bits >> p[0] & 1 for p in c) for bits in self.needed)]
+        return choices
+
+
+class _Suffixed(_GroupChoices):
+    """A suffixed group: one provider, judged by its own traits and aggregates."""
+
+    def __init__(self, q: _Query, group: RequestGroup) -> None:
+        ok = q.alive.copy()
+        for extra in (q.in_all(group.required_traits, "trait"),
+                      q.in_all(group.member_of, "agg")):
+            if extra is not None:
+                ok &= extra
+        for excluded in (q.in_any(group.forbidden_traits, "trait"),
+                         q.in_any(group.forbidden_aggs, "agg")):
+            if excluded is not None:
+                ok &= ~excluded
+        tree = q.tree_of(group.in_tree)
+        if tree is not None:
+            ok &= q.root == tree
+        for rc, amount in group.resources.items():
+            ok &= q.fits(rc, amount)
+        if not group.resources and not group.member_of and not group.required_traits:
+            ok[:] = False  # Placement 16 finds nothing for such a group (spec §5d)
+        self.parts = list(group.resources.items()) or [("", 0)]
+        self.local = _ByRoot(q, ok)
+        self.foreign: dict[int, list[int]] = {}
+        if group.resources and tree is None:
+            for slot in np.nonzero(ok & q.sharing)[0].tolist():
+                for root in q.anchors(slot):
+                    if root != q.root[slot]:
+                        self.foreign.setdefault(root, []).append(slot)
+        super().__init__(set(self.local.ranges) | set(self.foreign))
+
+    def _compute(self, root: int) -> list[_Choice]:
+        slots = self.local.get(root)
+        extra = self.foreign.get(root)
+        if extra:
+            slots = sorted({*slots, *extra})
+        return [tuple((s, rc, amount) for rc, amount in self.parts) for s in slots]
 
 
 def _bits_of_any(store: PlacementStore, names: frozenset[str]) -> int:
@@ -209,34 +280,6 @@ def _bits_of_any(store: PlacementStore, names: frozenset[str]) -> int:
     for name in names:
         bits |= store.trait_bits(name)
     return bits
-
-
-def _suffixed(q: _Query, group: RequestGroup) -> dict[int, list[_Choice]]:
-    """Choices per anchor root for a suffixed group (one provider)."""
-    ok = q.alive.copy()
-    for extra in (q.in_all(group.required_traits, "trait"), q.in_all(group.member_of, "agg")):
-        if extra is not None:
-            ok &= extra
-    for excluded in (q.in_any(group.forbidden_traits, "trait"),
-                     q.in_any(group.forbidden_aggs, "agg")):
-        if excluded is not None:
-            ok &= ~excluded
-    tree = q.tree_of(group.in_tree)
-    if tree is not None:
-        ok &= q.root == tree
-    for rc, amount in group.resources.items():
-        ok &= q.fits(rc, amount)
-    if not group.resources and not group.member_of and not group.required_traits:
-        ok[:] = False  # Placement 16 finds nothing for such a group (see the spec, §5d)
-    out: dict[int, list[_Choice]] = {}
-    parts = list(group.resources.items()) or [("", 0)]
-    for slot in np.nonzero(ok)[0].tolist():
-        choice = tuple((slot, rc, amount) for rc, amount in parts)
-        anchors = (q.anchors(slot) if group.resources and q.sharing[slot] and tree is None
-                   else [int(q.root[slot])])
-        for root in anchors:
-            out.setdefault(root, []).append(choice)
-    return out
 
 
 def _check_names(store: PlacementStore, request: AllocationCandidatesRequest) -> None:
@@ -312,15 +355,15 @@ class _Combiner:
 
 
 def _enumerate(q: _Query, request: AllocationCandidatesRequest,
-               per_group: list[dict[int, list[_Choice]]],
+               per_group: list[_GroupChoices],
                ) -> Iterator[tuple[int, tuple[_Choice, ...]]]:
-    roots = set(per_group[0]).intersection(*per_group[1:])
+    roots = set(per_group[0].roots).intersection(*(g.roots for g in per_group[1:]))
     if request.root_required or request.root_forbidden:
         has = q.in_all([frozenset({t}) for t in request.root_required], "trait")
         hasnt = q.in_any(request.root_forbidden, "trait")
         roots = {r for r in roots if (has is None or has[r]) and (hasnt is None or not hasnt[r])}
     for root in sorted(roots):
-        for combo in itertools.product(*(choices[root] for choices in per_group)):
+        for combo in itertools.product(*(g.choices(root) for g in per_group)):
             yield root, combo
 
 
@@ -333,47 +376,58 @@ def allocation_candidates(store: PlacementStore,
     trait, as Placement does (400)."""
     _check_names(store, request)
     q = _Query(store)
-    per_group = [(_suffixed if group.use_same_provider else _unsuffixed)(q, group)
-                 for group in request.groups.values()]
+    per_group: list[_GroupChoices] = [
+        (_Suffixed if group.use_same_provider else _Unsuffixed)(q, group)
+        for group in request.groups.values()]
     combiner = _Combiner(q, request)
+    single = len(per_group) == 1
     seen: set[tuple[object, ...]] = set()
-    found: list[tuple[dict[tuple[int, str], int], tuple[_Choice, ...]]] = []
+    uuids = store.uuid_at
+    is_sharing: list[bool] = q.sharing.tolist()
+    root_of: list[int] = q.root.tolist()
+    suffixes = combiner.suffixes
+    requests: list[AllocationRequest] = []
     trees: set[int] = set()
     for root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
-        amounts = combiner.accepts(combo)
-        if amounts is None:
-            continue
-        key = (tuple(sorted(amounts.items())),
-               tuple(tuple(sorted({p[0] for p in choice})) for choice in combo))
-        if key in seen:
-            continue
-        seen.add(key)
-        found.append((amounts, combo))
+        if single:
+            parts = combo[0]
+        else:
+            amounts = combiner.accepts(combo)
+            if amounts is None:
+                continue
+            parts = tuple((slot, rc, amount) for (slot, rc), amount in amounts.items())
+        only_sharing = True
+        foreign = []
+        for choice in combo:
+            for part in choice:
+                slot = part[0]
+                if not is_sharing[slot]:
+                    only_sharing = False
+                elif root_of[slot] != root:
+                    foreign.append(root_of[slot])
+        if only_sharing:  # other anchors may give the same candidate again
+            key = (tuple(sorted(parts)),
+                   tuple(tuple(sorted({p[0] for p in choice})) for choice in combo))
+            if key in seen:
+                continue
+            seen.add(key)
         trees.add(root)
-        trees.update(int(q.root[part[0]]) for choice in combo for part in choice)
-        if request.limit is not None and len(found) >= request.limit:
+        trees.update(foreign)
+        allocations: dict[str, dict[str, int]] = {}
+        for slot, rc, amount in parts:
+            if rc:
+                allocations.setdefault(uuids[slot], {})[rc] = amount
+        mappings = {suffix: list(dict.fromkeys([uuids[part[0]] for part in choice]))
+                    for suffix, choice in zip(suffixes, combo, strict=True)}
+        requests.append(AllocationRequest(allocations, mappings))
+        if request.limit is not None and len(requests) >= request.limit:
             break
-    requests = [_request(store, combiner.suffixes, amounts, combo) for amounts, combo in found]
-    return AllocationCandidates(requests, _summaries(store, trees))
+    return AllocationCandidates(requests, _summaries(store, q, trees))
 
 
-def _request(store: PlacementStore, suffixes: list[str],
-             amounts: dict[tuple[int, str], int], combo: tuple[_Choice, ...]) -> AllocationRequest:
-    allocations: dict[str, dict[str, int]] = {}
-    for (slot, rc), amount in amounts.items():
-        allocations.setdefault(store.at(slot).uuid, {})[rc] = amount
-    mappings = {suffix: list(dict.fromkeys(store.at(part[0]).uuid for part in choice))
-                for suffix, choice in zip(suffixes, combo, strict=True)}
-    return AllocationRequest(allocations, mappings)
-
-
-def _summaries(store: PlacementStore, trees: set[int]) -> dict[str, ProviderSummary]:
-    out: dict[str, ProviderSummary] = {}
-    for slot in sorted(s for root in trees for s in store.subtree(root)):
-        rp = store.at(slot)
-        parent = store.at(rp.parent).uuid if rp.parent is not None else None
-        out[rp.uuid] = ProviderSummary(
-            rp.uuid, {rc: (inv.capacity, rp.used.get(rc, 0)) for rc, inv in rp.inventories.items()},
-            frozenset(rp.traits), parent, store.at(rp.root).uuid)
-    return out
-
+def _summaries(store: PlacementStore, q: _Query, trees: set[int]) -> dict[str, ProviderSummary]:
+    if not trees:
+        return {}
+    in_trees = np.isin(q.root, np.fromiter(trees, dtype=np.int64)) & q.alive
+    return {store.uuid_at[slot]: store.summary(slot)
+            for slot in np.nonzero(in_trees)[0].tolist()}

@@ -34,8 +34,8 @@ from corral.errors import (
 )
 from corral.placement.names import STANDARD_RESOURCE_CLASSES, STANDARD_TRAITS, is_valid_custom
 
-__all__ = ["Consumer", "Inventory", "PlacementStore", "ResourceProvider", "bits_to_mask",
-           "mask_to_bits"]
+__all__ = ["Consumer", "Inventory", "PlacementStore", "ProviderSummary", "ResourceProvider",
+           "bits_to_mask", "mask_to_bits"]
 
 #: A fresh generation for a consumer that has none yet (a new consumer).
 NEW_CONSUMER: None = None
@@ -82,6 +82,18 @@ class ResourceProvider:
     generation: int
     root_uuid: str
     parent_uuid: str | None
+
+
+@dataclass(frozen=True)
+class ProviderSummary:
+    """What a caller needs to know of a provider named in the candidates."""
+
+    uuid: str
+    #: resource class -> (capacity, used), for every inventory of the provider
+    resources: dict[str, tuple[int, int]]
+    traits: frozenset[str]
+    parent_uuid: str | None
+    root_uuid: str
 
 
 @dataclass
@@ -181,6 +193,8 @@ class PlacementStore:
         self._by_uuid: dict[str, _Provider] = {}
         self._by_name: dict[str, str] = {}
         self._slots: list[_Provider | None] = []
+        #: slot -> provider uuid ("" for a free slot); read-only for callers
+        self.uuid_at: list[str] = []
         self._size = 64
         #: slot -> root slot (-1 for a free slot)
         self.root_of = np.full(self._size, -1, dtype=np.int64)
@@ -193,6 +207,8 @@ class PlacementStore:
         self._custom_classes: set[str] = set()
         self._custom_traits: set[str] = set()
         self._consumers: dict[str, Consumer] = {}
+        #: slot -> ((generation, root slot) it was made at, summary)
+        self._summaries: dict[int, tuple[tuple[int, int], ProviderSummary]] = {}
 
     # ----- resource classes and traits -----
 
@@ -300,6 +316,7 @@ class PlacementStore:
         rp = _Provider(rp_uuid, name, slot, parent.root if parent else slot,
                        parent.slot if parent else None)
         self._slots.append(rp)
+        self.uuid_at.append(rp_uuid)
         self._by_uuid[rp_uuid] = rp
         self._by_name[name] = rp_uuid
         self.root_of[slot] = rp.root
@@ -374,6 +391,8 @@ class PlacementStore:
             assert parent is not None
             parent.children.discard(rp.slot)
         self._slots[rp.slot] = None
+        self._summaries.pop(rp.slot, None)
+        self.uuid_at[rp.slot] = ""
         self.root_of[rp.slot] = -1
         del self._by_uuid[rp_uuid]
         del self._by_name[rp.name]
@@ -432,6 +451,21 @@ class PlacementStore:
     def trait_bits(self, trait: str) -> int:
         """Bitset of the providers that have ``trait``."""
         return self._trait_bits.get(trait, 0)
+
+    def summary(self, slot: int) -> ProviderSummary:
+        """The provider in ``slot`` as allocation candidates summarise it; kept until
+        the provider's generation (or its root) changes."""
+        rp = self.at(slot)
+        cached = self._summaries.get(slot)
+        if cached is not None and cached[0] == (rp.generation, rp.root):
+            return cached[1]
+        summary = ProviderSummary(
+            rp.uuid, {rc: (inv.capacity, rp.used.get(rc, 0))
+                      for rc, inv in rp.inventories.items()},
+            frozenset(rp.traits), self.uuid_at[rp.parent] if rp.parent is not None else None,
+            self.uuid_at[rp.root])
+        self._summaries[slot] = ((rp.generation, rp.root), summary)
+        return summary
 
     # ----- inventories -----
 

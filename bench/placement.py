@@ -1,9 +1,11 @@
 """Benchmark: the placement engine (``corral.placement``) alone, without HTTP.
 
 Builds 100, 1000 and 5000 compute-node trees (a root with two NUMA children, each child
-with VCPU and MEMORY_MB), shared-storage providers with DISK_GB (trait
-``MISC_SHARES_VIA_AGGREGATE``, one for every 50 computes, each in an aggregate with its
-computes), and aggregates A (the first 40 % of the roots) and B (30 % to 70 %). Then times
+with VCPU and MEMORY_MB), aggregates A (the first 40 % of the roots), B (30 % to 70 %) and
+R (the rest), and three shared-storage providers with DISK_GB (trait
+``MISC_SHARES_VIA_AGGREGATE``), one in each of A, B and R: each shares with the computes of
+its aggregate (a sharing provider must itself be in a required aggregate).
+Then times
 ``GET /allocation_candidates?resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10`` with
 ``member_of=!A``, ``member_of=!in:A,B`` and ``member_of=A`` as the engine answers it:
 parsing the query string and computing the candidates and provider summaries, in this
@@ -48,21 +50,17 @@ def build(computes: int) -> PlacementStore:
     store = PlacementStore()
     numa = {"VCPU": Inventory(total=32, allocation_ratio=4.0),
             "MEMORY_MB": Inventory(total=131072, reserved=2048)}
-    storages = max(2, computes // 50)
-    share_aggs = [str(uuid.UUID(int=0x5000 + i)) for i in range(storages)]
-    for i in range(storages):
+    agg_r = str(uuid.UUID(int=0xC))
+    for i, agg in enumerate((AGG_A, AGG_B, agg_r)):
         ss = store.create_provider(f"ss{i}", str(uuid.UUID(int=0x1_0000_0000 + i)))
-        store.set_inventories(ss.uuid, None, {"DISK_GB": Inventory(total=100000)})
+        store.set_inventories(ss.uuid, None, {"DISK_GB": Inventory(total=1000000)})
         store.set_provider_traits(ss.uuid, None, ["MISC_SHARES_VIA_AGGREGATE"])
-        store.set_provider_aggregates(ss.uuid, None, [share_aggs[i]])
+        store.set_provider_aggregates(ss.uuid, None, [agg])
     for i in range(computes):
         cn = store.create_provider(f"cn{i}", str(uuid.UUID(int=0x2_0000_0000 + i)))
-        aggs = [share_aggs[i % storages]]
-        if i < computes * 0.4:
-            aggs.append(AGG_A)
-        if computes * 0.3 <= i < computes * 0.7:
-            aggs.append(AGG_B)
-        store.set_provider_aggregates(cn.uuid, None, aggs)
+        aggs = ([AGG_A] if i < computes * 0.4 else []) + (
+            [AGG_B] if computes * 0.3 <= i < computes * 0.7 else [])
+        store.set_provider_aggregates(cn.uuid, None, aggs or [agg_r])
         for n in range(2):
             child = store.create_provider(f"cn{i}-numa{n}",
                                           str(uuid.UUID(int=0x3_0000_0000 + 2 * i + n)),

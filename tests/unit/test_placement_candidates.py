@@ -13,6 +13,8 @@ from corral.placement import (
     PlacementStore,
     allocation_candidates,
     parse_allocation_candidates,
+    parse_resource_providers,
+    resource_providers,
 )
 
 A = "aaaaaaaa-0000-0000-0000-000000000001"
@@ -145,3 +147,36 @@ def test_unknown_names_are_400(store: PlacementStore) -> None:
         _names(store, "resources=CUSTOM_X:1")
     with pytest.raises(PlacementError, match=r"No such trait\(s\): CUSTOM_T"):
         _names(store, "resources=VCPU:1&required=CUSTOM_T")
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    (f"member_of=!{A}", ["numa1_1", "numa1_2", "numa2_1", "numa2_2", "ss2"]),
+    (f"member_of=!{A}&in_tree={_uuid('cn1')}", ["numa1_1", "numa1_2"]),
+    (f"member_of=!{A}&resources=VCPU:1", NUMA),
+    (f"member_of={A}", ["cn1", "cn2", "ss1"]),
+    (f"member_of=in:{B},{C}&member_of=!{A}", ["numa1_1", "ss2"]),
+    (f"member_of={A}&required=MISC_SHARES_VIA_AGGREGATE", ["ss1"]),
+    ("name=cn2", ["cn2"]),
+])
+def test_listing_providers_uses_own_aggregates_only(
+        store: PlacementStore, query: str, expected: list[str]) -> None:
+    found = resource_providers(store, parse_resource_providers(
+        parse_qsl(query, keep_blank_values=True), (1, 39)))
+    assert [rp.name for rp in found] == expected
+
+
+@pytest.mark.parametrize(("query", "version", "message"), [
+    (f"member_of={A}", (1, 2), "Invalid query string parameters: Additional properties are "
+     "not allowed ('member_of' was unexpected)"),
+    (f"member_of=!{A}", (1, 31), "Forbidden member_of parameters are not supported in the "
+     "specified microversion"),
+    (f"member_of={A}&member_of={B}", (1, 23), "Multiple member_of parameters are not supported"),
+    ("in_tree=nope", (1, 14), "Invalid query string parameters: 'nope' is not a 'uuid'"),
+    ("resources=VCPU:1", (1, 3), "Invalid query string parameters: Additional properties are "
+     "not allowed ('resources' was unexpected)"),
+])
+def test_listing_providers_bad_queries(query: str, version: tuple[int, int],
+                                       message: str) -> None:
+    with pytest.raises(PlacementError) as caught:
+        parse_resource_providers(parse_qsl(query, keep_blank_values=True), version)
+    assert caught.value.message == message

@@ -2,8 +2,9 @@
 
 :class:`PlacementStore` keeps resource providers, inventories, traits, aggregates and
 allocations; :func:`parse_allocation_candidates` turns a query string into an
-:class:`AllocationCandidatesRequest`; :func:`allocation_candidates` answers it. See
-docs/placement.md.
+:class:`AllocationCandidatesRequest`; :func:`allocation_candidates` answers it;
+:func:`parse_resource_providers` and :func:`resource_providers` list providers with
+filters. See docs/placement.md.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from corral.placement.candidates import (
     allocation_candidates,
 )
 from corral.placement.model import Consumer, Inventory, PlacementStore, ResourceProvider
+from corral.placement.providers import (
+    ProviderFilter,
+    parse_resource_providers,
+    resource_providers,
+)
 from corral.placement.query import (
     AllocationCandidatesRequest,
     RequestGroup,
@@ -23,6 +29,7 @@ from corral.placement.query import (
 )
 
 __all__ = ["AllocationCandidates", "AllocationCandidatesRequest", "AllocationRequest",
-           "Consumer", "Inventory", "PlacementStore", "ProviderSummary", "RequestGroup",
-           "ResourceProvider", "allocation_candidates", "parse_allocation_candidates",
-           "parse_member_of"]
+           "Consumer", "Inventory", "PlacementStore", "ProviderFilter", "ProviderSummary",
+           "RequestGroup", "ResourceProvider", "allocation_candidates",
+           "parse_allocation_candidates", "parse_member_of", "parse_resource_providers",
+           "resource_providers"]

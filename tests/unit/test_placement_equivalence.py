@@ -51,6 +51,19 @@ def populations(draw: st.DrawFn) -> PlacementStore:
             with contextlib.suppress(PlacementConflictError):  # does not fit: no usage
                 store.set_allocations(f"c{i}", {rp.uuid: {rc: inventories[rc].step_size}},
                                       consumer_generation=None, project_id="p", user_id="u")
+    for action in draw(st.lists(st.sampled_from(["delete", "reparent"]), max_size=2)):
+        providers = store.providers()
+        if action == "delete":  # a leaf without allocations leaves a free slot behind
+            leaves = [p.uuid for p in providers
+                      if not any(c.parent_uuid == p.uuid for c in providers)
+                      and not any(store.usages(p.uuid).values())]
+            if leaves and len(providers) > 1:
+                store.delete_provider(draw(st.sampled_from(leaves)))
+        else:  # a root becomes the child of another tree: its whole subtree moves
+            roots = [p for p in providers if p.parent_uuid is None]
+            if len(roots) > 1:
+                child, parent = draw(st.permutations(roots))[:2]
+                store.update_provider(child.uuid, child.name, parent.uuid)
     return store
 
 
@@ -81,7 +94,8 @@ def _resources(draw: st.DrawFn) -> str:
 @st.composite
 def queries(draw: st.DrawFn, store: PlacementStore) -> list[tuple[str, str]]:
     params: list[tuple[str, str]] = []
-    uuids = [p.uuid for p in store.providers()]
+    # in_tree may name a provider that does not exist (a deleted one): nothing matches
+    uuids = [p.uuid for p in store.providers()] + ["00000000-0000-0000-0000-000000000009"]
     if draw(st.booleans()):
         params.append(("resources", _resources(draw)))
         params += _member_of(draw, "member_of") + _traits(draw, "required")

@@ -417,8 +417,11 @@ def allocation_candidates(store: PlacementStore,
         for slot, rc, amount in parts:
             if rc:
                 allocations.setdefault(uuids[slot], {})[rc] = amount
-        mappings = {suffix: list(dict.fromkeys([uuids[part[0]] for part in choice]))
-                    for suffix, choice in zip(suffixes, combo, strict=True)}
+        if single:  # every part has resources: the providers are the allocation's
+            mappings = {suffixes[0]: list(allocations)}
+        else:
+            mappings = {suffix: list(dict.fromkeys([uuids[part[0]] for part in choice]))
+                        for suffix, choice in zip(suffixes, combo, strict=True)}
         requests.append(AllocationRequest(allocations, mappings))
         if request.limit is not None and len(requests) >= request.limit:
             break

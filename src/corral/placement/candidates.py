@@ -37,6 +37,8 @@ over the candidates produced.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -375,6 +377,30 @@ def allocation_candidates(store: PlacementStore,
     Raises :class:`~corral.errors.PlacementError` for an unknown resource class or
     trait, as Placement does (400)."""
     _check_names(store, request)
+    with _collector_paused():
+        return _candidates(store, request)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while candidates are built.
+
+    A large answer creates tens of thousands of small dicts and tuples; each batch of
+    them triggers a collection that walks every tracked object, the store's providers
+    included, which doubled the time at 5000 computes. What is built here holds no
+    cycles (reference counting frees it), so nothing is lost by collecting later; the
+    collector is switched back on (if it was on) before returning."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _candidates(store: PlacementStore,
+                request: AllocationCandidatesRequest) -> AllocationCandidates:
     q = _Query(store)
     per_group: list[_GroupChoices] = [
         (_Suffixed if group.use_same_provider else _Unsuffixed)(q, group)

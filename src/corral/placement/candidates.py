@@ -78,8 +78,11 @@ class AllocationCandidates:
     provider_summaries: dict[str, ProviderSummary]
 
 
-class _Query:
-    """The per-request masks shared by the groups."""
+class ProviderMasks:
+    """Boolean arrays over provider slots for one query (alive, root of each slot,
+    sharing providers, aggregate and trait memberships, capacity for an amount), built
+    from the store's indexes; shared by the groups of a request and by provider
+    listings."""
 
     def __init__(self, store: PlacementStore) -> None:
         self.store = store
@@ -147,7 +150,7 @@ class _Query:
 class _ByRoot:
     """Provider slots grouped by root: ascending slots, with each root's range."""
 
-    def __init__(self, q: _Query, mask: Mask) -> None:
+    def __init__(self, q: ProviderMasks, mask: Mask) -> None:
         slots = np.nonzero(mask)[0]
         roots = q.root[slots]
         order = np.argsort(roots, kind="stable")  # by root, then slot
@@ -183,7 +186,7 @@ class _Unsuffixed(_GroupChoices):
     """The unsuffixed group: each resource class from the anchor's tree or a sharing
     provider serving it."""
 
-    def __init__(self, q: _Query, group: RequestGroup) -> None:
+    def __init__(self, q: ProviderMasks, group: RequestGroup) -> None:
         local = q.alive.copy()
         shared = q.sharing.copy()
         forbidden_traits = q.in_any(group.forbidden_traits, "trait")
@@ -242,7 +245,7 @@ class _Unsuffixed(_GroupChoices):
 class _Suffixed(_GroupChoices):
     """A suffixed group: one provider, judged by its own traits and aggregates."""
 
-    def __init__(self, q: _Query, group: RequestGroup) -> None:
+    def __init__(self, q: ProviderMasks, group: RequestGroup) -> None:
         ok = q.alive.copy()
         for extra in (q.in_all(group.required_traits, "trait"),
                       q.in_all(group.member_of, "agg")):
@@ -303,7 +306,7 @@ def _check_names(store: PlacementStore, request: AllocationCandidatesRequest) ->
 class _Combiner:
     """Checks that concern several groups of one candidate."""
 
-    def __init__(self, q: _Query, request: AllocationCandidatesRequest) -> None:
+    def __init__(self, q: ProviderMasks, request: AllocationCandidatesRequest) -> None:
         self.q = q
         self.suffixes = list(request.groups)
         self.isolate = request.group_policy == "isolate"
@@ -356,7 +359,7 @@ class _Combiner:
         return amounts
 
 
-def _enumerate(q: _Query, request: AllocationCandidatesRequest,
+def _enumerate(q: ProviderMasks, request: AllocationCandidatesRequest,
                per_group: list[_GroupChoices],
                ) -> Iterator[tuple[int, tuple[_Choice, ...]]]:
     roots = set(per_group[0].roots).intersection(*(g.roots for g in per_group[1:]))
@@ -401,7 +404,7 @@ def _collector_paused() -> Iterator[None]:
 
 def _candidates(store: PlacementStore,
                 request: AllocationCandidatesRequest) -> AllocationCandidates:
-    q = _Query(store)
+    q = ProviderMasks(store)
     per_group: list[_GroupChoices] = [
         (_Suffixed if group.use_same_provider else _Unsuffixed)(q, group)
         for group in request.groups.values()]
@@ -454,7 +457,8 @@ def _candidates(store: PlacementStore,
     return AllocationCandidates(requests, _summaries(store, q, trees))
 
 
-def _summaries(store: PlacementStore, q: _Query, trees: set[int]) -> dict[str, ProviderSummary]:
+def _summaries(store: PlacementStore, q: ProviderMasks,
+               trees: set[int]) -> dict[str, ProviderSummary]:
     if not trees:
         return {}
     in_trees = np.isin(q.root, np.fromiter(trees, dtype=np.int64)) & q.alive

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from corral.errors import PlacementError
-from corral.placement.candidates import _Query
+from corral.placement.candidates import ProviderMasks
 from corral.placement.model import PlacementStore, ResourceProvider
 from corral.placement.query import (
     Version,
-    _parse_resources,
-    _schema,
-    _traits_of,
     parse_member_of,
+    parse_required,
+    parse_resources,
+    schema_error,
 )
 
 __all__ = ["ProviderFilter", "parse_resource_providers", "resource_providers"]
@@ -65,11 +65,11 @@ def parse_resource_providers(params: Sequence[tuple[str, str]], version: Version
     extras = [k for k in dict.fromkeys(k for k, _ in params) if k not in allowed]
     if extras:
         listed = ", ".join(repr(k) for k in extras)
-        raise _schema(f"Additional properties are not allowed ({listed} "
+        raise schema_error(f"Additional properties are not allowed ({listed} "
                       f"{'was' if len(extras) == 1 else 'were'} unexpected)")
     for key in ("uuid", "in_tree"):
         if key in last and not _is_uuid_format(last[key]):
-            raise _schema(f"{last[key]!r} is not a 'uuid'")
+            raise schema_error(f"{last[key]!r} is not a 'uuid'")
     member_of: tuple[frozenset[str], ...] = ()
     forbidden_aggs: frozenset[str] = frozenset()
     if "member_of" in last:
@@ -78,8 +78,8 @@ def parse_resource_providers(params: Sequence[tuple[str, str]], version: Version
     required: tuple[frozenset[str], ...] = ()
     forbidden: frozenset[str] = frozenset()
     if "required" in last:
-        required, forbidden = _traits_of(params, "required", version)
-    resources = _parse_resources(last["resources"]) if "resources" in last else None
+        required, forbidden = parse_required(params, "required", version)
+    resources = parse_resources(last["resources"]) if "resources" in last else None
     return ProviderFilter(last.get("name"), last.get("uuid"), member_of, forbidden_aggs,
                           last.get("in_tree"), resources, required, forbidden)
 
@@ -99,7 +99,7 @@ def resource_providers(store: PlacementStore, wanted: ProviderFilter,
     if unknown:
         raise PlacementError(f'Invalid trait(s) in "required" parameter: No such trait(s): '
                              f"{', '.join(unknown)}.")
-    q = _Query(store)
+    q = ProviderMasks(store)
     ok = q.alive.copy()
     for extra in (q.in_all(wanted.member_of, "agg"), q.in_all(wanted.required_traits, "trait")):
         if extra is not None:

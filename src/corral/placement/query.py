@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 from corral.errors import PlacementError
 
-__all__ = ["AllocationCandidatesRequest", "RequestGroup", "is_uuid_like",
-           "parse_allocation_candidates", "parse_member_of"]
+__all__ = ["AllocationCandidatesRequest", "RequestGroup", "Version", "is_uuid_like",
+           "parse_allocation_candidates", "parse_member_of", "parse_required",
+           "parse_resources", "schema_error"]
 
 Version = tuple[int, int]
 
@@ -96,7 +97,9 @@ def _bad(message: str, code: str | None = None) -> PlacementError:
     return PlacementError(message, placement_code=code)
 
 
-def _schema(message: str) -> PlacementError:
+def schema_error(message: str) -> PlacementError:
+    """An error Placement reports from its JSON-schema check of a query string (no
+    Placement code)."""
     return PlacementError(f"Invalid query string parameters: {message}", schema_error=True)
 
 
@@ -116,12 +119,13 @@ def _schema_check(params: Sequence[tuple[str, str]], version: Version) -> None:
         props.add("member_of")
     if version < (1, 25):
         if "resources" not in last:
-            raise _schema("'resources' is a required property")
+            raise schema_error("'resources' is a required property")
         extras = [k for k in order if k not in props]
         if extras:
             listed = ", ".join(repr(k) for k in extras)
             verb = "was" if len(extras) == 1 else "were"
-            raise _schema(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+            raise schema_error(
+                f"Additional properties are not allowed ({listed} {verb} unexpected)")
     else:
         props = {"limit", "group_policy"}
         kinds = ["resources", "required", "member_of"]
@@ -140,16 +144,17 @@ def _schema_check(params: Sequence[tuple[str, str]], version: Version) -> None:
             listed = ", ".join(repr(k) for k in sorted(extras))
             verb = "does" if len(extras) == 1 else "do"
             regexes = ", ".join(repr(p) for p in patterns)
-            raise _schema(f"{listed} {verb} not match any of the regexes: {regexes}")
+            raise schema_error(f"{listed} {verb} not match any of the regexes: {regexes}")
     if "limit" in last and not re.match(_LIMIT, last["limit"]):
-        raise _schema(f"{last['limit']!r} does not match {_LIMIT!r}")
+        raise schema_error(f"{last['limit']!r} does not match {_LIMIT!r}")
     if "group_policy" in last and last["group_policy"] not in ("none", "isolate"):
-        raise _schema(f"{last['group_policy']!r} is not one of ['none', 'isolate']")
+        raise schema_error(f"{last['group_policy']!r} is not one of ['none', 'isolate']")
 
 
 # ----- 3. values -----
 
-def _parse_resources(value: str) -> dict[str, int]:
+def parse_resources(value: str) -> dict[str, int]:
+    """Parse a ``resources`` value (``VCPU:2,MEMORY_MB:1024``) into amounts by class."""
     expected = ("Badly formed resources parameter. Expected resources query string "
                 "parameter in form: ?resources=VCPU:2,MEMORY_MB:1024. Got: ")
     if value.strip() == "":
@@ -242,8 +247,11 @@ def parse_member_of(values: Sequence[str], version: Version, suffix: str = "",
     return tuple(required), frozenset(forbidden)
 
 
-def _traits_of(params: Sequence[tuple[str, str]], key: str, version: Version,
-               ) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+def parse_required(params: Sequence[tuple[str, str]], key: str, version: Version,
+                   ) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    """Parse every ``key`` (``required<suffix>``) value: the AND of any-of trait sets
+    and the forbidden traits (``!T`` from 1.22; ``in:`` and repeats from 1.39, before
+    which only the last value counts)."""
     values = [v for k, v in params if k == key]
     if version < (1, 39):
         values = values[-1:]
@@ -274,9 +282,9 @@ def _groups(params: Sequence[tuple[str, str]], version: Version) -> dict[str, Re
         kind, suffix = match.group(1), match.group(2) or ""
         group = fields.setdefault(suffix, {})
         if kind == "resources":
-            group["resources"] = _parse_resources(value)
+            group["resources"] = parse_resources(value)
         elif kind == "required":
-            group["required_traits"], group["forbidden_traits"] = _traits_of(
+            group["required_traits"], group["forbidden_traits"] = parse_required(
                 params, key, version)
         elif kind == "member_of":
             group["member_of"], group["forbidden_aggs"] = parse_member_of(

@@ -3,6 +3,7 @@ NUMAAggregateFixture): what each member_of form selects, per group kind."""
 
 from __future__ import annotations
 
+import gc
 from urllib.parse import parse_qsl
 
 import pytest
@@ -180,3 +181,15 @@ def test_listing_providers_bad_queries(query: str, version: tuple[int, int],
     with pytest.raises(PlacementError) as caught:
         parse_resource_providers(parse_qsl(query, keep_blank_values=True), version)
     assert caught.value.message == message
+
+
+def test_collector_state_is_given_back(store: PlacementStore) -> None:
+    assert gc.isenabled()
+    _names(store, "resources=VCPU:1")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        _names(store, "resources=VCPU:1")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -101,3 +101,45 @@ def test_traits_aggregates_and_deletion_rules() -> None:
     with pytest.raises(PlacementNotFoundError, match="No resource provider"):
         store.provider(CN)
     store.delete_trait("CUSTOM_FAST")
+
+
+def test_rename_and_reparent() -> None:
+    store = _store()
+    other = store.create_provider("other")
+    with pytest.raises(PlacementConflictError) as caught:
+        store.update_provider(other.uuid, "cn")
+    assert caught.value.placement_code == "placement.duplicate_name"
+    with pytest.raises(PlacementError, match="loop"):
+        store.update_provider(CN, "cn", parent_uuid=NUMA)
+    moved = store.update_provider(CN, "cn-renamed", parent_uuid=other.uuid)
+    assert (moved.name, moved.root_uuid, moved.generation) == ("cn-renamed", other.uuid, 1)
+    assert store.provider(NUMA).root_uuid == other.uuid
+    with pytest.raises(PlacementError, match="re-parenting"):
+        store.update_provider(NUMA, "numa", parent_uuid=other.uuid)
+
+
+def test_custom_resource_classes() -> None:
+    store = _store()
+    with pytest.raises(PlacementError, match="invalid"):
+        store.create_resource_class("GPU")
+    assert store.create_resource_class("CUSTOM_GPU") is True
+    assert store.create_resource_class("CUSTOM_GPU") is False
+    with pytest.raises(PlacementError, match="Unknown resource class"):
+        store.set_inventories(CN, None, {"CUSTOM_FPGA": Inventory(total=1)})
+    store.set_inventories(CN, None, {"CUSTOM_GPU": Inventory(total=1)})
+    with pytest.raises(PlacementConflictError, match="in use in inventory"):
+        store.delete_resource_class("CUSTOM_GPU")
+    with pytest.raises(PlacementError, match="standard"):
+        store.delete_resource_class("VCPU")
+    assert store.resource_classes()[-1] == "CUSTOM_GPU"
+
+
+def test_failed_multi_consumer_change_changes_nothing() -> None:
+    store = _store()
+    store.set_inventories(CN, None, {"VCPU": Inventory(total=4)})
+    generation = store.provider(CN).generation
+    with pytest.raises(PlacementNotFoundError):
+        store.set_allocations_many({"a": ({CN: {"VCPU": 1}}, None, "p", "u", "X"),
+                                    "b": ({NUMA + "0": {"VCPU": 1}}, None, "p", "u", "X")})
+    assert store.consumer("a") is None and store.usages(CN) == {"VCPU": 0}
+    assert store.provider(CN).generation == generation

@@ -125,6 +125,8 @@ def reference_candidates(store: PlacementStore, request: AllocationCandidatesReq
     keys: set[Any] = set()
     trees: set[str] = set()
     roots = [p for p in w.order if w.root[p] == p]
+    blind = request.version < (1, 29) and any(w.parent[p] for p in w.order)
+    blind_used: set[str] = set()
     for r in roots:
         if not request.root_required <= w.traits[r] or request.root_forbidden & w.traits[r]:
             continue
@@ -153,6 +155,8 @@ def reference_candidates(store: PlacementStore, request: AllocationCandidatesReq
                     ok = False
             if not ok:
                 continue
+            if blind and len({w.root[p] for p, _ in amounts}) != len({p for p, _ in amounts}):
+                continue
             key = (tuple(sorted(amounts.items())),
                    tuple(tuple(sorted({part[0] for part in c})) for c in combo))
             if key in keys:
@@ -166,6 +170,12 @@ def reference_candidates(store: PlacementStore, request: AllocationCandidatesReq
             found.append({"allocations": allocations, "mappings": mappings})
             trees.add(r)
             trees.update(w.root[part[0]] for c in combo for part in c)
+            blind_used.update(allocations)
             if request.limit is not None and len(found) >= request.limit:
-                return found, sorted(p for t in trees for p in w.subtree(t))
+                break
+        else:
+            continue
+        break
+    if blind:
+        return found, sorted(blind_used)
     return found, sorted(p for t in trees for p in w.subtree(t))

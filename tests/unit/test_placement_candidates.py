@@ -193,3 +193,14 @@ def test_collector_state_is_given_back(store: PlacementStore) -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_before_1_29_one_provider_per_tree(store: PlacementStore) -> None:
+    query = "resources1=VCPU:1&resources2=VCPU:1&group_policy=isolate"
+    assert len(_names(store, query, (1, 29))) == 4  # two NUMA nodes of one tree, 2 ways
+    assert _names(store, query, (1, 28)) == []
+    request = parse_allocation_candidates(
+        parse_qsl(f"resources=VCPU:1,DISK_GB:1000&member_of={C}"), (1, 28))
+    found = allocation_candidates(store, request)
+    assert len(found.allocation_requests) == 1  # numa1_1 (tree cn1) with ss2 (its own)
+    assert sorted(found.provider_summaries) == sorted([_uuid("numa1_1"), _uuid("ss2")])

@@ -93,6 +93,11 @@ class ProviderMasks:
         self.sharing = bits_to_mask(store.trait_bits(SHARING_TRAIT), n) & self.alive
         self._anchors: dict[int, list[int]] = {}
 
+    def has_trees(self) -> bool:
+        """Whether any provider has a parent (Placement's ``has_trees``)."""
+        slots = np.arange(self.n)
+        return bool((self.alive & (self.root != slots)).any())
+
     def mask(self, bits: int) -> Mask:
         return bits_to_mask(bits, self.n)
 
@@ -417,6 +422,10 @@ def _candidates(store: PlacementStore,
     suffixes = combiner.suffixes
     requests: list[AllocationRequest] = []
     trees: set[int] = set()
+    # Before 1.29 a client is blind to nested providers: a candidate taking from two
+    # providers of one tree is left out, and only the providers used are summarised.
+    blind = request.version < (1, 29) and q.has_trees()
+    blind_slots: set[int] = set()
     for root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
         if single:
             parts = combo[0]
@@ -425,6 +434,10 @@ def _candidates(store: PlacementStore,
             if amounts is None:
                 continue
             parts = tuple((slot, rc, amount) for (slot, rc), amount in amounts.items())
+        if blind:
+            used_slots = {part[0] for part in parts}
+            if len({root_of[s] for s in used_slots}) != len(used_slots):
+                continue
         only_sharing = True
         foreign = []
         for choice in combo:
@@ -452,8 +465,13 @@ def _candidates(store: PlacementStore,
             mappings = {suffix: list(dict.fromkeys([uuids[part[0]] for part in choice]))
                         for suffix, choice in zip(suffixes, combo, strict=True)}
         requests.append(AllocationRequest(allocations, mappings))
+        if blind:
+            blind_slots.update(part[0] for part in parts)
         if request.limit is not None and len(requests) >= request.limit:
             break
+    if blind:
+        return AllocationCandidates(requests, {store.uuid_at[s]: store.summary(s)
+                                               for s in sorted(blind_slots)})
     return AllocationCandidates(requests, _summaries(store, q, trees))
 
 

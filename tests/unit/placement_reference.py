@@ -168,8 +168,7 @@ def reference_candidates(store: PlacementStore, request: AllocationCandidatesReq
             mappings = {g.suffix: sorted({part[0] for part in c})
                         for g, c in zip(groups, combo, strict=True)}
             found.append({"allocations": allocations, "mappings": mappings})
-            trees.add(r)
-            trees.update(w.root[part[0]] for c in combo for part in c)
+            trees.update(w.root[p] for p in allocations)
             blind_used.update(allocations)
             if request.limit is not None and len(found) >= request.limit:
                 break

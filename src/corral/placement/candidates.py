@@ -72,7 +72,8 @@ class AllocationRequest:
 
 @dataclass(frozen=True)
 class AllocationCandidates:
-    """The answer: allocation requests and a summary of every provider of their trees."""
+    """The answer: allocation requests and a summary of every provider of the trees
+    they allocate from."""
 
     allocation_requests: list[AllocationRequest]
     provider_summaries: dict[str, ProviderSummary]
@@ -380,7 +381,7 @@ def _enumerate(q: ProviderMasks, request: AllocationCandidatesRequest,
 def allocation_candidates(store: PlacementStore,
                           request: AllocationCandidatesRequest) -> AllocationCandidates:
     """Every way to satisfy ``request`` on ``store`` (up to ``request.limit``), with a
-    summary of every provider of the trees involved.
+    summary of every provider of the trees they allocate from.
 
     Raises :class:`~corral.errors.PlacementError` for an unknown resource class or
     trait, as Placement does (400)."""
@@ -426,7 +427,7 @@ def _candidates(store: PlacementStore,
     # providers of one tree is left out, and only the providers used are summarised.
     blind = request.version < (1, 29) and q.has_trees()
     blind_slots: set[int] = set()
-    for root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
+    for _root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
         if single:
             parts = combo[0]
         else:
@@ -439,26 +440,22 @@ def _candidates(store: PlacementStore,
             if len({root_of[s] for s in used_slots}) != len(used_slots):
                 continue
         only_sharing = True
-        foreign = []
         for choice in combo:
             for part in choice:
-                slot = part[0]
-                if not is_sharing[slot]:
+                if not is_sharing[part[0]]:
                     only_sharing = False
-                elif root_of[slot] != root:
-                    foreign.append(root_of[slot])
+                    break
         if only_sharing:  # other anchors may give the same candidate again
             key = (tuple(sorted(parts)),
                    tuple(tuple(sorted({p[0] for p in choice})) for choice in combo))
             if key in seen:
                 continue
             seen.add(key)
-        trees.add(root)
-        trees.update(foreign)
         allocations: dict[str, dict[str, int]] = {}
         for slot, rc, amount in parts:
             if rc:
                 allocations.setdefault(uuids[slot], {})[rc] = amount
+                trees.add(root_of[slot])
         if single:  # every part has resources: the providers are the allocation's
             mappings = {suffixes[0]: list(allocations)}
         else:

@@ -107,10 +107,7 @@ def _suffixed_options(w: _World, g: RequestGroup, r: str) -> list[Choice]:
             continue
         if not g.resources and not g.member_of and not g.required_traits:
             continue
-        if g.resources and SHARING in w.traits[p] and g.in_tree is None:
-            anchors = w.anchors(p)
-        else:
-            anchors = {w.root[p]}
+        anchors = w.anchors(p) if SHARING in w.traits[p] else {w.root[p]}
         if r in anchors:
             out.append(tuple((p, rc, n) for rc, n in g.resources.items()) or ((p, "", 0),))
     return out

@@ -271,11 +271,12 @@ class _Suffixed(_GroupChoices):
         self.parts = list(group.resources.items()) or [("", 0)]
         self.local = _ByRoot(q, ok)
         self.foreign: dict[int, list[int]] = {}
-        if group.resources and tree is None:
-            for slot in np.nonzero(ok & q.sharing)[0].tolist():
-                for root in q.anchors(slot):
-                    if root != q.root[slot]:
-                        self.foreign.setdefault(root, []).append(slot)
+        # a sharing provider also serves the trees it shares an aggregate with (even
+        # with in_tree, which only says where the provider itself must be)
+        for slot in np.nonzero(ok & q.sharing)[0].tolist():
+            for root in q.anchors(slot):
+                if root != q.root[slot]:
+                    self.foreign.setdefault(root, []).append(slot)
         super().__init__(set(self.local.ranges) | set(self.foreign))
 
     def _compute(self, root: int) -> list[_Choice]:

@@ -36,6 +36,11 @@ command run on a node that is not the master exits 1, as Ganeti's tools do (Gane
     │   └── OsScriptError            "os-script-failed"        exit 1   HTTP 500
     ├── JoinError                    "join-error"              exit 1   HTTP 403
     ├── AccessDeniedError            "access-denied"           exit 1   HTTP 403
+    ├── PlacementError               "placement-error"         exit 1   HTTP 400
+    │   ├── PlacementNotFoundError   "placement-not-found"     exit 1   HTTP 404
+    │   └── PlacementConflictError   "placement-conflict"      exit 1   HTTP 409
+    │       └── PlacementConcurrentUpdateError
+    │                                "placement-concurrent-update" exit 1 HTTP 409
     └── InternalError                "internal-error"          exit 1   HTTP 500
 
 A command-line tool prints an error as Ganeti's tools print the Ganeti error it
@@ -93,6 +98,10 @@ __all__ = [
     "OsNotFoundError",
     "OsScriptError",
     "ParameterError",
+    "PlacementConcurrentUpdateError",
+    "PlacementConflictError",
+    "PlacementError",
+    "PlacementNotFoundError",
     "ProtocolError",
     "QueryFilterError",
     "RpcError",
@@ -366,6 +375,51 @@ class AccessDeniedError(CorralError):
 
     code = "access-denied"
     http_status = 403
+
+
+class PlacementError(CorralError):
+    """A placement request (``corral.placement``) is malformed: the message is
+    OpenStack Placement's own text for the same mistake, ``placement_code`` its
+    error code (``placement.undefined_code`` unless Placement names a finer one;
+    ``None`` for what Placement reports as a JSON-schema error, which has no code)."""
+
+    code = "placement-error"
+    http_status = 400
+    #: Placement's error code for this class when the instance does not give one.
+    default_placement_code: ClassVar[str | None] = "placement.undefined_code"
+
+    def __init__(self, message: str, *, placement_code: str | None = None,
+                 schema_error: bool = False) -> None:
+        super().__init__(message)
+        #: Placement's ``code`` in its error body (``None``: the body has no code, as
+        #: for Placement's JSON-schema errors, ``schema_error``).
+        self.placement_code: str | None = (
+            None if schema_error else placement_code or self.default_placement_code)
+
+
+class PlacementNotFoundError(PlacementError):
+    """A placement object (resource provider, resource class, trait, consumer) does
+    not exist."""
+
+    code = "placement-not-found"
+    http_status = 404
+
+
+class PlacementConflictError(PlacementError):
+    """A placement change contradicts the stored state (inventory in use, capacity
+    exceeded, a name already taken, a parent with children)."""
+
+    code = "placement-conflict"
+    http_status = 409
+
+
+class PlacementConcurrentUpdateError(PlacementConflictError):
+    """The generation a placement change was based on is no longer current (a resource
+    provider's or a consumer's): someone else changed it first. Re-read and retry."""
+
+    code = "placement-concurrent-update"
+    default_placement_code = "placement.concurrent_update"
+    retryable = True
 
 
 class InternalError(CorralError):

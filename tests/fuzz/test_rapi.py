@@ -16,9 +16,7 @@ operation. This module adds what a schema cannot generate:
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import socket
 import ssl
 import time
 from collections import Counter
@@ -41,6 +39,7 @@ from hypothesis.stateful import (
 
 from tests.conftest import TestbedHandle
 from tests.fuzz.conftest import examples, scale
+from tests.fuzz.rapi_wire import RapiTarget
 
 pytestmark = pytest.mark.integration
 
@@ -49,19 +48,8 @@ NODES = ("node1.testbed", "node2.testbed", "node3.testbed")
 FINAL = ("success", "error", "canceled")
 
 
-class Rapi:
+class Rapi(RapiTarget):
     """The fuzz testbed's RAPI as the write user."""
-
-    def __init__(self, testbed: TestbedHandle) -> None:
-        info = testbed.state["rapi"]
-        self.url: str = info["url"]
-        host, port = self.url.removeprefix("https://").rsplit(":", 1)
-        self.address = (host, int(port))
-        self.ca: str = info["ca"]
-        self.session = requests.Session()
-        self.session.auth = (info["user"], info["password"])
-        token = base64.b64encode(f"{info['user']}:{info['password']}".encode()).decode()
-        self.auth = f"Authorization: Basic {token}\r\n".encode()
 
     def request(self, method: str, path: str, body: Any = None) -> requests.Response:
         """One request; a server error fails the test."""
@@ -93,10 +81,7 @@ class Rapi:
         request announced more body than it has), bytes that end a chunked body or
         fill a short one are sent; if the server still waits for more (a body it
         cannot parse to its end, which its body timeout answers later), ``b""``."""
-        context = ssl.create_default_context(cafile=self.ca)
-        context.check_hostname = False
-        with contextlib.closing(context.wrap_socket(
-                socket.create_connection(self.address, timeout=30))) as conn:
+        with contextlib.closing(self.connect(timeout=30)) as conn:
             received = b""
             with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
                 conn.sendall(data)

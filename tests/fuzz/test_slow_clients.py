@@ -12,7 +12,6 @@ run with their real timeouts (60 s), which the tests stay well inside.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import socket
 import ssl
@@ -20,10 +19,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.conftest import TestbedHandle
 from tests.fuzz.luxi_wire import VALID, LuxiConnection, assert_serves
+from tests.fuzz.rapi_wire import RapiTarget
 
 pytestmark = pytest.mark.integration
 
@@ -32,32 +31,14 @@ ROUNDS = 5
 IDLE = 100
 
 
-class Rapi:
+class Rapi(RapiTarget):
     """The fuzz testbed's RAPI: its address, a session and raw TLS connections."""
-
-    def __init__(self, testbed: TestbedHandle) -> None:
-        info = testbed.state["rapi"]
-        self.url: str = info["url"]
-        host, port = self.url.removeprefix("https://").rsplit(":", 1)
-        self.address = (host, int(port))
-        self.ca: str = info["ca"]
-        self.session = requests.Session()
-        self.session.auth = (info["user"], info["password"])
-        token = base64.b64encode(f"{info['user']}:{info['password']}".encode()).decode()
-        self.auth = f"Authorization: Basic {token}\r\n".encode()
 
     def get_info(self) -> None:
         """``GET /2/info`` answers."""
         response = self.session.get(self.url + "/2/info", verify=self.ca, timeout=60)
         assert response.status_code == 200, response.text
         assert response.json()["name"], response.text
-
-    def connect(self) -> ssl.SSLSocket:
-        """A TLS connection, handshake done, nothing sent."""
-        context = ssl.create_default_context(cafile=self.ca)
-        context.check_hostname = False
-        raw = socket.create_connection(self.address, timeout=60)
-        return context.wrap_socket(raw)
 
 
 @pytest.fixture

@@ -61,20 +61,13 @@ def _run(*argv: str) -> str:
 @contextlib.contextmanager
 def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
     """``os.environ`` with ``changes`` (None removes) for the daemons started inside."""
-    before = {name: os.environ.get(name) for name in changes}
-    try:
+    with pytest.MonkeyPatch.context() as patch:
         for name, value in changes.items():
             if value is None:
-                os.environ.pop(name, None)
+                patch.delenv(name, raising=False)
             else:
-                os.environ[name] = value
+                patch.setenv(name, value)
         yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _daemon_env() -> dict[str, str | None]:

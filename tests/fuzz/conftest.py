@@ -64,16 +64,10 @@ def _loop_check_environment() -> Iterator[None]:
     wanted = {MAX_BODY_ENV: str(RPC_MAX_BODY)}
     if loopcheck.LOOP_CHECK_ENV not in os.environ:
         wanted[loopcheck.LOOP_CHECK_ENV] = str(loopcheck.DEFAULT_THRESHOLD_MS)
-    before = {name: os.environ.get(name) for name in wanted}
-    os.environ.update(wanted)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in wanted.items():
+            patch.setenv(name, value)
         yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="package")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -141,6 +142,19 @@ def run_testbed(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
+@contextlib.contextmanager
+def running_testbed(directory: Path) -> Iterator[TestbedHandle]:
+    """A 3-node testbed brought up in ``directory``; brought down afterwards, even on
+    failure, with a check that none of its daemons is left."""
+    try:
+        proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
+        assert proc.returncode == 0, proc.stderr
+        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+    finally:
+        run_testbed("down", "--dir", str(directory))
+        assert_no_daemons(directory)
+
+
 @pytest.fixture
 def testbed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestbedHandle]:
     """A 3-node testbed in a temporary directory, stopped afterwards even on failure.
@@ -152,15 +166,8 @@ def testbed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestbedH
         shared: TestbedHandle = request.getfixturevalue("shared_testbed")
         yield shared
         return
-    directory = tmp_path / "tb"
-    proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-    try:
-        assert proc.returncode == 0, proc.stderr
-        handle = TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+    with running_testbed(tmp_path / "tb") as handle:
         yield handle
-    finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
 
 
 #: The blocked-loop reports already seen in each shared testbed's logs, by directory.
@@ -175,12 +182,9 @@ def _module_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbe
     directory = tmp_path_factory.mktemp("shared") / "tb"
     _SEEN_REPORTS[directory] = []
     try:
-        proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-        assert proc.returncode == 0, proc.stderr
-        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
+        with running_testbed(directory) as handle:
+            yield handle
     finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
         new = _new_reports(directory)
         del _SEEN_REPORTS[directory]
     if new:

@@ -14,7 +14,6 @@ suite.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 
@@ -22,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from corral.utils import loopcheck
-from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
+from tests.conftest import TestbedHandle, running_testbed
 
 #: Environment variable multiplying every fuzz test's number of examples.
 SCALE_ENV = "CORRAL_FUZZ_SCALE"
@@ -73,14 +72,8 @@ def _loop_check_environment() -> Iterator[None]:
 @pytest.fixture(scope="package")
 def _fuzz_testbed(tmp_path_factory: pytest.TempPathFactory,
                   _loop_check_environment: None) -> Iterator[TestbedHandle]:
-    directory = tmp_path_factory.mktemp("fuzz") / "tb"
-    try:
-        proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-        assert proc.returncode == 0, proc.stderr
-        yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
-    finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+    with running_testbed(tmp_path_factory.mktemp("fuzz") / "tb") as handle:
+        yield handle
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ for many candidate nodes at once; tests check that both agree.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
 from corral.allocator.model import NO_NODE, Instance, Node
 from corral.allocator.types import FailMode
 
@@ -80,36 +83,26 @@ def _add_dsk_util(a: tuple[float, float, float, float], inst: Instance,
     return (a[0], a[1], a[2] + sign * inst.util[2], a[3])
 
 
-def _add_tags(tags: dict[str, int], names: tuple[str, ...]) -> None:
-    for name in names:
-        tags[name] = tags.get(name, 0) + 1
+#: A counted key: an exclusion tag or a location pair.
+_K = TypeVar("_K", bound=Hashable)
 
 
-def _del_tags(tags: dict[str, int], names: tuple[str, ...]) -> None:
-    for name in names:
-        count = tags.get(name)
+def _count_in(counts: dict[_K, int], keys: Iterable[_K]) -> None:
+    """Count one more of each key (exclusion tags, location pairs)."""
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+
+
+def _count_out(counts: dict[_K, int], keys: Iterable[_K]) -> None:
+    """Count one fewer of each key, dropping keys that reach zero; absent keys are left."""
+    for key in keys:
+        count = counts.get(key)
         if count is None:
             continue
         if count > 1:
-            tags[name] = count - 1
+            counts[key] = count - 1
         else:
-            del tags[name]
-
-
-def _add_pairs(imap: dict[tuple[str, str], int], pairs: list[tuple[str, str]]) -> None:
-    for pair in pairs:
-        imap[pair] = imap.get(pair, 0) + 1
-
-
-def _del_pairs(imap: dict[tuple[str, str], int], pairs: list[tuple[str, str]]) -> None:
-    for pair in pairs:
-        count = imap.get(pair)
-        if count is None:
-            continue
-        if count > 1:
-            imap[pair] = count - 1
-        else:
-            del imap[pair]
+            del counts[key]
 
 
 def desired_location_score(node: Node, inst: Instance) -> int:
@@ -137,7 +130,7 @@ def check_migration(src: Node, dst: Node) -> FailMode | None:
 
 def set_pri(node: Node, inst: Instance) -> None:
     """Count an existing primary instance on a node being loaded."""
-    _add_tags(node.p_tags, inst.excl_tags)
+    _count_in(node.p_tags, inst.excl_tags)
     node.p_list_forth.append(inst.idx)
     if inst.not_offline:
         node.u_cpu_forth += inst.vcpus
@@ -156,7 +149,7 @@ def set_pri(node: Node, inst: Instance) -> None:
     node.util_load = _add_util(node.util_load, inst.util)
     node.inst_sp = _spindle_use(node, inst, node.inst_sp, True)
     node.loc_score += inst.location_score + desired_location_score(node, inst)
-    _add_pairs(node.inst_map, location_pairs(node, inst))
+    _count_in(node.inst_map, location_pairs(node, inst))
 
 
 def set_sec(node: Node, inst: Instance) -> None:
@@ -279,8 +272,8 @@ def add_pri(node: Node, inst: Instance, force: bool = False, *,
         new.f_sp = new_free_sp
         new.loc_score = (node.loc_score + inst.location_score
                          + desired_location_score(node, inst))
-        _add_pairs(new.inst_map, location_pairs(node, inst))
-    _add_tags(new.p_tags, inst.excl_tags)
+        _count_in(new.inst_map, location_pairs(node, inst))
+    _count_in(new.p_tags, inst.excl_tags)
     new.p_list_forth.append(inst.idx)
     new.f_mem_forth = new_mem_forth
     new.f_dsk_forth = new_dsk_forth
@@ -310,8 +303,8 @@ def remove_pri(node: Node, inst: Instance, *, inplace: bool = False) -> Node:
         new.util_load = _sub_util(node.util_load, inst.util)
         new.loc_score = (node.loc_score - inst.location_score
                          - desired_location_score(node, inst))
-        _del_pairs(new.inst_map, location_pairs(node, inst))
-    _del_tags(new.p_tags, inst.excl_tags)
+        _count_out(new.inst_map, location_pairs(node, inst))
+    _count_out(new.p_tags, inst.excl_tags)
     new.p_list_forth.remove(inst.idx)
     new.f_mem_forth = node.f_mem_forth + inst.mem
     if uses_disk:

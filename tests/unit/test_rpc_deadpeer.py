@@ -49,3 +49,20 @@ def test_a_refused_certificate_names_the_clock() -> None:
     alert = OSError("[SSL: TLSV13_ALERT_BAD_CERTIFICATE] tlsv13 alert bad certificate")
     assert "which it does when its clock is far off" in _reason(alert)
     assert _reason(OSError("something else")) == "something else"
+
+
+def test_a_reset_during_the_handshake_names_the_clock_too() -> None:
+    """With TLS 1.3 a node that refuses the certificate may reset the connection
+    instead of sending its alert; the message still says what to look at."""
+    import errno
+
+    import aiohttp
+
+    from corral.rpc.client import _reason
+
+    reset = aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer")
+    reason = _reason(reset)
+    assert reason.startswith("Connection reset by peer")
+    assert "which it does when its clock is far off" in reason
+    other = aiohttp.ClientOSError(errno.EPIPE, "Broken pipe")
+    assert "clock" not in _reason(other)

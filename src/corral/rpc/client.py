@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -92,6 +93,12 @@ def _reason(err: BaseException) -> str:
         return ("the connection was closed without an answer (the node refused this "
                 "node's certificate, which it does when its clock is far off, or its "
                 "daemon stopped: see its log)")
+    if isinstance(err, aiohttp.ClientOSError) and err.errno == errno.ECONNRESET:
+        # with TLS 1.3 the node checks this node's certificate after the client's side
+        # of the handshake is done: a refusal may arrive as a reset instead of an alert
+        return (f"{err.strerror or err} (the node refused this node's certificate, "
+                "which it does when its clock is far off, or its daemon stopped: see "
+                "its log)")
     return str(err) or type(err).__name__
 
 

@@ -30,7 +30,8 @@ Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
 ``opportunistic_locking``, ``compress`` and ``helper_*_timeout``; ``group_name``
 only restricts an allocator. Refused with an error saying what works: creation
-modes other than ``create``, secondary nodes, ``file_driver`` other than ``loop``,
+modes other than ``create`` and ``import`` (:mod:`corral.cmdlib.instance_import`),
+secondary nodes, ``file_driver`` other than ``loop``,
 forthcoming instances, instance communication, private/secret OS parameters.
 """
 
@@ -89,6 +90,7 @@ from corral.cmdlib.instance_base import (
     remove_disks,
     wire,
 )
+from corral.cmdlib.instance_import import ImportSource, import_disks, read_export
 from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.ipolicy import check_instance_fits
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
@@ -278,10 +280,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """Refuse what corral cannot do and parse disks and tags."""
         op = self.op
         lower_os_params(op.osparams)  # refuse names that differ only in case, early
-        if op.mode != "create":
+        if op.mode not in ("create", "import"):
             raise ParameterError(
-                f"instance creation mode {op.mode!r} is not implemented; only 'create' is "
-                "(imports arrive with gnt-backup)")
+                f"instance creation mode {op.mode!r} is not implemented; 'create' and "
+                "'import' are")
         if op.iallocator and (op.pnode or op.pnode_uuid):
             raise ParameterError("Do not specify both, iallocator and node")
         if op.snode or op.snode_uuid:
@@ -294,7 +296,7 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if op.osparams_private or op.osparams_secret:
             raise ParameterError("private and secret OS parameters are not supported yet; "
                                  "use osparams")
-        if not op.os_type and not op.no_install:
+        if not op.os_type and not op.no_install and op.mode != "import":
             # Ganeti wants an OS even without installation; corral records none then
             # (a later reinstall names one).
             raise ParameterError("an OS is needed to create an instance (os_type, "
@@ -339,7 +341,11 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op.pnode, op.pnode_uuid = node.name, node.uuid
 
     async def prepare(self) -> None:
-        """Add the new instance's lock (a concurrent create of the name shares it)."""
+        """Read the export of an import (it fills what the opcode leaves open); add
+        the new instance's lock (a concurrent create of the name shares it)."""
+        self.import_source: ImportSource | None = None
+        if self.op.mode == "import":
+            self.import_source = await read_export(self)
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
@@ -638,7 +644,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         renamed: list[tuple[DiskSpec, list[str]]] = []
         try:
             await self._make_disks(spec, node, name, created, renamed)
-            if install:
+            if self.import_source is not None:
+                await import_disks(self, self.import_source, spec, node)
+            elif install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,

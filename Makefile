@@ -13,7 +13,8 @@ TINY_GUEST := build/tiny-guest
 # System tools the tests and the demo use: e2fsprogs for the bundled OS definition
 # (mkfs.ext4 and debugfs work on plain files, no mounts); faketime (libfaketime, 60 kB)
 # to run one node daemon with a skewed clock in the gnt-cluster verify test; lvm2 for
-# plain (LVM) disks and the LVM storage units, tested on loop devices. Installed only
+# plain (LVM) disks and the LVM storage units, tested on loop devices; zstd, the
+# compression tool of disk transfers (corral.impexp). Installed only
 # when missing.
 SYSDEPS_CMDS := mkfs.ext4 debugfs faketime
 SYSDEPS_PKGS := e2fsprogs faketime
@@ -60,6 +61,7 @@ sysdeps:
 	[ -f $(RAPI_CLIENT) ] || pkgs="$$pkgs ganeti-3.0"; \
 	[ -x $(HSCAN) ] || pkgs="$$pkgs ganeti-htools-3.0"; \
 	/usr/bin/python3 -c 'import pycurl' >/dev/null 2>&1 || pkgs="$$pkgs python3-pycurl"; \
+	command -v zstd >/dev/null 2>&1 || pkgs="$$pkgs zstd"; \
 	if [ -n "$$pkgs" ]; then \
 	  echo "installing $$pkgs"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null || \

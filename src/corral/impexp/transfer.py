@@ -192,6 +192,11 @@ async def start_import(transfer: Transfer, host: str, ports: tuple[int, int],
         transfer.peer = str(peer[0]) if peer else ""
         try:
             await _receive(transfer, reader, writer)
+        except asyncio.CancelledError:
+            # Cancelled by the transfer itself (abort, a destination process that
+            # died): already final, and nobody else waits on this task.
+            if transfer.state not in FINAL_STATES:
+                raise
         finally:
             if not done.done():
                 done.set_result(None)
@@ -254,11 +259,14 @@ async def _close(writer: asyncio.StreamWriter, *, hard: bool = False) -> None:
 async def _receive(transfer: Transfer, reader: asyncio.StreamReader,
                    writer: asyncio.StreamWriter) -> None:
     stages: list[Stage] = []
+    watcher: asyncio.Task[None] | None = None
     with transfer._open_log() as log_file:
         try:
             stages, sink = await sink_stages(transfer.end, _codec(transfer.compression,
                                                                   "import"), log_file)
             transfer.pids = [stage.proc.pid for stage in stages]
+            watcher = asyncio.create_task(_watch_early_exit(transfer, stages,
+                                                            asyncio.current_task()))
             writer.write(b"OK\n")
             await writer.drain()
             transfer.data_started = time.time()
@@ -273,6 +281,7 @@ async def _receive(transfer: Transfer, reader: asyncio.StreamReader,
                 sink.write(frame)
                 transfer._count(len(frame), len(frame))
                 await sink.drain()
+            watcher.cancel()
             sink.close()
             failures = [f for f in await asyncio.gather(*(s.wait() for s in stages)) if f]
             if failures:
@@ -290,6 +299,24 @@ async def _receive(transfer: Transfer, reader: asyncio.StreamReader,
             await kill_stages(stages)
             transfer._drop_partial()
             raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+
+async def _watch_early_exit(transfer: Transfer, stages: list[Stage],
+                            receiver: asyncio.Task[Any] | None) -> None:
+    """A destination process that ends while data still flows (the import script
+    failed, the writer was killed) fails the transfer at once, rather than when the
+    exporter next sends: the receiving task is cancelled."""
+    await asyncio.wait([asyncio.ensure_future(s.proc.wait()) for s in stages],
+                       return_when=asyncio.FIRST_COMPLETED)
+    stage = next(s for s in stages if s.proc.returncode is not None)
+    failure = await stage.wait() or f"{stage.what} ended before the data did"
+    transfer._set("failed", f"{failure} after {transfer.wire_bytes} bytes (log "
+                  f"{transfer.log_path})")
+    if receiver is not None:
+        receiver.cancel()
 
 
 # -- exporter -------------------------------------------------------------------------

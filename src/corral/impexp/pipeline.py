@@ -48,11 +48,15 @@ class Endpoint(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Stage:
-    """One running process of a transfer's pipeline."""
+    """One running process of a transfer's pipeline; ``out`` reads its output when
+    the daemon takes it (through a pipe of :data:`PIPE_SIZE`, so one wake-up moves
+    up to that much)."""
 
     def __init__(self, what: str, proc: asyncio.subprocess.Process) -> None:
         self.what = what
         self.proc = proc
+        self.out: asyncio.StreamReader | None = None
+        self.out_transport: asyncio.BaseTransport | None = None
 
     async def wait(self) -> str | None:
         """Wait for the process; ``None`` when it exited 0, else what went wrong."""
@@ -78,9 +82,8 @@ async def _spawn(what: str, argv: Sequence[str], *, stdin: int | IO[bytes] | Non
             start_new_session=True, limit=PIPE_SIZE)
     except OSError as err:
         raise InternalError(f"cannot start {what} ({argv[0]}): {err.strerror}") from None
-    for stream in (proc.stdin, proc.stdout):
-        pipe = stream.transport.get_extra_info("pipe") if stream is not None and \
-            hasattr(stream, "transport") else None
+    if proc.stdin is not None:
+        pipe = proc.stdin.transport.get_extra_info("pipe")
         if pipe is not None:
             _grow_pipe(pipe.fileno())
     return Stage(what, proc)
@@ -92,28 +95,59 @@ def _pipe() -> tuple[int, int]:
     return read, write
 
 
-async def source_stages(end: Endpoint, log: IO[bytes]) -> tuple[Stage, asyncio.StreamReader]:
-    """Start the process that produces the data; it and the stream of its output."""
+async def _read_end(stage: Stage, read_fd: int) -> asyncio.StreamReader:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=PIPE_SIZE, loop=loop)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+        os.fdopen(read_fd, "rb", buffering=0))
+    stage.out, stage.out_transport = reader, transport
+    return reader
+
+
+async def source_stages(end: Endpoint, compress: list[str] | None,
+                        log: IO[bytes]) -> tuple[list[Stage], asyncio.StreamReader]:
+    """Start the processes that produce the data: a file or device is read by the
+    compressor itself (or by ``dd`` without compression); a command's output is
+    returned as it is (the caller feeds a compressor, counting the bytes). The
+    stages and the stream to send."""
     if end.kind == "command":
-        stage = await _spawn("export script", end.argv, stdin=asyncio.subprocess.DEVNULL,
-                             stdout=asyncio.subprocess.PIPE, log=log, env=end.env,
-                             cwd=end.cwd)
+        argv, what, stdin, env, cwd = end.argv, "export script", None, end.env, end.cwd
+    elif compress is not None:
+        argv, what, env, cwd = compress, f"compressor {compress[0]}", None, "/"
+        stdin = os.open(end.path, os.O_RDONLY | os.O_CLOEXEC)
     else:
-        stage = await _spawn("reading " + end.path,
-                             ["dd", f"if={end.path}", "bs=1M", "status=none"],
-                             stdin=asyncio.subprocess.DEVNULL,
-                             stdout=asyncio.subprocess.PIPE, log=log)
-    out = stage.proc.stdout
-    if out is None:
-        raise InternalError("the source of a transfer has no output pipe")
-    return stage, out
+        argv, what, stdin, env, cwd = (["dd", f"if={end.path}", "bs=1M", "status=none"],
+                                       "reading " + end.path, None, None, "/")
+    read, write = _pipe()
+    try:
+        stage = await _spawn(what, argv, stdin=stdin if stdin is not None else
+                             asyncio.subprocess.DEVNULL, stdout=write, log=log, env=env,
+                             cwd=cwd)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+        if stdin is not None:
+            os.close(stdin)
+    return [stage], await _read_end(stage, read)
 
 
 async def filter_stage(what: str, argv: list[str], log: IO[bytes]) -> Stage:
     """Start a compressor: its stdin and stdout are pipes to this process, so the
     bytes on each side can be counted."""
-    return await _spawn(what, argv, stdin=asyncio.subprocess.PIPE,
-                        stdout=asyncio.subprocess.PIPE, log=log)
+    read, write = _pipe()
+    try:
+        stage = await _spawn(what, argv, stdin=asyncio.subprocess.PIPE, stdout=write,
+                             log=log)
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    await _read_end(stage, read)
+    return stage
 
 
 async def sink_stages(end: Endpoint, decompress: list[str] | None,
@@ -162,11 +196,8 @@ async def kill_stages(stages: list[Stage]) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(stage.proc.pid, signal.SIGKILL)
     for stage in stages:
-        # asyncio reports the exit only once the output pipe is drained to its end.
-        if stage.proc.stdout is not None:
-            with contextlib.suppress(OSError, ValueError):
-                while await stage.proc.stdout.read(PIPE_SIZE):
-                    pass
+        if stage.out_transport is not None:
+            stage.out_transport.close()
         if stage.proc.stdin is not None:
             stage.proc.stdin.close()
         with contextlib.suppress(ProcessLookupError):

@@ -351,10 +351,10 @@ async def _send(transfer: Transfer, host: str, port: int, context: ssl.SSLContex
                     f"{err or type(err).__name__}") from None
             if answer != "OK":
                 raise ProtocolError(f"the importer answered {answer!r} to the handshake")
-            first, source = await source_stages(transfer.end, log_file)
-            stages.append(first)
             compress = _codec(transfer.compression, "export")
-            if compress is not None:
+            first, source = await source_stages(transfer.end, compress, log_file)
+            stages.extend(first)
+            if compress is not None and transfer.end.kind == "command":
                 stages.append(await filter_stage(f"compressor {compress[0]}", compress,
                                                  log_file))
             transfer.pids = [stage.proc.pid for stage in stages]
@@ -410,12 +410,15 @@ async def _pump(transfer: Transfer, stages: list[Stage], source: asyncio.StreamR
     begin = time.monotonic()
     wire_source = source
     feeder: asyncio.Task[None] | None = None
+    # A compressor reading a file or device itself: its stdin position is the count.
+    position_of = stages[0].proc.pid if transfer.end.kind != "command" and \
+        transfer.compression != NO_COMPRESSION else None
     if len(stages) > 1:
-        compressor = stages[1].proc
-        if compressor.stdin is None or compressor.stdout is None:
+        compressor = stages[1]
+        if compressor.proc.stdin is None or compressor.out is None:
             raise CorralError("the compressor has no pipes")
-        wire_source = compressor.stdout
-        feeder = asyncio.create_task(_feed(transfer, source, compressor.stdin))
+        wire_source = compressor.out
+        feeder = asyncio.create_task(_feed(transfer, source, compressor.proc.stdin))
     try:
         while True:
             chunk = await wire_source.read(CHUNK)
@@ -423,7 +426,11 @@ async def _pump(transfer: Transfer, stages: list[Stage], source: asyncio.StreamR
                 break
             writer.write(wire.encode_frame(chunk))
             writer.write(chunk)
-            transfer._count(0 if feeder is not None else len(chunk), len(chunk))
+            if position_of is not None:
+                data = max(0, _read_position(position_of) - transfer.data_bytes)
+            else:
+                data = 0 if feeder is not None else len(chunk)
+            transfer._count(data, len(chunk))
             await writer.drain()
             if bandwidth > 0:
                 ahead = transfer.wire_bytes / bandwidth - (time.monotonic() - begin)
@@ -431,11 +438,28 @@ async def _pump(transfer: Transfer, stages: list[Stage], source: asyncio.StreamR
                     await asyncio.sleep(ahead)
         if feeder is not None:
             await feeder
+        if position_of is not None and transfer.end.kind == "file":
+            # The compressor read the whole file; it has exited, so count its size.
+            size = await asyncio.to_thread(lambda: Path(transfer.end.path).stat().st_size)
+            transfer._count(max(0, size - transfer.data_bytes), 0)
     finally:
         if feeder is not None and not feeder.done():
             feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await feeder
+
+
+def _read_position(pid: int) -> int:
+    """How far process ``pid`` has read its stdin (a file), from ``/proc``; 0 when
+    that cannot be read (the process has ended)."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/0") as info:
+            for line in info:
+                if line.startswith("pos:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 async def _feed(transfer: Transfer, source: asyncio.StreamReader,

@@ -6,7 +6,9 @@ truncated) or a ``command`` (an OS definition's ``export`` script writing the di
 its stdout, or its ``import`` script reading it from stdin). Files and devices are
 read and written by ``dd`` (1 MiB blocks, zero blocks left as holes when writing), so
 no disk I/O ever runs on the node daemon's event loop; a compression tool sits
-between as one more process, joined to its neighbour by a plain pipe.
+between as one more process, joined to its neighbour by a plain pipe. The daemon
+holds one end of the pipeline (a pipe of :data:`PIPE_SIZE`) and moves the bytes
+between it and the connection in a thread (see :mod:`corral.impexp.transfer`).
 
 Every process runs in its own session (process group) so that stopping a transfer
 stops what its processes started too; standard error goes to the transfer's log.
@@ -26,8 +28,7 @@ import msgspec
 
 from corral.errors import InternalError
 
-__all__ = ["PIPE_SIZE", "Endpoint", "Stage", "filter_stage", "kill_stages", "sink_stages",
-           "source_stages"]
+__all__ = ["PIPE_SIZE", "Endpoint", "Stage", "kill_stages", "sink_stages", "source_stages"]
 
 #: Pipe buffer asked for between stages and towards the daemon (fewer wake-ups).
 PIPE_SIZE = 1 << 20
@@ -48,15 +49,11 @@ class Endpoint(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Stage:
-    """One running process of a transfer's pipeline; ``out`` reads its output when
-    the daemon takes it (through a pipe of :data:`PIPE_SIZE`, so one wake-up moves
-    up to that much)."""
+    """One running process of a transfer's pipeline."""
 
     def __init__(self, what: str, proc: asyncio.subprocess.Process) -> None:
         self.what = what
         self.proc = proc
-        self.out: asyncio.StreamReader | None = None
-        self.out_transport: asyncio.BaseTransport | None = None
 
     async def wait(self) -> str | None:
         """Wait for the process; ``None`` when it exited 0, else what went wrong."""
@@ -82,10 +79,6 @@ async def _spawn(what: str, argv: Sequence[str], *, stdin: int | IO[bytes] | Non
             start_new_session=True, limit=PIPE_SIZE)
     except OSError as err:
         raise InternalError(f"cannot start {what} ({argv[0]}): {err.strerror}") from None
-    if proc.stdin is not None:
-        pipe = proc.stdin.transport.get_extra_info("pipe")
-        if pipe is not None:
-            _grow_pipe(pipe.fileno())
     return Stage(what, proc)
 
 
@@ -95,65 +88,61 @@ def _pipe() -> tuple[int, int]:
     return read, write
 
 
-async def _read_end(stage: Stage, read_fd: int) -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=PIPE_SIZE, loop=loop)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-        os.fdopen(read_fd, "rb", buffering=0))
-    stage.out, stage.out_transport = reader, transport
-    return reader
-
-
 async def source_stages(end: Endpoint, compress: list[str] | None,
-                        log: IO[bytes]) -> tuple[list[Stage], asyncio.StreamReader]:
+                        log: IO[bytes]) -> tuple[list[Stage], int]:
     """Start the processes that produce the data: a file or device is read by the
-    compressor itself (or by ``dd`` without compression); a command's output is
-    returned as it is (the caller feeds a compressor, counting the bytes). The
-    stages and the stream to send."""
-    if end.kind == "command":
-        argv, what, stdin, env, cwd = end.argv, "export script", None, end.env, end.cwd
-    elif compress is not None:
-        argv, what, env, cwd = compress, f"compressor {compress[0]}", None, "/"
-        stdin = os.open(end.path, os.O_RDONLY | os.O_CLOEXEC)
-    else:
-        argv, what, stdin, env, cwd = (["dd", f"if={end.path}", "bs=1M", "status=none"],
-                                       "reading " + end.path, None, None, "/")
-    read, write = _pipe()
+    compressor itself (or by ``dd`` without compression); a command's output goes
+    to the compressor through a pipe. The stages, and the read end of the last one's
+    output (the caller's to close)."""
+    stages: list[Stage] = []
+    stdin: int | None = None
+    first: tuple[str, list[str], dict[str, str] | None, str]
     try:
-        stage = await _spawn(what, argv, stdin=stdin if stdin is not None else
-                             asyncio.subprocess.DEVNULL, stdout=write, log=log, env=env,
-                             cwd=cwd)
+        if end.kind == "command":
+            if compress is None:
+                first = ("export script", end.argv, end.env, end.cwd)
+            else:
+                read, write = _pipe()
+                try:
+                    stages.append(await _spawn("export script", end.argv,
+                                               stdin=asyncio.subprocess.DEVNULL,
+                                               stdout=write, log=log, env=end.env,
+                                               cwd=end.cwd))
+                finally:
+                    os.close(write)
+                stdin = read
+                first = (f"compressor {compress[0]}", compress, None, "/")
+        elif compress is not None:
+            stdin = os.open(end.path, os.O_RDONLY | os.O_CLOEXEC)
+            first = (f"compressor {compress[0]}", compress, None, "/")
+        else:
+            first = ("reading " + end.path, ["dd", f"if={end.path}", "bs=1M", "status=none"],
+                     None, "/")
+        what, argv, env, cwd = first
+        read, write = _pipe()
+        try:
+            stages.append(await _spawn(what, argv, stdin=stdin if stdin is not None else
+                                       asyncio.subprocess.DEVNULL, stdout=write, log=log,
+                                       env=env, cwd=cwd))
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
     except BaseException:
-        os.close(read)
+        await kill_stages(stages)
         raise
     finally:
-        os.close(write)
         if stdin is not None:
             os.close(stdin)
-    return [stage], await _read_end(stage, read)
-
-
-async def filter_stage(what: str, argv: list[str], log: IO[bytes]) -> Stage:
-    """Start a compressor: its stdin and stdout are pipes to this process, so the
-    bytes on each side can be counted."""
-    read, write = _pipe()
-    try:
-        stage = await _spawn(what, argv, stdin=asyncio.subprocess.PIPE, stdout=write,
-                             log=log)
-    except BaseException:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    await _read_end(stage, read)
-    return stage
+    return stages, read
 
 
 async def sink_stages(end: Endpoint, decompress: list[str] | None,
-                      log: IO[bytes]) -> tuple[list[Stage], asyncio.StreamWriter]:
+                      log: IO[bytes]) -> tuple[list[Stage], int]:
     """Start the processes that take the data in (after decompressing it when
-    ``decompress`` is a command); the running stages and the stream to write to."""
+    ``decompress`` is a command); the stages and the write end of the first one's
+    input (the caller's to close, which ends the data)."""
     last: tuple[str, list[str], dict[str, str] | None, str]
     if end.kind == "command":
         last = ("import script", end.argv, end.env, end.cwd)
@@ -165,28 +154,28 @@ async def sink_stages(end: Endpoint, decompress: list[str] | None,
                 None, "/")
     what, argv, env, cwd = last
     stages: list[Stage] = []
+    read, write = _pipe()
     try:
         if decompress is None:
-            stages.append(await _spawn(what, argv, stdin=asyncio.subprocess.PIPE,
-                                       stdout=log, log=log, env=env, cwd=cwd))
+            stages.append(await _spawn(what, argv, stdin=read, stdout=log, log=log,
+                                       env=env, cwd=cwd))
         else:
-            read, write = _pipe()
+            middle_read, middle_write = _pipe()
             try:
-                stages.append(await _spawn(what, argv, stdin=read, stdout=log, log=log,
-                                           env=env, cwd=cwd))
+                stages.append(await _spawn(what, argv, stdin=middle_read, stdout=log,
+                                           log=log, env=env, cwd=cwd))
                 stages.append(await _spawn(f"decompressor {decompress[0]}", decompress,
-                                           stdin=asyncio.subprocess.PIPE, stdout=write,
-                                           log=log))
+                                           stdin=read, stdout=middle_write, log=log))
             finally:
-                os.close(read)
-                os.close(write)
+                os.close(middle_read)
+                os.close(middle_write)
     except BaseException:
+        os.close(write)
         await kill_stages(stages)
         raise
-    sink = stages[-1].proc.stdin
-    if sink is None:
-        raise InternalError("the first stage of a transfer has no input pipe")
-    return stages, sink
+    finally:
+        os.close(read)
+    return stages, write
 
 
 async def kill_stages(stages: list[Stage]) -> None:
@@ -196,10 +185,6 @@ async def kill_stages(stages: list[Stage]) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(stage.proc.pid, signal.SIGKILL)
     for stage in stages:
-        if stage.out_transport is not None:
-            stage.out_transport.close()
-        if stage.proc.stdin is not None:
-            stage.proc.stdin.close()
         with contextlib.suppress(ProcessLookupError):
             await stage.proc.wait()
 

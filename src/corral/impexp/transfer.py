@@ -1,11 +1,15 @@
 """Running one transfer: an importer that listens, or an exporter that connects.
 
 A :class:`Transfer` is started by the node daemon (:func:`start_import`,
-:func:`start_export`) and runs as a task of its event loop; the processes of its
-pipeline (:mod:`corral.impexp.pipeline`) do the disk I/O and the compression, the
-task only moves the compressed bytes between them and the TLS connection. Its
-:meth:`Transfer.status` (state, bytes, rate, ETA) is what the master polls to follow
-it and write progress to the job log.
+:func:`start_export`) and followed by a task of its event loop; the processes of its
+pipeline (:mod:`corral.impexp.pipeline`) do the disk I/O and the compression. The
+connection itself (TLS, handshake, frames) runs in a worker thread with a blocking
+socket: the ``ssl`` module then encrypts whole megabytes in C with the GIL released,
+where asyncio's TLS transport moves every record through Python code and reached
+less than half the speed on the same machine (see docs/backup.md). The event loop
+is never blocked; aborting a transfer shuts its sockets down, which ends the thread.
+Its :meth:`Transfer.status` (state, bytes, rate, ETA) is what the master polls to
+follow it and write progress to the job log.
 
 An importer listens on the first free port of a range, accepts connections until one
 passes the handshake (:mod:`corral.impexp.wire`), then stops listening. The TLS
@@ -18,7 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import ssl
+import struct
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,14 +35,7 @@ from typing import IO, Any, Literal
 from corral.errors import CorralError, NodeUnreachableError, ParameterError, ProtocolError
 from corral.impexp import wire
 from corral.impexp.compression import NO_COMPRESSION, compress_argv, decompress_argv
-from corral.impexp.pipeline import (
-    Endpoint,
-    Stage,
-    filter_stage,
-    kill_stages,
-    sink_stages,
-    source_stages,
-)
+from corral.impexp.pipeline import Endpoint, Stage, kill_stages, sink_stages, source_stages
 
 __all__ = ["CHUNK", "Direction", "State", "Transfer", "start_export", "start_import"]
 
@@ -79,8 +80,11 @@ class Transfer:
         self.finished: float | None = None
         self.pids: list[int] = []
         self.task: asyncio.Task[None] | None = None
-        #: The task serving the exporter's connection (an importer's), if any.
-        self.connection_task: asyncio.Task[Any] | None = None
+        #: The sockets of the data thread, shut down to stop it.
+        self.sockets: list[socket.socket] = []
+        self.stopping = threading.Event()
+        #: Set by an importer once all data went to its destination processes.
+        self.input_complete = threading.Event()
         self._samples: list[tuple[float, int]] = []
         self._on_change = on_change
 
@@ -137,12 +141,19 @@ class Transfer:
         """Stop the transfer (its task and processes); a file being written is
         removed."""
         self._set("aborted", why)
-        for task in (self.connection_task, self.task):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+        self.stop_sockets()
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
         self._drop_partial()
+
+    def stop_sockets(self) -> None:
+        """Shut the data thread's sockets down: its blocking calls return at once."""
+        self.stopping.set()
+        for sock in list(self.sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def _open_log(self) -> IO[bytes]:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,162 +172,232 @@ def _codec(compression: str, direction: Direction) -> list[str] | None:
         decompress_argv(compression)
 
 
+def _message(err: BaseException) -> str:
+    return getattr(err, "message", None) or str(err) or type(err).__name__
+
+
+class _Lines:
+    """Reading ``\n``-ended lines from a blocking socket, at most ``limit`` bytes."""
+
+    def __init__(self, sock: ssl.SSLSocket) -> None:
+        self.sock = sock
+
+    def line(self, what: str, limit: int = 512) -> str:
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = self.sock.recv(1)
+            if not chunk:
+                raise ProtocolError(f"the peer closed the connection {what}"
+                                    + (f" after {data!r}" if data else ""))
+            data += chunk
+            if len(data) > limit:
+                raise ProtocolError(f"the peer's line {what} is too long")
+        return data.decode("utf-8", "replace").rstrip("\n")
+
+
+def _recv_exactly(sock: ssl.SSLSocket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise ProtocolError("the stream ended before the exporter said it was done "
+                                "(connection cut)")
+        got += n
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
 # -- importer -------------------------------------------------------------------------
 async def start_import(transfer: Transfer, host: str, ports: tuple[int, int],
                        context: ssl.SSLContext, *, accept_timeout: float) -> int:
     """Listen on the first free port of ``ports`` (inclusive) and run ``transfer``
     for the first connection that passes the handshake; the port."""
     _codec(transfer.compression, "import")  # an unknown tool fails before listening
-    done = asyncio.get_running_loop().create_future()
-    accepted = asyncio.Event()
-
-    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        try:
-            if accepted.is_set():
-                raise wire.TransferRefused("this importer already has its exporter")
-            async with asyncio.timeout(CONNECT_TIMEOUT):
-                hello = await reader.readuntil(b"\n")
-            wire.parse_hello(hello, transfer.magic, transfer.compression)
-        except (wire.TransferRefused, ProtocolError) as err:
-            log.warning("transfer %s: refused a connection from %s: %s", transfer.name,
-                        peer, err)
-            await _answer(writer, f"ERR {err}\n")
-            return
-        except (OSError, TimeoutError, asyncio.IncompleteReadError,
-                asyncio.LimitOverrunError, ssl.SSLError):
-            await _close(writer)
-            return
-        accepted.set()
-        transfer.connection_task = asyncio.current_task()
-        transfer.peer = str(peer[0]) if peer else ""
-        try:
-            await _receive(transfer, reader, writer)
-        except asyncio.CancelledError:
-            # Cancelled by the transfer itself (abort, a destination process that
-            # died): already final, and nobody else waits on this task.
-            if transfer.state not in FINAL_STATES:
-                raise
-        finally:
-            if not done.done():
-                done.set_result(None)
-
-    server = None
+    listener = None
     for port in range(ports[0], ports[1] + 1):
+        candidate = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         try:
-            server = await asyncio.start_server(connected, host, port, ssl=context,
-                                                reuse_address=True)
+            candidate.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            candidate.bind((host, port))
+            candidate.listen(4)
         except OSError:
+            candidate.close()
             continue
-        transfer.port = port
+        listener, transfer.port = candidate, port
         break
-    if server is None:
+    if listener is None:
         raise ParameterError(f"no free port in {ports[0]}-{ports[1]} on {host} to import "
                              "into")
-
-    async def run() -> None:
-        try:
-            async with asyncio.timeout(accept_timeout):
-                await accepted.wait()
-        except TimeoutError:
-            transfer._set("failed", f"no exporter connected within {accept_timeout:g} s")
-            transfer._drop_partial()
-            return
-        finally:
-            server.close()
-        await done
-
-    transfer.task = asyncio.create_task(run(), name=f"impexp-{transfer.name}")
-    transfer.task.add_done_callback(lambda _: server.close())
+    transfer.sockets.append(listener)
+    transfer.task = asyncio.create_task(_import(transfer, listener, context, accept_timeout),
+                                        name=f"impexp-{transfer.name}")
     if transfer._on_change is not None:
         transfer._on_change(transfer)
     return transfer.port or 0
 
 
-async def _answer(writer: asyncio.StreamWriter, line: str) -> None:
-    with contextlib.suppress(OSError, ssl.SSLError, ConnectionError, TimeoutError):
-        async with asyncio.timeout(5):
-            writer.write(line.encode("utf-8", "replace"))
-            await writer.drain()
-    await _close(writer)
-
-
-async def _close(writer: asyncio.StreamWriter, *, hard: bool = False) -> None:
-    """Close the connection: gracefully (TLS close-notify) unless ``hard`` or the peer
-    does not answer within a few seconds, then the connection is reset, so a peer that
-    is still sending learns at once that nobody reads."""
-    if hard:
-        writer.transport.abort()
-        return
-    writer.close()
-    try:
-        async with asyncio.timeout(5):
-            await writer.wait_closed()
-    except (OSError, ssl.SSLError, ConnectionError, TimeoutError):
-        writer.transport.abort()
-
-
-async def _receive(transfer: Transfer, reader: asyncio.StreamReader,
-                   writer: asyncio.StreamWriter) -> None:
+async def _import(transfer: Transfer, listener: socket.socket, context: ssl.SSLContext,
+                  accept_timeout: float) -> None:
+    loop = asyncio.get_running_loop()
     stages: list[Stage] = []
     watcher: asyncio.Task[None] | None = None
-    with transfer._open_log() as log_file:
-        try:
-            stages, sink = await sink_stages(transfer.end, _codec(transfer.compression,
-                                                                  "import"), log_file)
+    sink = -1
+
+    def start_sink() -> int:
+        """Called by the thread once the right exporter is there."""
+        nonlocal sink, watcher
+
+        async def start() -> int:
+            nonlocal watcher
+            found, fd = await sink_stages(transfer.end,
+                                          _codec(transfer.compression, "import"), log_file)
+            stages.extend(found)
             transfer.pids = [stage.proc.pid for stage in stages]
-            watcher = asyncio.create_task(_watch_early_exit(transfer, stages,
-                                                            asyncio.current_task()))
-            writer.write(b"OK\n")
-            await writer.drain()
+            watcher = asyncio.create_task(_watch_early_exit(transfer, stages))
             transfer.data_started = time.time()
             transfer._set("running")
-            while True:
-                frame = await wire.read_frame(reader)
-                if isinstance(frame, int):
-                    if frame != transfer.wire_bytes:
-                        raise ProtocolError(f"the exporter says it sent {frame} bytes but "
-                                            f"{transfer.wire_bytes} arrived")
-                    break
-                sink.write(frame)
-                transfer._count(len(frame), len(frame))
-                await sink.drain()
-            watcher.cancel()
-            sink.close()
-            failures = [f for f in await asyncio.gather(*(s.wait() for s in stages)) if f]
-            if failures:
-                raise CorralError("; ".join(failures) + f" (log {transfer.log_path})")
+            return fd
+        sink = asyncio.run_coroutine_threadsafe(start(), loop).result()
+        return sink
+
+    def finish_sink() -> list[str]:
+        """Called by the thread after the last byte: close the input, wait."""
+        nonlocal sink
+        transfer.input_complete.set()  # the processes may end now: not an early exit
+        os.close(sink)
+        sink = -1
+
+        async def wait() -> list[str]:
+            if watcher is not None:
+                watcher.cancel()
+            return [f for f in await asyncio.gather(*(s.wait() for s in stages)) if f]
+        return asyncio.run_coroutine_threadsafe(wait(), loop).result()
+
+    with transfer._open_log() as log_file:
+        try:
+            await asyncio.to_thread(_import_thread, transfer, listener, context,
+                                    accept_timeout, start_sink, finish_sink)
             transfer._set("done")
-            await _answer(writer, f"DONE {transfer.wire_bytes}\n")
-        except (CorralError, OSError, ConnectionError, ssl.SSLError) as err:
-            message = getattr(err, "message", None) or str(err) or type(err).__name__
-            transfer._set("failed", f"{message} after {transfer.wire_bytes} bytes")
+        except (CorralError, OSError, ssl.SSLError, TimeoutError) as err:
+            if transfer.state not in FINAL_STATES:
+                transfer._set("failed", f"{_message(err)} after {transfer.wire_bytes} bytes")
             await kill_stages(stages)
             transfer._drop_partial()
-            await _answer(writer, f"ERR {message}\n")
         except BaseException:
-            await _close(writer, hard=True)
+            transfer.stop_sockets()
             await kill_stages(stages)
             transfer._drop_partial()
             raise
         finally:
             if watcher is not None:
                 watcher.cancel()
+            if sink >= 0:
+                os.close(sink)
+            listener.close()
 
 
-async def _watch_early_exit(transfer: Transfer, stages: list[Stage],
-                            receiver: asyncio.Task[Any] | None) -> None:
+def _import_thread(transfer: Transfer, listener: socket.socket, context: ssl.SSLContext,
+                   accept_timeout: float, start_sink: Callable[[], int],
+                   finish_sink: Callable[[], list[str]]) -> None:
+    """Accept until the right exporter arrives, then receive its frames into the
+    sink (runs in a worker thread)."""
+    deadline = time.monotonic() + accept_timeout
+    while True:
+        if transfer.stopping.is_set():
+            raise CorralError("stopped")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CorralError(f"no exporter connected within {accept_timeout:g} s")
+        listener.settimeout(left)
+        try:
+            raw, peer = listener.accept()
+        except TimeoutError:
+            continue
+        raw.settimeout(CONNECT_TIMEOUT)
+        try:
+            conn = context.wrap_socket(raw, server_side=True)
+            wire.parse_hello(_Lines(conn).line("during the handshake").encode() + b"\n",
+                             transfer.magic, transfer.compression)
+        except (wire.TransferRefused, ProtocolError) as err:
+            log.warning("transfer %s: refused a connection from %s: %s", transfer.name,
+                        peer, err)
+            with contextlib.suppress(OSError):
+                conn.sendall(f"ERR {err}\n".encode())
+                conn.close()
+            continue
+        except (OSError, ssl.SSLError):
+            raw.close()
+            continue
+        break
+    listener.close()
+    transfer.peer = str(peer[0])
+    transfer.sockets.append(conn)
+    try:
+        try:
+            sink = start_sink()
+            conn.sendall(b"OK\n")
+            conn.settimeout(None)
+            _receive_frames(transfer, conn, sink)
+            failures = finish_sink()
+            if failures:
+                raise CorralError("; ".join(failures) + f" (log {transfer.log_path})")
+        except (CorralError, OSError, ssl.SSLError) as err:
+            if transfer.state in FINAL_STATES:  # the watcher or an abort said why
+                raise
+            with contextlib.suppress(OSError, ssl.SSLError):
+                conn.settimeout(5)
+                conn.sendall(f"ERR {_message(err)}\n".encode())
+            raise
+        conn.settimeout(30)
+        conn.sendall(f"DONE {transfer.wire_bytes}\n".encode())
+    finally:
+        conn.close()
+
+
+_LENGTH = struct.Struct(">I")
+_COUNT = struct.Struct(">Q")
+
+
+def _receive_frames(transfer: Transfer, conn: ssl.SSLSocket, sink: int) -> None:
+    header = bytearray(_LENGTH.size)
+    buffer = bytearray(wire.FRAME_MAX)
+    while True:
+        _recv_exactly(conn, memoryview(header))
+        (length,) = _LENGTH.unpack(header)
+        if length == 0:
+            count = bytearray(_COUNT.size)
+            _recv_exactly(conn, memoryview(count))
+            (sent,) = _COUNT.unpack(count)
+            if sent != transfer.wire_bytes:
+                raise ProtocolError(f"the exporter says it sent {sent} bytes but "
+                                    f"{transfer.wire_bytes} arrived")
+            return
+        if length > wire.FRAME_MAX:
+            raise ProtocolError(f"frame of {length} bytes; at most {wire.FRAME_MAX} are "
+                                "accepted")
+        view = memoryview(buffer)[:length]
+        _recv_exactly(conn, view)
+        _write_all(sink, view)
+        transfer._count(length, length)
+
+
+async def _watch_early_exit(transfer: Transfer, stages: list[Stage]) -> None:
     """A destination process that ends while data still flows (the import script
     failed, the writer was killed) fails the transfer at once, rather than when the
-    exporter next sends: the receiving task is cancelled."""
+    exporter next sends: the connection is shut down."""
     await asyncio.wait([asyncio.ensure_future(s.proc.wait()) for s in stages],
                        return_when=asyncio.FIRST_COMPLETED)
+    if transfer.input_complete.is_set():
+        return
     stage = next(s for s in stages if s.proc.returncode is not None)
     failure = await stage.wait() or f"{stage.what} ended before the data did"
     transfer._set("failed", f"{failure} after {transfer.wire_bytes} bytes (log "
                   f"{transfer.log_path})")
-    if receiver is not None:
-        receiver.cancel()
+    transfer.stop_sockets()
 
 
 # -- exporter -------------------------------------------------------------------------
@@ -327,126 +408,137 @@ async def start_export(transfer: Transfer, host: str, port: int, context: ssl.SS
     _codec(transfer.compression, "export")
     transfer.peer = host
     transfer.task = asyncio.create_task(
-        _send(transfer, host, port, context, bandwidth), name=f"impexp-{transfer.name}")
+        _export(transfer, host, port, context, bandwidth), name=f"impexp-{transfer.name}")
     if transfer._on_change is not None:
         transfer._on_change(transfer)
 
 
-async def _send(transfer: Transfer, host: str, port: int, context: ssl.SSLContext,
-                bandwidth: float) -> None:
+async def _export(transfer: Transfer, host: str, port: int, context: ssl.SSLContext,
+                  bandwidth: float) -> None:
+    loop = asyncio.get_running_loop()
     stages: list[Stage] = []
-    writer: asyncio.StreamWriter | None = None
-    with transfer._open_log() as log_file:
-        try:
-            try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    reader, writer = await asyncio.open_connection(
-                        host, port, ssl=context, server_hostname=host, limit=1 << 16)
-                    writer.write(wire.encode_hello(transfer.magic, transfer.compression))
-                    await writer.drain()
-                    answer = await wire.read_reply(reader, "after the handshake")
-            except (OSError, TimeoutError, ssl.SSLError) as err:
-                raise NodeUnreachableError(
-                    f"cannot reach the importer at {host} port {port}: "
-                    f"{err or type(err).__name__}") from None
-            if answer != "OK":
-                raise ProtocolError(f"the importer answered {answer!r} to the handshake")
+    source = -1
+
+    def start_source() -> int:
+        """Called by the thread once the importer said OK."""
+        nonlocal source
+
+        async def start() -> int:
             compress = _codec(transfer.compression, "export")
-            first, source = await source_stages(transfer.end, compress, log_file)
-            stages.extend(first)
-            if compress is not None and transfer.end.kind == "command":
-                stages.append(await filter_stage(f"compressor {compress[0]}", compress,
-                                                 log_file))
+            found, fd = await source_stages(transfer.end, compress, log_file)
+            stages.extend(found)
             transfer.pids = [stage.proc.pid for stage in stages]
             transfer.data_started = time.time()
             transfer._set("running")
-            # The importer speaks again only at the end, or to say it gave up.
-            reply = asyncio.create_task(wire.read_reply(reader, "before confirming the data"))
-            try:
-                pump = asyncio.create_task(_pump(transfer, stages, source, writer, bandwidth))
-                await asyncio.wait({pump, reply}, return_when=asyncio.FIRST_COMPLETED)
-                if not pump.done():
-                    pump.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await pump
-                    reply.result()  # the importer's refusal, or its early close
-                    raise ProtocolError(f"the importer answered {reply.result()!r} before "
-                                        "the end of the data")
-                pump.result()
-            except BaseException:
-                reply.cancel()
-                raise
-            failures = [f for f in await asyncio.gather(*(s.wait() for s in stages)) if f]
-            if failures:
-                raise CorralError("; ".join(failures) + f" (log {transfer.log_path})")
-            writer.write(wire.encode_trailer(transfer.wire_bytes))
-            await writer.drain()
-            done = await reply
-            if done != f"DONE {transfer.wire_bytes}":
-                raise ProtocolError(f"the importer answered {done!r} at the end")
+            return fd
+        source = asyncio.run_coroutine_threadsafe(start(), loop).result()
+        return source
+
+    def wait_source() -> list[str]:
+        async def wait() -> list[str]:
+            return [f for f in await asyncio.gather(*(s.wait() for s in stages)) if f]
+        return asyncio.run_coroutine_threadsafe(wait(), loop).result()
+
+    with transfer._open_log() as log_file:
+        try:
+            await asyncio.to_thread(_export_thread, transfer, host, port, context,
+                                    bandwidth, start_source, wait_source)
             transfer._set("done")
-        except (CorralError, OSError, ConnectionError, ssl.SSLError) as err:
-            message = getattr(err, "message", None) or str(err) or type(err).__name__
-            if isinstance(err, (OSError, ConnectionError, ssl.SSLError)):
+        except (CorralError, OSError, ssl.SSLError, TimeoutError) as err:
+            message = _message(err)
+            if isinstance(err, (OSError, ssl.SSLError)) and not isinstance(err, TimeoutError):
                 message = f"connection to the importer lost: {message}"
             transfer._set("failed", f"{message} after {transfer.data_bytes} bytes")
             await kill_stages(stages)
         except BaseException:
-            if writer is not None:
-                await _close(writer, hard=True)
-                writer = None
+            transfer.stop_sockets()
             await kill_stages(stages)
             raise
         finally:
-            if writer is not None:
-                await _close(writer)
+            if source >= 0:
+                os.close(source)
 
 
-async def _pump(transfer: Transfer, stages: list[Stage], source: asyncio.StreamReader,
-                writer: asyncio.StreamWriter, bandwidth: float) -> None:
-    """Send the data as frames, through the compressor when there is one (then a
-    second task feeds it, so the data count is the disk's bytes and the ETA holds),
-    pacing the wire to ``bandwidth`` bytes per second."""
-    begin = time.monotonic()
-    wire_source = source
-    feeder: asyncio.Task[None] | None = None
-    # A compressor reading a file or device itself: its stdin position is the count.
-    position_of = stages[0].proc.pid if transfer.end.kind != "command" and \
-        transfer.compression != NO_COMPRESSION else None
-    if len(stages) > 1:
-        compressor = stages[1]
-        if compressor.proc.stdin is None or compressor.out is None:
-            raise CorralError("the compressor has no pipes")
-        wire_source = compressor.out
-        feeder = asyncio.create_task(_feed(transfer, source, compressor.proc.stdin))
+def _export_thread(transfer: Transfer, host: str, port: int, context: ssl.SSLContext,
+                   bandwidth: float, start_source: Callable[[], int],
+                   wait_source: Callable[[], list[str]]) -> None:
+    """Connect, shake hands, send the source's output as frames, wait for DONE (runs
+    in a worker thread)."""
     try:
-        while True:
-            chunk = await wire_source.read(CHUNK)
-            if not chunk:
-                break
-            writer.write(wire.encode_frame(chunk))
-            writer.write(chunk)
-            if position_of is not None:
-                data = max(0, _read_position(position_of) - transfer.data_bytes)
-            else:
-                data = 0 if feeder is not None else len(chunk)
-            transfer._count(data, len(chunk))
-            await writer.drain()
-            if bandwidth > 0:
-                ahead = transfer.wire_bytes / bandwidth - (time.monotonic() - begin)
-                if ahead > 0:
-                    await asyncio.sleep(ahead)
-        if feeder is not None:
-            await feeder
-        if position_of is not None and transfer.end.kind == "file":
-            # The compressor read the whole file; it has exited, so count its size.
-            size = await asyncio.to_thread(lambda: Path(transfer.end.path).stat().st_size)
-            transfer._count(max(0, size - transfer.data_bytes), 0)
+        raw = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
+    except OSError as err:
+        raise NodeUnreachableError(f"cannot reach the importer at {host} port {port}: "
+                                   f"{err.strerror or err}") from None
+    transfer.sockets.append(raw)
+    conn: ssl.SSLSocket | None = None
+    try:
+        try:
+            conn = context.wrap_socket(raw, server_hostname=host)
+            transfer.sockets.append(conn)
+            conn.sendall(wire.encode_hello(transfer.magic, transfer.compression))
+            answer = _Lines(conn).line("after the handshake")
+        except (OSError, ssl.SSLError) as err:
+            raise NodeUnreachableError(f"cannot reach the importer at {host} port {port}: "
+                                       f"{_message(err)}") from None
+        if answer.startswith("ERR "):
+            raise wire.TransferRefused(answer[4:])
+        if answer != "OK":
+            raise ProtocolError(f"the importer answered {answer!r} to the handshake")
+        source = start_source()
+        conn.settimeout(None)
+        try:
+            _send_frames(transfer, conn, source, bandwidth)
+        except (OSError, ssl.SSLError):
+            # The importer may have said why before closing.
+            with contextlib.suppress(OSError, ssl.SSLError, ProtocolError):
+                conn.settimeout(2)
+                reason = _Lines(conn).line("after an error")
+                if reason.startswith("ERR "):
+                    raise wire.TransferRefused(reason[4:]) from None
+            raise
+        failures = wait_source()
+        if failures:
+            raise CorralError("; ".join(failures) + f" (log {transfer.log_path})")
+        conn.sendall(wire.encode_trailer(transfer.wire_bytes))
+        done = _Lines(conn).line("before confirming the data")
+        if done.startswith("ERR "):
+            raise wire.TransferRefused(done[4:])
+        if done != f"DONE {transfer.wire_bytes}":
+            raise ProtocolError(f"the importer answered {done!r} at the end")
     finally:
-        if feeder is not None and not feeder.done():
-            feeder.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await feeder
+        (conn or raw).close()
+
+
+def _send_frames(transfer: Transfer, conn: ssl.SSLSocket, source: int,
+                 bandwidth: float) -> None:
+    begin = time.monotonic()
+    # A compressor reading a file or device itself: its stdin position is the count.
+    first = transfer.pids[0] if transfer.pids else None
+    by_position = transfer.end.kind != "command" and transfer.compression != NO_COMPRESSION
+    by_wchar = transfer.end.kind == "command" and transfer.compression != NO_COMPRESSION
+    last_probe = 0.0
+    while True:
+        chunk = os.read(source, CHUNK)
+        if not chunk:
+            break
+        conn.sendall(wire.encode_frame(chunk) + chunk)
+        data = len(chunk)
+        if by_position or by_wchar:
+            data = 0
+            now = time.monotonic()
+            if first is not None and now - last_probe >= 0.25:
+                last_probe = now
+                done = _read_position(transfer.pids[-1]) if by_position else \
+                    _read_wchar(first)
+                data = max(0, done - transfer.data_bytes)
+        transfer._count(data, len(chunk))
+        if bandwidth > 0:
+            ahead = transfer.wire_bytes / bandwidth - (time.monotonic() - begin)
+            if ahead > 0:
+                time.sleep(ahead)
+    if by_position and transfer.end.kind == "file":
+        size = Path(transfer.end.path).stat().st_size
+        transfer._count(max(0, size - transfer.data_bytes), 0)
 
 
 def _read_position(pid: int) -> int:
@@ -462,17 +554,14 @@ def _read_position(pid: int) -> int:
     return 0
 
 
-async def _feed(transfer: Transfer, source: asyncio.StreamReader,
-                sink: asyncio.StreamWriter) -> None:
-    """Copy the source's output into the compressor, counting it; close its input at
-    the end so it finishes."""
+def _read_wchar(pid: int) -> int:
+    """The bytes process ``pid`` has written in all (``wchar`` of ``/proc/<pid>/io``):
+    what an export script produced; 0 when that cannot be read."""
     try:
-        while True:
-            chunk = await source.read(CHUNK)
-            if not chunk:
-                break
-            sink.write(chunk)
-            transfer._count(len(chunk), 0)
-            await sink.drain()
-    finally:
-        sink.close()
+        with open(f"/proc/{pid}/io") as info:
+            for line in info:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -179,7 +179,7 @@ async def _run_all(node1: Paths, node2: Paths, nodes: list[dict[str, Any]], port
                    source: Path, tmp: Path, compressions: list[str]) -> dict[str, Any]:
     """Each compression through corral, then by hand, in turn."""
     client = RpcClient(node1)
-    size = source.stat().st_size
+    size = (await asyncio.to_thread(source.stat)).st_size
     figures: dict[str, Any] = {}
     try:
         for compression in compressions:

@@ -85,7 +85,7 @@ async def _corral(client: RpcClient, nodes: list[dict[str, Any]], port: int,
             break
         if "failed" in (exp["state"], imp["state"]):
             raise SystemExit(f"transfer {compression} failed: {exp['error']} / {imp['error']}")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.25)  # the master polls every 2 s; this is for the timing
     seconds = time.perf_counter() - started
     await call(dst, "export_abort", {"export": "bench-dst"})
     for target in (src, dst):

@@ -16,6 +16,7 @@ import pytest
 
 from corral.paths import Paths
 from tests.conftest import TestbedHandle
+from tests.integration.test_filter_seed import _rapi
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +105,16 @@ def test_export_import_round_trip(testbed: TestbedHandle) -> None:
     testbed.run("gnt-backup", "remove", "src.testbed")
     assert _exports(testbed) == []
     assert not export.exists()
+    # RAPI: PUT /2/instances/N/export, Ganeti's body (destination is the node).
+    rapi = _rapi(testbed)
+    status, job_id, _ = rapi.request("PUT", "/2/instances/copy.testbed/export",
+                                     {"mode": "local", "destination": "node2.testbed",
+                                      "shutdown": False})
+    assert status == 200
+    job = rapi.wait(job_id)
+    assert job["status"] == "success", job
+    assert _exports(testbed) == [["node2.testbed", "copy.testbed"]]
+    testbed.run("gnt-backup", "remove", "copy.testbed")
     for name in ("src.testbed", "copy.testbed"):
         testbed.run("gnt-instance", "remove", "-f", name)
 

@@ -379,8 +379,11 @@ ROUTES: Final[tuple[Route, ...]] = (
         body=DEPENDS_ONLY)}, "Repairing an instance's disks (corral's addition)"),
     Route(f"{_INSTANCE}/prepare-export", {"PUT": NotServed(
         "corral has no OP_BACKUP_PREPARE yet")}, "Preparing an export"),
-    Route(f"{_INSTANCE}/export", {"PUT": NotServed(
-        "corral has no OP_BACKUP_EXPORT yet")}, "Exporting an instance"),
+    Route(f"{_INSTANCE}/export", {"PUT": _job(
+        instances.export, "Export the instance to a node of this cluster (mode local; "
+        "destination is the node)",
+        body=_opcode_body("OP_BACKUP_EXPORT", fixed=("instance_name",),
+                          rename=instances.EXPORT_RENAME))}, "Exporting an instance"),
     # -- OS definitions and queries -----------------------------------------------------
     Route("/2/os", {"GET": _op(os.index, "public", "OS names (with variants)", STRINGS)},
           "OS definitions"),

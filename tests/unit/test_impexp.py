@@ -219,3 +219,37 @@ async def test_progress_reports_rate_and_eta(
     assert seen is not None and 0 < seen["bytes"] < len(data)
     assert seen["rate"] <= 8 << 20  # paced, not the loopback's speed
     assert exporter.state == "done"
+
+
+def test_watcher_cleans_what_a_dead_daemon_left(tmp_path: Path) -> None:
+    """A transfer whose node daemon is gone: its process is killed, its half-written
+    file and its status removed; a running daemon's transfer is left alone."""
+    import json
+    import subprocess
+
+    from corral.impexp.stale import clean_stale, process_start
+    from corral.paths import Paths
+    from corral.watcher.cleanup import run_cleaners
+
+    paths = Paths(tmp_path)
+    paths.impexp_dir.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    half = tmp_path / "half-written"
+    half.write_bytes(b"x")
+    dead = {"direction": "import", "state": "running", "destination": str(half),
+            "daemon_pid": 2 ** 22 + 7, "daemon_start": "1",
+            "pid_starts": {str(sleeper.pid): process_start(sleeper.pid)}}
+    alive = {"direction": "import", "state": "running", "daemon_pid": os.getpid(),
+             "daemon_start": process_start(os.getpid()), "pid_starts": {}}
+    (paths.impexp_dir / "dead.json").write_text(json.dumps(dead))
+    (paths.impexp_dir / "alive.json").write_text(json.dumps(alive))
+    try:
+        assert run_cleaners(paths) == ["stale transfer dead (its node daemon is gone)"]
+        assert clean_stale(paths) == []
+        assert sleeper.wait(timeout=10) == -9
+        assert not half.exists()
+        assert sorted(p.name for p in paths.impexp_dir.iterdir()) == ["alive.json"]
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()

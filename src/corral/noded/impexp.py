@@ -18,11 +18,9 @@ as for RPC). A transfer between clusters passes its own certificate, key and CA
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
-import signal
 import ssl
 import tempfile
 import time
@@ -31,7 +29,7 @@ from typing import Any, Literal
 
 from corral import impexp, osapi, storage
 from corral.errors import ParameterError
-from corral.impexp import Endpoint, Transfer
+from corral.impexp import Endpoint, Transfer, stale
 from corral.paths import Paths
 from corral.rpc.args import (
     ImpexpCleanupArgs,
@@ -57,19 +55,12 @@ def _status_file(paths: Paths, name: str) -> Path:
     return paths.impexp_dir / f"{name}.json"
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19] if len(fields) > 19 else None
-
-
 def _saver(paths: Paths) -> Any:
     def save(transfer: Transfer) -> None:
         status = transfer.status()
-        status["pid_starts"] = {str(pid): _start_time(pid) for pid in transfer.pids}
+        status["pid_starts"] = {str(pid): stale.process_start(pid) for pid in transfer.pids}
         status["daemon_pid"] = os.getpid()
+        status["daemon_start"] = stale.process_start(os.getpid())
         paths.impexp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = _status_file(paths, transfer.name)
         tmp = target.with_suffix(".tmp")
@@ -81,19 +72,13 @@ def _saver(paths: Paths) -> Any:
 def _stale(paths: Paths) -> list[dict[str, Any]]:
     """Status files of transfers this node daemon does not run (an earlier one did)."""
     found = []
-    with contextlib.suppress(FileNotFoundError):
-        for path in sorted(paths.impexp_dir.glob("*.json")):
-            name = path.name[:-5]
-            if name in _TRANSFERS:
-                continue
-            try:
-                status = json.loads(path.read_text())
-            except (OSError, ValueError):
-                status = {"name": name}
-            if status.get("state") not in impexp.FINAL_STATES:
-                status["error"] = "left by an earlier node daemon"
-                status["state"] = "stale"
-            found.append(status)
+    for status in stale.read_statuses(paths):
+        if status["name"] in _TRANSFERS:
+            continue
+        if status.get("state") not in impexp.FINAL_STATES:
+            status["error"] = "left by an earlier node daemon"
+            status["state"] = "stale"
+        found.append(status)
     return found
 
 
@@ -220,24 +205,6 @@ async def impexp_abort(paths: Paths, args: ImpexpNamesArgs) -> Any:
     return stopped
 
 
-def _kill_stale(status: dict[str, Any]) -> None:
-    for pid_text, started in (status.get("pid_starts") or {}).items():
-        pid = int(pid_text)
-        if started is not None and _start_time(pid) == started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-    destination = status.get("destination")
-    if destination and status.get("direction") == "import" and status.get("state") != "done":
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            Path(destination).unlink()
-
-
-def _forget(paths: Paths, name: str) -> None:
-    for path in (_status_file(paths, name), paths.impexp_dir / f"{name}.log"):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
 async def impexp_cleanup(paths: Paths, args: ImpexpCleanupArgs) -> Any:
     """Forget finished transfers older than ``older_than`` seconds; stop and remove
     stale ones (left by an earlier node daemon). The names cleaned."""
@@ -247,12 +214,12 @@ async def impexp_cleanup(paths: Paths, args: ImpexpCleanupArgs) -> Any:
         if transfer.state in impexp.FINAL_STATES and transfer.finished is not None \
                 and now - transfer.finished >= args.older_than:
             del _TRANSFERS[name]
-            await asyncio.to_thread(_forget, paths, name)
+            await asyncio.to_thread(stale.forget, paths, name)
             cleaned.append(name)
     for status in await asyncio.to_thread(_stale, paths):
         finished = status.get("finished") or status.get("started") or 0
         if status["state"] == "stale" or now - float(finished) >= args.older_than:
-            await asyncio.to_thread(_kill_stale, status)
-            await asyncio.to_thread(_forget, paths, status["name"])
+            await asyncio.to_thread(stale.kill_leftovers, status)
+            await asyncio.to_thread(stale.forget, paths, status["name"])
             cleaned.append(status["name"])
     return cleaned

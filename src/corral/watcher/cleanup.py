@@ -1,9 +1,9 @@
 """Cleaning stale state on a node: the hook point every watcher pass calls.
 
-A cleaner looks for leftovers of operations that died half-way (today nothing of the
-kind exists: inter-cluster exports and imports, which leave certificates, sockets
-and partial disks behind when a move is abandoned, will register their cleaner here)
-and answers what it removed, one line each.
+A cleaner looks for leftovers of operations that died half-way and answers what it
+removed, one line each. Disk transfers (:mod:`corral.impexp.stale`: processes and
+half-written files of a transfer whose node daemon died, old status files) are the
+first; inter-cluster moves register theirs (keys, certificates) the same way.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from corral.impexp.stale import clean_stale
 from corral.paths import Paths
 
 __all__ = ["CLEANERS", "Cleaner", "register", "run_cleaners"]
@@ -44,3 +45,6 @@ def run_cleaners(paths: Paths) -> list[str]:
             log.info("%s: removed stale %s", name, item)
         removed.extend(found)
     return removed
+
+
+register("impexp", clean_stale)

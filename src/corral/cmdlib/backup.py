@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import msgspec
+
 from corral.cmdlib.base import LockRequest, LogicalUnit
 from corral.cmdlib.common import check_node_online, expand_node
 from corral.cmdlib.disk_transfer import TransferEnds, transfer_disk
@@ -162,10 +164,7 @@ class LUBackupExport(InstanceLU[OpBackupExport]):
                     await self._start(source)
                     down = False
             exported = snapshots or specs
-            instance_spec = self.instance_spec()
-            instance_spec = type(instance_spec)(**{
-                **{f: getattr(instance_spec, f) for f in instance_spec.__struct_fields__},
-                "disks": exported})
+            instance_spec = msgspec.structs.replace(self.instance_spec(), disks=exported)
             results = []
             for index, spec in enumerate(exported):
                 label = f"disk/{index}"

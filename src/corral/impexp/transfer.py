@@ -172,6 +172,33 @@ def _codec(compression: str, direction: Direction) -> list[str] | None:
         decompress_argv(compression)
 
 
+async def _in_own_thread(name: str, function: Callable[..., None], *args: Any) -> None:
+    """Run ``function(*args)`` in a thread of its own (not the loop's default executor:
+    a transfer holds its thread for minutes, and the node daemon's short file
+    operations must not queue behind it); its exception is raised here."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        try:
+            function(*args)
+        except BaseException as err:  # handed to the awaiting task, raised there
+            loop.call_soon_threadsafe(settle, err)
+        else:
+            loop.call_soon_threadsafe(settle, None)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    await future
+
+
 def _message(err: BaseException) -> str:
     return getattr(err, "message", None) or str(err) or type(err).__name__
 
@@ -279,8 +306,8 @@ async def _import(transfer: Transfer, listener: socket.socket, context: ssl.SSLC
 
     with transfer._open_log() as log_file:
         try:
-            await asyncio.to_thread(_import_thread, transfer, listener, context,
-                                    accept_timeout, start_sink, finish_sink)
+            await _in_own_thread(f"impexp-{transfer.name}", _import_thread, transfer,
+                                 listener, context, accept_timeout, start_sink, finish_sink)
             transfer._set("done")
         except (CorralError, OSError, ssl.SSLError, TimeoutError) as err:
             if transfer.state not in FINAL_STATES:
@@ -441,8 +468,8 @@ async def _export(transfer: Transfer, host: str, port: int, context: ssl.SSLCont
 
     with transfer._open_log() as log_file:
         try:
-            await asyncio.to_thread(_export_thread, transfer, host, port, context,
-                                    bandwidth, start_source, wait_source)
+            await _in_own_thread(f"impexp-{transfer.name}", _export_thread, transfer, host,
+                                 port, context, bandwidth, start_source, wait_source)
             transfer._set("done")
         except (CorralError, OSError, ssl.SSLError, TimeoutError) as err:
             message = _message(err)

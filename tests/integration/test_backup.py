@@ -187,4 +187,19 @@ def test_cut_transfer_and_full_directory(testbed: TestbedHandle) -> None:
     assert full.returncode != 0
     assert "node3.testbed" in full.stderr and "MiB free" in full.stderr
     assert _exports(testbed) == []
+
+    # The cluster's compression_tools limit what a transfer may use.
+    info = testbed.run("gnt-cluster", "info").stdout
+    assert "  compression tools: \n    - gzip\n    - gzip-fast\n    - gzip-slow\n" \
+        "    - zstd\n" in info
+    testbed.run("gnt-cluster", "modify", "--compression-tools", "gzip")
+    try:
+        refused = testbed.run("gnt-backup", "export", "-n", "node3.testbed",
+                              "--transport-compression", "zstd", "huge.testbed", check=False)
+        assert refused.returncode != 0
+        assert "compression tool 'zstd' is not allowed" in refused.stderr
+        assert "allowed: none, gzip" in refused.stderr
+    finally:
+        testbed.run("gnt-cluster", "modify", "--compression-tools",
+                    "gzip,gzip-fast,gzip-slow,zstd")
     testbed.run("gnt-instance", "remove", "-f", "huge.testbed")

@@ -38,7 +38,7 @@ from corral.cmdlib.instance_base import (
 )
 from corral.cmdlib.instance_query import filled_beparams
 from corral.errors import CorralError, OpExecError, OpPrereqError, ParameterError
-from corral.impexp import DEFAULT_COMPRESSION_TOOLS, require_allowed
+from corral.impexp import require_allowed
 from corral.locking import ALL_SET, LockLevel
 from corral.objects import Node
 from corral.objects.specs import DiskSpec
@@ -52,10 +52,9 @@ SNAPSHOT_TEMPLATES = frozenset({"plain"})
 
 
 def allowed_compression_tools(lu: LogicalUnit[Any]) -> tuple[str, ...]:
-    """The cluster's ``compression_tools`` (Ganeti's default list plus zstd when the
-    cluster does not set its own)."""
-    tools = getattr(lu.master.store.cluster, "compression_tools", None)
-    return tuple(tools) if tools else DEFAULT_COMPRESSION_TOOLS
+    """The cluster's ``compression_tools`` (``gnt-cluster modify
+    --compression-tools``)."""
+    return tuple(lu.master.store.cluster.compression_tools)
 
 
 class LUBackupExport(InstanceLU[OpBackupExport]):

@@ -23,6 +23,7 @@ from corral.cmdlib.disk_layout import check_access_in_use
 from corral.cmdlib.ipolicy import group_ipolicy, warn_new_violations
 from corral.config.replica import snapshot_args
 from corral.errors import OpPrereqError, OsNotFoundError, ParameterError, UnknownParameterError
+from corral.impexp.compression import check_tool_name
 from corral.objects import Cluster, Instance, Node, params
 from corral.objects.ipolicy import disk_templates_not_enabled, group_policy, updated_policy
 from corral.objects.params import HV_PARAMS, ParamSpec
@@ -326,6 +327,10 @@ def apply_cluster_params(cluster: Cluster, change: ClusterSetParams) -> list[str
         setattr_logged("default_iallocator_params", {
             key: value for key, value in change.default_iallocator_params.items()
             if value is not None and value != params.VALUE_DEFAULT})
+    if change.compression_tools is not None:
+        for tool in change.compression_tools:
+            check_tool_name(tool)
+        setattr_logged("compression_tools", list(change.compression_tools), ", ".join)
     if change.file_storage_dir is not None:
         value = _check_abs_path("file storage dir", change.file_storage_dir)
         setattr_logged("file_storage_dir", value)
@@ -439,6 +444,7 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "default_iallocator": ",".join(cluster.default_iallocators),
         "default_iallocators": cluster.default_iallocators,
         "default_iallocator_params": cluster.default_iallocator_params,
+        "compression_tools": cluster.compression_tools,
         "hidden_os": cluster.hidden_os,
         "blacklisted_os": cluster.blacklisted_os,
         "enabled_disk_templates": cluster.enabled_disk_templates,

@@ -16,6 +16,7 @@ import re
 import shutil
 
 from corral.errors import ParameterError
+from corral.objects.model import DEFAULT_COMPRESSION_TOOLS
 
 __all__ = [
     "DEFAULT_COMPRESSION_TOOLS",
@@ -29,9 +30,6 @@ __all__ = [
 #: The value meaning "send the data as it is".
 NO_COMPRESSION = "none"
 
-#: The cluster's ``compression_tools`` of a new cluster: Ganeti 3.0's list (as
-#: ``gnt-cluster info`` shows it) and zstd, much faster than gzip at a similar ratio.
-DEFAULT_COMPRESSION_TOOLS: tuple[str, ...] = ("gzip", "gzip-fast", "gzip-slow", "zstd")
 
 _KNOWN: dict[str, tuple[list[str], list[str]]] = {
     "gzip": (["gzip", "-c"], ["gzip", "-d", "-c"]),

@@ -23,6 +23,7 @@ from corral.objects import params as P
 from corral.objects.ipolicy import default_policy
 
 __all__ = [
+    "DEFAULT_COMPRESSION_TOOLS",
     "KINDS",
     "NIC",
     "AdminState",
@@ -40,6 +41,10 @@ __all__ = [
     "default_cluster_params",
     "new_uuid",
 ]
+
+#: ``compression_tools`` of a new cluster: Ganeti 3.0's list (``gnt-cluster info``)
+#: and zstd, much faster than gzip at a similar ratio (corral.impexp runs them).
+DEFAULT_COMPRESSION_TOOLS: tuple[str, ...] = ("gzip", "gzip-fast", "gzip-slow", "zstd")
 
 AdminState = Literal["up", "down", "offline"]
 AllocPolicy = Literal["preferred", "last_resort", "unallocable"]
@@ -253,6 +258,9 @@ class Cluster(ConfigObject, kw_only=True):
     """Allocators tried in turn when a request names none; a new cluster has the
     built-in one, ``corral``."""
     default_iallocator_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    compression_tools: list[str] = msgspec.field(
+        default_factory=lambda: list(DEFAULT_COMPRESSION_TOOLS))
+    """Tools a disk transfer may compress with (Ganeti's ``compression_tools``)."""
     iallocator_timeout: float = 300.0
     """Seconds an allocator may take before it is stopped and its request fails."""
     candidate_pool_size: int = 10

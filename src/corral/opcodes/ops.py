@@ -122,6 +122,7 @@ class OpClusterSetParams(OpCode, tag="OP_CLUSTER_SET_PARAMS"):
     remove_uids: list[tuple[int, int]] | None = None
     default_iallocator: str | None = None
     default_iallocator_params: dict[str, Any] | None = None
+    compression_tools: list[str] | None = None
     file_storage_dir: str | None = None
     shared_file_storage_dir: str | None = None
     os_search_path: list[str] | None = None

@@ -74,6 +74,9 @@ class LUBackupExport(InstanceLU[OpBackupExport]):
         if not isinstance(op.target_node, str) and not op.target_node_uuid:
             raise ParameterError("a local export needs target_node (a node name)")
         require_allowed(op.compress, allowed_compression_tools(self))
+        if op.zero_free_space:
+            raise ParameterError("zeroing the free space of the disks before an export "
+                                 "(zero_free_space) is not supported by corral")
 
     def expand_names(self) -> None:
         """The instance and the target node."""

@@ -259,6 +259,18 @@ class Paths:
         return self.data_dir / "cluster-domain-secret"
 
     @property
+    def node_reports_dir(self) -> Path:
+        """What the node daemon (root) gathers for the monitoring daemon, which may
+        not gather it itself (LVM's reports)."""
+        return self.run_dir / "node-reports"
+
+    @property
+    def lvm_report(self) -> Path:
+        """The rows of LVM's ``lvs`` and ``vgs`` reports and when they were taken
+        (:mod:`corral.storage.lvm_report`)."""
+        return self.node_reports_dir / "lvm.json"
+
+    @property
     def hypervisor_state_dir(self) -> Path:
         """Per-hypervisor runtime state (the fake hypervisor's instance files)."""
         return self.run_dir / "hypervisor"

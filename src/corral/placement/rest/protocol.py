@@ -171,7 +171,7 @@ def negotiate(header: str | None) -> Version:
     except ValueError:
         raise HttpProblem(400, f"Invalid microversion: invalid version string: {text}; "
                                "expected 'X.Y' or 'latest'") from None
-    if not MIN_VERSION <= version <= MAX_VERSION or version_text(version) != text.strip():
+    if not MIN_VERSION <= version <= MAX_VERSION:
         raise HttpProblem(406, f"Invalid microversion: Unacceptable version header: {text}")
     return version
 

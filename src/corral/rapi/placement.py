@@ -96,6 +96,10 @@ async def forward(request: web.Request, luxi: LuxiPool, users: Users) -> web.Res
     status = int(answer["status"])
     headers = {str(k): str(v) for k, v in answer["headers"].items()}
     text = str(answer["body"])
+    location = headers.get("Location")
+    if location is not None and location.startswith("/"):
+        # Absolute, as Placement's web framework makes it; clients follow it as it is.
+        headers["Location"] = f"{request.scheme}://{request.host}{location}"
     if status == 204 or not text:
         headers.pop("Content-Type", None)
         return web.Response(status=status, headers=headers)

@@ -214,7 +214,7 @@ def test_allocations_list_form_dict_form_and_consumer_generation() -> None:
         "allocations": {RP: {"generation": 2, "resources": {"VCPU": 2}}}}
     full = api.json("GET", url, version="1.38")
     assert (full["project_id"], full["consumer_generation"],
-            full["consumer_type"]) == ("p", 1, "UNKNOWN")
+            full["consumer_type"]) == ("p", 1, "unknown")
     missing_gen = api.call("PUT", url, {"allocations": {RP: {"resources": {"VCPU": 1}}},
                                         "project_id": "p", "user_id": "u"}, version="1.28")
     assert missing_gen.status == 400
@@ -230,6 +230,10 @@ def test_allocations_list_form_dict_form_and_consumer_generation() -> None:
         "usages": {"INSTANCE": {"consumer_count": 1, "VCPU": 1}}}
     assert api.json("GET", "/usages", query="project_id=p", version="1.9") == {
         "usages": {"VCPU": 1}}
+    assert api.json("GET", "/usages", query="project_id=p&consumer_type=all") == {
+        "usages": {"all": {"consumer_count": 1, "VCPU": 1}}}
+    assert api.json("GET", "/usages", query="project_id=p&consumer_type=MIGRATION") == {
+        "usages": {}}
     api.json("DELETE", url, status=204)
     assert api.call("DELETE", url).status == 404
 

@@ -11,6 +11,7 @@ the tree from 1.29, and all of a provider's classes from 1.27.
 
 from __future__ import annotations
 
+import re
 import uuid as uuidlib
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +39,11 @@ __all__ = ["delete_allocations", "get_allocations", "list_candidates", "post_all
 INCOMPLETE_PROJECT = "00000000-0000-0000-0000-000000000000"
 INCOMPLETE_USER = "00000000-0000-0000-0000-000000000000"
 
+#: How Placement names the type of a consumer that was given none.
+UNKNOWN_TYPE = "unknown"
+#: What a consumer type looks like (Placement's pattern for names).
+_CONSUMER_TYPE = re.compile(r"^[A-Z0-9_]+$")
+
 #: One consumer's change as the engine takes it.
 Wanted = tuple[dict[str, dict[str, int]], int | None, str, str, str]
 
@@ -58,8 +64,14 @@ def get_allocations(call: Call) -> PlacementResponse:
     if call.at_least(28):
         out["consumer_generation"] = consumer.generation
     if call.at_least(38):
-        out["consumer_type"] = consumer.consumer_type
+        out["consumer_type"] = _type_name(consumer.consumer_type)
     return json_response(200, out)
+
+
+def _type_name(consumer_type: str) -> str:
+    """A consumer's type as Placement names it: ``unknown`` for one given none (the
+    engine's ``UNKNOWN``)."""
+    return UNKNOWN_TYPE if consumer_type == "UNKNOWN" else consumer_type
 
 
 def _resources(data: Any, where: str) -> dict[str, int]:
@@ -137,6 +149,9 @@ def _consumer_change(call: Call, consumer_uuid: str, data: Any) -> Wanted:
     ctype = "UNKNOWN"
     if call.at_least(38):
         ctype = need(data, "consumer_type", str)
+        if not _CONSUMER_TYPE.match(ctype) or len(ctype) > 255:
+            raise schema_problem(f"'{ctype}' does not match '^[A-Z0-9_]+$' (field "
+                                 "'consumer_type')")
     elif existing is not None:
         ctype = existing.consumer_type
     for rp_uuid in allocations:
@@ -229,9 +244,10 @@ def total_usages(call: Call) -> PlacementResponse:
     for consumer in call.store.consumers():
         if consumer.project_id != project or (user and consumer.user_id != user):
             continue
-        if ctype not in (None, "ALL") and consumer.consumer_type != ctype:
+        kind = _type_name(consumer.consumer_type)
+        if ctype not in (None, "all") and kind != ctype:
             continue
-        key = "all" if ctype == "ALL" else consumer.consumer_type
+        key = "all" if ctype == "all" else kind
         entry = grouped.setdefault(key, {"consumer_count": 0})
         entry["consumer_count"] += 1
         for resources in consumer.allocations.values():

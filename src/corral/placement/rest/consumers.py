@@ -18,18 +18,21 @@ from typing import Any
 
 from corral.errors import PlacementError
 from corral.placement.candidates import allocation_candidates
+from corral.placement.model import Inventory
 from corral.placement.query import is_uuid_like, parse_allocation_candidates
 from corral.placement.rest.body import (
+    check_int,
     check_keys,
     check_uuid,
     json_body,
     need,
     optional,
+    prop,
     schema_problem,
 )
 from corral.placement.rest.context import Call, forbid_read_only
 from corral.placement.rest.protocol import HttpProblem, PlacementResponse, json_response
-from corral.placement.rest.providers import INVENTORY_FIELDS, inventory_from
+from corral.placement.rest.providers import inventory_fields, inventory_from
 
 __all__ = ["delete_allocations", "get_allocations", "list_candidates", "post_allocations",
            "put_allocations", "reshape", "total_usages"]
@@ -43,6 +46,7 @@ INCOMPLETE_USER = "00000000-0000-0000-0000-000000000000"
 UNKNOWN_TYPE = "unknown"
 #: What a consumer type looks like (Placement's pattern for names).
 _CONSUMER_TYPE = re.compile(r"^[A-Z0-9_]+$")
+_UUID = re.compile(r"^[0-9a-fA-F-]{36}$")
 
 #: One consumer's change as the engine takes it.
 Wanted = tuple[dict[str, dict[str, int]], int | None, str, str, str]
@@ -75,102 +79,117 @@ def _type_name(consumer_type: str) -> str:
 
 
 def _resources(data: Any, where: str) -> dict[str, int]:
-    resources = check_keys(data, _any_keys(data), where)
+    if not isinstance(data, dict):
+        raise schema_problem(f"{data!r} is not of type 'object'", "type", where)
     out = {}
-    for rc, amount in resources.items():
+    for rc, amount in data.items():
         if isinstance(amount, bool) or not isinstance(amount, int):
-            raise schema_problem(f"{amount!r} is not of type 'integer' (field "
-                                 f"'{where}.{rc}')")
-        if amount < 1:
-            raise schema_problem(f"{amount} is less than the minimum of 1 (field "
-                                 f"'{where}.{rc}')")
+            raise schema_problem(f"{amount!r} is not of type 'integer'", "type",
+                                 f"{where}['patternProperties']['^[0-9A-Z_]+$']")
+        check_int(amount, rc, where, minimum=1)
         out[rc] = amount
     if not out:
-        raise schema_problem(f"{{}} does not have enough properties (field '{where}')")
+        raise schema_problem("{} does not have enough properties", "minProperties", where)
     return out
-
-
-def _any_keys(data: Any) -> list[str]:
-    return list(data) if isinstance(data, dict) else []
 
 
 def _allocation_dict(call: Call, raw: Any, empty_ok: bool) -> dict[str, dict[str, int]]:
     """Allocations by provider from the body's ``allocations`` (list before 1.12)."""
     out: dict[str, dict[str, int]] = {}
+    where = prop("", "allocations")
     if not call.at_least(12):
         if not isinstance(raw, list):
-            raise schema_problem(f"{raw!r} is not of type 'array' (field 'allocations')")
+            raise schema_problem(f"{raw!r} is not of type 'array'", "type", where)
         if not raw:
-            raise schema_problem("[] is too short (field 'allocations')")
+            raise schema_problem("[] is too short", "minItems", where)
         for item in raw:
-            item = check_keys(item, ["resource_provider", "resources"], "allocation")
-            rp = check_keys(need(item, "resource_provider", dict), ["uuid"],
-                            "resource_provider")
-            rp_uuid = check_uuid(need(rp, "uuid", str), "resource_provider.uuid")
-            out[rp_uuid] = _resources(need(item, "resources", dict), "resources")
+            item = check_keys(item, ["resource_provider", "resources"], f"{where}['items']")
+            rp = need(item, "resource_provider", dict, f"{where}['items']")
+            rp = check_keys(rp, ["uuid"], prop(f"{where}['items']", "resource_provider"))
+            rp_uuid = check_uuid(need(rp, "uuid", str), "uuid",
+                                 prop(f"{where}['items']", "resource_provider"))
+            resources = need(item, "resources", dict, f"{where}['items']")
+            out[rp_uuid] = _resources(resources, prop(f"{where}['items']", "resources"))
         return out
     if not isinstance(raw, dict):
-        raise schema_problem(f"{raw!r} is not of type 'object' (field 'allocations')")
+        raise schema_problem(f"{raw!r} is not of type 'object'", "type", where)
     if not raw and not empty_ok:
-        raise schema_problem("{} does not have enough properties (field 'allocations')")
+        raise schema_problem("{} does not have enough properties", "minProperties", where)
+    inner = f"{where}['patternProperties']['^[0-9a-fA-F-]{{36}}$']"
     for rp_uuid, entry in raw.items():
-        check_uuid(rp_uuid, "allocations")
-        allowed = ["resources", "generation"]
-        entry = check_keys(entry, allowed, f"allocations.{rp_uuid}")
-        out[rp_uuid] = _resources(need(entry, "resources", dict),
-                                  f"allocations.{rp_uuid}.resources")
+        entry = check_keys(entry, ["resources", "generation"], inner)
+        out[rp_uuid] = _resources(need(entry, "resources", dict, inner),
+                                  prop(inner, "resources"))
     return out
 
 
-def _consumer_change(call: Call, consumer_uuid: str, data: Any) -> Wanted:
-    """One consumer's body as the engine's change, with Placement's rules."""
+def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
+                     ) -> Wanted:
+    """One consumer's body as the engine's change, with Placement's checks in its
+    order: the schema, then the consumer generation, then the providers."""
     allowed = ["allocations"]
     if call.at_least(8):
         allowed += ["project_id", "user_id"]
     if call.at_least(28):
         allowed.append("consumer_generation")
+    if call.at_least(34):
+        allowed.append("mappings")
     if call.at_least(38):
         allowed.append("consumer_type")
-    data = check_keys(data, allowed)
-    allocations = _allocation_dict(call, need(data, "allocations", (dict, list)),
+    data = check_keys(data, allowed, where)
+    allocations = _allocation_dict(call, need(data, "allocations", (dict, list), where),
                                    empty_ok=call.at_least(28))
     if call.at_least(8):
-        project = need(data, "project_id", str)
-        user = need(data, "user_id", str)
+        project = need(data, "project_id", str, where)
+        user = need(data, "user_id", str, where)
     else:
         project, user = INCOMPLETE_PROJECT, INCOMPLETE_USER
-    existing = call.store.consumer(consumer_uuid)
-    if call.at_least(28):
-        if "consumer_generation" not in data:
-            raise schema_problem("'consumer_generation' is a required property")
-        generation = optional(data, "consumer_generation", (int, type(None)))
-    else:
-        generation = existing.generation if existing is not None else None
+    if call.at_least(28) and "consumer_generation" not in data:
+        raise schema_problem("'consumer_generation' is a required property", "required",
+                             where)
     ctype = "UNKNOWN"
     if call.at_least(38):
-        ctype = need(data, "consumer_type", str)
+        ctype = need(data, "consumer_type", str, where)
         if not _CONSUMER_TYPE.match(ctype) or len(ctype) > 255:
-            raise schema_problem(f"'{ctype}' does not match '^[A-Z0-9_]+$' (field "
-                                 "'consumer_type')")
-    elif existing is not None:
+            raise schema_problem(f"{ctype!r} does not match '^[A-Z0-9_]+$'", "pattern",
+                                 prop(where, "consumer_type"))
+    existing = call.store.consumer(consumer_uuid)
+    if call.at_least(28):
+        generation = optional(data, "consumer_generation", (int, type(None)), where=where)
+        if existing is not None and existing.generation != generation:
+            raise HttpProblem(409, f"consumer generation conflict - expected "
+                                   f"{existing.generation} but got {generation}",
+                              code="placement.concurrent_update")
+        if existing is None and generation is not None:
+            raise HttpProblem(409, "consumer generation conflict - expected null but got "
+                                   f"{generation}", code="placement.concurrent_update")
+    else:
+        generation = existing.generation if existing is not None else None
+    if not call.at_least(38) and existing is not None:
         ctype = existing.consumer_type
     for rp_uuid in allocations:
         if call.store.slot_of(rp_uuid) is None:
-            raise HttpProblem(400, f"Unable to allocate inventory for consumer "
-                                   f"{consumer_uuid}: No such resource provider(s): "
-                                   f"{rp_uuid}")
+            raise HttpProblem(400, f"Allocation for resource provider '{rp_uuid}' that "
+                                   "does not exist.")
     return allocations, generation, project, user, ctype
 
 
-def _apply(call: Call, changes: Mapping[str, Wanted]) -> None:
+def _apply(call: Call, changes: Mapping[str, Wanted], *, many: bool = False,
+           bump_emptied: bool = True) -> None:
     touched: set[str] = set()
     for consumer_uuid, (allocations, *_rest) in changes.items():
+        for resources in allocations.values():
+            for rc in resources:
+                if not call.store.has_resource_class(rc):
+                    prefix = ("Unable to allocate inventory" if many else
+                              f"Unable to allocate inventory for consumer {consumer_uuid}:")
+                    raise HttpProblem(400, f"{prefix} No such resource class {rc}.")
         touched.update(allocations)
         existing = call.store.consumer(consumer_uuid)
         if existing is not None:
             touched.update(existing.allocations)
     try:
-        call.store.set_allocations_many(changes)
+        call.store.set_allocations_many(changes, bump_emptied=bump_emptied)
     except PlacementError as err:
         problem = HttpProblem.from_error(err)
         if err.http_status == 409 and problem.code == "placement.concurrent_update":
@@ -201,13 +220,18 @@ def post_allocations(call: Call) -> PlacementResponse:
     """``POST /allocations`` (1.13): several consumers at once, all or nothing."""
     forbid_read_only(call, "allocations:manage")
     data = json_body(call.req)
-    if not isinstance(data, dict) or not data:
-        raise schema_problem(f"{data!r} does not have enough properties")
+    if not isinstance(data, dict):
+        raise schema_problem(f"{data!r} is not of type 'object'", "type")
+    if not data:
+        raise schema_problem("{} does not have enough properties", "minProperties")
     changes: dict[str, Wanted] = {}
     for key, body in data.items():
-        consumer_uuid = check_uuid(key, "consumer uuid")
-        changes[consumer_uuid] = _consumer_change(call, consumer_uuid, body)
-    _apply(call, changes)
+        if not _UUID.match(key):
+            raise schema_problem(f"{key!r} does not match any of the regexes: "
+                                 "'^[0-9a-fA-F-]{36}$'", "additionalProperties")
+        changes[key] = _consumer_change(call, key, body,
+                                        "['patternProperties']['^[0-9a-fA-F-]{36}$']")
+    _apply(call, changes, many=True)
     return PlacementResponse(204)
 
 
@@ -219,7 +243,8 @@ def delete_allocations(call: Call) -> PlacementResponse:
     if existing is None:
         raise HttpProblem(404, f"No allocations for consumer '{consumer_uuid}'")
     _apply(call, {consumer_uuid: ({}, existing.generation, existing.project_id,
-                                  existing.user_id, existing.consumer_type)})
+                                  existing.user_id, existing.consumer_type)},
+           bump_emptied=False)
     return PlacementResponse(204)
 
 
@@ -292,24 +317,27 @@ def list_candidates(call: Call) -> PlacementResponse:
 def reshape(call: Call) -> PlacementResponse:
     """``POST /reshaper`` (1.30): new inventories and allocations at once. Every
     generation is checked before anything changes; the engine applies inventories
-    and allocations in two steps, and the caller restores the previous state from
-    the persisted rows if the second step fails (see :class:`Changes`)."""
+    and allocations in turn, and the caller restores the previous state from the
+    persisted rows if a later step fails (the call's :class:`Changes` say so)."""
     forbid_read_only(call, "reshaper:reshape")
     data = check_keys(json_body(call.req), ["inventories", "allocations"])
     raw_inv = need(data, "inventories", dict)
     raw_alloc = need(data, "allocations", dict)
-    inventories: dict[str, tuple[int, dict[str, Any]]] = {}
+    inventories: dict[str, tuple[int, dict[str, Inventory]]] = {}
+    where = f"{prop('', 'inventories')}['patternProperties']['^[0-9a-fA-F-]{{36}}$']"
     for rp_uuid, entry in raw_inv.items():
-        entry = check_keys(entry, ["inventories", "resource_provider_generation"],
-                           f"inventories.{rp_uuid}")
-        generation = need(entry, "resource_provider_generation", int)
+        entry = check_keys(entry, ["inventories", "resource_provider_generation"], where)
+        generation = need(entry, "resource_provider_generation", int, where)
+        fields = {rc: inventory_fields(value, f"{prop(where, 'inventories')}"
+                                              f"['patternProperties']['{rc}']")
+                  for rc, value in need(entry, "inventories", dict, where).items()}
         if call.store.slot_of(rp_uuid) is None:
             raise HttpProblem(400, f"Resource provider {rp_uuid} in inventories not found")
-        sub = Call(call.store, call.req, call.version, {"uuid": rp_uuid})
         inventories[rp_uuid] = (generation, {
-            rc: inventory_from(sub, check_keys(fields, INVENTORY_FIELDS, rc), rc)
-            for rc, fields in need(entry, "inventories", dict).items()})
-    changes = {check_uuid(c, "consumer uuid"): _consumer_change(call, c, body)
+            rc: inventory_from(call, values, rc, rp_uuid, "update")
+            for rc, values in fields.items()})
+    changes = {c: _consumer_change(call, c, body, f"{prop('', 'allocations')}"
+                                                  "['patternProperties']['^[0-9a-fA-F-]{36}$']")
                for c, body in raw_alloc.items()}
     for rp_uuid, (generation, _inv) in inventories.items():
         current = call.store.provider(rp_uuid).generation
@@ -320,7 +348,7 @@ def reshape(call: Call) -> PlacementResponse:
                               code="placement.concurrent_update")
     # Allocations first leave providers whose inventory then shrinks.
     releasing: dict[str, Wanted] = {c: ({}, w[1], *w[2:]) for c, w in changes.items()
-                 if call.store.consumer(c) is not None}
+                                     if call.store.consumer(c) is not None}
     call.changes.providers.update(inventories)
     call.changes.consumers.update(changes)
     if releasing:
@@ -335,4 +363,3 @@ def reshape(call: Call) -> PlacementResponse:
             raise HttpProblem.from_error(err) from None
     _apply(call, {c: w for c, w in changes.items() if w[0]})
     return PlacementResponse(204)
-

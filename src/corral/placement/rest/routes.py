@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import Final
 
 from corral.errors import PlacementError
@@ -35,6 +36,9 @@ __all__ = ["ROUTES", "Route", "handle", "match"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Call], PlacementResponse]
+
+#: First microversion whose answers carry ``Cache-Control`` and ``Last-Modified``.
+CACHE_HEADERS_VERSION: Final[Version] = (1, 15)
 
 
 @dataclass(frozen=True)
@@ -156,4 +160,9 @@ def handle(store: PlacementStore, req: PlacementRequest,
                 call.changes if call is not None else Changes())
     response.headers.update(version_headers(version))
     response.headers[REQUEST_ID_HEADER] = req.request_id
+    if version >= CACHE_HEADERS_VERSION and response.status in (200, 201):
+        # From 1.15 an answer says it must not be cached and when it was made
+        # (Placement gives the time of the answer where it tracks no other).
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["Last-Modified"] = formatdate(usegmt=True)
     return response, call.changes

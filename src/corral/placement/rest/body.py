@@ -8,7 +8,6 @@ the rule and the field.
 
 from __future__ import annotations
 
-import re
 import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -16,15 +15,23 @@ from typing import Any, Final
 from corral import serializer
 from corral.placement.rest.protocol import HttpProblem, PlacementRequest
 
-__all__ = ["MAX_INT", "check_int", "check_keys", "check_uuid", "json_body", "need",
-           "optional", "prop", "schema_problem"]
+__all__ = [
+    "MAX_INT",
+    "check_int",
+    "check_keys",
+    "check_length",
+    "check_uuid",
+    "json_body",
+    "need",
+    "optional",
+    "prop",
+    "schema_problem",
+]
 
 #: Largest integer Placement stores (its database's signed 32-bit int).
 MAX_INT: Final = 0x7FFFFFFF
 _JSON_TYPES: Final = {str: "string", int: "integer", float: "number", bool: "boolean",
                       dict: "object", list: "array", type(None): "null"}
-_UUID_DASHED: Final = re.compile(
-    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 def prop(where: str, key: str) -> str:
@@ -114,7 +121,20 @@ def check_keys(data: Any, allowed: Iterable[str], where: str = "") -> dict[str, 
 
 
 def check_uuid(value: str, key: str, where: str = "") -> str:
-    """``value`` when it is a UUID with its dashes (JSON schema's ``uuid`` format)."""
-    if not _UUID_DASHED.match(value):
-        raise schema_problem(f"{value!r} is not a 'uuid'", "format", prop(where, key))
-    return str(uuidlib.UUID(value))
+    """``value`` in its canonical form when it is a UUID in any form Placement's
+    ``uuid`` format accepts (upper case, without dashes, braces, ``urn:uuid:``)."""
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise schema_problem(f"{value!r} is not a 'uuid'", "format",
+                             prop(where, key)) from None
+
+
+def check_length(value: str, key: str, where: str = "", *, minimum: int = 1,
+                 maximum: int = 255) -> str:
+    """``value`` of ``minimum`` to ``maximum`` characters."""
+    if len(value) < minimum:
+        raise schema_problem(f"{value!r} is too short", "minLength", prop(where, key))
+    if len(value) > maximum:
+        raise schema_problem(f"{value!r} is too long", "maxLength", prop(where, key))
+    return value

@@ -23,6 +23,7 @@ from corral.placement.query import is_uuid_like, parse_allocation_candidates
 from corral.placement.rest.body import (
     check_int,
     check_keys,
+    check_length,
     check_uuid,
     json_body,
     need,
@@ -83,6 +84,9 @@ def _resources(data: Any, where: str) -> dict[str, int]:
         raise schema_problem(f"{data!r} is not of type 'object'", "type", where)
     out = {}
     for rc, amount in data.items():
+        if not _CONSUMER_TYPE.match(rc):
+            raise schema_problem(f"{rc!r} does not match any of the regexes: "
+                                 "'^[0-9A-Z_]+$'", "additionalProperties", where)
         if isinstance(amount, bool) or not isinstance(amount, int):
             raise schema_problem(f"{amount!r} is not of type 'integer'", "type",
                                  f"{where}['patternProperties']['^[0-9A-Z_]+$']")
@@ -117,6 +121,9 @@ def _allocation_dict(call: Call, raw: Any, empty_ok: bool) -> dict[str, dict[str
         raise schema_problem("{} does not have enough properties", "minProperties", where)
     inner = f"{where}['patternProperties']['^[0-9a-fA-F-]{{36}}$']"
     for rp_uuid, entry in raw.items():
+        if not _UUID.match(rp_uuid):
+            raise schema_problem(f"{rp_uuid!r} does not match any of the regexes: "
+                                 "'^[0-9a-fA-F-]{36}$'", "additionalProperties", where)
         entry = check_keys(entry, ["resources", "generation"], inner)
         out[rp_uuid] = _resources(need(entry, "resources", dict, inner),
                                   prop(inner, "resources"))
@@ -140,8 +147,8 @@ def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
     allocations = _allocation_dict(call, need(data, "allocations", (dict, list), where),
                                    empty_ok=call.at_least(28))
     if call.at_least(8):
-        project = need(data, "project_id", str, where)
-        user = need(data, "user_id", str, where)
+        project = check_length(need(data, "project_id", str, where), "project_id", where)
+        user = check_length(need(data, "user_id", str, where), "user_id", where)
     else:
         project, user = INCOMPLETE_PROJECT, INCOMPLETE_USER
     if call.at_least(28) and "consumer_generation" not in data:
@@ -262,6 +269,11 @@ def total_usages(call: Call) -> PlacementResponse:
         raise HttpProblem(400, "Invalid query string parameters: 'project_id' is a "
                                "required property")
     project, user = query["project_id"], query.get("user_id")
+    for key in ("project_id", "user_id"):
+        value = query.get(key)
+        if value is not None and not 1 <= len(value) <= 255:
+            raise HttpProblem(400, f"Invalid query string parameters: {value!r} is too "
+                                   f"{'short' if not value else 'long'}")
     ctype = query.get("consumer_type")
     if not call.at_least(38):
         return json_response(200, {"usages": call.store.total_usages(project, user)})

@@ -13,7 +13,7 @@ from corral.placement.names import (
     is_valid_custom,
 )
 from corral.placement.rest.body import check_keys, json_body, need, prop, schema_problem
-from corral.placement.rest.context import Call, forbid_read_only
+from corral.placement.rest.context import Call, cache_headers, forbid_read_only
 from corral.placement.rest.protocol import (
     MAX_VERSION,
     MIN_VERSION,
@@ -157,15 +157,16 @@ def get_trait(call: Call) -> PlacementResponse:
     name = call.args["name"]
     if not call.store.has_trait(name):
         raise HttpProblem(404, f"No such trait(s): {name}.")
-    return PlacementResponse(204)
+    return PlacementResponse(204, cache_headers(call))
 
 
 def put_trait(call: Call) -> PlacementResponse:
     """``PUT /traits/{name}``: create a custom trait (201) or find it there (204)."""
     forbid_read_only(call, "traits:update")
     name = call.args["name"]
+    location = {"Location": call.url(f"/traits/{name}"), **cache_headers(call)}
     if name in STANDARD_TRAITS:
-        return PlacementResponse(204, {"Location": call.url(f"/traits/{name}")})
+        return PlacementResponse(204, location)
     if not is_valid_custom(name):
         raise HttpProblem(400, "The trait is invalid. A valid trait must be no longer "
                                "than 255 characters, start with the prefix \"CUSTOM_\" "
@@ -174,8 +175,7 @@ def put_trait(call: Call) -> PlacementResponse:
     created = call.store.create_trait(name)
     if created:
         call.changes.traits.add(name)
-    return PlacementResponse(201 if created else 204,
-                             {"Location": call.url(f"/traits/{name}")})
+    return PlacementResponse(201 if created else 204, location)
 
 
 def delete_trait(call: Call) -> PlacementResponse:

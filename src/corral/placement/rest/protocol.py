@@ -25,11 +25,13 @@ from typing import Any, Final
 from corral import serializer
 from corral.errors import PlacementError
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST_ID_HEADER", "VERSION_HEADER", "Changes",
+__all__ = ["JSON", "MAX_VERSION", "MIN_VERSION", "REQUEST_ID_HEADER", "VERSION_HEADER", "Changes",
            "HttpProblem", "PlacementRequest", "PlacementResponse", "Version",
-           "error_response", "json_response", "negotiate", "parse_version_header",
+           "accepts_json", "error_response", "json_response", "negotiate", "parse_version_header",
            "version_headers", "version_text"]
 
+#: The one media type the API speaks.
+JSON: Final = "application/json"
 #: A microversion as ``(major, minor)``.
 Version = tuple[int, int]
 #: Oldest and newest microversions served.
@@ -65,6 +67,8 @@ class PlacementRequest:
     read_only: bool = False
     #: Where the API is mounted, for the links in answers.
     prefix: str = "/placement"
+    #: The ``Accept`` header, if any.
+    accept: str | None = None
     request_id: str = field(default_factory=lambda: f"req-{uuidlib.uuid4()}")
 
 
@@ -128,7 +132,7 @@ _EXPLANATIONS: Final = {
          "you requested.",
     403: "Access was denied to this resource.",
     404: "The resource could not be found.",
-    405: "The method specified is not allowed for this resource.",
+    405: "The method {method} is not allowed for this resource.",
     406: "The resource could not be generated that was acceptable to your browser "
          "(content of type application/json.",
     409: "There was a conflict when trying to complete your request.",
@@ -137,6 +141,25 @@ _EXPLANATIONS: Final = {
          "operation.",
     501: "The server has not implemented the requested operation.",
 }
+
+
+def accepts_json(accept: str | None) -> bool:
+    """Whether an ``Accept`` header lets the answer be JSON (no header does)."""
+    if accept is None or not accept.strip():
+        return True
+    for entry in accept.split(","):
+        media, *params = (part.strip() for part in entry.split(";"))
+        quality = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if quality > 0 and media.lower() in (JSON, "application/*", "*/*"):
+            return True
+    return False
 
 
 def version_text(version: Version) -> str:
@@ -192,11 +215,11 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None,
 
 
 def error_response(problem: HttpProblem, request_id: str, version: Version | None,
-                   ) -> PlacementResponse:
+                   method: str = "GET") -> PlacementResponse:
     """Placement's error answer for ``problem`` (at ``version``; None when the version
     itself was refused, then the body names the range served)."""
     title = HTTPStatus(problem.status).phrase
-    explanation = _EXPLANATIONS.get(problem.status, title)
+    explanation = _EXPLANATIONS.get(problem.status, title).replace("{method}", method)
     error: dict[str, Any] = {"status": problem.status, "title": title,
                              "detail": (problem.detail if problem.detail == explanation
                                         else f"{explanation}\n\n {problem.detail}  ")}

@@ -16,6 +16,7 @@ from corral.errors import PlacementError
 from corral.placement.model import Inventory, ResourceProvider
 from corral.placement.providers import parse_resource_providers, resource_providers
 from corral.placement.rest.body import (
+    MAX_INT,
     check_int,
     check_keys,
     check_uuid,
@@ -216,21 +217,24 @@ def inventory_fields(data: Any, where: str, *, extra: tuple[str, ...] = ()) -> d
 
 def inventory_from(call: Call, values: dict[str, Any], rc: str, rp_uuid: str,
                    doing: str) -> Inventory:
-    """The inventory of ``rc`` from checked fields; 400 ``Unable to <doing> inventory``
+    """The inventory of ``rc`` from checked fields (``max_unit`` defaults to
+    Placement's largest integer, not the total); 400 ``Unable to <doing> inventory``
     when it leaves no capacity (reserved >= total, or > total from 1.26)."""
-    try:
-        inventory = Inventory(**values)
-    except (PlacementError, ValueError) as err:
-        message = err.message if isinstance(err, PlacementError) else str(err)
-        raise HttpProblem(400, f"Bad inventory {rc} for resource provider {rp_uuid}: "
-                               f"{message}") from None
+    values = {"reserved": 0, "min_unit": 1, "max_unit": MAX_INT, "step_size": 1,
+              "allocation_ratio": 1.0, **values}
+    capacity = (values["total"] - values["reserved"]) * values["allocation_ratio"]
     can_be_total = call.at_least(26)
-    if inventory.capacity < 0 or (inventory.capacity == 0 and not can_be_total):
+    if capacity < 0 or (capacity == 0 and not can_be_total):
         than = "greater than total" if can_be_total else "greater than or equal to total"
         raise HttpProblem(400, f"Unable to {doing} inventory for resource provider "
                                f"{rp_uuid}: Invalid inventory for '{rc}' on resource "
                                f"provider '{rp_uuid}'. The reserved value is {than}.")
-    return inventory
+    try:
+        return Inventory(**values)
+    except (PlacementError, ValueError) as err:
+        message = err.message if isinstance(err, PlacementError) else str(err)
+        raise HttpProblem(400, f"Bad inventory {rc} for resource provider {rp_uuid}: "
+                               f"{message}") from None
 
 
 def _inventories_answer(call: Call, status: int = 200) -> PlacementResponse:
@@ -432,7 +436,10 @@ def set_aggregates(call: Call) -> PlacementResponse:
     except PlacementError as err:
         raise HttpProblem.from_error(err) from None
     call.changes.providers.add(rp.uuid)
-    return _aggregates_answer(call)
+    out: dict[str, Any] = {"aggregates": list(aggregates)}  # in the order given
+    if call.at_least(19):
+        out["resource_provider_generation"] = call.store.provider(rp.uuid).generation
+    return json_response(200, out)
 
 
 def _traits_answer(call: Call) -> PlacementResponse:

@@ -131,7 +131,7 @@ def _allocation_dict(call: Call, raw: Any, empty_ok: bool) -> dict[str, dict[str
 
 
 def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
-                     ) -> Wanted:
+                     *, empty_ok: bool = False) -> Wanted:
     """One consumer's body as the engine's change, with Placement's checks in its
     order: the schema, then the consumer generation, then the providers."""
     allowed = ["allocations"]
@@ -145,7 +145,7 @@ def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
         allowed.append("consumer_type")
     data = check_keys(data, allowed, where)
     allocations = _allocation_dict(call, need(data, "allocations", (dict, list), where),
-                                   empty_ok=call.at_least(28))
+                                   empty_ok=empty_ok or call.at_least(28))
     if call.at_least(8):
         project = check_length(need(data, "project_id", str, where), "project_id", where)
         user = check_length(need(data, "user_id", str, where), "user_id", where)
@@ -237,7 +237,8 @@ def post_allocations(call: Call) -> PlacementResponse:
             raise schema_problem(f"{key!r} does not match any of the regexes: "
                                  "'^[0-9a-fA-F-]{36}$'", "additionalProperties")
         changes[key] = _consumer_change(call, key, body,
-                                        "['patternProperties']['^[0-9a-fA-F-]{36}$']")
+                                        "['patternProperties']['^[0-9a-fA-F-]{36}$']",
+                                        empty_ok=True)
     _apply(call, changes, many=True)
     return PlacementResponse(204)
 
@@ -272,8 +273,10 @@ def total_usages(call: Call) -> PlacementResponse:
     for key in ("project_id", "user_id"):
         value = query.get(key)
         if value is not None and not 1 <= len(value) <= 255:
+            rule = "minLength" if not value else "maxLength"
             raise HttpProblem(400, f"Invalid query string parameters: {value!r} is too "
-                                   f"{'short' if not value else 'long'}")
+                                   f"{'short' if not value else 'long'}\n\nFailed "
+                                   f"validating '{rule}' in schema['properties']['{key}']")
     ctype = query.get("consumer_type")
     if not call.at_least(38):
         return json_response(200, {"usages": call.store.total_usages(project, user)})

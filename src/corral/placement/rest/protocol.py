@@ -17,6 +17,7 @@ header (``latest`` is the newest, no header the oldest); a version outside 1.0-1
 
 from __future__ import annotations
 
+import html
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -214,8 +215,17 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None,
     return PlacementResponse(status, out, serializer.dumps(data).decode())
 
 
+def wants_html(accept: str | None) -> bool:
+    """Whether an error should be HTML, as Placement's web framework makes it for a
+    client that names ``text/html`` and not JSON (no ``Accept`` or ``*/*``: JSON)."""
+    if not accept:
+        return False
+    named = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    return "text/html" in named and JSON not in named
+
+
 def error_response(problem: HttpProblem, request_id: str, version: Version | None,
-                   method: str = "GET") -> PlacementResponse:
+                   method: str = "GET", accept: str | None = None) -> PlacementResponse:
     """Placement's error answer for ``problem`` (at ``version``; None when the version
     itself was refused, then the body names the range served)."""
     title = HTTPStatus(problem.status).phrase
@@ -233,4 +243,11 @@ def error_response(problem: HttpProblem, request_id: str, version: Version | Non
     headers[REQUEST_ID_HEADER] = request_id
     if version is not None:
         headers.update(version_headers(version))
+    if wants_html(accept):
+        heading = f"{problem.status} {title}"
+        text = (f"<html>\n <head>\n  <title>{heading}</title>\n </head>\n <body>\n"
+                f"  <h1>{heading}</h1>\n  {html.escape(explanation)}<br /><br />\n"
+                f"{html.escape(problem.detail)}\n\n\n </body>\n</html>")
+        return PlacementResponse(problem.status, {
+            **headers, "Content-Type": "text/html; charset=UTF-8"}, text)
     return json_response(problem.status, {"errors": [error]}, headers)

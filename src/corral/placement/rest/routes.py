@@ -157,7 +157,8 @@ def handle(store: PlacementStore, req: PlacementRequest,
     try:
         version = negotiate(req.version_header)
     except HttpProblem as problem:
-        return error_response(problem, req.request_id, None), Changes()
+        return error_response(problem, req.request_id, None, req.method,
+                              req.accept), Changes()
     call: Call | None = None
     try:
         found = match(req.path)
@@ -176,15 +177,15 @@ def handle(store: PlacementStore, req: PlacementRequest,
         call = Call(store, req, version, args)
         response = served.handler(call)
     except HttpProblem as problem:
-        return (error_response(problem, req.request_id, version, req.method),
+        return (error_response(problem, req.request_id, version, req.method, req.accept),
                 call.changes if call is not None else Changes())
     except PlacementError as err:
         return (error_response(HttpProblem.from_error(err), req.request_id, version,
-                               req.method),
+                               req.method, req.accept),
                 call.changes if call is not None else Changes())
     response.headers.update(version_headers(version))
     response.headers[REQUEST_ID_HEADER] = req.request_id
-    if version >= CACHE_HEADERS_VERSION and response.status in (200, 201):
+    if version >= CACHE_HEADERS_VERSION and response.status in (200, 201) and response.body:
         # From 1.15 an answer says it must not be cached and when it was made
         # (Placement gives the time of the answer where it tracks no other).
         response.headers["Cache-Control"] = "no-cache"

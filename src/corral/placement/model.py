@@ -35,7 +35,7 @@ from corral.errors import (
 from corral.placement.names import STANDARD_RESOURCE_CLASSES, STANDARD_TRAITS, is_valid_custom
 
 __all__ = ["Consumer", "Inventory", "PlacementStore", "ProviderSummary", "Renamed",
-           "ResourceProvider",
+           "ResourceProvider", "Snapshot",
            "bits_to_mask", "mask_to_bits"]
 
 #: A fresh generation for a consumer that has none yet (a new consumer).
@@ -80,6 +80,15 @@ class Renamed:
 
     providers: set[str] = field(default_factory=set)
     consumers: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Providers' inventories and generations and consumers (None: absent) as they
+    were (:meth:`PlacementStore.snapshot`)."""
+
+    providers: dict[str, tuple[dict[str, Inventory], int]]
+    consumers: dict[str, Consumer | None]
 
 
 @dataclass(frozen=True)
@@ -546,8 +555,11 @@ class PlacementStore:
                                      f"provider {rp_uuid}: {rc}")
         removed = [rc for rc in rp.inventories if rc not in inventories and rp.used.get(rc)]
         if removed:
+            # Listed in resource class order (standard ones first), as Placement does.
+            order = {rc: i for i, rc in enumerate(STANDARD_RESOURCE_CLASSES)}
+            removed.sort(key=lambda rc: (order.get(rc, len(order)), rc))
             raise PlacementConflictError(
-                f"Inventory for '{', '.join(sorted(removed))}' on resource provider "
+                f"Inventory for '{', '.join(removed)}' on resource provider "
                 f"'{rp_uuid}' in use.", placement_code="placement.inventory.inuse")
         for rc in list(rp.inventories):
             if rc not in inventories:
@@ -737,6 +749,39 @@ class PlacementStore:
         self.set_provider_traits(rp_uuid, None, traits)
         self.set_provider_aggregates(rp_uuid, None, aggregates)
         self._by_uuid[rp_uuid].generation = generation
+
+    def snapshot(self, providers: Iterable[str], consumers: Iterable[str]) -> Snapshot:
+        """What :meth:`rollback` needs to put these providers' inventories and
+        generations and these consumers back as they are now."""
+        return Snapshot(
+            {rp: (dict(self._get(rp).inventories), self._get(rp).generation)
+             for rp in providers},
+            {c: self._copy_consumer(c) for c in consumers})
+
+    def _copy_consumer(self, consumer_uuid: str) -> Consumer | None:
+        found = self._consumers.get(consumer_uuid)
+        if found is None:
+            return None
+        return Consumer(found.uuid, found.generation, found.project_id, found.user_id,
+                        found.consumer_type,
+                        {rp: dict(res) for rp, res in found.allocations.items()})
+
+    def rollback(self, snapshot: Snapshot) -> None:
+        """Undo a change made of several steps (the reshaper's) since ``snapshot``,
+        which must name every provider and consumer the steps touched."""
+        for consumer_uuid in snapshot.consumers:
+            now = self._consumers.get(consumer_uuid)
+            if now is not None:
+                self.set_allocations_many({consumer_uuid: (
+                    {}, now.generation, now.project_id, now.user_id, now.consumer_type)},
+                    bump_emptied=False)
+        for rp_uuid, (inventories, _generation) in snapshot.providers.items():
+            self.set_inventories(rp_uuid, None, inventories)
+        for consumer in snapshot.consumers.values():
+            if consumer is not None:
+                self.restore_consumer(consumer)
+        for rp_uuid, (_inventories, generation) in snapshot.providers.items():
+            self._by_uuid[rp_uuid].generation = generation
 
     def restore_consumer(self, consumer: Consumer) -> None:
         """Put back a saved consumer with its generation; the providers' generations

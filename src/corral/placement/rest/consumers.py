@@ -131,7 +131,7 @@ def _allocation_dict(call: Call, raw: Any, empty_ok: bool) -> dict[str, dict[str
 
 
 def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
-                     *, empty_ok: bool = False) -> Wanted:
+                     *, empty_ok: bool = False, schema_only: bool = False) -> Wanted:
     """One consumer's body as the engine's change, with Placement's checks in its
     order: the schema, then the consumer generation, then the providers."""
     allowed = ["allocations"]
@@ -160,6 +160,10 @@ def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
         if not _CONSUMER_TYPE.match(ctype) or len(ctype) > 255:
             raise schema_problem(f"{ctype!r} does not match '^[A-Z0-9_]+$'", "pattern",
                                  prop(where, "consumer_type"))
+    if call.at_least(28):
+        optional(data, "consumer_generation", (int, type(None)), where=where)
+    if schema_only:
+        return allocations, None, project, user, ctype
     existing = call.store.consumer(consumer_uuid)
     if call.at_least(28):
         generation = optional(data, "consumer_generation", (int, type(None)), where=where)
@@ -330,51 +334,79 @@ def list_candidates(call: Call) -> PlacementResponse:
 
 
 def reshape(call: Call) -> PlacementResponse:
-    """``POST /reshaper`` (1.30): new inventories and allocations at once. Every
-    generation is checked before anything changes; the engine applies inventories
-    and allocations in turn, and the caller restores the previous state from the
-    persisted rows if a later step fails (the call's :class:`Changes` say so)."""
+    """``POST /reshaper`` (1.30): new inventories and allocations at once, in
+    Placement's three steps: every provider gets the union of its old and new
+    inventories, the allocations are replaced, then the new inventories alone are
+    set, in Placement's order of checks. A step refused after the first change
+    rolls the engine back to its state before the call (all or nothing)."""
     forbid_read_only(call, "reshaper:reshape")
     data = check_keys(json_body(call.req), ["inventories", "allocations"])
     raw_inv = need(data, "inventories", dict)
     raw_alloc = need(data, "allocations", dict)
-    inventories: dict[str, tuple[int, dict[str, Inventory]]] = {}
     where = f"{prop('', 'inventories')}['patternProperties']['^[0-9a-fA-F-]{{36}}$']"
+    checked: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
     for rp_uuid, entry in raw_inv.items():
         entry = check_keys(entry, ["inventories", "resource_provider_generation"], where)
         generation = need(entry, "resource_provider_generation", int, where)
-        fields = {rc: inventory_fields(value, f"{prop(where, 'inventories')}"
-                                              f"['patternProperties']['{rc}']")
-                  for rc, value in need(entry, "inventories", dict, where).items()}
+        checked[rp_uuid] = (generation, {
+            rc: inventory_fields(value, f"{prop(where, 'inventories')}"
+                                        f"['patternProperties']['{rc}']")
+            for rc, value in need(entry, "inventories", dict, where).items()})
+    alloc_where = f"{prop('', 'allocations')}['patternProperties']['^[0-9a-fA-F-]{{36}}$']"
+    for consumer_uuid, body in raw_alloc.items():
+        _consumer_change(call, consumer_uuid, body, alloc_where, schema_only=True)
+    inventories: dict[str, dict[str, Inventory]] = {}
+    for rp_uuid, (generation, fields) in checked.items():
         if call.store.slot_of(rp_uuid) is None:
-            raise HttpProblem(400, f"Resource provider {rp_uuid} in inventories not found")
-        inventories[rp_uuid] = (generation, {
-            rc: inventory_from(call, values, rc, rp_uuid, "update")
-            for rc, values in fields.items()})
-    changes = {c: _consumer_change(call, c, body, f"{prop('', 'allocations')}"
-                                                  "['patternProperties']['^[0-9a-fA-F-]{36}$']")
-               for c, body in raw_alloc.items()}
-    for rp_uuid, (generation, _inv) in inventories.items():
+            raise HttpProblem(400, f"Resource provider {rp_uuid} in inventories not found: "
+                                   f"No resource provider with uuid {rp_uuid} found",
+                              code="placement.resource_provider.not_found")
         current = call.store.provider(rp_uuid).generation
         if current != generation:
-            raise HttpProblem(409, f"resource provider generation conflict: provider "
-                                   f"{rp_uuid} is at generation {current}, the change was "
-                                   f"based on {generation}",
+            raise HttpProblem(409, f"resource provider generation conflict for provider "
+                                   f"{rp_uuid}: actual: {current}, given: {generation}",
                               code="placement.concurrent_update")
-    # Allocations first leave providers whose inventory then shrinks.
-    releasing: dict[str, Wanted] = {c: ({}, w[1], *w[2:]) for c, w in changes.items()
-                                     if call.store.consumer(c) is not None}
-    call.changes.providers.update(inventories)
-    call.changes.consumers.update(changes)
-    if releasing:
-        _apply(call, releasing)
-        # Released consumers are gone from the engine: they come back as new ones.
-        changes = {c: (w[0], None if c in releasing else w[1], *w[2:])
-                   for c, w in changes.items()}
-    for rp_uuid, (_generation, inv) in inventories.items():
+        inventories[rp_uuid] = {rc: inventory_from(call, values, rc, rp_uuid, "update")
+                                for rc, values in fields.items()}
+    changes = {c: _consumer_change(call, c, body, alloc_where)
+               for c, body in raw_alloc.items()}
+    wanted_classes = [rc for allocations, *_rest in changes.values()
+                      for resources in allocations.values() for rc in resources]
+    wanted_classes += [rc for new in inventories.values() for rc in new]
+    for rc in wanted_classes:
+        if not call.store.has_resource_class(rc):
+            raise HttpProblem(400, f"malformed reshaper data: No such resource class {rc}.")
+    touched = set(inventories)
+    for consumer_uuid, (allocations, *_rest) in changes.items():
+        touched.update(allocations)
+        existing = call.store.consumer(consumer_uuid)
+        if existing is not None:
+            touched.update(existing.allocations)
+    before = call.store.snapshot(touched, changes)
+    try:
+        for rp_uuid, new in inventories.items():
+            if new:
+                call.store.set_inventories(rp_uuid, None,
+                                           {**call.store.inventories(rp_uuid), **new})
         try:
-            call.store.set_inventories(rp_uuid, None, inv)
-        except PlacementError as err:
-            raise HttpProblem.from_error(err) from None
-    _apply(call, {c: w for c, w in changes.items() if w[0]})
+            _apply(call, changes)
+        except HttpProblem as problem:
+            if problem.status == 409 and problem.code != "placement.concurrent_update":
+                problem.detail = problem.detail.replace("Unable to allocate inventory: ", "")
+                problem.detail = f"Unable to allocate inventory: {problem.detail}"
+            raise
+        for rp_uuid, new in inventories.items():
+            try:
+                call.store.set_inventories(rp_uuid, None, new)
+            except PlacementError as err:
+                raise HttpProblem(409, f"update conflict: {err.message}",
+                                  code=err.placement_code or "placement.undefined_code",
+                                  ) from None
+    except (HttpProblem, PlacementError):
+        call.store.rollback(before)
+        call.changes.providers.clear()
+        call.changes.consumers.clear()
+        raise
+    call.changes.providers.update(touched)
+    call.changes.consumers.update(changes)
     return PlacementResponse(204)

@@ -682,8 +682,6 @@ class PlacementStore:
                     delta[rp_uuid, rc] = delta.get((rp_uuid, rc), 0) + amount
         for (rp_uuid, rc), change in delta.items():
             rp = self._get(rp_uuid)
-            # Over capacity is refused unless the change makes it no worse (Placement
-            # lets a consumer shrink on a provider whose capacity shrank below usage).
             if change > 0 and rp.used.get(rc, 0) + change > rp.inventories[rc].capacity:
                 raise PlacementConflictError(
                     f"Unable to allocate inventory: Unable to create allocation for '{rc}' "

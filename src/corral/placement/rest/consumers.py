@@ -19,6 +19,7 @@ from typing import Any
 from corral.errors import PlacementError
 from corral.placement.candidates import allocation_candidates
 from corral.placement.model import Inventory
+from corral.placement.names import trait_order
 from corral.placement.query import is_uuid_like, parse_allocation_candidates
 from corral.placement.rest.body import (
     check_int,
@@ -130,6 +131,30 @@ def _allocation_dict(call: Call, raw: Any, empty_ok: bool) -> dict[str, dict[str
     return out
 
 
+_SUFFIX = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _check_mappings(mappings: Any, where: str) -> None:
+    """``mappings`` (1.34): request group suffix -> the providers that served it."""
+    if not isinstance(mappings, dict):
+        raise schema_problem(f"{mappings!r} is not of type 'object'", "type", where)
+    if not mappings:
+        raise schema_problem("{} does not have enough properties", "minProperties", where)
+    item_where = f"{where}['patternProperties']['[a-zA-Z0-9_-]{{1,64}}']"
+    for suffix, providers in mappings.items():
+        if not _SUFFIX.search(suffix) and suffix != "":
+            continue  # Placement's schema only constrains matching keys
+        if not isinstance(providers, list):
+            raise schema_problem(f"{providers!r} is not of type 'array'", "type", item_where)
+        if not providers:
+            raise schema_problem("[] is too short", "minItems", item_where)
+        for rp in providers:
+            if not isinstance(rp, str):
+                raise schema_problem(f"{rp!r} is not of type 'string'", "type",
+                                     f"{item_where}['items']")
+            check_uuid(rp, "items", item_where)
+
+
 def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
                      *, empty_ok: bool = False, schema_only: bool = False) -> Wanted:
     """One consumer's body as the engine's change, with Placement's checks in its
@@ -151,6 +176,8 @@ def _consumer_change(call: Call, consumer_uuid: str, data: Any, where: str = "",
         user = check_length(need(data, "user_id", str, where), "user_id", where)
     else:
         project, user = INCOMPLETE_PROJECT, INCOMPLETE_USER
+    if "mappings" in data:
+        _check_mappings(data["mappings"], prop(where, "mappings"))
     if call.at_least(28) and "consumer_generation" not in data:
         raise schema_problem("'consumer_generation' is a required property", "required",
                              where)
@@ -324,7 +351,7 @@ def list_candidates(call: Call) -> PlacementResponse:
                      if call.at_least(27) or rc in requested}
         out: dict[str, Any] = {"resources": resources}
         if call.at_least(17):
-            out["traits"] = sorted(summary.traits)
+            out["traits"] = trait_order(summary.traits)
         if call.at_least(29):
             out["parent_provider_uuid"] = summary.parent_uuid
             out["root_provider_uuid"] = summary.root_uuid

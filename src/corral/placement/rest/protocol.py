@@ -120,9 +120,31 @@ class HttpProblem(Exception):
 
     @classmethod
     def from_error(cls, err: PlacementError) -> HttpProblem:
-        """The HTTP form of an engine error."""
-        return cls(err.http_status, err.message,
+        """The HTTP form of an engine error; a query-string schema error names the
+        rule it broke as Placement's validator does."""
+        detail = err.message
+        if err.placement_code is None and detail.startswith(_QUERY_SCHEMA):
+            rule = next((rule for words, rule in _SCHEMA_RULES if words in detail), None)
+            if rule is not None:
+                detail = f"{detail}\n\nFailed validating '{rule}' in schema"
+        return cls(err.http_status, detail,
                    code=err.placement_code or "placement.undefined_code")
+
+
+#: How the engine's query-string schema errors start.
+_QUERY_SCHEMA: Final = "Invalid query string parameters:"
+#: The JSON-schema rule behind a schema error, by the words of its message.
+_SCHEMA_RULES: Final = (
+    ("do not match any of the regexes", "additionalProperties"),
+    ("does not match any of the regexes", "additionalProperties"),
+    ("Additional properties are not allowed", "additionalProperties"),
+    ("does not match", "pattern"),
+    ("is a required property", "required"),
+    ("is not of type", "type"),
+    ("is not one of", "enum"),
+    ("is too short", "minLength"),
+    ("should be non-empty", "minLength"),
+)
 
 
 #: The first sentence webob puts before a detail, per status (Placement's bodies).

@@ -408,3 +408,34 @@ def test_default_max_unit_is_placements_largest_integer() -> None:
     body = api.json("POST", f"/resource_providers/{RP}/inventories",
                     {"resource_class": "VCPU", "total": 4}, status=201)
     assert body["max_unit"] == 2147483647
+
+
+def test_mappings_checked_from_1_34() -> None:
+    api = Api()
+    api.provider()
+    body = {"allocations": {RP: {"resources": {"VCPU": 1}}}, "project_id": "p",
+            "user_id": "u", "consumer_generation": None, "mappings": {"alpha": "beta"}}
+    bad = api.call("PUT", f"/allocations/{CONSUMER}", body, version="1.34")
+    assert bad.status == 400
+    assert "JSON does not validate: 'beta' is not of type 'array'" in error_of(bad)["detail"]
+    early = api.call("PUT", f"/allocations/{CONSUMER}", {**body, "mappings": {"": [RP]}},
+                     version="1.33")
+    assert early.status == 400 and "'mappings' was unexpected" in error_of(early)["detail"]
+    api.json("PUT", f"/allocations/{CONSUMER}", {**body, "mappings": {"": [RP]}},
+             version="1.34", status=204)
+
+
+def test_query_schema_errors_name_the_rule() -> None:
+    response = Api().call("GET", "/allocation_candidates", query="resources=VCPU:1&limit=0")
+    assert response.status == 400
+    assert "Failed validating 'pattern'" in error_of(response)["detail"]
+
+
+def test_summary_traits_standard_ones_first() -> None:
+    api = Api()
+    api.provider()
+    api.call("PUT", "/traits/CUSTOM_AAA")
+    api.json("PUT", f"/resource_providers/{RP}/traits",
+             {"traits": ["CUSTOM_AAA", "HW_NUMA_ROOT"], "resource_provider_generation": 1})
+    found = api.json("GET", "/allocation_candidates", query="resources=VCPU:1")
+    assert found["provider_summaries"][RP]["traits"] == ["HW_NUMA_ROOT", "CUSTOM_AAA"]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.errors import PlacementError
-from corral.placement.candidates import allocation_candidates
+from corral.placement.candidates import allocation_candidates, collector_paused
 from corral.placement.model import Inventory
 from corral.placement.names import trait_order
 from corral.placement.query import is_uuid_like, parse_allocation_candidates
@@ -329,6 +329,11 @@ def total_usages(call: Call) -> PlacementResponse:
 
 def list_candidates(call: Call) -> PlacementResponse:
     """``GET /allocation_candidates`` (1.10)."""
+    with collector_paused():  # tens of thousands of small dicts, no cycles
+        return _list_candidates(call)
+
+
+def _list_candidates(call: Call) -> PlacementResponse:
     request = parse_allocation_candidates(call.params, call.version)
     found = allocation_candidates(call.store, request)
     requested = {rc for group in request.groups.values() for rc in group.resources}

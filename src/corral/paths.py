@@ -253,6 +253,11 @@ class Paths:
         return self.run_dir / "watcher.lock"
 
     @property
+    def crypto_dir(self) -> Path:
+        """The keys and certificates of inter-cluster moves, one directory each."""
+        return self.run_dir / "crypto"
+
+    @property
     def cluster_domain_secret(self) -> Path:
         """The secret shared by clusters that move instances between them (Ganeti's
         ``cluster-domain-secret``)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from corral.cmdlib import (
     allocator_ops,
+    backup_prepare,
     extstorage,
     group,
     instance,
@@ -53,6 +54,7 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
         LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
         LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
         *allocator_ops.UNITS,
+        *backup_prepare.UNITS,
         *(u for area in AREAS for u in area.UNITS),
     )
 }

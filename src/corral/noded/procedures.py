@@ -48,6 +48,7 @@ from corral.noded import (
     instance_status,
     join,
     master_role,
+    move_keys,
     replication,
     verify,
     volumes,
@@ -710,6 +711,9 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "renew_crypto": crypto.renew_crypto,
     "restart_daemons": crypto.restart_daemons,
     "node_verify": verify.node_verify,
+    "x509_cert_create": move_keys.x509_cert_create,
+    "x509_cert_remove": move_keys.x509_cert_remove,
+    "x509_cert_list": move_keys.x509_cert_list,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

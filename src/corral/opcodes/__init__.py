@@ -9,6 +9,7 @@ from corral.opcodes import (  # noqa: F401
     alloc_ops,
     instance_change_ops,
     instance_ops,
+    move_ops,
     network_ops,
     node_ops,
     os_ops,

@@ -86,6 +86,8 @@ __all__ = [
     "VolumeGroupsArgs",
     "WatcherPauseArgs",
     "WriteFilePartArgs",
+    "X509CertCreateArgs",
+    "X509CertRemoveArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -558,6 +560,23 @@ class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
     ca_key: str | None = None
 
 
+class X509CertCreateArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_create``: a new key and certificate for one inter-cluster move,
+    valid ``validity`` seconds (at most a week)."""
+
+    validity: Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
+    #: The certificate's common name (the node's name, as the master knows it).
+    common_name: Annotated[str, msgspec.Meta(max_length=255)] = ""
+
+
+class X509CertRemoveArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_remove``: forget the move key ``name``."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
 class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``restart_daemons``: restart those of these daemons that run on the node (so
     that they load new keys or certificates)."""
@@ -624,6 +643,9 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "renew_crypto": RenewCryptoArgs,
     "restart_daemons": RestartDaemonsArgs,
     "node_verify": NodeVerifyArgs,
+    "x509_cert_create": X509CertCreateArgs,
+    "x509_cert_remove": X509CertRemoveArgs,
+    "x509_cert_list": NoArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

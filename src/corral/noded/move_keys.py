@@ -1,0 +1,94 @@
+"""A node's keys for inter-cluster moves: made, listed and removed for the master.
+
+Each move has its own RSA key and self-signed certificate (see
+:mod:`corral.x509.moves`), made on the node that sends or receives the disks and
+kept there: the private key never leaves the node. They live in
+``Paths.crypto_dir/NAME/{key,cert}`` (mode 0400, directory 0700), under the run
+directory, so a reboot forgets them as it forgets the transfers that used them.
+
+- ``x509_cert_create`` ``{"validity": seconds, "common_name"}``: a new key; answers
+  ``[name, cert_pem]``.
+- ``x509_cert_remove`` ``{"name": NAME}``: forget the key (no error if it is gone).
+- ``x509_cert_list``: ``[{"name", "not_after"}]`` (``not_after`` a Unix time, null
+  for a directory without a readable certificate): the watcher removes expired ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import shutil
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509 as cx509
+
+from corral.errors import ParameterError
+from corral.noded.join import read_membership
+from corral.paths import Paths
+from corral.rpc.args import NoArgs, X509CertCreateArgs, X509CertRemoveArgs
+from corral.utils.files import write_private
+from corral.x509 import moves
+
+__all__ = ["key_dir", "list_keys", "x509_cert_create", "x509_cert_list", "x509_cert_remove"]
+
+
+def key_dir(paths: Paths, name: str) -> Path:
+    """The directory of the key ``name``; refuses a name that is not a key name (it
+    could point elsewhere)."""
+    if not moves.KEY_NAME_RE.match(name):
+        raise ParameterError(f"invalid X509 key name {name!r}: expected "
+                             "x509-YYYY-MM-DD_HH_MM_SS-xxxxxxxx")
+    return paths.crypto_dir / name
+
+
+def _create(paths: Paths, validity: int, common_name: str) -> list[str]:
+    node = common_name or str(read_membership(paths).get("node_name") or "corral")
+    key_pem, cert_pem = moves.create_move_certificate(node, validity)
+    paths.crypto_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    while True:
+        name = moves.new_key_name()
+        directory = key_dir(paths, name)
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        break
+    write_private(directory / "key", key_pem)
+    write_private(directory / "cert", cert_pem)
+    return [name, cert_pem.decode("ascii")]
+
+
+async def x509_cert_create(paths: Paths, args: X509CertCreateArgs) -> list[str]:
+    """A new key and certificate for one move, valid ``args.validity`` seconds."""
+    return await asyncio.to_thread(_create, paths, args.validity, args.common_name)
+
+
+async def x509_cert_remove(paths: Paths, args: X509CertRemoveArgs) -> bool:
+    """Forget a move's key; whether there was one."""
+    directory = key_dir(paths, args.name)
+    existed = directory.exists()
+    await asyncio.to_thread(shutil.rmtree, directory, True)
+    return existed
+
+
+def list_keys(paths: Paths) -> list[dict[str, Any]]:
+    """The move keys on this node with the end of their certificate's validity."""
+    keys: list[dict[str, Any]] = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(paths.crypto_dir.iterdir()):
+            if not moves.KEY_NAME_RE.match(entry.name):
+                continue
+            not_after: float | None = None
+            with contextlib.suppress(OSError, ValueError):
+                cert = cx509.load_pem_x509_certificate((entry / "cert").read_bytes())
+                not_after = cert.not_valid_after_utc.replace(tzinfo=dt.UTC).timestamp()
+            keys.append({"name": entry.name, "not_after": not_after})
+    return keys
+
+
+async def x509_cert_list(paths: Paths, args: NoArgs) -> list[dict[str, Any]]:
+    """The move keys of this node (see :func:`list_keys`)."""
+    del args
+    return await asyncio.to_thread(list_keys, paths)

@@ -4,6 +4,7 @@ procedures in this process)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,3 +84,38 @@ def test_key_names_that_leave_the_key_directory_are_refused(tmp_path: Path) -> N
     paths = Paths(tmp_path)
     with pytest.raises(Exception, match="invalid X509 key name"):
         move_keys.key_dir(paths, "../../etc")
+
+
+def test_the_watcher_cleaner_removes_expired_move_keys_only(cl: Cluster) -> None:
+    from corral.watcher import cleanup
+
+    cl.create()
+    _set_secret(cl)
+    answer = cl.run("OP_BACKUP_PREPARE", instance_name="web1", mode="remote")
+    name = answer["x509_key_name"][0]
+    node1 = cl.rpc.nodes.paths("node1")
+    not_after = move_keys.list_keys(node1)[0]["not_after"]
+    assert cleanup.run_cleaners(node1) == []  # still valid: kept
+    assert move_keys.clean_expired(node1, now=lambda: not_after - 1) == []
+    removed = move_keys.clean_expired(node1, now=lambda: not_after + 1)
+    assert len(removed) == 1 and name in removed[0] and "expired" in removed[0]
+    assert not (node1.crypto_dir / name).exists()
+    # a directory that never got its certificate goes once it is a day old
+    stray = node1.crypto_dir / moves.new_key_name()
+    stray.mkdir()
+    assert move_keys.clean_expired(node1) == []
+    later = stray.stat().st_mtime + moves.RIE_CERT_VALIDITY + 1
+    assert "without a readable certificate" in move_keys.clean_expired(node1, lambda: later)[0]
+    assert not stray.exists()
+
+
+def test_removing_a_key_through_the_node_procedure(cl: Cluster) -> None:
+    cl.create()
+    _set_secret(cl)
+    name = cl.run("OP_BACKUP_PREPARE", instance_name="web1", mode="remote")["x509_key_name"][0]
+    node = cl.store.get("node", "node1")
+    results = asyncio.run(cl.rpc.call([node], "x509_cert_remove", {"name": name}))
+    assert results["node1"].get("removing") is True
+    assert move_keys.list_keys(cl.rpc.nodes.paths("node1")) == []
+    results = asyncio.run(cl.rpc.call([node], "x509_cert_remove", {"name": "../x"}))
+    assert "invalid X509 key name" in str(results["node1"].error)

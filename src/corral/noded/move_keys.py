@@ -10,7 +10,12 @@ directory, so a reboot forgets them as it forgets the transfers that used them.
   ``[name, cert_pem]``.
 - ``x509_cert_remove`` ``{"name": NAME}``: forget the key (no error if it is gone).
 - ``x509_cert_list``: ``[{"name", "not_after"}]`` (``not_after`` a Unix time, null
-  for a directory without a readable certificate): the watcher removes expired ones.
+  for a directory without a readable certificate).
+
+:func:`clean_expired` is the watcher's cleaner (:mod:`corral.watcher.cleanup`): a move
+abandoned half-way leaves its key behind, which it removes once the certificate
+expired (a directory without a readable certificate once it is as old as a
+certificate's validity).
 """
 
 from __future__ import annotations
@@ -19,19 +24,21 @@ import asyncio
 import contextlib
 import datetime as dt
 import shutil
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cryptography import x509 as cx509
 
 from corral.errors import ParameterError
-from corral.noded.join import read_membership
 from corral.paths import Paths
 from corral.rpc.args import NoArgs, X509CertCreateArgs, X509CertRemoveArgs
 from corral.utils.files import write_private
 from corral.x509 import moves
 
-__all__ = ["key_dir", "list_keys", "x509_cert_create", "x509_cert_list", "x509_cert_remove"]
+__all__ = ["clean_expired", "key_dir", "list_keys", "x509_cert_create", "x509_cert_list",
+           "x509_cert_remove"]
 
 
 def key_dir(paths: Paths, name: str) -> Path:
@@ -44,8 +51,7 @@ def key_dir(paths: Paths, name: str) -> Path:
 
 
 def _create(paths: Paths, validity: int, common_name: str) -> list[str]:
-    node = common_name or str(read_membership(paths).get("node_name") or "corral")
-    key_pem, cert_pem = moves.create_move_certificate(node, validity)
+    key_pem, cert_pem = moves.create_move_certificate(common_name or "corral", validity)
     paths.crypto_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     while True:
         name = moves.new_key_name()
@@ -92,3 +98,27 @@ async def x509_cert_list(paths: Paths, args: NoArgs) -> list[dict[str, Any]]:
     """The move keys of this node (see :func:`list_keys`)."""
     del args
     return await asyncio.to_thread(list_keys, paths)
+
+
+def clean_expired(paths: Paths, now: Callable[[], float] = time.time) -> list[str]:
+    """Remove the move keys whose certificate expired; what was removed."""
+    moment = now()
+    removed: list[str] = []
+    for entry in list_keys(paths):
+        directory = paths.crypto_dir / entry["name"]
+        not_after = entry["not_after"]
+        if not_after is None:
+            try:
+                made = directory.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if moment - made < moves.RIE_CERT_VALIDITY:
+                continue  # being written, or a certificate we cannot read yet
+            why = "without a readable certificate"
+        elif not_after < moment:
+            why = time.strftime("expired %Y-%m-%d %H:%M:%S UTC", time.gmtime(not_after))
+        else:
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        removed.append(f"inter-cluster move key {entry['name']} ({why})")
+    return removed

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import shutil
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,8 +38,8 @@ from corral.rpc.args import NoArgs, X509CertCreateArgs, X509CertRemoveArgs
 from corral.utils.files import write_private
 from corral.x509 import moves
 
-__all__ = ["clean_expired", "key_dir", "list_keys", "x509_cert_create", "x509_cert_list",
-           "x509_cert_remove"]
+__all__ = ["clean_expired", "key_dir", "list_keys", "move_context", "x509_cert_create",
+           "x509_cert_list", "x509_cert_remove"]
 
 
 def key_dir(paths: Paths, name: str) -> Path:
@@ -122,3 +123,29 @@ def clean_expired(paths: Paths, now: Callable[[], float] = time.time) -> list[st
         shutil.rmtree(directory, ignore_errors=True)
         removed.append(f"inter-cluster move key {entry['name']} ({why})")
     return removed
+
+
+def move_context(paths: Paths, name: str, peer_ca_pem: str, *, server: bool) -> ssl.SSLContext:
+    """TLS for one move's disk stream: this node presents its move key ``name`` and
+    accepts only a peer whose certificate is ``peer_ca_pem`` (the other cluster's
+    move certificate, whose signature the master checked). Both sides verify: the
+    importer (``server``) requires the exporter's certificate.
+
+    Host names are not checked: the peer's certificate is the one trust anchor of
+    this connection, and it names the peer's node, not the address it is reached at.
+    """
+    directory = key_dir(paths, name)
+    if not (directory / "key").exists():
+        raise ParameterError(f"there is no X509 key {name} on this node (expired, removed "
+                             "by the watcher, or made on another node)")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(directory / "cert", directory / "key")
+    try:
+        ctx.load_verify_locations(cadata=peer_ca_pem)
+    except ssl.SSLError as err:
+        raise ParameterError(f"the peer's move certificate is not a PEM certificate: {err}"
+                             ) from None
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx

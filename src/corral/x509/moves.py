@@ -91,10 +91,11 @@ class MoveCertificateError(OpPrereqError):
     """A certificate, key name, handshake or destination handed over for a move was
     refused; ``check`` says which check failed."""
 
-    code = "prereq-error"
+    code = "move-certificate"
 
-    def __init__(self, message: str, *, check: Check) -> None:
-        super().__init__(message, ecode="wrong_input")
+    def __init__(self, message: str, *, check: Check = "malformed",
+                 ecode: str | None = "wrong_input") -> None:
+        super().__init__(message, ecode=ecode)
         self.check = check
 
 

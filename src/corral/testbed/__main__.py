@@ -1,4 +1,5 @@
-"""``python -m corral.testbed up|down|status|demo --dir DIR``, ``... guest build --dir DIR``."""
+"""``python -m corral.testbed up|down|status|demo --dir DIR``, ``... guest build --dir DIR``,
+``... pair-up|pair-down --dir DIR`` (two clusters for moves)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,30 @@ def up_command(directory: Path, nodes: int, hypervisors: str,
                  tiny_guest=tiny_guest)
     click.echo(f"testbed up: {len(testbed.nodes)} node(s), master {testbed.master}; "
                f"state in {Path(testbed.dir) / STATE_FILE}")
+
+
+@cli.command("pair-up")
+@_dir_option
+@click.option("--nodes", default=2, show_default=True, help="Number of nodes of each cluster.")
+def pair_up_command(directory: Path, nodes: int) -> None:
+    """Create two clusters in DIR/source and DIR/destination sharing one cluster domain
+    secret, for moves between them (move-instance)."""
+    from corral.testbed.pair import up_pair
+
+    pair = up_pair(directory, nodes)
+    for testbed in (pair.source, pair.destination):
+        click.echo(f"{testbed.cluster_name}: {len(testbed.nodes)} node(s), RAPI "
+                   f"{testbed.rapi['url']}; state in {Path(testbed.dir) / STATE_FILE}")
+
+
+@cli.command("pair-down")
+@_dir_option
+def pair_down_command(directory: Path) -> None:
+    """Stop the processes of both clusters of the pair in DIR."""
+    from corral.testbed.pair import down_pair
+
+    stopped = down_pair(directory)
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
 
 
 @cli.command("down")

@@ -91,6 +91,7 @@ from corral.cmdlib.instance_base import (
 )
 from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.ipolicy import check_instance_fits
+from corral.cmdlib.move_import import remote_import_prereq
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -278,10 +279,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """Refuse what corral cannot do and parse disks and tags."""
         op = self.op
         lower_os_params(op.osparams)  # refuse names that differ only in case, early
-        if op.mode != "create":
+        if op.mode not in ("create", "remote-import"):
             raise ParameterError(
-                f"instance creation mode {op.mode!r} is not implemented; only 'create' is "
-                "(imports arrive with gnt-backup)")
+                f"instance creation mode {op.mode!r} is not implemented; only 'create' and "
+                "'remote-import' are (imports arrive with gnt-backup)")
         if op.iallocator and (op.pnode or op.pnode_uuid):
             raise ParameterError("Do not specify both, iallocator and node")
         if op.snode or op.snode_uuid:
@@ -339,7 +340,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op.pnode, op.pnode_uuid = node.name, node.uuid
 
     async def prepare(self) -> None:
-        """Add the new instance's lock (a concurrent create of the name shares it)."""
+        """Check a remote import's source values (before anything is made); add the new
+        instance's lock (a concurrent create of the name shares it)."""
+        if self.op.mode == "remote-import":
+            await remote_import_prereq(self)
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:

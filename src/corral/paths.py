@@ -264,6 +264,17 @@ class Paths:
         return self.data_dir / "cluster-domain-secret"
 
     @property
+    def export_dir(self) -> Path:
+        """Instance exports, one directory per instance (Ganeti's
+        ``/var/lib/ganeti/export``)."""
+        return self.data_dir / "export"
+
+    @property
+    def impexp_dir(self) -> Path:
+        """Disk transfers of this node: one status file each, and their logs."""
+        return self.run_dir / "impexp"
+
+    @property
     def hypervisor_state_dir(self) -> Path:
         """Per-hypervisor runtime state (the fake hypervisor's instance files)."""
         return self.run_dir / "hypervisor"

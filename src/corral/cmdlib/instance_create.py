@@ -91,7 +91,8 @@ from corral.cmdlib.instance_base import (
 )
 from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.ipolicy import check_instance_fits
-from corral.cmdlib.move_import import remote_import_prereq
+from corral.cmdlib.move_checks import RemoteImportSource
+from corral.cmdlib.move_import import remote_import_prereq, run_remote_import
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -342,8 +343,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
     async def prepare(self) -> None:
         """Check a remote import's source values (before anything is made); add the new
         instance's lock (a concurrent create of the name shares it)."""
+        self.remote_source: RemoteImportSource | None = None
         if self.op.mode == "remote-import":
-            await remote_import_prereq(self)
+            self.remote_source = await remote_import_prereq(self)
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
@@ -642,7 +644,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         renamed: list[tuple[DiskSpec, list[str]]] = []
         try:
             await self._make_disks(spec, node, name, created, renamed)
-            if install:
+            if self.remote_source is not None:
+                await run_remote_import(self, node, spec, self.remote_source, op.compress)
+            elif install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",
                             {"instance": wire(spec), "reinstall": False,

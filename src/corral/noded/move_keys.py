@@ -9,6 +9,9 @@ directory, so a reboot forgets them as it forgets the transfers that used them.
 - ``x509_cert_create`` ``{"validity": seconds, "common_name"}``: a new key; answers
   ``[name, cert_pem]``.
 - ``x509_cert_remove`` ``{"name": NAME}``: forget the key (no error if it is gone).
+- ``move_import`` / ``move_export``: a transfer of :mod:`corral.noded.impexp` whose TLS
+  is this node's move key and the other cluster's move certificate (the key is read
+  here: it never crosses the wire).
 - ``x509_cert_list``: ``[{"name", "not_after"}]`` (``not_after`` a Unix time, null
   for a directory without a readable certificate).
 
@@ -30,16 +33,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from cryptography import x509 as cx509
 
 from corral.errors import ParameterError
+from corral.noded import impexp as impexp_procs
 from corral.paths import Paths
-from corral.rpc.args import NoArgs, X509CertCreateArgs, X509CertRemoveArgs
+from corral.rpc.args import (
+    MoveExportArgs,
+    MoveImportArgs,
+    NoArgs,
+    TransferTls,
+    X509CertCreateArgs,
+    X509CertRemoveArgs,
+)
 from corral.utils.files import write_private
 from corral.x509 import moves
 
-__all__ = ["clean_expired", "key_dir", "list_keys", "move_context", "x509_cert_create",
-           "x509_cert_list", "x509_cert_remove"]
+__all__ = ["clean_expired", "key_dir", "list_keys", "move_context", "move_export", "move_import",
+           "x509_cert_create", "x509_cert_list", "x509_cert_remove"]
 
 
 def key_dir(paths: Paths, name: str) -> Path:
@@ -149,3 +161,32 @@ def move_context(paths: Paths, name: str, peer_ca_pem: str, *, server: bool) -> 
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+def _move_tls(paths: Paths, name: str, peer_ca: str, given: TransferTls | None) -> TransferTls:
+    if given is not None:
+        raise ParameterError("a move's transfer takes its TLS from the move key; do not "
+                             "give the transfer's own 'tls'")
+    directory = key_dir(paths, name)
+    try:
+        return TransferTls(cert=(directory / "cert").read_text(),
+                           key=(directory / "key").read_text(), ca=peer_ca)
+    except FileNotFoundError:
+        raise ParameterError(f"there is no X509 key {name} on this node (expired, removed "
+                             "by the watcher, or made on another node)") from None
+
+
+async def move_import(paths: Paths, args: MoveImportArgs) -> Any:
+    """Start the importer of one disk of a move; ``{"name", "port"}``."""
+    tls = await asyncio.to_thread(_move_tls, paths, args.x509_key_name, args.peer_ca,
+                                  args.transfer.tls)
+    return await impexp_procs.impexp_import(paths, msgspec.structs.replace(args.transfer,
+                                                                           tls=tls))
+
+
+async def move_export(paths: Paths, args: MoveExportArgs) -> Any:
+    """Start the exporter of one disk of a move; ``{"name"}``."""
+    tls = await asyncio.to_thread(_move_tls, paths, args.x509_key_name, args.peer_ca,
+                                  args.transfer.tls)
+    return await impexp_procs.impexp_export(paths, msgspec.structs.replace(args.transfer,
+                                                                           tls=tls))

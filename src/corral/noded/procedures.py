@@ -716,6 +716,8 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "x509_cert_create": move_keys.x509_cert_create,
     "x509_cert_remove": move_keys.x509_cert_remove,
     "x509_cert_list": move_keys.x509_cert_list,
+    "move_import": move_keys.move_import,
+    "move_export": move_keys.move_export,
     "impexp_import": impexp_procs.impexp_import,
     "impexp_export": impexp_procs.impexp_export,
     "impexp_status": impexp_procs.impexp_status,

@@ -72,6 +72,8 @@ __all__ = [
     "MigrationAcceptArgs",
     "MigrationFinishArgs",
     "MigrationSendArgs",
+    "MoveExportArgs",
+    "MoveImportArgs",
     "NoArgs",
     "NodeInfoArgs",
     "NodeVerifyArgs",
@@ -693,6 +695,25 @@ class ExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields
 
     export: str
 
+class MoveImportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_import``: an importer of an inter-cluster move (``transfer``, whose
+    ``tls`` must be unset) with this node's move key ``x509_key_name`` and the source
+    cluster's move certificate ``peer_ca`` (PEM) as the one CA it trusts."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpImportArgs
+
+
+class MoveExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_export``: an exporter of an inter-cluster move (see
+    :class:`MoveImportArgs`), trusting the destination's move certificate only."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpExportArgs
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -755,6 +776,8 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "x509_cert_create": X509CertCreateArgs,
     "x509_cert_remove": X509CertRemoveArgs,
     "x509_cert_list": NoArgs,
+    "move_import": MoveImportArgs,
+    "move_export": MoveExportArgs,
     "impexp_import": ImpexpImportArgs,
     "impexp_export": ImpexpExportArgs,
     "impexp_status": ImpexpNamesArgs,

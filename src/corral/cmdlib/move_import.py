@@ -25,30 +25,23 @@ data arrived, as Ganeti does.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-import time
 from typing import Any
 
+from corral.cmdlib import disk_transfer
 from corral.cmdlib.backup_prepare import read_domain_secret
 from corral.cmdlib.base import LogicalUnit
-from corral.cmdlib.instance_base import RPC_INSTALL, RPC_QUICK, call_node, wire
+from corral.cmdlib.instance_base import RPC_INSTALL, call_node, wire
 from corral.cmdlib.move_checks import RemoteImportSource, check_remote_import
-from corral.errors import CorralError, OpExecError
+from corral.errors import CorralError
 from corral.objects import Node
 from corral.objects.specs import InstanceSpec
 from corral.x509 import moves
 
-__all__ = ["POLL_INTERVAL", "PROGRESS_INTERVAL", "remote_import_prereq", "run_remote_import"]
+__all__ = ["ACCEPT_TIMEOUT", "remote_import_prereq", "run_remote_import"]
 
-#: Seconds between two looks at the transfers, and between two progress lines.
-POLL_INTERVAL = 0.5
-PROGRESS_INTERVAL = 5.0
 #: How long an importer waits for the source to connect (seconds).
 ACCEPT_TIMEOUT = 600.0
-
-_FINAL = frozenset({"done", "failed", "aborted", "unknown"})
-
 
 async def remote_import_prereq(lu: LogicalUnit[Any]) -> RemoteImportSource:
     """Check the source values of a ``remote-import`` creation; the checked source."""
@@ -59,10 +52,6 @@ async def remote_import_prereq(lu: LogicalUnit[Any]) -> RemoteImportSource:
     lu.feedback(f"Source certificate of {source.instance_name} verified (signed with this "
                 "cluster's domain secret, valid)")
     return source
-
-
-def _mib(count: int) -> str:
-    return f"{count / 1048576:.1f} MiB"
 
 
 async def run_remote_import(lu: LogicalUnit[Any], node: Node, spec: InstanceSpec,
@@ -99,7 +88,11 @@ async def run_remote_import(lu: LogicalUnit[Any], node: Node, spec: InstanceSpec
             disks.append(moves.sign_disk_info(secret, index, node.primary_ip,
                                               int(answer["port"]), magic, salt))
         lu.feedback({"disks": disks, "x509_ca": signed}, "remote-import")
-        await follow_transfers(lu, node, names, "receiving")
+        for index, name in enumerate(names):
+            final = await disk_transfer.follow(master, lu.feedback, [node], name,
+                                               f"disk/{index}")
+            lu.feedback(f"Disk {index} finished receiving data "
+                        f"({int(final.get('bytes') or 0)} bytes)")
     except BaseException:
         if names:
             await _abort(lu, node, names)
@@ -108,38 +101,6 @@ async def run_remote_import(lu: LogicalUnit[Any], node: Node, spec: InstanceSpec
         await _remove_key(lu, node, key_name)
     if source.instance_name != spec.name:
         await _rename_script(lu, node, spec, source.instance_name)
-
-
-async def follow_transfers(lu: LogicalUnit[Any], node: Node, names: list[str],
-                           doing: str) -> None:
-    """Wait until the transfers ``names`` on ``node`` end, with progress in the job
-    log; :class:`OpExecError` naming each disk that failed and its bytes."""
-    last_progress = time.monotonic()
-    while True:
-        status = await call_node(lu.master, node, "impexp_status", {"names": names},
-                                 f"asking {node.name} about the transfers",
-                                 timeout=RPC_QUICK)
-        states = [entry.get("state") for entry in status]
-        if all(state in _FINAL for state in states):
-            break
-        if time.monotonic() - last_progress >= PROGRESS_INTERVAL:
-            last_progress = time.monotonic()
-            for index, entry in enumerate(status):
-                if entry.get("state") == "running":
-                    eta = entry.get("eta")
-                    lu.feedback(f"Disk {index}: {doing}, {_mib(entry.get('bytes') or 0)} "
-                                f"at {_mib(int(entry.get('rate') or 0))}/s"
-                                + (f", about {eta:.0f} s left" if eta is not None else ""))
-        await asyncio.sleep(POLL_INTERVAL)
-    failed = []
-    for index, entry in enumerate(status):
-        if entry.get("state") == "done":
-            lu.feedback(f"Disk {index} finished {doing} data ({_mib(entry.get('bytes') or 0)})")
-        else:
-            failed.append(f"disk {index}: {entry.get('error') or entry.get('state')} after "
-                          f"{entry.get('bytes') or 0} bytes")
-    if failed:
-        raise OpExecError(f"the transfer failed on {node.name} ({'; '.join(failed)})")
 
 
 async def _abort(lu: LogicalUnit[Any], node: Node, names: list[str]) -> None:

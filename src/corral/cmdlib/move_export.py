@@ -1,0 +1,82 @@
+"""The source's part of an inter-cluster move: the disks of ``OP_BACKUP_EXPORT`` mode
+``remote`` (design 2.2).
+
+:func:`remote_export_prereq` checks, before anything is stopped or sent, what the
+third party brought: this cluster's key name, the destination's signed certificate
+and each disk's signed destination (:mod:`corral.cmdlib.move_checks`).
+:func:`send_disks` then streams each disk from the instance's primary node
+(``move_export``: the OS ``export`` script's output, or the disk itself for an
+instance without OS, through the transport of :mod:`corral.noded.impexp` with the
+move key made by ``prepare-export`` and the destination's certificate as the one CA
+it trusts) to the importer the destination started, one disk after the other, with
+progress in the job log. The move key is removed after the last disk, whatever
+happened. The export logical unit (stopping the instance first, removing it after
+a success when asked) calls these two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+from corral.cmdlib import disk_transfer
+from corral.cmdlib.backup_prepare import read_domain_secret
+from corral.cmdlib.base import LogicalUnit
+from corral.cmdlib.instance_base import call_node, wire
+from corral.cmdlib.move_checks import RemoteExportTarget, check_remote_export
+from corral.errors import CorralError
+from corral.objects import Node
+from corral.objects.specs import InstanceSpec
+
+__all__ = ["remote_export_prereq", "send_disks"]
+
+
+async def remote_export_prereq(lu: LogicalUnit[Any], instance_name: str,
+                               disk_count: int) -> RemoteExportTarget:
+    """Check the destination values of a remote export (see the module doc)."""
+    op = lu.op
+    secret = await read_domain_secret(lu.master.paths or getattr(lu.master.rpc, "paths", None))
+    return check_remote_export(secret, instance_name, disk_count, op.x509_key_name,
+                               op.destination_x509_ca, op.target_node)
+
+
+async def send_disks(lu: LogicalUnit[Any], node: Node, spec: InstanceSpec,
+                     target: RemoteExportTarget, compression: str) -> list[bool]:
+    """Send every disk of ``spec`` from ``node``; one success flag per disk (Ganeti's
+    per-disk results). A failed disk stops the export there (the rest are
+    reported failed); the move key is removed at the end in every case."""
+    master = lu.master
+    results = [False] * len(spec.disks)
+    search_path = list(master.store.cluster.os_search_path)
+    try:
+        for index, (host, port, magic) in enumerate(target.disks):
+            disk = spec.disks[index]
+            name = f"{spec.name}-export-{secrets.token_hex(6)}-{index}"
+            source: dict[str, Any] = (
+                {"kind": "os", "instance": wire(spec), "index": index,
+                 "search_path": search_path} if spec.os else
+                {"kind": "disk", "disk": wire(disk)})
+            label = f"disk/{index}"
+            try:
+                await call_node(master, node, "move_export", {
+                    "x509_key_name": target.key_name, "peer_ca": target.ca_pem,
+                    "transfer": {"name": name, "magic": magic, "compression": compression,
+                                 "source": source, "host": host, "port": port,
+                                 "expected": disk.size * 1024 * 1024}},
+                    f"{label}: starting the export to {host}:{port}")
+                lu.feedback(f"{label}: sending to {host} port {port}")
+                final = await disk_transfer.follow(master, lu.feedback, [node], name, label)
+            except BaseException:
+                await asyncio.shield(disk_transfer.abort(master, [node], name))
+                raise
+            lu.feedback(f"{label}: {int(final.get('bytes') or 0)} bytes sent "
+                        f"({int(final.get('wire_bytes') or 0)} on the wire, {compression})")
+            results[index] = True
+    finally:
+        try:
+            await call_node(master, node, "x509_cert_remove", {"name": target.key_name},
+                            f"removing the X509 key {target.key_name} on {node.name}")
+        except CorralError as err:
+            lu.feedback(f" - WARNING: {err.message}; the watcher removes it once expired")
+    return results

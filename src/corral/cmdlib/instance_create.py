@@ -28,9 +28,10 @@ that node: Ganeti refuses them with an iallocator, and corral with any allocator
 
 Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
-``opportunistic_locking``, ``compress`` and ``helper_*_timeout``; ``group_name``
+``opportunistic_locking`` and ``helper_*_timeout``; ``compress`` is the compression of
+a ``remote-import`` (:mod:`corral.cmdlib.move_import`); ``group_name``
 only restricts an allocator. Refused with an error saying what works: creation
-modes other than ``create``, secondary nodes, ``file_driver`` other than ``loop``,
+modes other than ``create`` and ``remote-import``, secondary nodes, ``file_driver`` other than ``loop``,
 forthcoming instances, instance communication, private/secret OS parameters.
 """
 

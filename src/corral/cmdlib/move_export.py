@@ -43,9 +43,10 @@ async def remote_export_prereq(lu: LogicalUnit[Any], instance_name: str,
 
 async def send_disks(lu: LogicalUnit[Any], node: Node, spec: InstanceSpec,
                      target: RemoteExportTarget, compression: str) -> list[bool]:
-    """Send every disk of ``spec`` from ``node``; one success flag per disk (Ganeti's
-    per-disk results). A failed disk stops the export there (the rest are
-    reported failed); the move key is removed at the end in every case."""
+    """Send every disk of ``spec`` from ``node``, one after the other; one success
+    flag per disk (Ganeti's per-disk results). A failed disk stops the export: its
+    transfer is aborted and the error (:class:`~corral.errors.OpExecError` with the
+    bytes sent) raised. The move key is removed at the end in every case."""
     master = lu.master
     results = [False] * len(spec.disks)
     search_path = list(master.store.cluster.os_search_path)

@@ -31,8 +31,8 @@ need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check`
 ``opportunistic_locking`` and ``helper_*_timeout``; ``compress`` is the compression of
 a ``remote-import`` (:mod:`corral.cmdlib.move_import`); ``group_name``
 only restricts an allocator. Refused with an error saying what works: creation
-modes other than ``create`` and ``remote-import``, secondary nodes, ``file_driver`` other than ``loop``,
-forthcoming instances, instance communication, private/secret OS parameters.
+modes other than ``create`` and ``remote-import``, secondary nodes, ``file_driver``
+other than ``loop``, forthcoming instances, instance communication, private/secret OS parameters.
 """
 
 from __future__ import annotations

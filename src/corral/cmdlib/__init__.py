@@ -11,6 +11,7 @@ from typing import Any
 
 from corral.cmdlib import (
     allocator_ops,
+    backup,
     backup_prepare,
     extstorage,
     group,
@@ -54,6 +55,7 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
         LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
         LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
         *allocator_ops.UNITS,
+        *backup.UNITS,
         *backup_prepare.UNITS,
         *(u for area in AREAS for u in area.UNITS),
     )

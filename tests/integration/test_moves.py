@@ -191,3 +191,61 @@ def test_the_watcher_removes_an_abandoned_moves_expired_key(
     run_tool(["corral-watcher"], {**os.environ, **src.state["env"],
                                   "CORRAL_ROOT": str(node2.root)})
     assert not stale.exists()
+
+
+def _disk_path(handle: TestbedHandle, name: str) -> Path:
+    disk_uuid = _client(handle).request("GET", f"/2/instances/{name}")["disk.uuids"][0]
+    node = _client(handle).request("GET", f"/2/instances/{name}")["pnode"]
+    number = int(node.split(".")[0].removeprefix("node"))
+    (found,) = _node_paths(handle, number).root.rglob(f"*{disk_uuid}*")
+    return found
+
+
+def _move_instance(pair: dict[str, TestbedHandle], tmp_path: Path, name: str,
+                   *extra: str) -> subprocess.CompletedProcess[str]:
+    src, dst = pair["source"], pair["destination"]
+    rapi, dest_rapi = src.state["rapi"], dst.state["rapi"]
+    password, dest_password = tmp_path / "password", tmp_path / "dest-password"
+    password.write_text(rapi["password"] + "\n")
+    dest_password.write_text(dest_rapi["password"] + "\n")
+    src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
+    dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
+    return subprocess.run(
+        [str(BIN / "move-instance"), "-v", f"--src-ca-file={rapi['ca']}",
+         f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
+         f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
+         f"--src-password-file={password}", f"--dest-password-file={dest_password}",
+         "--dest-primary-node", "node2.destination.testbed", *extra, src_host, dst_host,
+         name], capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "zstd"])
+def test_move_instance_moves_an_instance_and_its_data(
+        pair: dict[str, TestbedHandle], tmp_path: Path, compression: str) -> None:
+    src, dst = pair["source"], pair["destination"]
+    name = f"mv-{compression}"
+    keep = compression == "gzip"
+    src.run("gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-o",
+            "corral-ext4+default", "-n", "node1.source.testbed", "--no-ip-check",
+            "--no-name-check", name)
+    def keys() -> set[Path]:
+        return {key for handle in (src, dst) for number in (1, 2)
+                for key in _node_paths(handle, number).crypto_dir.glob("x509-*")}
+
+    try:
+        disk = _disk_path(src, name)
+        before = disk.read_bytes()
+        old_keys = keys()
+        proc = _move_instance(pair, tmp_path, name, f"--compress={compression}",
+                              *(["--keep-source-instance"] if keep else []))
+        assert proc.returncode == 0, proc.stderr
+        assert f"{name}: Success" in proc.stderr
+        assert _disk_path(dst, name).read_bytes() == before
+        shown = dst.run("gnt-instance", "list", "--no-headers", "-o", "name,status").stdout
+        assert f"{name} running" in shown
+        left = src.run("gnt-instance", "list", "--no-headers", "-o", "name").stdout.split()
+        assert (name in left) == keep
+        assert keys() == old_keys  # both sides removed the move's keys
+    finally:
+        src.run("gnt-instance", "remove", "-f", name, check=False)
+        dst.run("gnt-instance", "remove", "-f", name, check=False)

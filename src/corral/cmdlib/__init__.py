@@ -17,6 +17,7 @@ from corral.cmdlib import (
     group,
     instance,
     instance_change,
+    move_export,
     network,
     node,
     storage,
@@ -60,3 +61,6 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
         *(u for area in AREAS for u in area.UNITS),
     )
 }
+# OP_BACKUP_EXPORT in mode remote too (inter-cluster moves): the local export's unit
+# with the remote mode added.
+LOGICAL_UNITS[move_export.LUBackupExportAnywhere.OP_ID] = move_export.LUBackupExportAnywhere

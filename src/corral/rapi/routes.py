@@ -387,8 +387,13 @@ ROUTES: Final[tuple[Route, ...]] = (
                     "\"x509_key_name\": [name, hmac, salt], \"x509_ca\": signed PEM}, each "
                     "signed with the cluster domain secret; null for mode=local.")},
         "Preparing an export"),
-    Route(f"{_INSTANCE}/export", {"PUT": NotServed(
-        "corral has no OP_BACKUP_EXPORT yet")}, "Exporting an instance"),
+    Route(f"{_INSTANCE}/export", {"PUT": _job(
+        moves.export, "Export an instance: to a node of this cluster (mode local, "
+        "destination a node name) or to another cluster (mode remote)", args=(DRY_RUN,),
+        body=_opcode_body("OP_BACKUP_EXPORT", fixed=("instance_name", "dry_run"),
+                          rename=moves.EXPORT_RENAME),
+        description="The job's result: [finalized, [per-disk success]].")},
+        "Exporting an instance"),
     # -- OS definitions and queries -----------------------------------------------------
     Route("/2/os", {"GET": _op(os.index, "public", "OS names (with variants)", STRINGS)},
           "OS definitions"),

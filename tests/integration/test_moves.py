@@ -4,10 +4,14 @@ them)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,6 +250,92 @@ def test_move_instance_moves_an_instance_and_its_data(
         left = src.run("gnt-instance", "list", "--no-headers", "-o", "name").stdout.split()
         assert (name in left) == keep
         assert keys() == old_keys  # both sides removed the move's keys
+    finally:
+        src.run("gnt-instance", "remove", "-f", name, check=False)
+        dst.run("gnt-instance", "remove", "-f", name, check=False)
+
+
+def _install_slow_os(handle: TestbedHandle) -> None:
+    """OS ``slowexport``: corral-ext4 whose export sends 1 MiB, then stalls (so that a
+    transfer is caught in the middle)."""
+    for node in handle.state["nodes"]:
+        os_dir = Paths(Path(node["root"])).node_path("/srv/corral/os")
+        target = os_dir / "slowexport"
+        if target.exists():
+            continue
+        shutil.copytree(os_dir / "corral-ext4", target)
+        (target / "variants.list").unlink(missing_ok=True)
+        export = target / "export"
+        export.write_text('#!/bin/sh\n. "$(dirname "$0")/common.sh"\n'
+                          'dd if="$EXPORT_DISK_PATH" bs=1M count=1 status=none\n'
+                          "exec sleep 120\n")
+        export.chmod(0o755)
+
+
+def _running_importer(handle: TestbedHandle) -> dict[str, Any] | None:
+    for node in handle.state["nodes"]:
+        for status_file in Paths(Path(node["root"])).impexp_dir.glob("*.json"):
+            with contextlib.suppress(ValueError, OSError):
+                status = json.loads(status_file.read_text())
+                if status.get("direction") == "import" and status.get("state") == "running":
+                    return dict(status)
+    return None
+
+
+def test_an_importer_killed_in_the_middle_leaves_nothing_and_the_source_runs(
+        pair: dict[str, TestbedHandle], tmp_path: Path) -> None:
+    src, dst = pair["source"], pair["destination"]
+    _install_slow_os(src)
+    _install_slow_os(dst)
+    name = "mv-killed"
+    src.run("gnt-instance", "add", "-t", "file", "--disk", "0:size=16M", "-o", "slowexport",
+            "-n", "node1.source.testbed", "--no-ip-check", "--no-name-check", name)
+    old_keys = {key for handle in (src, dst) for number in (1, 2)
+                for key in _node_paths(handle, number).crypto_dir.glob("x509-*")}
+    try:
+        rapi, dest_rapi = src.state["rapi"], dst.state["rapi"]
+        (tmp_path / "pw").write_text(rapi["password"] + "\n")
+        (tmp_path / "dpw").write_text(dest_rapi["password"] + "\n")
+        src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
+        dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
+        mover = subprocess.Popen(
+            [str(BIN / "move-instance"), f"--src-ca-file={rapi['ca']}",
+             f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
+             f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
+             f"--src-password-file={tmp_path / 'pw'}",
+             f"--dest-password-file={tmp_path / 'dpw'}",
+             "--dest-primary-node", "node2.destination.testbed", src_host, dst_host, name],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            status = None
+            for _ in range(600):
+                status = _running_importer(dst)
+                if status is not None or mover.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert status is not None, "the import never started receiving"
+            for pid in status["pids"]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            _, stderr = mover.communicate(timeout=120)
+        finally:
+            if mover.poll() is None:
+                mover.kill()
+                mover.wait()
+        assert mover.returncode == 1, stderr
+        assert "transfer failed after" in stderr, stderr  # the bytes done are named
+        # nothing of the import is left on the destination
+        listed = dst.run("gnt-instance", "list", "--no-headers", "-o", "name").stdout.split()
+        assert name not in listed
+        for node in dst.state["nodes"]:
+            storage = Paths(Path(node["root"])).node_path("/srv/corral/file-storage")
+            assert not [p for p in storage.rglob("*") if p.is_file()], "disk files left"
+        new_keys = {key for handle in (src, dst) for number in (1, 2)
+                    for key in _node_paths(handle, number).crypto_dir.glob("x509-*")}
+        assert new_keys == old_keys
+        # the source instance is as it was, running
+        shown = src.run("gnt-instance", "list", "--no-headers", "-o", "name,status").stdout
+        assert f"{name} running" in shown
     finally:
         src.run("gnt-instance", "remove", "-f", name, check=False)
         dst.run("gnt-instance", "remove", "-f", name, check=False)

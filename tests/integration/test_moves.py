@@ -282,6 +282,15 @@ def _running_importer(handle: TestbedHandle) -> dict[str, Any] | None:
     return None
 
 
+def _wait_for_jobs(handle: TestbedHandle) -> None:
+    for _ in range(600):
+        statuses = handle.run("gnt-job", "list", "--no-headers", "-o", "status").stdout.split()
+        if all(status in ("success", "error", "canceled") for status in statuses):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"jobs still running on {handle.state['cluster_name']}")
+
+
 def test_an_importer_killed_in_the_middle_leaves_nothing_and_the_source_runs(
         pair: dict[str, TestbedHandle], tmp_path: Path) -> None:
     src, dst = pair["source"], pair["destination"]
@@ -324,6 +333,7 @@ def test_an_importer_killed_in_the_middle_leaves_nothing_and_the_source_runs(
                 mover.wait()
         assert mover.returncode == 1, stderr
         assert "transfer failed after" in stderr, stderr  # the bytes done are named
+        _wait_for_jobs(dst)  # the tool may stop waiting before the import's job ends
         # nothing of the import is left on the destination
         listed = dst.run("gnt-instance", "list", "--no-headers", "-o", "name").stdout.split()
         assert name not in listed

@@ -250,6 +250,8 @@ def _creation_body(move: Move, instance: dict[str, Any], prepared: dict[str, Any
         "osparams": {**instance.get("os_instance", {}), **move.osparams},
         "tags": instance.get("tags", []), "wait_for_sync": False,
     }
+    if not body["os"]:
+        body["no_install"] = True  # an instance without OS: its disks move as they are
     for key, value in (("pnode", move.dest_pnode), ("snode", move.dest_snode),
                        ("iallocator", move.iallocator)):
         if value:
@@ -309,8 +311,14 @@ def _dest_side(client: RapiClient, move: Move, ex: _Exchange) -> None:
         else:
             _logger(move.dest_name)(log_type, message)
 
-    client.wait_for_job(job, on_log, should_stop=lambda: ex.failed is not None
-                        and ex.imported is None)
+    try:
+        client.wait_for_job(job, on_log, should_stop=lambda: ex.failed is not None)
+    except JobFailed:
+        if ex.failed is not None:
+            log.warning("Aborting despite job %s still running (the source failed); the "
+                        "import fails by itself when no data arrives and removes what it "
+                        "made", job)
+        raise
     log.info("Import successful")
 
 

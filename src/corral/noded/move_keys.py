@@ -37,7 +37,6 @@ import msgspec
 from cryptography import x509 as cx509
 
 from corral.errors import ParameterError
-from corral.noded import impexp as impexp_procs
 from corral.paths import Paths
 from corral.rpc.args import (
     MoveExportArgs,
@@ -178,6 +177,8 @@ def _move_tls(paths: Paths, name: str, peer_ca: str, given: TransferTls | None) 
 
 async def move_import(paths: Paths, args: MoveImportArgs) -> Any:
     """Start the importer of one disk of a move; ``{"name", "port"}``."""
+    from corral.noded import impexp as impexp_procs  # the watcher imports this module
+
     tls = await asyncio.to_thread(_move_tls, paths, args.x509_key_name, args.peer_ca,
                                   args.transfer.tls)
     return await impexp_procs.impexp_import(paths, msgspec.structs.replace(args.transfer,
@@ -186,6 +187,8 @@ async def move_import(paths: Paths, args: MoveImportArgs) -> Any:
 
 async def move_export(paths: Paths, args: MoveExportArgs) -> Any:
     """Start the exporter of one disk of a move; ``{"name"}``."""
+    from corral.noded import impexp as impexp_procs
+
     tls = await asyncio.to_thread(_move_tls, paths, args.x509_key_name, args.peer_ca,
                                   args.transfer.tls)
     return await impexp_procs.impexp_export(paths, msgspec.structs.replace(args.transfer,

@@ -149,6 +149,31 @@ def test_the_destination_refuses_forged_foreign_and_expired_certificates_first(
         == [instance]
 
 
+def _move_argv(pair: dict[str, TestbedHandle], tmp_path: Path, name: str,
+               *extra: str) -> list[str]:
+    """``move-instance`` from the source to node 2 of the destination, its passwords
+    in files under ``tmp_path``."""
+    src, dst = pair["source"], pair["destination"]
+    rapi, dest_rapi = src.state["rapi"], dst.state["rapi"]
+    password, dest_password = tmp_path / "password", tmp_path / "dest-password"
+    password.write_text(rapi["password"] + "\n")
+    dest_password.write_text(dest_rapi["password"] + "\n")
+    src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
+    dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
+    return [str(BIN / "move-instance"), "-v", f"--src-ca-file={rapi['ca']}",
+            f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
+            f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
+            f"--src-password-file={password}", f"--dest-password-file={dest_password}",
+            "--dest-primary-node", "node2.destination.testbed", *extra, src_host, dst_host,
+            name]
+
+
+def _move_instance(pair: dict[str, TestbedHandle], tmp_path: Path, name: str,
+                   *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_move_argv(pair, tmp_path, name, *extra), capture_output=True,
+                          text=True, timeout=180)
+
+
 def test_move_instance_stops_when_the_clusters_do_not_share_the_secret(
         pair: dict[str, TestbedHandle], instance: str, tmp_path: Path) -> None:
     src, dst = pair["source"], pair["destination"]
@@ -156,21 +181,7 @@ def test_move_instance_stops_when_the_clusters_do_not_share_the_secret(
     shared.write_text(_secret(src))
     dst.run("gnt-cluster", "renew-crypto", "-f", "--new-cluster-domain-secret")
     try:
-        rapi = src.state["rapi"]
-        password = tmp_path / "password"
-        password.write_text(rapi["password"] + "\n")
-        dest_rapi = dst.state["rapi"]
-        dest_password = tmp_path / "dest-password"
-        dest_password.write_text(dest_rapi["password"] + "\n")
-        src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
-        dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
-        proc = subprocess.run(
-            [str(BIN / "move-instance"), f"--src-ca-file={rapi['ca']}",
-             f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
-             f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
-             f"--src-password-file={password}", f"--dest-password-file={dest_password}",
-             "--dest-primary-node", "node1.destination.testbed", src_host, dst_host, instance],
-            capture_output=True, text=True, timeout=120)
+        proc = _move_instance(pair, tmp_path, instance)
         assert proc.returncode == 1, proc.stderr
         assert "Invalid handshake" in proc.stderr
         assert instance not in dst.run("gnt-instance", "list", "--no-headers", "-o",
@@ -203,24 +214,6 @@ def _disk_path(handle: TestbedHandle, name: str) -> Path:
     number = int(node.split(".")[0].removeprefix("node"))
     (found,) = _node_paths(handle, number).root.rglob(f"*{disk_uuid}*")
     return found
-
-
-def _move_instance(pair: dict[str, TestbedHandle], tmp_path: Path, name: str,
-                   *extra: str) -> subprocess.CompletedProcess[str]:
-    src, dst = pair["source"], pair["destination"]
-    rapi, dest_rapi = src.state["rapi"], dst.state["rapi"]
-    password, dest_password = tmp_path / "password", tmp_path / "dest-password"
-    password.write_text(rapi["password"] + "\n")
-    dest_password.write_text(dest_rapi["password"] + "\n")
-    src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
-    dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
-    return subprocess.run(
-        [str(BIN / "move-instance"), "-v", f"--src-ca-file={rapi['ca']}",
-         f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
-         f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
-         f"--src-password-file={password}", f"--dest-password-file={dest_password}",
-         "--dest-primary-node", "node2.destination.testbed", *extra, src_host, dst_host,
-         name], capture_output=True, text=True, timeout=180)
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "zstd"])
@@ -302,19 +295,8 @@ def test_an_importer_killed_in_the_middle_leaves_nothing_and_the_source_runs(
     old_keys = {key for handle in (src, dst) for number in (1, 2)
                 for key in _node_paths(handle, number).crypto_dir.glob("x509-*")}
     try:
-        rapi, dest_rapi = src.state["rapi"], dst.state["rapi"]
-        (tmp_path / "pw").write_text(rapi["password"] + "\n")
-        (tmp_path / "dpw").write_text(dest_rapi["password"] + "\n")
-        src_host, src_port = rapi["url"].removeprefix("https://").rsplit(":", 1)
-        dst_host, dst_port = dest_rapi["url"].removeprefix("https://").rsplit(":", 1)
-        mover = subprocess.Popen(
-            [str(BIN / "move-instance"), f"--src-ca-file={rapi['ca']}",
-             f"--dest-ca-file={dest_rapi['ca']}", f"--src-rapi-port={src_port}",
-             f"--dest-rapi-port={dst_port}", "--src-username", rapi["user"],
-             f"--src-password-file={tmp_path / 'pw'}",
-             f"--dest-password-file={tmp_path / 'dpw'}",
-             "--dest-primary-node", "node2.destination.testbed", src_host, dst_host, name],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        mover = subprocess.Popen(_move_argv(pair, tmp_path, name), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
         try:
             status = None
             for _ in range(600):

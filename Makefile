@@ -134,6 +134,7 @@ demo: $(STAMP) sysdeps
 	@$(PY) -m corral.testbed demo --dir $(DEMO)
 
 demo-down: $(STAMP)
+	$(PY) -m corral.testbed down --dir $(DEMO)/moved-to
 	$(PY) -m corral.testbed down --dir $(DEMO)
 
 bench: $(STAMP) sysdeps

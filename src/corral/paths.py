@@ -253,6 +253,11 @@ class Paths:
         return self.run_dir / "watcher.lock"
 
     @property
+    def crypto_dir(self) -> Path:
+        """The keys and certificates of inter-cluster moves, one directory each."""
+        return self.run_dir / "crypto"
+
+    @property
     def cluster_domain_secret(self) -> Path:
         """The secret shared by clusters that move instances between them (Ganeti's
         ``cluster-domain-secret``)."""
@@ -269,6 +274,17 @@ class Paths:
         """The rows of LVM's ``lvs`` and ``vgs`` reports and when they were taken
         (:mod:`corral.storage.lvm_report`)."""
         return self.node_reports_dir / "lvm.json"
+
+    @property
+    def export_dir(self) -> Path:
+        """Instance exports, one directory per instance (Ganeti's
+        ``/var/lib/ganeti/export``)."""
+        return self.data_dir / "export"
+
+    @property
+    def impexp_dir(self) -> Path:
+        """Disk transfers of this node: one status file each, and their logs."""
+        return self.run_dir / "impexp"
 
     @property
     def hypervisor_state_dir(self) -> Path:

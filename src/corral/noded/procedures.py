@@ -44,14 +44,17 @@ from corral.noded import (
     cluster_wide,
     crypto,
     debug,
+    exports,
     files,
     instance_status,
     join,
     master_role,
+    move_keys,
     replication,
     verify,
     volumes,
 )
+from corral.noded import impexp as impexp_procs
 from corral.noded import storage as storage_procs
 from corral.objects.specs import DiskSpec, InstanceSpec
 from corral.paths import Paths
@@ -710,6 +713,22 @@ _TYPED: dict[str, Callable[[Paths, Any], Awaitable[Any]]] = {
     "renew_crypto": crypto.renew_crypto,
     "restart_daemons": crypto.restart_daemons,
     "node_verify": verify.node_verify,
+    "x509_cert_create": move_keys.x509_cert_create,
+    "x509_cert_remove": move_keys.x509_cert_remove,
+    "x509_cert_list": move_keys.x509_cert_list,
+    "move_import": move_keys.move_import,
+    "move_export": move_keys.move_export,
+    "impexp_import": impexp_procs.impexp_import,
+    "impexp_export": impexp_procs.impexp_export,
+    "impexp_status": impexp_procs.impexp_status,
+    "impexp_abort": impexp_procs.impexp_abort,
+    "impexp_cleanup": impexp_procs.impexp_cleanup,
+    "export_prepare": exports.export_prepare,
+    "export_finalize": exports.export_finalize,
+    "export_list": exports.export_list,
+    "export_info": exports.export_info,
+    "export_remove": exports.export_remove,
+    "export_abort": exports.export_abort,
 }
 
 #: The procedures of RPC version 1, by name (``instance_check_host`` came later within

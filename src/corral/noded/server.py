@@ -68,7 +68,8 @@ SHUTDOWN_TIMEOUT = 5.0
 OPEN_PROCEDURES = frozenset({
     "version", "node_info", "instance_list", "instance_info", "all_instances_info",
     "instance_check_host", "hypervisor_validate_params", "os_diagnose", "os_get",
-    "master_info", "migration_status", "migration_info",
+    "master_info", "migration_status", "migration_info", "impexp_status", "export_list",
+    "export_info",
 })
 
 

@@ -7,8 +7,10 @@
 # Imported for their @register side effect: every opcode module adds its opcodes.
 from corral.opcodes import (  # noqa: F401
     alloc_ops,
+    backup_ops,
     instance_change_ops,
     instance_ops,
+    move_ops,
     network_ops,
     node_ops,
     os_ops,

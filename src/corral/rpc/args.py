@@ -30,6 +30,7 @@ from corral.rpc.protocol import DEFAULT_HANDOVER_WAIT
 __all__ = [
     "ARGS",
     "DEFAULT_HANDOVER_WAIT",
+    "DEFAULT_IMPEXP_PORTS",
     "MAX_DELAY",
     "PATH_NAMED_FILES",
     "ArchiveRow",
@@ -46,10 +47,17 @@ __all__ = [
     "DiskArgs",
     "DiskRename",
     "DisksArgs",
+    "ExportArgs",
+    "ExportFinalizeArgs",
+    "ExportPrepareArgs",
     "ExtStorageDiagnoseArgs",
     "HotplugDeviceArgs",
     "HypervisorParamsArgs",
     "HypervisorsArgs",
+    "ImpexpCleanupArgs",
+    "ImpexpExportArgs",
+    "ImpexpImportArgs",
+    "ImpexpNamesArgs",
     "InstanceArgs",
     "InstanceInfoArgs",
     "InstanceOsAddArgs",
@@ -64,6 +72,8 @@ __all__ = [
     "MigrationAcceptArgs",
     "MigrationFinishArgs",
     "MigrationSendArgs",
+    "MoveExportArgs",
+    "MoveImportArgs",
     "NoArgs",
     "NodeInfoArgs",
     "NodeVerifyArgs",
@@ -81,11 +91,15 @@ __all__ = [
     "StorageModifyArgs",
     "StorageUnitArgs",
     "TestDelayArgs",
+    "TransferEnd",
+    "TransferTls",
     "UploadFile",
     "UploadFilesArgs",
     "VolumeGroupsArgs",
     "WatcherPauseArgs",
     "WriteFilePartArgs",
+    "X509CertCreateArgs",
+    "X509CertRemoveArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -558,11 +572,146 @@ class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
     ca_key: str | None = None
 
 
+class X509CertCreateArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_create``: a new key and certificate for one inter-cluster move,
+    valid ``validity`` seconds (at most a week)."""
+
+    validity: Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
+    #: The certificate's common name (the node's name, as the master knows it).
+    common_name: Annotated[str, msgspec.Meta(max_length=255)] = ""
+
+
+class X509CertRemoveArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_remove``: forget the move key ``name``."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
 class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``restart_daemons``: restart those of these daemons that run on the node (so
     that they load new keys or certificates)."""
 
     daemons: list[Literal["confd", "rapi", "mond"]]
+
+
+
+# -- disk data transfers (corral.impexp) and exports ------------------------------------
+#: The ports an importer listens on when the master names none (first free one).
+DEFAULT_IMPEXP_PORTS = (11100, 11999)
+
+TransferName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")]
+ExportName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")]
+
+
+class TransferTls(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The certificate, key and CA (PEM) a transfer uses instead of the cluster's own:
+    per-move ones between clusters."""
+
+    cert: str
+    key: str
+    ca: str
+
+
+class TransferEnd(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """One end of a transfer as the master names it: ``export`` (file ``file`` of the
+    export ``export`` in this node's export directory, being written while it is
+    ``<export>.new``), ``disk`` (an instance disk, read or written in place) or
+    ``os`` (the instance's OS ``export``/``import`` script for disk ``index``)."""
+
+    kind: Literal["export", "disk", "os"]
+    export: ExportName | None = None
+    file: TransferName | None = None
+    disk: DiskSpec | None = None
+    instance: InstanceSpec | None = None
+    index: Annotated[int, msgspec.Meta(ge=0)] = 0
+    search_path: list[str] = msgspec.field(
+        default_factory=lambda: list(Paths.DEFAULT_OS_SEARCH_PATH))
+
+
+class ImpexpImportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``impexp_import``: listen on ``host`` (a port of ``ports``) for the transfer
+    ``name`` with ``magic`` and feed ``destination``."""
+
+    name: TransferName
+    magic: str
+    compression: str = "none"
+    destination: TransferEnd
+    host: str
+    ports: tuple[Port, Port] = DEFAULT_IMPEXP_PORTS
+    accept_timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    tls: TransferTls | None = None
+
+
+class ImpexpExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``impexp_export``: send ``source`` to the importer at ``host``:``port``;
+    ``bandwidth`` in bytes per second (0: no limit); ``expected`` bytes for the ETA."""
+
+    name: TransferName
+    magic: str
+    compression: str = "none"
+    source: TransferEnd
+    host: str
+    port: Port
+    bandwidth: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    expected: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    tls: TransferTls | None = None
+
+
+class ImpexpNamesArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``impexp_status``, ``impexp_abort``: the transfers named (all of them when
+    empty, for ``impexp_status``)."""
+
+    names: list[TransferName] = msgspec.field(default_factory=list)
+
+
+class ImpexpCleanupArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``impexp_cleanup``: forget finished transfers older than ``older_than`` seconds
+    and clean up what a transfer of an earlier node daemon left (stale ones)."""
+
+    older_than: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
+class ExportPrepareArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``export_prepare``: make the directory ``<export>.new`` for ``size`` MiB of
+    disk images, failing early when the export directory has not that much free."""
+
+    export: ExportName
+    size: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class ExportFinalizeArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``export_finalize``: write ``config`` (the export's config.ini) and put
+    ``<export>.new`` in the place of ``export``."""
+
+    export: ExportName
+    config: str
+
+
+class ExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``export_info``, ``export_remove``, ``export_abort``: one export by name (a
+    directory name in the export directory, or an absolute path below it)."""
+
+    export: str
+
+class MoveImportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_import``: an importer of an inter-cluster move (``transfer``, whose
+    ``tls`` must be unset) with this node's move key ``x509_key_name`` and the source
+    cluster's move certificate ``peer_ca`` (PEM) as the one CA it trusts."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpImportArgs
+
+
+class MoveExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_export``: an exporter of an inter-cluster move (see
+    :class:`MoveImportArgs`), trusting the destination's move certificate only."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpExportArgs
 
 
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
@@ -624,6 +773,22 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "renew_crypto": RenewCryptoArgs,
     "restart_daemons": RestartDaemonsArgs,
     "node_verify": NodeVerifyArgs,
+    "x509_cert_create": X509CertCreateArgs,
+    "x509_cert_remove": X509CertRemoveArgs,
+    "x509_cert_list": NoArgs,
+    "move_import": MoveImportArgs,
+    "move_export": MoveExportArgs,
+    "impexp_import": ImpexpImportArgs,
+    "impexp_export": ImpexpExportArgs,
+    "impexp_status": ImpexpNamesArgs,
+    "impexp_abort": ImpexpNamesArgs,
+    "impexp_cleanup": ImpexpCleanupArgs,
+    "export_prepare": ExportPrepareArgs,
+    "export_finalize": ExportFinalizeArgs,
+    "export_list": NoArgs,
+    "export_info": ExportArgs,
+    "export_remove": ExportArgs,
+    "export_abort": ExportArgs,
 }
 
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)

@@ -1,9 +1,8 @@
 """Cleaning stale state on a node: the hook point every watcher pass calls.
 
-A cleaner looks for leftovers of operations that died half-way (today nothing of the
-kind exists: inter-cluster exports and imports, which leave certificates, sockets
-and partial disks behind when a move is abandoned, will register their cleaner here)
-and answers what it removed, one line each.
+A cleaner looks for leftovers of operations that died half-way and answers what it
+removed, one line each. The keys of abandoned inter-cluster moves are one kind
+(:func:`corral.noded.move_keys.clean_expired`).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from corral.noded import move_keys
 from corral.paths import Paths
 
 __all__ = ["CLEANERS", "Cleaner", "register", "run_cleaners"]
@@ -44,3 +44,6 @@ def run_cleaners(paths: Paths) -> list[str]:
             log.info("%s: removed stale %s", name, item)
         removed.extend(found)
     return removed
+
+
+register("move_keys", move_keys.clean_expired)

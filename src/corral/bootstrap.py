@@ -193,6 +193,7 @@ def init_cluster(paths: Paths, options: InitOptions) -> tuple[Cluster, Node]:
             (paths.rapi_key, rapi_key, True),
             (paths.rapi_cert, rapi_cert, False),
             (paths.confd_hmac_key, x509.generate_hmac_key(), True),
+            (paths.cluster_domain_secret, x509.generate_hmac_key() + "\n", True),
             (paths.rapi_users, generate_rapi_users_file(RAPI_ADMIN, password), True),
             (paths.rapi_admin_password, password + "\n", True),
             (paths.node_membership, membership_json(cluster, node, node), False),
@@ -251,7 +252,8 @@ def destroy_cluster(paths: Paths, before_removal: Callable[[], object]) -> list[
     for path in (
         db, Path(f"{db}-wal"), Path(f"{db}-shm"), paths.ca_key, paths.ca_cert, paths.node_key,
         paths.node_cert, paths.master_client_cert, paths.rapi_cert, paths.rapi_key,
-        paths.confd_hmac_key, paths.rapi_users, paths.rapi_admin_password,
+        paths.confd_hmac_key, paths.cluster_domain_secret, paths.rapi_users,
+        paths.rapi_admin_password,
         paths.node_membership, paths.uid_pool, paths.daemon_users,
     ):
         try:

@@ -288,7 +288,8 @@ def file_modes(paths: Paths, users: DaemonUsers) -> list[FileMode]:
     # directories, so that what noded creates in them (mode 0640 or wider) goes to
     # the monitoring group.
     table += [FileMode(d, "dir", "root", g("mond"), 0o2750) for d in (
-        paths.instance_status_dir, paths.instance_reason_dir, paths.hypervisor_state_dir,
+        paths.instance_status_dir, paths.instance_reason_dir, paths.node_reports_dir,
+        paths.hypervisor_state_dir,
         paths.hypervisor_state_dir / "fake", paths.hypervisor_state_dir / "kvm")]
     table += [FileMode(p, "file", u("masterd"), g("confd"), 0o640)
               for p in _sqlite(paths.config_db)]

@@ -253,10 +253,27 @@ class Paths:
         return self.run_dir / "watcher.lock"
 
     @property
+    def crypto_dir(self) -> Path:
+        """The keys and certificates of inter-cluster moves, one directory each."""
+        return self.run_dir / "crypto"
+
+    @property
     def cluster_domain_secret(self) -> Path:
         """The secret shared by clusters that move instances between them (Ganeti's
         ``cluster-domain-secret``)."""
         return self.data_dir / "cluster-domain-secret"
+
+    @property
+    def node_reports_dir(self) -> Path:
+        """What the node daemon (root) gathers for the monitoring daemon, which may
+        not gather it itself (LVM's reports)."""
+        return self.run_dir / "node-reports"
+
+    @property
+    def lvm_report(self) -> Path:
+        """The rows of LVM's ``lvs`` and ``vgs`` reports and when they were taken
+        (:mod:`corral.storage.lvm_report`)."""
+        return self.node_reports_dir / "lvm.json"
 
     @property
     def export_dir(self) -> Path:

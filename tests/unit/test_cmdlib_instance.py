@@ -212,7 +212,8 @@ def test_start_failure_keeps_the_instance_stopped(cl: Cluster) -> None:
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"mode": "remote-import"}, ParameterError, "'create' and 'import' are"),
+        ({"mode": "import"}, NotFoundError, "no node has an export named 'web1'"),
+        ({"mode": "remote-import"}, OpPrereqError, "this cluster has no cluster domain secret"),
         ({"iallocator": "hail"}, ParameterError, "Do not specify both, iallocator and node"),
         ({"pnode": "node9"}, NotFoundError, "Node 'node9' not known"),
         ({"snode": "node2"}, ParameterError, "secondary node"),

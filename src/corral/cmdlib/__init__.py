@@ -12,10 +12,12 @@ from typing import Any
 from corral.cmdlib import (
     allocator_ops,
     backup,
+    backup_prepare,
     extstorage,
     group,
     instance,
     instance_change,
+    move_export,
     network,
     node,
     storage,
@@ -55,6 +57,10 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
         LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
         *allocator_ops.UNITS,
         *backup.UNITS,
+        *backup_prepare.UNITS,
         *(u for area in AREAS for u in area.UNITS),
     )
 }
+# OP_BACKUP_EXPORT in mode remote too (inter-cluster moves): the local export's unit
+# with the remote mode added.
+LOGICAL_UNITS[move_export.LUBackupExportAnywhere.OP_ID] = move_export.LUBackupExportAnywhere

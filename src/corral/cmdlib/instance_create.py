@@ -28,11 +28,13 @@ that node: Ganeti refuses them with an iallocator, and corral with any allocator
 
 Parameters accepted for compatibility and ignored: ``wait_for_sync`` (file disks
 need no sync), ``ip_check``/``name_check`` (no DNS look-ups), ``conflicts_check``,
-``opportunistic_locking``, ``compress`` and ``helper_*_timeout``; ``group_name``
+``opportunistic_locking`` and ``helper_*_timeout``; ``compress`` is the compression of
+a ``remote-import`` (:mod:`corral.cmdlib.move_import`); ``group_name``
 only restricts an allocator. Refused with an error saying what works: creation
-modes other than ``create`` and ``import`` (:mod:`corral.cmdlib.instance_import`),
-secondary nodes, ``file_driver`` other than ``loop``,
-forthcoming instances, instance communication, private/secret OS parameters.
+modes other than ``create``, ``import`` (:mod:`corral.cmdlib.instance_import`) and
+``remote-import`` (:mod:`corral.cmdlib.move_import`), secondary nodes,
+``file_driver`` other than ``loop``, forthcoming instances, instance
+communication, private/secret OS parameters.
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ from corral.cmdlib.instance_base import (
 from corral.cmdlib.instance_import import ImportSource, import_disks, read_export
 from corral.cmdlib.instance_query import MAX_NICS, filled_beparams, filled_hvparams
 from corral.cmdlib.ipolicy import check_instance_fits
+from corral.cmdlib.move_checks import RemoteImportSource
+from corral.cmdlib.move_import import remote_import_prereq, run_remote_import
 from corral.cmdlib.nic_networks import NicNetworks, network_lock_names, none_word
 from corral.cmdlib.tags import check_tag
 from corral.errors import (
@@ -280,10 +284,10 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         """Refuse what corral cannot do and parse disks and tags."""
         op = self.op
         lower_os_params(op.osparams)  # refuse names that differ only in case, early
-        if op.mode not in ("create", "import"):
+        if op.mode not in ("create", "import", "remote-import"):
             raise ParameterError(
-                f"instance creation mode {op.mode!r} is not implemented; 'create' and "
-                "'import' are")
+                f"instance creation mode {op.mode!r} is not implemented; 'create', 'import' "
+                "and 'remote-import' are")
         if op.iallocator and (op.pnode or op.pnode_uuid):
             raise ParameterError("Do not specify both, iallocator and node")
         if op.snode or op.snode_uuid:
@@ -341,11 +345,15 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op.pnode, op.pnode_uuid = node.name, node.uuid
 
     async def prepare(self) -> None:
-        """Read the export of an import (it fills what the opcode leaves open); add
-        the new instance's lock (a concurrent create of the name shares it)."""
+        """Read the export of an import (it fills what the opcode leaves open), or check
+        a remote import's source values (before anything is made); add the new instance's
+        lock (a concurrent create of the name shares it)."""
         self.import_source: ImportSource | None = None
+        self.remote_source: RemoteImportSource | None = None
         if self.op.mode == "import":
             self.import_source = await read_export(self)
+        elif self.op.mode == "remote-import":
+            self.remote_source = await remote_import_prereq(self)
         await add_name_lock(self, self.op.instance_name)
 
     def declare_locks(self) -> dict[LockLevel, LockRequest]:
@@ -646,6 +654,8 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             await self._make_disks(spec, node, name, created, renamed)
             if self.import_source is not None:
                 await import_disks(self, self.import_source, spec, node)
+            elif self.remote_source is not None:
+                await run_remote_import(self, node, spec, self.remote_source, op.compress)
             elif install:
                 self.feedback(f"Installing OS {op.os_type} on {node.name}")
                 await call_node(self.master, node, "instance_os_add",

@@ -90,6 +90,8 @@ def join_bundle(store: ConfigStore, paths: Paths, node: Node) -> dict[str, Any]:
     }
     with contextlib.suppress(FileNotFoundError):
         bundle["rapi_users"] = paths.rapi_users.read_text()
+    with contextlib.suppress(FileNotFoundError):  # any node may become the master
+        bundle["cluster_domain_secret"] = paths.cluster_domain_secret.read_text()
     with contextlib.suppress(FileNotFoundError):  # a new node runs its daemons as ours do
         bundle["daemon_users"] = paths.daemon_users.read_text()
     return bundle

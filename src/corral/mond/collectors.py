@@ -23,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import subprocess
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -36,7 +34,13 @@ from corral import hypervisor
 from corral.errors import CorralError
 from corral.noded import instance_status
 from corral.paths import Paths
-from corral.storage.lvm import lvm_environment
+from corral.storage.lvm_report import (
+    LV_COLUMNS,
+    LV_REPORT,
+    VG_REPORT,
+    published_rows,
+    run_report,
+)
 
 __all__ = ["BUILTIN_VERSION", "CATEGORIES", "Collector", "CpuSampler", "collectors",
            "parse_diskstats", "report"]
@@ -172,66 +176,55 @@ def _diskstats(path: Path = Path("/proc/diskstats")) -> list[dict[str, Any]]:
         return []
 
 
-#: The ``lvs`` columns of Ganeti's ``lv`` collector, in its data's names.
-_LV_COLUMNS = (
-    ("uuid", "lv_uuid"), ("name", "lv_name"), ("attr", "lv_attr"), ("major", "lv_major"),
-    ("minor", "lv_minor"), ("kernel_major", "lv_kernel_major"),
-    ("kernel_minor", "lv_kernel_minor"), ("size", "lv_size"), ("seg_count", "seg_count"),
-    ("tags", "lv_tags"), ("modules", "modules"), ("vg_uuid", "vg_uuid"),
-    ("vg_name", "vg_name"), ("segtype", "segtype"), ("seg_start", "seg_start"),
-    ("seg_start_pe", "seg_start_pe"), ("seg_size", "seg_size"), ("seg_tags", "seg_tags"),
-    ("seg_pe_ranges", "seg_pe_ranges"), ("devices", "devices"),
-)
+#: The ``lv`` data's fields that are numbers.
 _LV_INTS = {"major", "minor", "kernel_major", "kernel_minor", "size", "seg_count",
             "seg_start", "seg_start_pe", "seg_size"}
-
-
 _lvm_warned = False
 
 
 def _warn_lvm_needs_root(stderr: str) -> None:
-    """Say once why LVM reports nothing: with privilege separation the monitoring
-    daemon runs as a user of its own, and LVM's reporting tools need root (the block
-    devices and LVM's lock directory are root's)."""
+    """Say once why LVM reports nothing: the node daemon's copy of LVM's reports is
+    missing or stale, and this daemon, run as a user of its own, cannot run LVM's
+    reporting tools (they need root)."""
     global _lvm_warned
     if not _lvm_warned:
         _lvm_warned = True
         last = stderr.strip().splitlines()[-1:] or [""]
-        log.warning("LVM reports nothing to uid %d (it needs root: %s); the lv and storage "
-                    "collectors list no volumes", os.geteuid(), last[0].strip())
+        log.warning("LVM reports nothing to uid %d (it needs root: %s) and the node "
+                    "daemon has kept no recent report in %s; the lv and storage "
+                    "collectors list no volumes", os.geteuid(), last[0].strip(),
+                    "node-reports/lvm.json")
 
 
-def _run_lvm(paths: Paths, args: list[str]) -> list[list[str]]:
-    """Rows of an LVM reporting command (``|``-separated) run with the node's LVM
-    configuration (:func:`corral.storage.lvm.lvm_environment`: a testbed node sees its
-    own devices only); none without LVM."""
-    binary = shutil.which(args[0]) or next(
-        (p for p in (f"/sbin/{args[0]}", f"/usr/sbin/{args[0]}") if os.path.exists(p)), None)
-    if binary is None:
+def _run_lvm(paths: Paths, key: str) -> list[list[str]]:
+    """Rows of LVM report ``key`` (``lvs`` or ``vgs``): run here as root; otherwise
+    the node daemon's recent copy (:mod:`corral.storage.lvm_report`); none without
+    LVM."""
+    args = LV_REPORT if key == "lvs" else VG_REPORT
+    if os.geteuid() != 0:
+        rows = published_rows(paths, key)
+        if rows is not None:
+            return rows
+    result = run_report(paths, args)
+    if result is None:
         return []
-    try:
-        proc = subprocess.run([binary, *args[1:]], capture_output=True, text=True,
-                              timeout=10, check=False, env=lvm_environment(paths))
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if proc.returncode != 0 and os.geteuid() != 0:
-        _warn_lvm_needs_root(proc.stderr)
-    return [[field.strip() for field in line.strip().split("|")]
-            for line in proc.stdout.splitlines() if line.strip()]
+    rows, errors = result
+    if errors and os.geteuid() != 0:
+        _warn_lvm_needs_root(errors)
+    return rows
 
 
 def _lvs(paths: Paths, records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Ganeti's ``lv`` data; ``instance`` is the instance whose UUID the LV's name
     carries, when this node knows it."""
-    rows = _run_lvm(paths, ["lvs", "--noheadings", "--units", "b", "--nosuffix", "--separator",
-                     "|", "-o", ",".join(column for _name, column in _LV_COLUMNS)])
+    rows = _run_lvm(paths, "lvs")
     by_uuid = {record.get("uuid"): name for name, record in records.items()}
     volumes = []
     for row in rows:
-        if len(row) != len(_LV_COLUMNS):
+        if len(row) != len(LV_COLUMNS):
             continue
         item: dict[str, Any] = {}
-        for (name, _column), value in zip(_LV_COLUMNS, row, strict=True):
+        for (name, _column), value in zip(LV_COLUMNS, row, strict=True):
             if name in _LV_INTS:
                 try:
                     item[name] = int(float(value))
@@ -265,8 +258,7 @@ def _vgs(paths: Paths) -> list[dict[str, Any]]:
 
 def _read_vgs(paths: Paths) -> list[dict[str, Any]]:
     result = []
-    for row in _run_lvm(paths, ["vgs", "--noheadings", "--units", "m", "--nosuffix", "--separator",
-                         "|", "-o", "vg_name,vg_size,vg_free"]):
+    for row in _run_lvm(paths, "vgs"):
         if len(row) == 3:
             try:
                 result.append({"type": "lvm-vg", "name": row[0],

@@ -33,6 +33,7 @@ from corral.noded import join
 from corral.noded.clock import clock_problem
 from corral.noded.server import NodeServer
 from corral.paths import Paths
+from corral.storage import lvm_report
 from corral.utils import loopcheck
 from corral.utils import settings as daemon_settings
 from corral.utils.background import background_unless_foreground
@@ -173,6 +174,8 @@ async def serve(paths: Paths, settings: Settings) -> None:
         raise DaemonError(
             f"cannot listen on {settings.bind} port {settings.port}: {err.strerror or err}"
         ) from None
+    # LVM's reports for the monitoring daemon, which may not run LVM itself
+    reports = asyncio.create_task(lvm_report.publish_forever(paths))
     try:
         notify_ready()
         stop_wait = asyncio.ensure_future(stop.wait())
@@ -184,6 +187,7 @@ async def serve(paths: Paths, settings: Settings) -> None:
             raise DaemonError("the listener was lost; stopping so that a restart fixes it")
         log.info("termination signal received, shutting down")
     finally:
+        reports.cancel()
         await server.stop()
 
 

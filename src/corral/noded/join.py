@@ -52,6 +52,8 @@ class JoinBundle(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confd_key: str
     membership: dict[str, Any]
     rapi_users: str | None = None
+    #: The secret shared with other clusters for instance moves (design 2.2).
+    cluster_domain_secret: str | None = None
     #: The master's ``daemon-users.json`` (privilege separation), if it has one.
     daemon_users: str | None = None
 
@@ -100,7 +102,7 @@ def validate_bundle(data: Any) -> JoinBundle:
     except msgspec.ValidationError as err:
         raise JoinError(
             f"malformed join bundle: {err}; expected an object with ca_cert, node_cert, "
-            "node_key, confd_key, membership and optionally rapi_users"
+            "node_key, confd_key, membership and optionally rapi_users, cluster_domain_secret"
         ) from None
     try:
         signed = x509.verify_signed_by(bundle.node_cert, bundle.ca_cert)
@@ -125,6 +127,8 @@ def write_bundle(paths: Paths, bundle: JoinBundle) -> None:
     ]
     if bundle.rapi_users is not None:
         files.append((paths.rapi_users, bundle.rapi_users, True))
+    if bundle.cluster_domain_secret is not None:
+        files.append((paths.cluster_domain_secret, bundle.cluster_domain_secret, True))
     for path, text, private in files:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if private:
@@ -156,7 +160,8 @@ def leave(paths: Paths) -> None:
             "leave the cluster, destroy the cluster instead"
         )
     for path in (paths.node_membership, *_membership_files(paths)[:3],
-                 paths.master_client_cert, paths.confd_hmac_key, paths.rapi_users,
+                 paths.master_client_cert, paths.confd_hmac_key, paths.cluster_domain_secret,
+                 paths.rapi_users,
                  paths.uid_pool, paths.daemon_users):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

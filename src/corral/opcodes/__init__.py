@@ -10,6 +10,7 @@ from corral.opcodes import (  # noqa: F401
     backup_ops,
     instance_change_ops,
     instance_ops,
+    move_ops,
     network_ops,
     node_ops,
     os_ops,

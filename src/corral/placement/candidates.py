@@ -52,7 +52,7 @@ from corral.placement.names import SHARING_TRAIT
 from corral.placement.query import AllocationCandidatesRequest, RequestGroup
 
 __all__ = ["AllocationCandidates", "AllocationRequest", "ProviderSummary",
-           "allocation_candidates"]
+           "allocation_candidates", "collector_paused"]
 
 Mask = npt.NDArray[np.bool_]
 #: One way to satisfy one group: (slot, resource class, amount) parts; a resourceless
@@ -387,13 +387,14 @@ def allocation_candidates(store: PlacementStore,
     Raises :class:`~corral.errors.PlacementError` for an unknown resource class or
     trait, as Placement does (400)."""
     _check_names(store, request)
-    with _collector_paused():
+    with collector_paused():
         return _candidates(store, request)
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while candidates are built.
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while candidates are built (and while
+    the REST API turns them into JSON, :mod:`corral.placement.rest`).
 
     A large answer creates tens of thousands of small dicts and tuples; each batch of
     them triggers a collection that walks every tracked object, the store's providers

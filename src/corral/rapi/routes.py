@@ -21,6 +21,7 @@ from corral.rapi.handlers import (
     groups,
     instances,
     jobs,
+    moves,
     networks,
     nodes,
     os,
@@ -377,13 +378,22 @@ ROUTES: Final[tuple[Route, ...]] = (
         storage.repair_disks, "Repair what is broken in the instance's disks while it "
         "keeps a good copy (corral: design 2.1's repair instance)", args=(DRY_RUN,),
         body=DEPENDS_ONLY)}, "Repairing an instance's disks (corral's addition)"),
-    Route(f"{_INSTANCE}/prepare-export", {"PUT": NotServed(
-        "corral has no OP_BACKUP_PREPARE yet")}, "Preparing an export"),
+    Route(f"{_INSTANCE}/prepare-export", {"PUT": _job(
+        moves.prepare_export, "Prepare an export: for mode=remote, a key for an "
+        "inter-cluster move on the instance's primary node", body=DEPENDS_ONLY,
+        args=(QueryArg("mode", "text", "local or remote", required=True,
+                       choices=("local", "remote")),),
+        description="The job's result (mode=remote): {\"handshake\": [version, hmac, salt], "
+                    "\"x509_key_name\": [name, hmac, salt], \"x509_ca\": signed PEM}, each "
+                    "signed with the cluster domain secret; null for mode=local.")},
+        "Preparing an export"),
     Route(f"{_INSTANCE}/export", {"PUT": _job(
-        instances.export, "Export the instance to a node of this cluster (mode local; "
-        "destination is the node)",
-        body=_opcode_body("OP_BACKUP_EXPORT", fixed=("instance_name",),
-                          rename=instances.EXPORT_RENAME))}, "Exporting an instance"),
+        moves.export, "Export an instance: to a node of this cluster (mode local, "
+        "destination a node name) or to another cluster (mode remote)", args=(DRY_RUN,),
+        body=_opcode_body("OP_BACKUP_EXPORT", fixed=("instance_name", "dry_run"),
+                          rename=moves.EXPORT_RENAME),
+        description="The job's result: [finalized, [per-disk success]].")},
+        "Exporting an instance"),
     # -- OS definitions and queries -----------------------------------------------------
     Route("/2/os", {"GET": _op(os.index, "public", "OS names (with variants)", STRINGS)},
           "OS definitions"),

@@ -72,6 +72,8 @@ __all__ = [
     "MigrationAcceptArgs",
     "MigrationFinishArgs",
     "MigrationSendArgs",
+    "MoveExportArgs",
+    "MoveImportArgs",
     "NoArgs",
     "NodeInfoArgs",
     "NodeVerifyArgs",
@@ -96,6 +98,8 @@ __all__ = [
     "VolumeGroupsArgs",
     "WatcherPauseArgs",
     "WriteFilePartArgs",
+    "X509CertCreateArgs",
+    "X509CertRemoveArgs",
     "check_args",
     "decode",
     "decode_args",
@@ -568,6 +572,23 @@ class RenewCryptoArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_f
     ca_key: str | None = None
 
 
+class X509CertCreateArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_create``: a new key and certificate for one inter-cluster move,
+    valid ``validity`` seconds (at most a week)."""
+
+    validity: Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
+    #: The certificate's common name (the node's name, as the master knows it).
+    common_name: Annotated[str, msgspec.Meta(max_length=255)] = ""
+
+
+class X509CertRemoveArgs(ProcedureArgs, kw_only=True, frozen=True,
+                         forbid_unknown_fields=True):
+    """``x509_cert_remove``: forget the move key ``name``."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
 class RestartDaemonsArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """``restart_daemons``: restart those of these daemons that run on the node (so
     that they load new keys or certificates)."""
@@ -674,6 +695,25 @@ class ExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields
 
     export: str
 
+class MoveImportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_import``: an importer of an inter-cluster move (``transfer``, whose
+    ``tls`` must be unset) with this node's move key ``x509_key_name`` and the source
+    cluster's move certificate ``peer_ca`` (PEM) as the one CA it trusts."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpImportArgs
+
+
+class MoveExportArgs(ProcedureArgs, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """``move_export``: an exporter of an inter-cluster move (see
+    :class:`MoveImportArgs`), trusting the destination's move certificate only."""
+
+    x509_key_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    peer_ca: str
+    transfer: ImpexpExportArgs
+
+
 ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "version": NoArgs,
     "node_info": NodeInfoArgs,
@@ -733,6 +773,11 @@ ARGS: Final[dict[str, type[ProcedureArgs]]] = {
     "renew_crypto": RenewCryptoArgs,
     "restart_daemons": RestartDaemonsArgs,
     "node_verify": NodeVerifyArgs,
+    "x509_cert_create": X509CertCreateArgs,
+    "x509_cert_remove": X509CertRemoveArgs,
+    "x509_cert_list": NoArgs,
+    "move_import": MoveImportArgs,
+    "move_export": MoveExportArgs,
     "impexp_import": ImpexpImportArgs,
     "impexp_export": ImpexpExportArgs,
     "impexp_status": ImpexpNamesArgs,

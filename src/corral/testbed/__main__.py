@@ -1,4 +1,5 @@
-"""``python -m corral.testbed up|down|status|demo --dir DIR``, ``... guest build --dir DIR``."""
+"""``python -m corral.testbed up|down|status|demo --dir DIR``, ``... guest build --dir DIR``,
+``... pair-up|pair-down --dir DIR`` (two clusters for moves)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -23,6 +25,9 @@ from corral.hypervisor.kvm.runtime import InstanceRuntime
 from corral.paths import Paths
 from corral.testbed import STATE_FILE, Testbed, down, failover, load, up
 from corral.testbed import guest as tiny_guest
+
+#: Where the demo's second cluster (the target of its inter-cluster move) lives.
+MOVED_TO = "moved-to"
 
 _dir_option = click.option(
     "--dir", "directory", type=click.Path(file_okay=False, path_type=Path), required=True,
@@ -51,6 +56,30 @@ def up_command(directory: Path, nodes: int, hypervisors: str,
                  tiny_guest=tiny_guest)
     click.echo(f"testbed up: {len(testbed.nodes)} node(s), master {testbed.master}; "
                f"state in {Path(testbed.dir) / STATE_FILE}")
+
+
+@cli.command("pair-up")
+@_dir_option
+@click.option("--nodes", default=2, show_default=True, help="Number of nodes of each cluster.")
+def pair_up_command(directory: Path, nodes: int) -> None:
+    """Create two clusters in DIR/source and DIR/destination sharing one cluster domain
+    secret, for moves between them (move-instance)."""
+    from corral.testbed.pair import up_pair
+
+    pair = up_pair(directory, nodes)
+    for testbed in (pair.source, pair.destination):
+        click.echo(f"{testbed.cluster_name}: {len(testbed.nodes)} node(s), RAPI "
+                   f"{testbed.rapi['url']}; state in {Path(testbed.dir) / STATE_FILE}")
+
+
+@cli.command("pair-down")
+@_dir_option
+def pair_down_command(directory: Path) -> None:
+    """Stop the processes of both clusters of the pair in DIR."""
+    from corral.testbed.pair import down_pair
+
+    stopped = down_pair(directory)
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
 
 
 @cli.command("down")
@@ -252,6 +281,7 @@ def demo_command(directory: Path) -> None:
     click.echo(serializer.dumps_pretty({key: info[key] for key in (
         "name", "master", "software_version", "protocol_version", "enabled_hypervisors")})
         + "\n(and more)")
+    _show_move(testbed, show)
     click.echo(f"""
 The demo cluster runs under {testbed.dir}. Try it yourself:
 
@@ -272,6 +302,43 @@ The demo cluster runs under {testbed.dir}. Try it yourself:
   python -m corral.testbed failover --dir {testbed.dir} --to 2
 
 Stop it with 'make demo-down'.""")
+
+
+def _show_move(testbed: Testbed, show: Callable[..., str]) -> None:
+    """An inter-cluster move (docs/moves.md): a second, one-node cluster gets the demo
+    cluster's domain secret, and move-instance moves an instance to it over both RAPIs."""
+    from corral.testbed.pair import share_domain_secret
+
+    other_dir = Path(testbed.dir) / MOVED_TO
+    click.echo(f"\n# A second cluster in {other_dir}, with the demo cluster's domain secret")
+    other = up(other_dir, 1, domain="moved-to.testbed", addresses=["127.0.2.1"])
+    share_domain_secret(testbed, other)
+    show("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
+         "node1.testbed", "--disk", "0:size=64M", "--net",
+         "0:mode=routed,ip=192.0.2.14,link=100", "moving1.testbed")
+    secrets_dir = Path(testbed.dir) / "move-credentials"
+    secrets_dir.mkdir(mode=0o700, exist_ok=True)
+    (secrets_dir / "source").write_text(testbed.rapi["password"] + "\n")
+    (secrets_dir / "destination").write_text(other.rapi["password"] + "\n")
+    src_host, src_port = testbed.rapi["url"].removeprefix("https://").rsplit(":", 1)
+    dst_host, dst_port = other.rapi["url"].removeprefix("https://").rsplit(":", 1)
+    move = ["move-instance", "-v", f"--src-ca-file={testbed.rapi['ca']}",
+            f"--dest-ca-file={other.rapi['ca']}", f"--src-rapi-port={src_port}",
+            f"--dest-rapi-port={dst_port}", "--src-username=admin",
+            f"--src-password-file={secrets_dir / 'source'}",
+            f"--dest-password-file={secrets_dir / 'destination'}", "--compress=zstd",
+            "--dest-primary-node=node1.moved-to.testbed", src_host, dst_host,
+            "moving1.testbed"]
+    click.echo(f"\n$ {' '.join(shlex.quote(a) for a in move)}")
+    moved = subprocess.run(move, env={**os.environ, **testbed.env}, capture_output=True,
+                           text=True)
+    click.echo(moved.stderr, nl=False)  # the tool logs its steps on stderr, as Ganeti's
+    if moved.returncode != 0:
+        raise click.ClickException(f"move-instance exited with {moved.returncode}")
+    click.echo(f"\n$ CORRAL_ROOT={other.env['CORRAL_ROOT']} gnt-instance list")
+    listing = subprocess.run(["gnt-instance", "list"], env={**os.environ, **other.env},
+                             capture_output=True, text=True)
+    click.echo(listing.stdout, nl=False)
 
 
 cli(prog_name="python -m corral.testbed")

@@ -194,7 +194,7 @@ def _running(testbed: Testbed) -> list[str]:
 
 def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",),
        tiny_guest: Path | None = None, addresses: Sequence[str] | None = None,
-       launchers: Sequence[Sequence[str]] | None = None) -> Testbed:
+       launchers: Sequence[Sequence[str]] | None = None, domain: str = "testbed") -> Testbed:
     """Create and start a testbed of ``nodes`` nodes in ``directory``.
 
     ``hypervisors`` are the cluster's enabled hypervisors, the first the default (only
@@ -208,6 +208,9 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
     ``launchers`` give each node's daemons a command prefix: together they put nodes
     on a test network (:class:`corral.testbed.netns.NodeNetwork`), some of them in
     namespaces of their own. The master (node 1) must be reachable from here.
+
+    ``domain`` names the cluster ``cluster.DOMAIN`` and its nodes ``node<i>.DOMAIN``, so
+    that two testbeds side by side (:mod:`corral.testbed.pair`) are told apart.
     """
     if not 1 <= nodes <= MAX_NODES:
         raise ParameterError(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}")
@@ -235,7 +238,7 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
             shutil.rmtree(node.root, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     members = [
-        TestbedNode(name=f"node{i}.testbed",
+        TestbedNode(name=f"node{i}.{domain}",
                     ip=addresses[i - 1] if addresses else f"127.0.1.{i}",
                     root=str(directory / f"node{i}"), master=i == 1,
                     launcher=list(launchers[i - 1]) if launchers else [])
@@ -255,7 +258,7 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         _prepare_node(Path(member.root), member.ip, ports, shared)
     paths = Paths(Path(master.root))
     bootstrap.init_cluster(paths, bootstrap.InitOptions(
-        cluster_name=CLUSTER_NAME, master_name=master.name, primary_ip=master.ip,
+        cluster_name=f"cluster.{domain}", master_name=master.name, primary_ip=master.ip,
         noded_port=ports["noded"],
         params=ClusterSetParams(
             enabled_hypervisors=hypervisors,
@@ -266,7 +269,7 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         ),
     ))
     testbed = Testbed(
-        dir=str(directory), cluster_name=CLUSTER_NAME, master=master.name,
+        dir=str(directory), cluster_name=f"cluster.{domain}", master=master.name,
         env={ROOT_ENV: master.root, "PATH": f"{Path(sys.executable).parent}:"
              + os.environ.get("PATH", "/usr/bin:/bin")},
         nodes=members, ports=ports,

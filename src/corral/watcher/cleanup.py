@@ -1,9 +1,10 @@
 """Cleaning stale state on a node: the hook point every watcher pass calls.
 
 A cleaner looks for leftovers of operations that died half-way and answers what it
-removed, one line each. Disk transfers (:mod:`corral.impexp.stale`: processes and
-half-written files of a transfer whose node daemon died, old status files) are the
-first; inter-cluster moves register theirs (keys, certificates) the same way.
+removed, one line each. The keys of abandoned inter-cluster moves are one kind
+(:func:`corral.noded.move_keys.clean_expired`); disk transfers whose node daemon died
+(their processes, half-written files and status files, :mod:`corral.impexp.stale`)
+another.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from corral.impexp.stale import clean_stale
+from corral.noded import move_keys
 from corral.paths import Paths
 
 __all__ = ["CLEANERS", "Cleaner", "register", "run_cleaners"]
@@ -47,4 +49,5 @@ def run_cleaners(paths: Paths) -> list[str]:
     return removed
 
 
+register("move_keys", move_keys.clean_expired)
 register("impexp", clean_stale)

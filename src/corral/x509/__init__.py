@@ -5,6 +5,8 @@
 - :mod:`~corral.x509.credentials`: the confd HMAC key and random passwords.
 - :mod:`~corral.x509.join_token`: the join token bound to the joining node's certificate.
 - :mod:`~corral.x509.tls`: SSL contexts for mutual TLS between nodes.
+- :mod:`~corral.x509.moves`: per-move RSA keys and certificates, and the HMAC
+  signatures (cluster domain secret) of what two clusters exchange for a move.
 """
 
 from __future__ import annotations

@@ -229,17 +229,6 @@ async def grow_disk(req: RapiRequest) -> int:
         **_name(req), "disk": int(req.item("disk_index"))}))
 
 
-#: Ganeti's RAPI names for OP_BACKUP_EXPORT parameters in an export body.
-EXPORT_RENAME = {"destination": "target_node"}
-
-
-async def export(req: RapiRequest) -> int:
-    """Export the instance (body: ``mode``, ``destination``, ``shutdown``,
-    ``remove_instance``, ``compress``...); a job id."""
-    return await req.submit(req.opcode("OP_BACKUP_EXPORT", _name(req),
-                                       rename=EXPORT_RENAME))
-
-
 async def console(req: RapiRequest) -> Any:
     """How to reach a running instance's console (Ganeti's console description)."""
     name = req.item("instance_name")

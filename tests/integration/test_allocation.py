@@ -358,6 +358,31 @@ def test_placement_aggregates_traits_and_member_of(testbed: TestbedHandle) -> No
             assert f"via iallocator corral: {node}" in out
             assert _instances(testbed)[name] == node
 
+        # RAPI: the create body's member_of, the node fields, the aggregates in /2/info
+        api = _rapi(testbed)
+        made.append("pl-rapi.testbed")
+        job = api.wait(api.ok("POST", "/2/instances", {
+            "__version__": 1, "mode": "create", "name": "pl-rapi.testbed",
+            "disk_template": "diskless", "disks": [], "nics": [], "os": OS,
+            "no_install": True, "member_of": ["!agg1", "!agg2"],
+            "forbidden_traits": ["CUSTOM_SSD"]}))
+        assert job["status"] == "error" and "no node meets the placement constraints" in \
+            str(job["opresult"])
+        job = api.wait(api.ok("PUT", "/2/nodes/node3.testbed/modify", {"traits": ["-CUSTOM_SSD"]}))
+        assert job["status"] == "success"
+        job = api.wait(api.ok("POST", "/2/instances", {
+            "__version__": 1, "mode": "create", "name": "pl-rapi.testbed",
+            "disk_template": "diskless", "disks": [], "nics": [], "os": OS,
+            "no_install": True, "member_of": ["!agg1", "!agg2"],
+            "forbidden_traits": ["CUSTOM_SSD"]}))
+        assert job["status"] == "success" and _instances(testbed)["pl-rapi.testbed"] == \
+            "node3.testbed"
+        assert api.ok("GET", "/2/info")["aggregates"]["agg1"] == uuid1
+        rows = api.ok("GET", "/2/query/node?fields=name,aggregates,traits")["data"]
+        assert [[v for _s, v in row] for row in rows] == [
+            ["node1.testbed", ["agg1"], []], ["node2.testbed", ["agg2"], []],
+            ["node3.testbed", [], []]]
+
         refused = _add(testbed, "pl-no.testbed", "--member-of", "agg1", "--required-trait",
                        "CUSTOM_SSD", check=False)
         assert refused.returncode == 1

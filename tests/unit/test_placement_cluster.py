@@ -212,3 +212,35 @@ def test_violations_name_the_aggregate_and_trait() -> None:
         "it has the forbidden trait CUSTOM_SSD",
     ]
     assert violations({AGG2}, {"CUSTOM_GPU"}, Constraints(member_of=(AGG2,)), str) == []
+
+
+def test_a_class_a_node_stops_reporting_stays_while_instances_hold_it() -> None:
+    n1 = _node("n1")
+    inst, _ = _instance("i", n1, vcpus=2)
+    store = cluster_store(_view([n1], [inst]), {"n1": RES})
+    sync(store, _view([n1], [inst]), {})  # the node did not answer this time
+    assert set(store.inventories(n1.uuid)) == {"VCPU", "MEMORY_MB"}
+    sync(store, _view([n1]), {})
+    assert store.inventories(n1.uuid) == {}
+
+
+@pytest.mark.parametrize(("current", "spec", "expected"), [
+    (["b"], ["a", "c"], ["a", "c"]),
+    (["b"], ["+a", "-b"], ["a"]),
+    (["b"], ["-zz"], ["b"]),
+    (["b"], [], []),
+])
+def test_list_changes_set_or_change(current: list[str], spec: list[str],
+                                    expected: list[str]) -> None:
+    from corral.cmdlib.aggregates import apply_list_change
+
+    assert apply_list_change(current, spec, str, "aggregates") == expected
+
+
+def test_list_changes_refuse_a_mix_and_what_resolve_refuses() -> None:
+    from corral.cmdlib.aggregates import apply_list_change
+
+    with pytest.raises(ParameterError, match=r"aggregates: give either the whole list"):
+        apply_list_change([], ["a", "+b"], str, "aggregates")
+    with pytest.raises(ParameterError, match="invalid trait 'bad'"):
+        apply_list_change([], ["+bad"], lambda t: check_traits([t])[0], "traits")

@@ -368,7 +368,8 @@ def test_placement_aggregates_traits_and_member_of(testbed: TestbedHandle) -> No
             "forbidden_traits": ["CUSTOM_SSD"]}))
         assert job["status"] == "error" and "no node meets the placement constraints" in \
             str(job["opresult"])
-        job = api.wait(api.ok("PUT", "/2/nodes/node3.testbed/modify", {"traits": ["-CUSTOM_SSD"]}))
+        job = api.wait(api.ok("POST", "/2/nodes/node3.testbed/modify",
+                              {"traits": ["-CUSTOM_SSD"]}))
         assert job["status"] == "success"
         job = api.wait(api.ok("POST", "/2/instances", {
             "__version__": 1, "mode": "create", "name": "pl-rapi.testbed",

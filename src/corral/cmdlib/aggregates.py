@@ -127,16 +127,17 @@ def node_filter(store: ConfigStore, constraints: Constraints, *, vcpus: int, mem
     data: the names of the nodes the placement engine allows for an instance of that
     size under ``constraints`` (its allocation-candidates query on the cluster now).
 
-    ``describe(names)`` words the error when no node is left.
+    ``describe(names)`` words the error when no node is left. The configuration is
+    read now, on the event loop; the returned function may run in a worker thread.
     """
+    view = ClusterView.of(store)
+    storage = reported_storage(view.cluster, disk_template)
+
     def allowed(live: Mapping[str, NodeLive]) -> list[str]:
-        cluster = store.cluster
-        storage = reported_storage(cluster, disk_template)
         resources = {
             name: NodeResources.from_node_info(
                 answer.info, storage.space(answer.info)[0] if storage is not None else 0)
             for name, answer in live.items() if answer.info is not None}
-        view = ClusterView.of(store)
         placement = cluster_store(view, resources)
         # space a template's storage does not report is not placement's to judge
         wanted = instance_resources(vcpus, memory, disk_mb if storage is not None else 0)

@@ -538,13 +538,14 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
                                    self.disks, self.nic_uuids)
         node_filter = None
         if self.constraints:
+            wanted = describe_constraints(store, self.constraints)
             node_filter = placement_filter(
                 store, self.constraints, vcpus=int(request["vcpus"]),
                 memory=int(request["memory"]), disk_mb=int(request["disk_space_total"]),
                 disk_template=self.template,
                 describe=lambda nodes: (
                     f"no node meets the placement constraints of instance {op.instance_name} "
-                    f"({describe_constraints(store, self.constraints)}) with room for "
+                    f"({wanted}) with room for "
                     f"{request['vcpus']} VCPUs, {request['memory']} MiB of memory and "
                     f"{request['disk_space_total']} MiB of disk (online nodes asked: "
                     f"{nodes or 'none'}); see 'gnt-node list -o name,aggregates,traits'"))

@@ -151,20 +151,21 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
         if rp_uuid not in nodes:
             _release(store, rp_uuid)
             store.delete_provider(rp_uuid)
-    groups = view.groups
+    ratios = {uuid: float(group_policy(cluster.ipolicy, group.ipolicy).get("vcpu-ratio")
+                          or 1.0) for uuid, group in view.groups.items()}
+    default_ratio = float(cluster.ipolicy.get("vcpu-ratio") or 1.0)
+    classes: dict[str, set[str]] = {}
     for node in view.nodes:
-        group = groups.get(node.group)
-        policy = group_policy(cluster.ipolicy, group.ipolicy if group else {})
-        ratio = float(policy.get("vcpu-ratio") or 1.0)
         resources = live.get(node.name)
-        _sync_node(store, node.uuid, node.name,
-                   node_inventories(resources, ratio) if resources else {},
-                   {node.group, *node.aggregates}, {NODE_TRAIT, *node.traits})
+        classes[node.uuid] = _sync_node(
+            store, node.uuid, node.name,
+            node_inventories(resources, ratios.get(node.group, default_ratio))
+            if resources else {},
+            {node.group, *node.aggregates}, {NODE_TRAIT, *node.traits})
     changes = {}
     for consumer_uuid, allocations in wanted.items():
-        fitting = {rp: {rc: n for rc, n in res.items()
-                        if rc in store.inventories(rp)}
-                   for rp, res in allocations.items() if store.slot_of(rp) is not None}
+        fitting = {rp: {rc: n for rc, n in res.items() if rc in classes[rp]}
+                   for rp, res in allocations.items()}
         consumer = store.consumer(consumer_uuid)
         if consumer is not None and consumer.allocations == {
                 rp: res for rp, res in fitting.items() if res}:
@@ -192,8 +193,9 @@ def _release(store: PlacementStore, rp_uuid: str) -> None:
 
 def _sync_node(store: PlacementStore, rp_uuid: str, name: str,
                inventories: Mapping[str, Inventory], aggregates: set[str],
-               traits: set[str]) -> None:
-    """One node's provider as it should be, changed only where it differs."""
+               traits: set[str]) -> set[str]:
+    """One node's provider as it should be, changed only where it differs; the resource
+    classes it has inventories of."""
     if store.slot_of(rp_uuid) is None:
         store.create_provider(name, rp_uuid)
     elif store.provider(rp_uuid).name != name:
@@ -205,11 +207,13 @@ def _sync_node(store: PlacementStore, rp_uuid: str, name: str,
         used = store.usages(rp_uuid)
         kept = {rc: inv for rc, inv in current.items()
                 if rc not in inventories and used.get(rc)}
-        store.set_inventories(rp_uuid, None, {**kept, **inventories})
+        current = {**kept, **inventories}
+        store.set_inventories(rp_uuid, None, current)
     if store.provider_aggregates(rp_uuid) != aggregates:
         store.set_provider_aggregates(rp_uuid, None, aggregates)
     if store.provider_traits(rp_uuid) != traits:
         store.set_provider_traits(rp_uuid, None, traits)
+    return set(current)
 
 
 def _wanted_allocations(view: ClusterView) -> dict[str, dict[str, dict[str, int]]]:
@@ -221,7 +225,7 @@ def _wanted_allocations(view: ClusterView) -> dict[str, dict[str, dict[str, int]
     wanted: dict[str, dict[str, dict[str, int]]] = {}
     for inst in view.instances:
         if inst.primary_node not in node_group:
-            continue
+            continue  # a dangling reference: the configuration's invariants forbid it
         be = fill_params(group_be.get(node_group[inst.primary_node], be_defaults),
                          inst.beparams)
         resources = instance_resources(int(be.get("vcpus") or 0), int(be.get("maxmem") or 0),

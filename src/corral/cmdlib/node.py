@@ -595,8 +595,8 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             if self._aggregates is not None:
                 record.aggregates = self._aggregates
                 label = {u: n for n, u in store.cluster.aggregates.items()}
-                result.append(["aggregates", ",".join(label.get(u, u) for u in
-                                                      self._aggregates)])
+                result.append(["aggregates", ",".join(sorted(label.get(u, u) for u in
+                                                             self._aggregates))])
             if self._traits is not None:
                 record.traits = self._traits
                 result.append(["traits", ",".join(self._traits)])

@@ -102,9 +102,12 @@ def test_sync_follows_changes_and_leaves_other_providers_alone() -> None:
     store.set_allocations("c0ffee00-0000-4000-8000-000000000000", {other.uuid: {"DISK_GB": 5}},
                           consumer_generation=None, project_id="p", user_id="u")
     live = {"n1": RES, "n2": RES}
-    sync(store, _view([n1, n2], [i1, i2]), live)
+    first = sync(store, _view([n1, n2], [i1, i2]), live)
+    assert (first.providers, first.consumers, first.traits) == (
+        {n1.uuid, n2.uuid}, {i1.uuid, i2.uuid}, {NODE_TRAIT})
     gen = {p.uuid: p.generation for p in store.providers()}
-    sync(store, _view([n1, n2], [i1, i2]), live)  # nothing changed: nothing touched
+    # nothing changed: nothing touched
+    assert not sync(store, _view([n1, n2], [i1, i2]), live)
     assert {p.uuid: p.generation for p in store.providers()} == gen
     # n2 removed with its instance, i1 moved to a new node n3 and grown, n1 renamed
     # and put in agg2
@@ -112,7 +115,9 @@ def test_sync_follows_changes_and_leaves_other_providers_alone() -> None:
     n1b = msgspec.structs.replace(n1, name="n1-renamed", aggregates=[AGG2])
     i1b = msgspec.structs.replace(i1, primary_node=n3.uuid, beparams={"vcpus": 3,
                                                                       "maxmem": 512})
-    sync(store, _view([n1b, n3], [i1b]), {"n1-renamed": RES, "n3": RES})
+    synced = sync(store, _view([n1b, n3], [i1b]), {"n1-renamed": RES, "n3": RES})
+    assert synced.providers == {n1.uuid, n2.uuid, n3.uuid}
+    assert synced.consumers == {i1.uuid, i2.uuid} and synced.traits == set()
     assert [p.name for p in store.providers()] == ["storage-pool", "n1-renamed", "n3"]
     assert store.provider_aggregates(n1.uuid) == {GROUP.uuid, AGG2}
     assert store.consumer(i2.uuid) is None

@@ -21,7 +21,7 @@ shrank): the node then simply has nothing left to offer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from corral.iallocator import ClusterView
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from corral.objects import Instance
 
 __all__ = ["CLUSTER_PROJECT", "INSTANCE_CONSUMER_TYPE", "NODE_TRAIT", "NodeResources",
-           "cluster_store", "instance_resources", "node_inventories", "sync"]
+           "Synced", "cluster_store", "instance_resources", "node_inventories", "sync"]
 
 #: The trait every node provider carries, so that :func:`sync` tells the providers it
 #: owns from the others of a shared store.
@@ -112,13 +112,28 @@ def cluster_store(config: ConfigStore | ClusterView,
     return store
 
 
+@dataclass
+class Synced:
+    """What :func:`sync` changed, for a caller that saves a store (the ``/placement/``
+    service): providers created, changed or deleted, consumers whose allocations
+    changed (or that are gone), custom traits created."""
+
+    providers: set[str] = field(default_factory=set)
+    consumers: set[str] = field(default_factory=set)
+    traits: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.providers or self.consumers or self.traits)
+
+
 def sync(store: PlacementStore, config: ConfigStore | ClusterView,
-         live: Mapping[str, NodeResources]) -> None:
+         live: Mapping[str, NodeResources]) -> Synced:
     """Bring ``store`` in step with the configuration: node providers created, renamed,
     given their inventories, aggregates and traits, or deleted with their node; the
     instances' allocations set, changed or removed. Other providers and consumers are
-    left alone; a provider already holding the values it should is not changed (its
-    generation stays).
+    left alone (a consumer that also held something on a removed node loses just
+    that); a provider already holding the values it should is not changed (its
+    generation stays). Returns what changed.
 
     :raises PlacementConflictError: a node's name is taken by a provider that is not a
         node.
@@ -126,9 +141,12 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
     view = config if isinstance(config, ClusterView) else ClusterView.of(config)
     cluster = view.cluster
     nodes = {node.uuid: node for node in view.nodes}
+    synced = Synced()
+    before = {rp.uuid: rp.generation for rp in store.providers()}
     for trait in {NODE_TRAIT, *(t for n in view.nodes for t in n.traits)}:
         if is_valid_custom(trait) and not store.has_trait(trait):
             store.create_trait(trait)
+            synced.traits.add(trait)
     owned = [rp.uuid for rp in store.providers()
              if rp.parent_uuid is None and NODE_TRAIT in store.provider_traits(rp.uuid)]
     # first what goes: the allocations of instances that are gone or moved, then the
@@ -147,9 +165,10 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
                                           CLUSTER_PROJECT, INSTANCE_CONSUMER_TYPE)
     if changes:
         store.set_allocations_many(changes, enforce=False)
+        synced.consumers.update(changes)
     for rp_uuid in owned:
         if rp_uuid not in nodes:
-            _release(store, rp_uuid)
+            synced.consumers.update(_release(store, rp_uuid))
             store.delete_provider(rp_uuid)
     ratios = {uuid: float(group_policy(cluster.ipolicy, group.ipolicy).get("vcpu-ratio")
                           or 1.0) for uuid, group in view.groups.items()}
@@ -174,10 +193,16 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
                                   CLUSTER_PROJECT, CLUSTER_PROJECT, INSTANCE_CONSUMER_TYPE)
     if changes:
         store.set_allocations_many(changes, enforce=False)
+        synced.consumers.update(changes)
+    after = {rp.uuid: rp.generation for rp in store.providers()}
+    synced.providers = {uuid for uuid in before.keys() | after.keys()
+                        if before.get(uuid) != after.get(uuid)}
+    return synced
 
 
-def _release(store: PlacementStore, rp_uuid: str) -> None:
-    """Take every allocation off a provider (a removed node's leftovers)."""
+def _release(store: PlacementStore, rp_uuid: str) -> set[str]:
+    """Take every allocation off a provider (a removed node's leftovers); the consumers
+    changed."""
     slot = store.slot_of(rp_uuid)
     assert slot is not None
     changes: dict[str, tuple[Mapping[str, Mapping[str, int]], int | None, str, str, str]] = {}
@@ -189,6 +214,7 @@ def _release(store: PlacementStore, rp_uuid: str) -> None:
                                   consumer.user_id, consumer.consumer_type)
     if changes:
         store.set_allocations_many(changes, enforce=False)
+    return set(changes)
 
 
 def _sync_node(store: PlacementStore, rp_uuid: str, name: str,

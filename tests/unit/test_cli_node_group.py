@@ -198,6 +198,10 @@ def test_node_modify_aggregates_and_traits_specs(fake: Any) -> None:
     assert result.exit_code == 0, result.output
     op = _op(client)
     assert (op["aggregates"], op["traits"]) == (["+rack1", "-old"], [])
+    client = fake(**_job([["traits", ""]]))
+    result = run(gnt_node.cli, "modify", "--traits", "-CUSTOM_SSD", "node3")
+    assert result.exit_code == 0, result.output
+    assert _op(client)["traits"] == ["-CUSTOM_SSD"]
 
 
 def test_node_info_unknown_name_fails(fake: Any) -> None:

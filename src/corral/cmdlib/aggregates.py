@@ -33,12 +33,12 @@ from corral.placement.query import is_uuid_like
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.objects import Node
+    from corral.objects import Cluster, Node
     from corral.opcodes.instance_ops import OpInstanceCreate
 
 __all__ = ["UNITS", "LUClusterAddAggregate", "LUClusterRemoveAggregate", "aggregate_label",
            "apply_list_change", "constraints_of", "describe_constraints", "known_aggregates",
-           "node_filter", "refuse_unmet"]
+           "node_filter", "node_resources", "refuse_unmet"]
 
 
 def known_aggregates(store: ConfigStore) -> dict[str, str]:
@@ -120,6 +120,17 @@ def refuse_unmet(store: ConfigStore, node: Node, constraints: Constraints,
             f"{instance_name}: {'; '.join(broken)}", ecode="wrong_input")
 
 
+def node_resources(cluster: Cluster, live: Mapping[str, NodeLive], disk_template: str
+                   ) -> dict[str, NodeResources]:
+    """The placement view of the nodes' live data (:func:`corral.cmdlib.allocation.
+    gather_live`): CPUs, memory and the size of ``disk_template``'s storage, by node
+    name; nodes that did not answer are left out."""
+    storage = reported_storage(cluster, disk_template)
+    return {name: NodeResources.from_node_info(
+                answer.info, storage.space(answer.info)[0] if storage is not None else 0)
+            for name, answer in live.items() if answer.info is not None}
+
+
 def node_filter(store: ConfigStore, constraints: Constraints, *, vcpus: int, memory: int,
                 disk_mb: int, disk_template: str, describe: Callable[[str], str]
                 ) -> Callable[[Mapping[str, NodeLive]], list[str]]:
@@ -134,11 +145,7 @@ def node_filter(store: ConfigStore, constraints: Constraints, *, vcpus: int, mem
     storage = reported_storage(view.cluster, disk_template)
 
     def allowed(live: Mapping[str, NodeLive]) -> list[str]:
-        resources = {
-            name: NodeResources.from_node_info(
-                answer.info, storage.space(answer.info)[0] if storage is not None else 0)
-            for name, answer in live.items() if answer.info is not None}
-        placement = cluster_store(view, resources)
+        placement = cluster_store(view, node_resources(view.cluster, live, disk_template))
         # space a template's storage does not report is not placement's to judge
         wanted = instance_resources(vcpus, memory, disk_mb if storage is not None else 0)
         uuids = allowed_nodes(placement, wanted, constraints)

@@ -249,3 +249,28 @@ def test_list_changes_refuse_a_mix_and_what_resolve_refuses() -> None:
         apply_list_change([], ["a", "+b"], str, "aggregates")
     with pytest.raises(ParameterError, match="invalid trait 'bad'"):
         apply_list_change([], ["+bad"], lambda t: check_traits([t])[0], "traits")
+
+
+def test_the_builtin_allocator_takes_nodes_both_restrictions_allow() -> None:
+    """A request's restrict-to-nodes (placement constraints) and the allocator's own
+    restrict-allocation-to option: only nodes in both are considered."""
+    import copy
+    import json
+    from pathlib import Path
+
+    from corral.allocator.iallocator import AnswerOptions, answer
+
+    data = json.loads((Path(__file__).parents[1] / "data" / "iallocator" /
+                       "ganeti-allocate.json").read_text())
+    (name,) = data["nodes"]
+    data["nodes"]["b"] = copy.deepcopy(data["nodes"][name])  # the instances stay on name
+    a = name
+    data["request"]["restrict-to-nodes"] = ["b"]
+
+    def chosen(restrict_to: list[str] | None) -> list[str]:
+        opts = AnswerOptions(capacity=False, restrict_to=restrict_to)
+        return list(answer(copy.deepcopy(data), opts)["result"])
+
+    assert chosen(None) == ["b"]
+    assert chosen([a, "b"]) == ["b"]
+    assert chosen([a]) == []

@@ -314,3 +314,99 @@ def test_plugins_run_with_the_masters_environment_only(testbed: TestbedHandle) -
         testbed.run("gnt-cluster", "modify", "--default-iallocator-params", "-max-cpu")
     assert seen.read_text() == "2:--max-cpu=4\n"
     assert os.access(_plugin_dir(testbed) / "ialloc-args", os.X_OK)
+
+
+# -- placement constraints (docs/placement.md, "The cluster in the engine") -----------
+
+
+def _out(testbed: TestbedHandle, *args: str) -> str:
+    return str(testbed.run(*args).stdout)
+
+
+def test_placement_aggregates_traits_and_member_of(testbed: TestbedHandle) -> None:
+    """node1 in agg1, node2 in agg2, node3 in neither with trait CUSTOM_SSD: each
+    constraint leaves one node, which the built-in allocator takes; a node named with
+    -n that breaks one is refused naming it."""
+    run = testbed.run
+    made: list[str] = []
+    try:
+        uuid1 = _out(testbed, "gnt-cluster", "add-aggregate", "agg1").strip().splitlines()[-1]
+        run("gnt-cluster", "add-aggregate", "agg2")
+        run("gnt-node", "modify", "--aggregates", "+agg1", "node1.testbed")
+        run("gnt-node", "modify", "--aggregates", "agg2", "node2.testbed")
+        run("gnt-node", "modify", "--traits", "+CUSTOM_SSD", "node3.testbed")
+        listed = _out(testbed, "gnt-cluster", "list-aggregates", "--no-headers",
+                      "--separator", "|").splitlines()
+        assert listed[0] == f"agg1|{uuid1}|node1.testbed"
+        assert listed[1].startswith("agg2|") and listed[1].endswith("|node2.testbed")
+        nodes = _out(testbed, "gnt-node", "list", "--no-headers", "--separator", "|", "-o",
+                     "name,aggregates,traits")
+        assert nodes.splitlines() == ["node1.testbed|agg1|", "node2.testbed|agg2|",
+                                      "node3.testbed||CUSTOM_SSD"]
+        assert "  traits: CUSTOM_SSD\n" in _out(testbed, "gnt-node", "info", "node3.testbed")
+
+        for name, args, node in [
+            ("pl-none.testbed", ("--member-of", "!in:agg1,agg2"), "node3.testbed"),
+            ("pl-agg2.testbed", ("--member-of", "agg2"), "node2.testbed"),
+            ("pl-ssd.testbed", ("--required-trait", "CUSTOM_SSD", "--member-of", "default"),
+             "node3.testbed"),
+            ("pl-uuid.testbed", ("--member-of", uuid1, "--forbidden-trait", "CUSTOM_SSD"),
+             "node1.testbed"),
+        ]:
+            made.append(name)
+            out = _add(testbed, name, *args).stdout
+            assert f"via iallocator corral: {node}" in out
+            assert _instances(testbed)[name] == node
+
+        # RAPI: the create body's member_of, the node fields, the aggregates in /2/info
+        api = _rapi(testbed)
+        made.append("pl-rapi.testbed")
+        job = api.wait(api.ok("POST", "/2/instances", {
+            "__version__": 1, "mode": "create", "name": "pl-rapi.testbed",
+            "disk_template": "diskless", "disks": [], "nics": [], "os": OS,
+            "no_install": True, "member_of": ["!agg1", "!agg2"],
+            "forbidden_traits": ["CUSTOM_SSD"]}))
+        assert job["status"] == "error" and "no node meets the placement constraints" in \
+            str(job["opresult"])
+        job = api.wait(api.ok("POST", "/2/nodes/node3.testbed/modify",
+                              {"traits": ["-CUSTOM_SSD"]}))
+        assert job["status"] == "success"
+        job = api.wait(api.ok("POST", "/2/instances", {
+            "__version__": 1, "mode": "create", "name": "pl-rapi.testbed",
+            "disk_template": "diskless", "disks": [], "nics": [], "os": OS,
+            "no_install": True, "member_of": ["!agg1", "!agg2"],
+            "forbidden_traits": ["CUSTOM_SSD"]}))
+        assert job["status"] == "success" and _instances(testbed)["pl-rapi.testbed"] == \
+            "node3.testbed"
+        assert api.ok("GET", "/2/info")["aggregates"]["agg1"] == uuid1
+        rows = api.ok("GET", "/2/query/node?fields=name,aggregates,traits")["data"]
+        assert [[v for _s, v in row] for row in rows] == [
+            ["node1.testbed", ["agg1"], []], ["node2.testbed", ["agg2"], []],
+            ["node3.testbed", [], []]]
+
+        refused = _add(testbed, "pl-no.testbed", "--member-of", "agg1", "--required-trait",
+                       "CUSTOM_SSD", check=False)
+        assert refused.returncode == 1
+        assert ("no node meets the placement constraints of instance pl-no.testbed "
+                "(member_of agg1, required trait CUSTOM_SSD)") in refused.stderr
+        refused = _add(testbed, "pl-no.testbed", "-n", "node1.testbed", "--member-of",
+                       "!in:agg1,agg2", check=False)
+        assert refused.returncode == 1
+        assert ("node node1.testbed does not meet the placement constraints of instance "
+                "pl-no.testbed: it is in aggregate agg1, which member_of !in:agg1,agg2 "
+                "forbids") in refused.stderr
+        refused = _add(testbed, "pl-no.testbed", "--member-of", "nosuch", check=False)
+        assert refused.returncode != 0 and "unknown aggregate 'nosuch'" in refused.stderr
+        refused = _add(testbed, "pl-no.testbed", "--required-trait", "ssd", check=False)
+        assert refused.returncode != 0 and "invalid required trait 'ssd'" in refused.stderr
+        assert "pl-no.testbed" not in _instances(testbed)
+        busy = run("gnt-cluster", "remove-aggregate", "agg1", check=False)
+        assert busy.returncode == 1 and "aggregate agg1 still has nodes: node1.testbed" in \
+            busy.stderr
+    finally:
+        _remove(testbed, *made)
+        for node in ("node1.testbed", "node2.testbed", "node3.testbed"):
+            run("gnt-node", "modify", "--aggregates", "", "--traits", "", node, check=False)
+        for agg in ("agg1", "agg2"):
+            run("gnt-cluster", "remove-aggregate", agg, check=False)
+    assert _out(testbed, "gnt-cluster", "list-aggregates", "--no-headers") == ""

@@ -148,14 +148,15 @@ def _info_row(name: str, **over: Any) -> list[Any]:
            "pinst_list": ["web1"], "sinst_list": [], "master_candidate": True,
            "drained": False, "offline": False, "master_capable": True, "vm_capable": True,
            "ndparams": {"ssh_port": 2222, "spindle_count": 1},
-           "custom_ndparams": {"ssh_port": 2222}, "group": "default", "role": "C", **over}
+           "custom_ndparams": {"ssh_port": 2222}, "group": "default", "role": "C",
+           "aggregates": [], "traits": [], **over}
     return list(row.values())
 
 
 def test_node_info_in_ganeti_layout(fake: Any) -> None:
     fields = ["name", "uuid", "pip", "sip", "pinst_list", "sinst_list", "master_candidate",
               "drained", "offline", "master_capable", "vm_capable", "ndparams",
-              "custom_ndparams", "group", "role"]
+              "custom_ndparams", "group", "role", "aggregates", "traits"]
     client = fake(Query=_answer(fields, [_info_row("node2")]))
     result = run(gnt_node.cli, "info", "uuid-node2")
     assert result.exit_code == 0, result.output
@@ -177,6 +178,30 @@ def test_node_info_in_ganeti_layout(fake: Any) -> None:
     ]
     assert client.args_of("Query")[2] == [
         "|", ["|", ["=", "name", "uuid-node2"], ["=", "uuid", "uuid-node2"]]]
+
+
+def test_node_info_shows_placement_aggregates_and_traits_when_set(fake: Any) -> None:
+    fields = ["name", "uuid", "pip", "sip", "pinst_list", "sinst_list", "master_candidate",
+              "drained", "offline", "master_capable", "vm_capable", "ndparams",
+              "custom_ndparams", "group", "role", "aggregates", "traits"]
+    fake(Query=_answer(fields, [_info_row("node2", aggregates=["rack1", "ssd"],
+                                          traits=["CUSTOM_GPU"])]))
+    result = run(gnt_node.cli, "info", "node2")
+    assert result.stdout.splitlines()[-2:] == ["  aggregates: rack1, ssd",
+                                               "  traits: CUSTOM_GPU"]
+
+
+def test_node_modify_aggregates_and_traits_specs(fake: Any) -> None:
+    client = fake(**_job([["aggregates", "rack1"], ["traits", ""]]))
+    result = run(gnt_node.cli, "modify", "--aggregates", "+rack1,-old", "--traits", "",
+                 "node3")
+    assert result.exit_code == 0, result.output
+    op = _op(client)
+    assert (op["aggregates"], op["traits"]) == (["+rack1", "-old"], [])
+    client = fake(**_job([["traits", ""]]))
+    result = run(gnt_node.cli, "modify", "--traits", "-CUSTOM_SSD", "node3")
+    assert result.exit_code == 0, result.output
+    assert _op(client)["traits"] == ["-CUSTOM_SSD"]
 
 
 def test_node_info_unknown_name_fails(fake: Any) -> None:

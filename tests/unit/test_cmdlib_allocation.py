@@ -340,3 +340,49 @@ def test_the_event_loop_is_not_blocked_by_the_allocator() -> None:
         return ticks
 
     assert asyncio.run(main()) > 5
+
+
+# -- placement constraints ------------------------------------------------------------
+
+
+def test_constraints_restrict_the_allocator_to_the_nodes_placement_allows(cl: Cluster) -> None:
+    """node1 in rack1, node2 in rack2, node4 with CUSTOM_SSD: the allocator is asked
+    with Ganeti's restrict-to-nodes holding the nodes the engine allows."""
+    rack1 = "11111111-1111-4111-8111-111111111111"
+    rack2 = "22222222-2222-4222-8222-222222222222"
+    cl.set_cluster(aggregates={"rack1": rack1, "rack2": rack2})
+    cl.set_node("node1", aggregates=[rack1])
+    cl.set_node("node2", aggregates=[rack2])
+    cl.set_node("node4", traits=["CUSTOM_SSD"])
+    allocator = _use(cl, lambda data: {"success": True, "info": "",
+                                       "result": data["request"]["restrict-to-nodes"][:1]})
+    assert cl.create(pnode=None, member_of=["!in:rack1,rack2"]) == ["node3"]
+    assert allocator.inputs[-1]["request"]["restrict-to-nodes"] == ["node3", "node4"]
+    assert cl.create("web2", pnode=None, member_of=["!rack1"], required_traits=["CUSTOM_SSD"],
+                     dry_run=True) == ["node4"]
+    assert cl.create("web2", pnode=None, member_of=[rack2], dry_run=True) == ["node2"]
+    before = snapshot(cl.store)
+    with pytest.raises(OpPrereqError, match=r"no node meets the placement constraints of "
+                       r"instance web2 \(member_of rack1, member_of in:rack1,group default, "
+                       r"required trait CUSTOM_SSD\)"):
+        cl.create("web2", pnode=None, member_of=["rack1", "in:rack1,default"],
+                  required_traits=["CUSTOM_SSD"])
+    with pytest.raises(OpPrereqError, match="node node1 does not meet the placement "
+                       "constraints of instance web2: it is in aggregate rack1, which "
+                       r"member_of !in:rack1,rack2 forbids"):
+        cl.create("web2", member_of=["!in:rack1,rack2"])
+    with pytest.raises(ParameterError, match="unknown aggregate 'rack9'"):
+        cl.create("web2", pnode=None, member_of=["rack9"])
+    with pytest.raises(ParameterError, match="both required and forbidden"):
+        cl.create("web2", pnode=None, required_traits=["CUSTOM_SSD"],
+                  forbidden_traits=["CUSTOM_SSD"])
+    assert snapshot(cl.store) == before
+
+
+def test_multi_alloc_with_an_allocator_refuses_constraints(mc: MoveCluster) -> None:
+    processor, _allocator, _jobs = _processor(mc, _ok([[], []]))
+    with pytest.raises(ParameterError, match=r"placement constraints .* are not supported "
+                       r"when an allocator places several instances at once \(m1\)"):
+        run_op(processor, {"OP_ID": "OP_INSTANCE_MULTI_ALLOC", "instances": [
+            {"disk_template": "diskless", "disks": [], "nics": [], "os_type": "debian",
+             "instance_name": "m1", "member_of": ["default"]}]})

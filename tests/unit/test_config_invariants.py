@@ -409,3 +409,46 @@ def test_failed_commit_leaves_indexes_intact(world: World) -> None:
     with world.store.transaction() as txn:
         txn.add(_instance(world, "web2", nics=[NIC(mac="aa:00:00:00:00:0e", ip="10.0.0.2")]))
     check_invariants(world.store)
+
+
+# -- named placement aggregates ------------------------------------------------------
+
+AGG = "44444444-4444-4444-8444-444444444444"
+
+
+def _name_aggregate(world: World, aggregates: dict[str, str]) -> None:
+    with world.store.transaction() as txn:
+        cluster = txn.cluster()
+        cluster.aggregates = aggregates
+        txn.update(cluster)
+
+
+def test_a_node_is_only_in_named_aggregates(world: World) -> None:
+    def join(txn: Transaction, w: World) -> None:
+        node = txn.get("node", "node2")
+        node.aggregates = [AGG]
+        txn.update(node)
+
+    refused(world, ConfigurationError, f"its aggregate(s) {AGG} are not named", join)
+    _name_aggregate(world, {"rack1": AGG})
+    with world.store.transaction() as txn:
+        join(txn, world)
+    assert world.store.get("node", "node2").aggregates == [AGG]
+
+
+def test_a_named_aggregate_with_nodes_stays(world: World) -> None:
+    _name_aggregate(world, {"rack1": AGG})
+    with world.store.transaction() as txn:
+        node = txn.get("node", "node2")
+        node.aggregates = [AGG]
+        txn.update(node)
+
+    def forget(txn: Transaction, w: World) -> None:
+        cluster = txn.cluster()
+        cluster.aggregates = {}
+        txn.update(cluster)
+
+    refused(world, ConfigurationError, "cannot remove aggregate rack1: node 'node2'", forget)
+    refused(world, ConfigurationError, "two aggregate names share one aggregate UUID",
+            lambda txn, w: (setattr(c := txn.cluster(), "aggregates",
+                                    {"rack1": AGG, "rack2": AGG}), txn.update(c)))

@@ -112,6 +112,22 @@ def test_old_store_is_upgraded_and_persisted(tmp_path: Path) -> None:
         assert snapshot(reopened) == before
 
 
+def test_a_store_from_before_placement_aggregates_loads_with_none(tmp_path: Path) -> None:
+    """Clusters and nodes written before named aggregates and node traits existed load
+    with none, and get the fields written back."""
+    path = tmp_path / "config.db"
+    _write_old_store(path, _ganeti20_rows())
+    with ConfigStore.open(path) as store:
+        assert store.cluster.aggregates == {}
+        assert [(n.aggregates, n.traits) for n in store.all("node")] == [([], [])] * 2
+    for kind, text in _raw(path, "SELECT kind, json FROM objects"):
+        data = json.loads(text)
+        if kind == "node":
+            assert (data["aggregates"], data["traits"]) == ([], [])
+        elif kind == "cluster":
+            assert data["aggregates"] == {}
+
+
 def test_global_hv_parameters_are_dropped_from_instances(tmp_path: Path) -> None:
     """Design 2.1: the upgrade removes global hypervisor parameters an instance holds
     (an older store, or one from before the parameter became global), and writes the

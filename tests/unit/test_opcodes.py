@@ -53,6 +53,7 @@ def test_registry_holds_exactly_the_implemented_opcodes() -> None:
         "OP_CLUSTER_RENEW_CRYPTO",
         "OP_CLUSTER_VERIFY", "OP_CLUSTER_VERIFY_CONFIG", "OP_CLUSTER_VERIFY_GROUP",
         "OP_EXT_STORAGE_DIAGNOSE",
+        "OP_CLUSTER_ADD_AGGREGATE", "OP_CLUSTER_REMOVE_AGGREGATE",
     }
     for op_id, cls in REGISTRY.items():
         assert op_id == cls.OP_ID

@@ -84,6 +84,10 @@ def answer_parsed(parsed: Parsed, opts: AnswerOptions) -> dict[str, Any]:
     try:
         if isinstance(req, AllocateRequest):
             restrict = opts.restrict_to if opts.restrict_to is not None else req.restrict_to
+            if opts.restrict_to is not None and req.restrict_to is not None:
+                # both the allocator's option and the request (placement constraints)
+                # restrict: a node must pass both
+                restrict = [n for n in opts.restrict_to if n in set(req.restrict_to)]
             alloc_opts.restrict_to = restrict
             inst = req.inst
             inst.idx = len(cluster.instances)

@@ -18,6 +18,7 @@ import click
 
 from corral import __version__, uidpool
 from corral.cli.common import CorralGroup, get_client, reason_trail
+from corral.cli.gnt_cluster_aggregates import add_aggregate_commands
 from corral.cli.gnt_cluster_disks import verify_disks
 from corral.cli.gnt_cluster_ops import add_ops_commands
 from corral.cli.ipolicy import format_policy, ipolicy_from_options, ipolicy_options
@@ -578,6 +579,7 @@ def destroy(yes_do_it: bool) -> None:
 
 add_tag_commands(cli, TOOL, "cluster")
 add_ops_commands(cli)
+add_aggregate_commands(cli)
 cli.add_command(search_tags_command(TOOL))
 cli.add_command(verify_disks)
 

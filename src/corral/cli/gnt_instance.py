@@ -278,6 +278,14 @@ def cli() -> None:
                    "allocators, also used without -n and -I).")
 @click.option("-g", "--node-group", "group_name", metavar="GROUP",
               help="Node group to place the instance in.")
+@click.option("--member-of", "member_of", metavar="AGG", multiple=True,
+              help="Placement constraint, repeatable, all must hold: AGG (in it), "
+                   "in:A,B (in one), !AGG (not in it), !in:A,B (in none); an aggregate "
+                   "by name (gnt-cluster list-aggregates), node group name or UUID.")
+@click.option("--required-trait", "required_traits", metavar="TRAIT", multiple=True,
+              help="The primary node must have TRAIT (repeatable, or T1,T2).")
+@click.option("--forbidden-trait", "forbidden_traits", metavar="TRAIT", multiple=True,
+              help="The primary node must not have TRAIT (repeatable, or T1,T2).")
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
               help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk. "
                    "ext disks: provider=NAME and the provider's own key=val; rbd and "
@@ -314,7 +322,8 @@ def cli() -> None:
 @click.argument("instance_name")
 def add(instance_name: str, disk_template: str | None, os_type: str | None,
         node: str | None, iallocator: str | None, group_name: str | None,
-        disk_items: tuple[tuple[str, IdentValue], ...],
+        member_of: tuple[str, ...], required_traits: tuple[str, ...],
+        forbidden_traits: tuple[str, ...], disk_items: tuple[tuple[str, IdentValue], ...],
         os_size: str | None, net_items: tuple[tuple[str, IdentValue], ...], no_nics: bool,
         hv_option: tuple[str, IdentValue] | None, hypervisor_name: str | None,
         beparams: KeyValDict | None, osparams: KeyValDict | None, no_start: bool,
@@ -379,6 +388,13 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
         body["ignore_ipolicy"] = True
     if tags:
         body["tags"] = [t for t in tags.split(",") if t]
+    if member_of:
+        body["member_of"] = list(member_of)
+    for key, given in (("required_traits", required_traits),
+                       ("forbidden_traits", forbidden_traits)):
+        names = [t.strip() for item in given for t in item.split(",") if t.strip()]
+        if names:
+            body[key] = names
     _submit("add", "OP_INSTANCE_CREATE", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 

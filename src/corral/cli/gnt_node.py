@@ -56,13 +56,13 @@ DEFAULT_FIELDS = ("name", "dtotal", "dfree", "mtotal", "mnode", "mfree", "pinst_
 #: List-valued fields print comma-separated, as Ganeti prints them.
 LIST_FORMAT: dict[str, Callable[[Any], str]] = {
     name: (lambda v: ",".join(str(x) for x in v))
-    for name in ("pinst_list", "sinst_list", "tags")
+    for name in ("pinst_list", "sinst_list", "tags", "aggregates", "aggregates.uuid", "traits")
 }
 
 #: What ``gnt-node info`` shows (Ganeti's selection).
 _INFO_FIELDS = ["name", "pip", "sip", "pinst_list", "sinst_list", "master_candidate",
                 "drained", "offline", "master_capable", "vm_capable", "ndparams",
-                "custom_ndparams", "group", "role"]
+                "custom_ndparams", "group", "role", "aggregates", "traits"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -164,6 +164,11 @@ def _node_info(row: dict[str, Any]) -> list[tuple[str, Any]]:
         info.append(("primary for instances", list(row["pinst_list"] or [])))
         info.append(("secondary for instances", list(row["sinst_list"] or [])))
     info.append(("node parameters", format_params(row["custom_ndparams"], row["ndparams"])))
+    # corral's placement data, shown when there is some (Ganeti has none)
+    if row.get("aggregates"):
+        info.append(("aggregates", ", ".join(row["aggregates"])))
+    if row.get("traits"):
+        info.append(("traits", ", ".join(row["traits"])))
     return info
 
 
@@ -195,6 +200,12 @@ def info(nodes: tuple[str, ...], as_json: bool) -> None:
               help="Promote other nodes to master candidate as needed.")
 @click.option("--node-parameters", "ndparams", type=KeyValType(), default=None,
               help="Node parameters, key=val,... ('-key' resets one).")
+@click.option("--aggregates", metavar="SPEC", default=None,
+              help="Named placement aggregates (gnt-cluster add-aggregate): 'A,B' sets "
+                   "them, '+A' adds, '-A' removes ('+A,-B' both), '' empties.")
+@click.option("--traits", metavar="SPEC", default=None,
+              help="Placement traits (os-traits names or CUSTOM_*): 'T1,T2' sets them, "
+                   "'+T' adds, '-T' removes, '' empties.")
 @dry_run_option
 @priority_option
 @submit_option
@@ -203,12 +214,13 @@ def info(nodes: tuple[str, ...], as_json: bool) -> None:
 def modify(node: str, force: bool, master_candidate: bool | None, drained: bool | None,
            offline: bool | None, master_capable: bool | None, vm_capable: bool | None,
            secondary_ip: str | None, auto_promote: bool, ndparams: dict[str, Any] | None,
-           dry_run: bool, priority: int | None, submit_only: bool, print_jobid: bool,
-           reason: str | None) -> None:
+           aggregates: str | None, traits: str | None, dry_run: bool, priority: int | None,
+           submit_only: bool, print_jobid: bool, reason: str | None) -> None:
     """Change NODE's flags and parameters."""
     changes = {"master_candidate": master_candidate, "drained": drained, "offline": offline,
                "master_capable": master_capable, "vm_capable": vm_capable,
-               "secondary_ip": secondary_ip, "ndparams": ndparams}
+               "secondary_ip": secondary_ip, "ndparams": ndparams,
+               "aggregates": _spec_list(aggregates), "traits": _spec_list(traits)}
     if all(value is None for value in changes.values()):
         raise NothingToChangeError(f"{GANETI_NOTHING}\nsee --help for the parameters")
     if offline is False and not force and not ask_user(
@@ -226,6 +238,13 @@ def modify(node: str, force: bool, master_candidate: bool | None, drained: bool 
         click.echo(f"Modified node {node}")
         for param, value in result:
             click.echo(f" - {param:<5} -> {value}")
+
+
+def _spec_list(spec: str | None) -> list[str] | None:
+    """``--aggregates``/``--traits``: the comma-separated items ('' is none)."""
+    if spec is None:
+        return None
+    return [item.strip() for item in spec.split(",") if item.strip()]
 
 
 def _wait_for_jobs(result: Any) -> int:

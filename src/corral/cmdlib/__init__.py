@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral.cmdlib import (
+    aggregates,
     allocator_ops,
     backup,
     backup_prepare,
@@ -55,7 +56,7 @@ LOGICAL_UNITS: dict[str, type[LogicalUnit[Any]]] = {
         LUTestDelay, LUClusterQuery, LUClusterSetParams, LUClusterRedistConf,
         LUClusterRenewCrypto, LUTagsGet, LUTagsSearch, LUTagsSet, LUTagsDel, LUQuery,
         LUQueryFields, LUClusterVerify, LUClusterVerifyConfig, LUClusterVerifyGroup,
-        *allocator_ops.UNITS,
+        *allocator_ops.UNITS, *aggregates.UNITS,
         *backup.UNITS,
         *backup_prepare.UNITS,
         *(u for area in AREAS for u in area.UNITS),

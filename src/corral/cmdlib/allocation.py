@@ -106,13 +106,19 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
                          request: Mapping[str, Any], *, hypervisor: str | None = None,
                          disk_template: str | None = None,
                          extra_params: Mapping[str, Any] | None = None,
-                         failure: Callable[[str, str], str]) -> tuple[str, Answer]:
+                         failure: Callable[[str, str], str],
+                         node_filter: Callable[[Mapping[str, NodeLive]], list[str]] | None
+                         = None) -> tuple[str, Answer]:
     """Ask the allocators ``names`` in turn; the first that answers with a solution
     wins: its name and answer.
 
     ``failure(name, info)`` words an answer without a solution for the operation
     (Ganeti's ``Can't compute nodes using iallocator 'NAME': INFO``); a plugin gets the
     cluster's default allocator parameters and ``extra_params`` as arguments.
+    ``node_filter`` (placement constraints) gets the nodes' live data and names the
+    nodes the instance may go to (or raises when none may); the request then carries
+    them as Ganeti's ``restrict-to-nodes``, which the built-in allocator and hail
+    honour.
 
     :raises OpPrereqError: every allocator answered that nothing fits (error type
         ``insufficient_resources``), quoting each one's ``info``;
@@ -126,6 +132,9 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
         (cluster.enabled_disk_templates or ["diskless"])[0]
     live = await gather_live(master, hypervisor=hypervisor or cluster.default_hypervisor,
                              disk_template=template)
+    if node_filter is not None:
+        allowed = await asyncio.to_thread(node_filter, live)
+        request = {**request, "restrict-to-nodes": allowed}
     # 10,000 instances take a few tenths of a second to describe: not on the event loop
     data = await asyncio.to_thread(build_input, ClusterView.of(store), live, request,
                                    disk_template=template)

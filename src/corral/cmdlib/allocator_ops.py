@@ -363,6 +363,15 @@ class LUInstanceMultiAlloc(LogicalUnit[OpInstanceMultiAlloc]):
             raise ParameterError("There are instance objects providing pnode/snode while "
                                  "others do not")
         self.placed = bool(with_nodes) and all(with_nodes)
+        constrained = [op.instance_name for op in self.creates
+                       if op.member_of or op.required_traits or op.forbidden_traits]
+        if constrained and not self.placed:
+            # a multi-allocate request has no per-instance node list to carry them
+            raise ParameterError(
+                "placement constraints (member_of, required_traits, forbidden_traits) are "
+                "not supported when an allocator places several instances at once "
+                f"({', '.join(constrained)}); create those instances one by one, or give "
+                "each its node (pnode), where the constraints are checked")
         if not self.placed and not self.op.iallocator and \
                 not self.master.store.cluster.default_iallocators:
             raise ParameterError(

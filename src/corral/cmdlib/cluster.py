@@ -452,6 +452,7 @@ def cluster_info(cluster: Cluster, master_name: str, config_serial: int) -> dict
         "iallocator_search_path": cluster.iallocator_search_path,
         "iallocator_timeout": cluster.iallocator_timeout,
         "ipolicy": cluster.ipolicy,
+        "aggregates": cluster.aggregates,
         "extstorage_search_path": cluster.extstorage_search_path
         or list(Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH),
     }

@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from corral.cmdlib.aggregates import constraints_of, describe_constraints, refuse_unmet
+from corral.cmdlib.aggregates import node_filter as placement_filter
 from corral.cmdlib.allocation import (
     DEFAULT_SHORTCUT,
     allocator_names,
@@ -424,8 +426,12 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         if len(op.nics) > MAX_NICS:
             raise ParameterError(f"at most {MAX_NICS} NICs are allowed, got {len(op.nics)}")
         self.nic_uuids = [new_uuid() for _nic in op.nics]
+        self.constraints = constraints_of(store, op)
         if not self.allocators:
-            self._check_node(store.get("node", op.pnode_uuid or ""))
+            node = store.get("node", op.pnode_uuid or "")
+            if self.constraints:
+                refuse_unmet(store, node, self.constraints, op.instance_name)
+            self._check_node(node)
 
     def _check_node(self, node: Node) -> None:
         """What depends on the primary node: it takes instances, the NICs on its group's
@@ -544,9 +550,22 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
         op, store = self.op, self.master.store
         request = creation_request(store, op, self.template, self.hypervisor, self.beparams,
                                    self.disks, self.nic_uuids)
+        node_filter = None
+        if self.constraints:
+            wanted = describe_constraints(store, self.constraints)
+            node_filter = placement_filter(
+                store, self.constraints, vcpus=int(request["vcpus"]),
+                memory=int(request["memory"]), disk_mb=int(request["disk_space_total"]),
+                disk_template=self.template,
+                describe=lambda nodes: (
+                    f"no node meets the placement constraints of instance {op.instance_name} "
+                    f"({wanted}) with room for "
+                    f"{request['vcpus']} VCPUs, {request['memory']} MiB of memory and "
+                    f"{request['disk_space_total']} MiB of disk (online nodes asked: "
+                    f"{nodes or 'none'}); see 'gnt-node list -o name,aggregates,traits'"))
         name, answer = await run_allocators(
             self, self.allocators, request, hypervisor=self.hypervisor,
-            disk_template=self.template,
+            disk_template=self.template, node_filter=node_filter,
             failure=lambda name, info: f"Can't compute nodes using iallocator '{name}': {info}")
         chosen = answer.result
         node = store.find("node", chosen[0])

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from corral.cmdlib.aggregates import apply_list_change
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext
 from corral.cmdlib.common import expand_group, expand_node
 from corral.cmdlib.config_files import send_config_files, warn_missing
@@ -52,6 +53,7 @@ from corral.locking import ALL_SET, LockLevel
 from corral.objects import Node, NodeGroup
 from corral.objects.params import ND_PARAMS, update_params, validate_params
 from corral.opcodes.node_ops import OpNodeAdd, OpNodeRemove, OpNodeSetParams
+from corral.placement.constraints import check_traits
 from corral.rpc.chunks import call_in_parts
 from corral.rpc.protocol import RPC_VERSION, RpcResult
 
@@ -428,11 +430,12 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
         """Something to change; at most one role flag set; Ganeti-only fields refused."""
         op = self.op
         changes = [op.master_candidate, op.offline, op.drained, op.master_capable,
-                   op.vm_capable, op.secondary_ip, op.ndparams, op.powered]
+                   op.vm_capable, op.secondary_ip, op.ndparams, op.powered, op.aggregates,
+                   op.traits]
         if all(value is None for value in changes) and not (op.hv_state or op.disk_state):
             raise ParameterError(
                 "nothing to change: give at least one of master_candidate, offline, drained, "
-                "master_capable, vm_capable, secondary_ip, ndparams")
+                "master_capable, vm_capable, secondary_ip, ndparams, aggregates, traits")
         set_flags = [name for name in _ROLE_FLAGS if getattr(op, name) is True]
         if len(set_flags) > 1:
             raise ParameterError(
@@ -534,6 +537,26 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             new = old
         self._node = node
         self._old_flags, self._new_flags = old, new
+        self._aggregates = self._traits = None
+        if op.aggregates is not None:
+            names = cluster.aggregates
+            by_uuid = {uuid: name for name, uuid in names.items()}
+
+            def aggregate(item: str) -> str:
+                if item in names:
+                    return names[item]
+                if item.lower() in by_uuid:
+                    return item.lower()
+                raise NotFoundError(
+                    f"aggregates: unknown aggregate {item!r} (aggregates: "
+                    f"{', '.join(sorted(names)) or 'none'}; add one with 'gnt-cluster "
+                    "add-aggregate NAME'; the node's group is an aggregate already)")
+
+            self._aggregates = apply_list_change(node.aggregates, op.aggregates, aggregate,
+                                                 "aggregates")
+        if op.traits is not None:
+            self._traits = apply_list_change(
+                node.traits, op.traits, lambda t: check_traits([t])[0], "traits")
 
     async def execute(self) -> list[list[str]] | None:
         """Check a node coming online answers; apply; refill the pool with auto_promote;
@@ -569,6 +592,14 @@ class LUNodeSetParams(LogicalUnit[OpNodeSetParams]):
             if self._secondary is not None:
                 record.secondary_ip = self._secondary
                 result.append(["secondary_ip", self._secondary])
+            if self._aggregates is not None:
+                record.aggregates = self._aggregates
+                label = {u: n for n, u in store.cluster.aggregates.items()}
+                result.append(["aggregates", ",".join(sorted(label.get(u, u) for u in
+                                                             self._aggregates))])
+            if self._traits is not None:
+                record.traits = self._traits
+                result.append(["traits", ",".join(self._traits)])
             for name, before, after in zip(_ROLE_FLAGS, self._old_flags, self._new_flags,
                                            strict=True):
                 if before != after:

@@ -46,6 +46,11 @@ class NodeQueryData:
     secondaries: dict[str, list[str]]
     live: dict[str, RpcResult] | None = None
 
+    @property
+    def aggregate_names(self) -> dict[str, str]:
+        """Named aggregates by UUID."""
+        return {uuid: name for name, uuid in self.cluster.aggregates.items()}
+
     @classmethod
     def build(cls, store: ConfigStore) -> NodeQueryData:
         """From one configuration snapshot."""
@@ -207,6 +212,14 @@ def _build_fields() -> FieldRegistry[NodeQueryData, Node]:
     add("sip", "SecondaryIP", "text", "Secondary IP address",
         lambda _c, n: n.secondary_ip or n.primary_ip)
     add("tags", "Tags", "other", "Tags", lambda _c, n: sorted(n.tags))
+    add("aggregates", "Aggregates", "other",
+        "Named placement aggregates the node is in (its group is one too)",
+        lambda c, n: sorted(c.aggregate_names.get(u, u) for u in n.aggregates))
+    add("aggregates.uuid", "AggregateUUIDs", "other",
+        "UUIDs of the named placement aggregates the node is in",
+        lambda _c, n: list(n.aggregates))
+    add("traits", "Traits", "other", "Placement traits of the node",
+        lambda _c, n: list(n.traits))
     add("master", "IsMaster", "bool", "Whether node is master",
         lambda c, n: n.uuid == c.cluster.master_node)
     add("group", "Group", "text", "Node group", _group_name)

@@ -12,7 +12,9 @@ UUID) and raises on the first broken invariant:
   referenced is removed (:class:`~corral.config.relations.Reference`): a network
   stays while a NIC is on it or a node group is connected to it;
 * a NIC on a network has an address of the network's subnet that the network does
-  not reserve externally (an address is reserved once).
+  not reserve externally (an address is reserved once);
+* a node is only in the cluster's named aggregates, each named once (a name that
+  goes must have no node left in it).
 
 Every lookup goes through the model's indexes, so the cost is proportional to the
 changed objects (and, for a removal, to the objects that referred to it).
@@ -37,7 +39,7 @@ from corral.config.relations import (
     sort_key,
 )
 from corral.errors import AlreadyExistsError, ConfigurationError
-from corral.objects import KINDS, ConfigObject, Instance, Network
+from corral.objects import KINDS, Cluster, ConfigObject, Instance, Network, Node
 
 __all__ = ["check"]
 
@@ -51,6 +53,7 @@ def check(model: Model, changes: Mapping[str, Change]) -> None:
     _check_removals(model, changes)
     _check_references(model, changes)
     _check_network_addresses(model, changes)
+    _check_aggregates(model, changes)
 
 
 def _check_shape(model: Model, uuid: str, change: Change) -> None:
@@ -227,3 +230,38 @@ def _in_subnet(address: str, subnet: str) -> bool:
         return ipaddress.ip_address(address) in ipaddress.ip_network(subnet)
     except ValueError:
         return False
+
+
+def _check_aggregates(model: Model, changes: Mapping[str, Change]) -> None:
+    """Nodes are in named aggregates only; a name leaves no node behind. Costs a pass
+    over the nodes only when a commit takes a named aggregate away."""
+    cluster_change = next((c for c in changes.values() if c.kind == "cluster"), None)
+    nodes = [c.new for c in changes.values() if isinstance(c.new, Node) and c.new.aggregates]
+    if cluster_change is None and not nodes:
+        return
+    cluster = (cluster_change.new if cluster_change is not None
+               else next(iter(model.objects["cluster"].values()), None))
+    if not isinstance(cluster, Cluster):
+        return  # _check_single_cluster reported it
+    names = {uuid: name for name, uuid in cluster.aggregates.items()}
+    if len(names) != len(cluster.aggregates):
+        raise ConfigurationError(f"{describe('cluster', cluster)}: two aggregate names "
+                                 "share one aggregate UUID")
+    for node in nodes:
+        unknown = sorted(set(node.aggregates) - names.keys())
+        if unknown:
+            raise ConfigurationError(f"{describe('node', node)}: its aggregate(s) "
+                                     f"{', '.join(unknown)} are not named by the cluster")
+    old = cluster_change.old if cluster_change is not None else None
+    if not isinstance(old, Cluster):
+        return
+    gone = {uuid: name for name, uuid in old.aggregates.items() if uuid not in names}
+    if not gone:
+        return
+    for uuid, obj in model.objects["node"].items():
+        if uuid in changes or not isinstance(obj, Node):
+            continue
+        left = sorted(gone[a] for a in obj.aggregates if a in gone)
+        if left:
+            raise ConfigurationError(
+                f"cannot remove aggregate {left[0]}: {describe('node', obj)} is still in it")

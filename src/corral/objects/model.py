@@ -148,6 +148,12 @@ class Node(ConfigObject, kw_only=True):
     master_capable: bool = True
     vm_capable: bool = True
     ndparams: dict[str, Any] = msgspec.field(default_factory=dict)
+    aggregates: list[str] = msgspec.field(default_factory=list)
+    """UUIDs of the cluster's named aggregates (:attr:`Cluster.aggregates`) the node is
+    in, sorted; its group is an aggregate too without being listed here (see
+    docs/placement.md, "The cluster in the engine")."""
+    traits: list[str] = msgspec.field(default_factory=list)
+    """Placement traits of the node (standard os-traits names or ``CUSTOM_*``), sorted."""
 
 
 class NetworkLink(msgspec.Struct, kw_only=True):
@@ -335,6 +341,9 @@ class Cluster(ConfigObject, kw_only=True):
     ``/srv/corral/extstorage``, :attr:`corral.paths.Paths.DEFAULT_EXTSTORAGE_SEARCH_PATH`)."""
     #: TCP port of every node daemon (Ganeti's noded uses 1811).
     noded_port: int = 1811
+    aggregates: dict[str, str] = msgspec.field(default_factory=dict)
+    """The named placement aggregates: name -> aggregate UUID (``gnt-cluster
+    add-aggregate``); nodes name the UUIDs they are in (:attr:`Node.aggregates`)."""
 
     @property
     def default_hypervisor(self) -> str:

@@ -14,6 +14,7 @@ from corral.opcodes import (  # noqa: F401
     network_ops,
     node_ops,
     os_ops,
+    placement_ops,
     storage_ops,
     verify_ops,
 )

@@ -107,6 +107,14 @@ class OpInstanceCreate(OpCode, tag="OP_INSTANCE_CREATE"):
     instance_communication: bool = False
     helper_startup_timeout: int | None = None
     helper_shutdown_timeout: int | None = None
+    member_of: list[str] = msgspec.field(default_factory=list)
+    """corral's placement constraints: Placement's ``member_of`` values (``AGG``,
+    ``in:A,B``, ``!AGG``, ``!in:A,B``), aggregates by name or UUID, all of which the
+    primary node must meet."""
+    required_traits: list[str] = msgspec.field(default_factory=list)
+    """corral's: traits the primary node must have."""
+    forbidden_traits: list[str] = msgspec.field(default_factory=list)
+    """corral's: traits the primary node must not have."""
 
 
 @register

@@ -97,6 +97,11 @@ class OpNodeSetParams(OpCode, tag="OP_NODE_SET_PARAMS"):
     secondary_ip: str | None = None
     ndparams: dict[str, Any] | None = None
     powered: bool | None = None
+    aggregates: list[str] | None = None
+    """corral's: the node's named aggregates: names (or UUIDs) to have exactly, or
+    changes ``+NAME``/``-NAME`` (all items one kind or the other)."""
+    traits: list[str] | None = None
+    """corral's: the node's placement traits, exactly or as ``+T``/``-T`` changes."""
 
 
 @register

@@ -643,7 +643,7 @@ class PlacementStore:
     def set_allocations_many(
         self, changes: Mapping[str, tuple[Mapping[str, Mapping[str, int]], int | None,
                                           str, str, str]],
-        *, bump_emptied: bool = True,
+        *, bump_emptied: bool = True, enforce: bool = True,
     ) -> None:
         """Replace the allocations of several consumers at once, all or nothing.
 
@@ -651,7 +651,11 @@ class PlacementStore:
         project_id, user_id, consumer_type)``; ``consumer_generation`` is None for a
         consumer that must be new. Capacity is checked for the sum of every change.
         ``bump_emptied=False`` leaves the generations of the providers a consumer
-        leaves entirely (``DELETE /allocations/{consumer}`` in Placement)."""
+        leaves entirely (``DELETE /allocations/{consumer}`` in Placement).
+
+        ``enforce=False`` records allocations that already exist elsewhere (the
+        cluster's instances, :mod:`corral.placement.cluster`): the inventory's unit
+        limits and the capacity are not checked, only that the inventory exists."""
         delta: dict[tuple[str, str], int] = {}
         for consumer_uuid, (allocations, generation, _p, _u, _t) in changes.items():
             existing = self._consumers.get(consumer_uuid)
@@ -673,7 +677,7 @@ class PlacementStore:
                             f"Unable to allocate inventory: Inventory for '{rc}' on resource "
                             f"provider '{rp_uuid}' invalid.")
                     assert inventory.max_unit is not None
-                    if (amount < inventory.min_unit or amount > inventory.max_unit
+                    if enforce and (amount < inventory.min_unit or amount > inventory.max_unit
                             or amount % inventory.step_size):
                         raise PlacementConflictError(
                             f"Unable to allocate inventory: Unable to create allocation for "
@@ -682,7 +686,8 @@ class PlacementStore:
                     delta[rp_uuid, rc] = delta.get((rp_uuid, rc), 0) + amount
         for (rp_uuid, rc), change in delta.items():
             rp = self._get(rp_uuid)
-            if change > 0 and rp.used.get(rc, 0) + change > rp.inventories[rc].capacity:
+            if (enforce and change > 0
+                    and rp.used.get(rc, 0) + change > rp.inventories[rc].capacity):
                 raise PlacementConflictError(
                     f"Unable to allocate inventory: Unable to create allocation for '{rc}' "
                     f"on resource provider '{rp_uuid}'. The requested amount would exceed "

@@ -78,6 +78,8 @@ CLUSTER_INFO: Final = obj({
     "beparams": obj(), "hvparams": obj(), "nicparams": obj(), "ndparams": obj(),
     "tags": STRINGS, "ipolicy": IPOLICY, "default_iallocator": string(
         "The default allocators, comma-separated, tried in turn"),
+    "aggregates": obj(additional=string(), doc="corral's named placement aggregates: "
+                      "name -> aggregate UUID (gnt-cluster add-aggregate)"),
 }, required=("name", "uuid", "master"), doc="The cluster's settings (Ganeti's keys)")
 
 FEATURE_LIST: Final = array(string(), "Optional features this server implements")

@@ -1,0 +1,242 @@
+"""Placement aggregates and traits in the cluster: named aggregates
+(``gnt-cluster add-aggregate``/``remove-aggregate``), a node's aggregates and traits
+(``gnt-node modify --aggregates/--traits``), and the placement constraints of a new
+instance (``gnt-instance add --member-of/--required-trait/--forbidden-trait``).
+
+Node groups are aggregates too (their UUID); ``member_of`` may name one by its name
+when no named aggregate has that name. The constraints are checked with the
+placement engine (:mod:`corral.placement.cluster`, :mod:`corral.placement.constraints`)
+on a store built for the query from the configuration and the nodes' live data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from corral.cmdlib.base import LogicalUnit
+from corral.errors import AlreadyExistsError, NotFoundError, OpPrereqError, ParameterError
+from corral.iallocator import ClusterView, NodeLive, reported_storage
+from corral.objects import new_uuid
+from corral.opcodes.placement_ops import OpClusterAddAggregate, OpClusterRemoveAggregate
+from corral.placement.cluster import NodeResources, cluster_store, instance_resources
+from corral.placement.constraints import (
+    Constraints,
+    allowed_nodes,
+    check_aggregate_name,
+    check_traits,
+    resolve_member_of,
+    value_text,
+    violations,
+)
+from corral.placement.query import is_uuid_like
+
+if TYPE_CHECKING:
+    from corral.config import ConfigStore
+    from corral.objects import Cluster, Node
+    from corral.opcodes.instance_ops import OpInstanceCreate
+
+__all__ = ["UNITS", "LUClusterAddAggregate", "LUClusterRemoveAggregate", "aggregate_label",
+           "apply_list_change", "constraints_of", "describe_constraints", "known_aggregates",
+           "node_filter", "node_resources", "refuse_unmet"]
+
+
+def known_aggregates(store: ConfigStore) -> dict[str, str]:
+    """Aggregate names ``member_of`` may use -> UUID: the named aggregates, then the
+    node groups' names (a named aggregate wins over a group of the same name)."""
+    names = {group.name: group.uuid for group in store.all("nodegroup")}
+    names.update(store.cluster.aggregates)
+    return names
+
+
+def aggregate_label(store: ConfigStore) -> Callable[[str], str]:
+    """A function naming an aggregate UUID for people: its name, ``group NAME``, or
+    the UUID itself."""
+    names = {uuid: name for name, uuid in store.cluster.aggregates.items()}
+    groups = {group.uuid: f"group {group.name}" for group in store.all("nodegroup")}
+    return lambda uuid: names.get(uuid) or groups.get(uuid) or uuid
+
+
+def apply_list_change(current: Sequence[str], spec: Sequence[str],
+                      resolve: Callable[[str], str], what: str) -> list[str]:
+    """The new value of a list setting: ``spec`` holds either the items to have
+    exactly or ``+ITEM``/``-ITEM`` changes; ``resolve`` checks an item (and may map
+    it, e.g. a name to a UUID). Sorted.
+
+    :raises ParameterError: the two forms are mixed, or ``resolve`` refuses an item.
+    """
+    signed = [item for item in spec if item[:1] in ("+", "-")]
+    if signed and len(signed) != len(spec):
+        raise ParameterError(
+            f"{what}: give either the whole list (A,B) or changes (+A,-B), not both; got "
+            f"{','.join(spec)}")
+    if not signed:
+        return sorted({resolve(item) for item in spec if item})
+    result = set(current)
+    for item in spec:
+        value = resolve(item[1:])
+        if item[0] == "+":
+            result.add(value)
+        else:
+            result.discard(value)
+    return sorted(result)
+
+
+def constraints_of(store: ConfigStore, op: OpInstanceCreate) -> Constraints:
+    """The placement constraints of a create opcode, names resolved and checked.
+
+    :raises ParameterError: a malformed value, an unknown aggregate name, an invalid
+        trait, or a trait both required and forbidden.
+    """
+    required = check_traits(op.required_traits, "required trait")
+    forbidden = check_traits(op.forbidden_traits, "forbidden trait")
+    both = sorted(set(required) & set(forbidden))
+    if both:
+        raise ParameterError(f"trait(s) {', '.join(both)} are both required and forbidden")
+    return Constraints(resolve_member_of(op.member_of, known_aggregates(store)),
+                       tuple(required), tuple(forbidden))
+
+
+def describe_constraints(store: ConfigStore, constraints: Constraints) -> str:
+    """The constraints for people: ``member_of !in:A,B, required trait T, ...``."""
+    label = aggregate_label(store)
+    parts = [f"member_of {value_text(v, label)}" for v in constraints.member_of]
+    parts += [f"required trait {t}" for t in constraints.required_traits]
+    parts += [f"forbidden trait {t}" for t in constraints.forbidden_traits]
+    return ", ".join(parts)
+
+
+def refuse_unmet(store: ConfigStore, node: Node, constraints: Constraints,
+                 instance_name: str) -> None:
+    """Refuse ``node`` as the primary node when it breaks a constraint.
+
+    :raises OpPrereqError: naming each broken constraint (aggregate or trait).
+    """
+    broken = violations({node.group, *node.aggregates}, set(node.traits), constraints,
+                        aggregate_label(store))
+    if broken:
+        raise OpPrereqError(
+            f"node {node.name} does not meet the placement constraints of instance "
+            f"{instance_name}: {'; '.join(broken)}", ecode="wrong_input")
+
+
+def node_resources(cluster: Cluster, live: Mapping[str, NodeLive], disk_template: str
+                   ) -> dict[str, NodeResources]:
+    """The placement view of the nodes' live data (:func:`corral.cmdlib.allocation.
+    gather_live`): CPUs, memory and the size of ``disk_template``'s storage, by node
+    name; nodes that did not answer are left out."""
+    storage = reported_storage(cluster, disk_template)
+    return {name: NodeResources.from_node_info(
+                answer.info, storage.space(answer.info)[0] if storage is not None else 0)
+            for name, answer in live.items() if answer.info is not None}
+
+
+def node_filter(store: ConfigStore, constraints: Constraints, *, vcpus: int, memory: int,
+                disk_mb: int, disk_template: str, describe: Callable[[str], str]
+                ) -> Callable[[Mapping[str, NodeLive]], list[str]]:
+    """What :func:`corral.cmdlib.allocation.run_allocators` calls with the nodes' live
+    data: the names of the nodes the placement engine allows for an instance of that
+    size under ``constraints`` (its allocation-candidates query on the cluster now).
+
+    ``describe(names)`` words the error when no node is left. The configuration is
+    read now, on the event loop; the returned function may run in a worker thread.
+    """
+    view = ClusterView.of(store)
+    storage = reported_storage(view.cluster, disk_template)
+
+    def allowed(live: Mapping[str, NodeLive]) -> list[str]:
+        placement = cluster_store(view, node_resources(view.cluster, live, disk_template))
+        # space a template's storage does not report is not placement's to judge
+        wanted = instance_resources(vcpus, memory, disk_mb if storage is not None else 0)
+        uuids = allowed_nodes(placement, wanted, constraints)
+        names = {node.uuid: node.name for node in view.nodes}
+        chosen = [names[uuid] for uuid in uuids if uuid in names and names[uuid] in live]
+        if not chosen:
+            raise OpPrereqError(describe(", ".join(sorted(live))),
+                                ecode="insufficient_resources")
+        return chosen
+
+    return allowed
+
+
+class LUClusterAddAggregate(LogicalUnit[OpClusterAddAggregate]):
+    """``OP_CLUSTER_ADD_AGGREGATE``: name a placement aggregate."""
+
+    OP_ID = "OP_CLUSTER_ADD_AGGREGATE"
+    REQ_BGL = True
+
+    def check_arguments(self) -> None:
+        """A valid name; a UUID if one is given."""
+        check_aggregate_name(self.op.aggregate_name)
+        given = self.op.aggregate_uuid
+        if given is not None and not is_uuid_like(given):
+            raise ParameterError(f"invalid aggregate UUID {given!r}: expected a UUID such as "
+                                 f"{new_uuid()}")
+
+    def check_prereq(self) -> None:
+        """Name and UUID unused (a node group's name or UUID counts as used)."""
+        store = self.master.store
+        name, given = self.op.aggregate_name, self.op.aggregate_uuid
+        aggregates = store.cluster.aggregates
+        if name in aggregates:
+            raise AlreadyExistsError(f"aggregate {name!r} already exists "
+                                     f"(UUID {aggregates[name]})")
+        group = store.find("nodegroup", name)
+        if group is not None:
+            raise AlreadyExistsError(f"{name!r} is the name of a node group, which is an "
+                                     "aggregate already; choose another name")
+        if given is not None:
+            given = given.lower()
+            taken = next((n for n, u in aggregates.items() if u == given), None)
+            if taken is not None or store.find("nodegroup", given) is not None:
+                raise AlreadyExistsError(f"aggregate UUID {given} is already named "
+                                         f"{taken or 'by a node group'}")
+        self._uuid = given or new_uuid()
+
+    async def execute(self) -> str:
+        """Record the name; the aggregate's UUID."""
+        if self.op.dry_run:
+            return self._uuid
+        async with self.master.store.transaction() as txn:
+            cluster = txn.cluster()
+            cluster.aggregates = {**cluster.aggregates, self.op.aggregate_name: self._uuid}
+            txn.update(cluster)
+        self.feedback(f"Added aggregate {self.op.aggregate_name} ({self._uuid})")
+        return self._uuid
+
+
+class LUClusterRemoveAggregate(LogicalUnit[OpClusterRemoveAggregate]):
+    """``OP_CLUSTER_REMOVE_AGGREGATE``: forget a named aggregate no node is in."""
+
+    OP_ID = "OP_CLUSTER_REMOVE_AGGREGATE"
+    REQ_BGL = True
+
+    def check_prereq(self) -> None:
+        """The aggregate exists and is empty."""
+        store = self.master.store
+        name = self.op.aggregate_name
+        uuid = store.cluster.aggregates.get(name)
+        if uuid is None:
+            known = ", ".join(sorted(store.cluster.aggregates)) or "none"
+            raise NotFoundError(f"aggregate {name!r} does not exist (aggregates: {known})")
+        members = sorted(n.name for n in store.all("node") if uuid in n.aggregates)
+        if members:
+            raise OpPrereqError(
+                f"aggregate {name} still has nodes: {', '.join(members)}; take them out "
+                f"first (gnt-node modify --aggregates -{name} NODE)", ecode="wrong_state")
+
+    async def execute(self) -> None:
+        """Drop the name."""
+        if self.op.dry_run:
+            return None
+        async with self.master.store.transaction() as txn:
+            cluster = txn.cluster()
+            cluster.aggregates = {k: v for k, v in cluster.aggregates.items()
+                                  if k != self.op.aggregate_name}
+            txn.update(cluster)
+        self.feedback(f"Removed aggregate {self.op.aggregate_name}")
+        return None
+
+
+#: The logical units of this area.
+UNITS: tuple[type[LogicalUnit[Any]], ...] = (LUClusterAddAggregate, LUClusterRemoveAggregate)

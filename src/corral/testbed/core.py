@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,11 +173,30 @@ def _point_at(testbed: Testbed, master: TestbedNode) -> None:
     testbed.rapi["ca"] = str(Paths(Path(master.root)).rapi_cert)
 
 
-def _free_port(host: str, kind: int) -> int:
+def _free_port(hosts: Sequence[str], kind: int, taken: Collection[int] = (),
+               attempts: int = 50) -> int:
+    """A port of ``kind`` free on every one of ``hosts`` that can be bound from here
+    (the first must be), and not in ``taken``: every node's daemon listens on the
+    testbed's one port at its own address, and other testbeds on this machine use
+    the same loopback addresses."""
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.bind((hosts[0], 0))
+            port: int = sock.getsockname()[1]
+        if port not in taken and all(_bindable(host, port, kind) for host in hosts[1:]):
+            return port
+    raise DaemonError(f"no port free on all of {', '.join(hosts)} in {attempts} tries")
+
+
+def _bindable(host: str, port: int, kind: int) -> bool:
+    """Whether ``port`` is free at ``host`` (an address not on this machine's own
+    interfaces, such as one inside a network namespace, is not checked)."""
     with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            return err.errno == errno.EADDRNOTAVAIL
+    return True
 
 
 def _save(testbed: Testbed) -> None:
@@ -243,13 +263,12 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         for i in range(1, nodes + 1)
     ]
     master = members[0]
-    ports = {
-        "noded": _free_port(master.ip, socket.SOCK_STREAM),
-        "rapi": _free_port(master.ip, socket.SOCK_STREAM),
-        "confd": _free_port(master.ip, socket.SOCK_DGRAM),
-        "mond": _free_port(master.ip, socket.SOCK_STREAM),
-        "metrics": _free_port(master.ip, socket.SOCK_STREAM),
-    }
+    hosts = [member.ip for member in members]
+    ports: dict[str, int] = {}
+    for service, kind in (("noded", socket.SOCK_STREAM), ("rapi", socket.SOCK_STREAM),
+                          ("confd", socket.SOCK_DGRAM), ("mond", socket.SOCK_STREAM),
+                          ("metrics", socket.SOCK_STREAM)):
+        ports[service] = _free_port(hosts, kind, taken=ports.values())
     shared = directory / "shared-file-storage"
     shared.mkdir(exist_ok=True)
     for member in members:

@@ -24,8 +24,10 @@ verifies it and the credentials of the write user ``admin``::
 
 A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
 root) belongs to it too: :func:`down` finds it through the node's locked pid file.
-Ports are chosen free and recorded, so several testbeds can run side by side with
-other services.
+Ports are chosen free at every node's address and recorded, so several testbeds can
+run side by side with other services. ``up`` starts two nodes' daemons at a time and
+``down`` stops the nodes side by side (a daemon's start is mostly Python importing
+its modules, one core's work).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from corral.paths import Paths
+from corral.testbed import core as testbed_core
 from corral.utils import loopcheck
 from corral.utils.process import running_pid
 
@@ -145,14 +146,19 @@ def run_testbed(*args: str) -> subprocess.CompletedProcess[str]:
 @contextlib.contextmanager
 def running_testbed(directory: Path) -> Iterator[TestbedHandle]:
     """A 3-node testbed brought up in ``directory``; brought down afterwards, even on
-    failure, with a check that none of its daemons is left."""
+    failure, with a check that none of its daemons is left.
+
+    It calls what ``python -m corral.testbed up`` and ``down`` call, in this process:
+    a new interpreter importing the testbed's modules twice per testbed cost more
+    than a second, and the commands themselves are tested on their own."""
     try:
-        proc = run_testbed("up", "--nodes", "3", "--dir", str(directory))
-        assert proc.returncode == 0, proc.stderr
+        testbed_core.up(directory, 3)
         yield TestbedHandle(directory, json.loads((directory / "testbed.json").read_text()))
     finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+        try:
+            testbed_core.down(directory)
+        finally:
+            assert_no_daemons(directory)
 
 
 @pytest.fixture

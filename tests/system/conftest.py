@@ -38,8 +38,9 @@ import pytest
 
 from corral.hypervisor.kvm.runtime import InstanceRuntime
 from corral.paths import Paths
+from corral.testbed import core as testbed_core
 from corral.testbed import guest as tiny_guest
-from tests.conftest import TestbedHandle, assert_no_daemons, run_testbed
+from tests.conftest import TestbedHandle, assert_no_daemons
 
 
 @pytest.fixture(scope="session")
@@ -226,15 +227,17 @@ def kvm_testbed(tmp_path_factory: pytest.TempPathFactory,
         pytest.fail("qemu-system-x86_64 is missing: run 'make sysdeps'")
     directory = tmp_path_factory.mktemp("kvm") / "tb"
     guest_dir = guest.kernel.parent
-    proc = run_testbed("up", "--nodes", "2", "--dir", str(directory),
-                       "--hypervisors", "kvm,fake", "--tiny-guest", str(guest_dir))
+    # What 'python -m corral.testbed up/down' call, in this process (as
+    # tests.conftest.running_testbed does); the commands are tested on their own.
     try:
-        assert proc.returncode == 0, proc.stderr
+        testbed_core.up(directory, 2, hypervisors=["kvm", "fake"], tiny_guest=guest_dir)
         state = json.loads((directory / "testbed.json").read_text())
         yield KvmTestbed(directory, state, guest)
     finally:
-        run_testbed("down", "--dir", str(directory))
-        assert_no_daemons(directory)
+        try:
+            testbed_core.down(directory)
+        finally:
+            assert_no_daemons(directory)
         leftovers = [
             path for node in directory.glob("node*")
             for path in (Paths(node).hypervisor_state_dir / "kvm").glob("[!.]*")

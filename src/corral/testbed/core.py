@@ -24,20 +24,24 @@ verifies it and the credentials of the write user ``admin``::
 
 A daemon restarted inside the testbed (with ``corral-daemons start`` under a node's
 root) belongs to it too: :func:`down` finds it through the node's locked pid file.
-Ports are chosen free and recorded, so several testbeds can run side by side with
-other services.
+Ports are chosen free at every node's address and recorded, so several testbeds can
+run side by side with other services. ``up`` starts two nodes' daemons at a time and
+``down`` stops the nodes side by side (a daemon's start is mostly Python importing
+its modules, one core's work).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,11 +175,30 @@ def _point_at(testbed: Testbed, master: TestbedNode) -> None:
     testbed.rapi["ca"] = str(Paths(Path(master.root)).rapi_cert)
 
 
-def _free_port(host: str, kind: int) -> int:
+def _free_port(hosts: Sequence[str], kind: int, taken: Collection[int] = (),
+               attempts: int = 50) -> int:
+    """A port of ``kind`` free on every one of ``hosts`` that can be bound from here
+    (the first must be), and not in ``taken``: every node's daemon listens on the
+    testbed's one port at its own address, and other testbeds on this machine use
+    the same loopback addresses."""
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.bind((hosts[0], 0))
+            port: int = sock.getsockname()[1]
+        if port not in taken and all(_bindable(host, port, kind) for host in hosts[1:]):
+            return port
+    raise DaemonError(f"no port free on all of {', '.join(hosts)} in {attempts} tries")
+
+
+def _bindable(host: str, port: int, kind: int) -> bool:
+    """Whether ``port`` is free at ``host`` (an address not on this machine's own
+    interfaces, such as one inside a network namespace, is not checked)."""
     with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            return err.errno == errno.EADDRNOTAVAIL
+    return True
 
 
 def _save(testbed: Testbed) -> None:
@@ -245,13 +268,12 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
         for i in range(1, nodes + 1)
     ]
     master = members[0]
-    ports = {
-        "noded": _free_port(master.ip, socket.SOCK_STREAM),
-        "rapi": _free_port(master.ip, socket.SOCK_STREAM),
-        "confd": _free_port(master.ip, socket.SOCK_DGRAM),
-        "mond": _free_port(master.ip, socket.SOCK_STREAM),
-        "metrics": _free_port(master.ip, socket.SOCK_STREAM),
-    }
+    hosts = [member.ip for member in members]
+    ports: dict[str, int] = {}
+    for service, kind in (("noded", socket.SOCK_STREAM), ("rapi", socket.SOCK_STREAM),
+                          ("confd", socket.SOCK_DGRAM), ("mond", socket.SOCK_STREAM),
+                          ("metrics", socket.SOCK_STREAM)):
+        ports[service] = _free_port(hosts, kind, taken=ports.values())
     shared = directory / "shared-file-storage"
     shared.mkdir(exist_ok=True)
     for member in members:
@@ -279,15 +301,33 @@ def up(directory: Path, nodes: int = 3, *, hypervisors: Sequence[str] = ("fake",
     )
     _save(testbed)
     try:
-        for member in members:
-            member.daemons = daemons.start(Paths(Path(member.root)),
-                                           launcher=member.launcher)
+        _start_daemons(members)
         _join(paths, members[1:])
         for member in members[1:]:
             _wait_for_confd(member)
     finally:
         _save(testbed)
     return testbed
+
+
+#: How many nodes start their daemons at once (:func:`_start_daemons`).
+START_WORKERS = 2
+
+
+def _start_daemons(members: Sequence[TestbedNode]) -> None:
+    """Start every node's daemons, recording their pids: each node's in their usual
+    order, two nodes at a time (a daemon's start is mostly Python importing its modules,
+    one core's work, and the nodes of a testbed that joins no cluster yet do not depend
+    on one another). The master goes first; an error is raised once every node's start
+    has ended, so what did start is recorded for :func:`down`."""
+    def start(member: TestbedNode) -> None:
+        member.daemons = daemons.start(Paths(Path(member.root)), launcher=member.launcher)
+
+    with ThreadPoolExecutor(max_workers=START_WORKERS,
+                            thread_name_prefix="testbed-start") as pool:
+        futures = [pool.submit(start, member) for member in members]
+    for future in futures:
+        future.result()
 
 
 def _kvm_params(tiny_guest: Path | None) -> dict[str, dict[str, Any]]:
@@ -442,16 +482,25 @@ def down(directory: Path) -> list[str]:
     testbed = load(directory.resolve())
     if testbed is None:
         return []
-    stopped = []
-    for node in testbed.nodes:
-        paths = Paths(Path(node.root))
-        guests = asyncio.run(KvmHypervisor(paths).stop_all())
-        stopped += [f"kvm guest {name} on {node.name}" for name in guests]
-        for daemon in daemons.DAEMONS:
-            pid = stop_daemon(paths.pid_file(daemon.name))
-            if pid is not None:
-                stopped.append(f"corral-{daemon.name} on {node.name} (pid {pid})")
-        node.daemons.clear()
+    # The nodes stop side by side (each waits mostly for its processes to exit), each
+    # node its guests first and then its daemons in their usual order.
+    with ThreadPoolExecutor(max_workers=len(testbed.nodes),
+                            thread_name_prefix="testbed-down") as pool:
+        per_node = list(pool.map(_stop_node, testbed.nodes))
+    stopped = [line for lines in per_node for line in lines]
     with contextlib.suppress(FileNotFoundError):
         _save(testbed)
+    return stopped
+
+
+def _stop_node(node: TestbedNode) -> list[str]:
+    """Stop one node's kvm guests and then its daemons; return what was stopped."""
+    paths = Paths(Path(node.root))
+    guests = asyncio.run(KvmHypervisor(paths).stop_all())
+    stopped = [f"kvm guest {name} on {node.name}" for name in guests]
+    for daemon in daemons.DAEMONS:
+        pid = stop_daemon(paths.pid_file(daemon.name))
+        if pid is not None:
+            stopped.append(f"corral-{daemon.name} on {node.name} (pid {pid})")
+    node.daemons.clear()
     return stopped

@@ -42,6 +42,9 @@ LABELS: dict[str, str] = {
     "instance": "instance",
     "network": "network",
     "filter": "filter",
+    "placement_provider": "placement resource provider",
+    "placement_consumer": "placement consumer",
+    "placement_name": "placement custom name",
 }
 
 #: Kinds whose ``name`` is required, non-empty and unique; ``get`` accepts it as key.

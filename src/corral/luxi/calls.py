@@ -34,6 +34,7 @@ __all__ = [
     "DeleteFilter",
     "JobId",
     "LuxiArgs",
+    "Placement",
     "PrepareMasterHandover",
     "Query",
     "QueryClusterInfo",
@@ -215,13 +216,29 @@ class PrepareMasterHandover(LuxiArgs):
     wait: Seconds
 
 
+class Placement(LuxiArgs):
+    """``Placement(method, path, query, version_header, content_type, body, user,
+    read_only, prefix)``: corral's own; one call of the ``/placement/`` REST API,
+    forwarded by the RAPI daemon (answers ``{"status", "headers", "body"}``)."""
+
+    method: Annotated[str, Meta(pattern=r"^[A-Z]+$")]
+    path: str
+    query: str = ""
+    version_header: str | None = None
+    content_type: str | None = None
+    body: str = ""
+    user: str | None = None
+    read_only: bool = True
+    prefix: str = "/placement"
+
+
 #: Every luxi method the master daemon answers, by name, with its arguments' type.
 CALLS: Final[dict[str, type[LuxiArgs]]] = {
     cls.__name__: cls for cls in (
         QueryClusterInfo, QueryConfigValues, QueryTags, SubmitJob, SubmitManyJobs,
         WaitForJobChange, CancelJob, ArchiveJob, AutoArchiveJobs, ChangeJobPriority,
         QueryJobs, Query, QueryFields, QueryFilters, ReplaceFilter, DeleteFilter,
-        SetDrainFlag, SetWatcherPause, PrepareMasterHandover,
+        SetDrainFlag, SetWatcherPause, PrepareMasterHandover, Placement,
     )
 }
 

@@ -122,6 +122,7 @@ class MasterMethods:
             "SetDrainFlag": self.set_drain_flag,
             "SetWatcherPause": self.set_watcher_pause,
             HANDOVER_METHOD: self.prepare_handover,
+            "Placement": self.placement,
         }
         assert self._methods.keys() == calls.CALLS.keys(), "every luxi method has its types"
 
@@ -414,6 +415,13 @@ class MasterMethods:
                 + "; ".join(failed) + "); run the command again once they answer")
         log.info("watcher %s", f"paused until {args.until:.0f}" if args.until else "unpaused")
         return args.until
+
+    # -- placement ----------------------------------------------------------------------
+
+    async def placement(self, args: calls.Placement) -> dict[str, Any]:
+        """``Placement(...)``: one ``/placement/`` REST request (see
+        :mod:`corral.masterd.placement`)."""
+        return await self.state.placement.call(args)
 
     # -- master failover ----------------------------------------------------------------
 

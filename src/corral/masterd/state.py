@@ -17,6 +17,7 @@ from corral.config import ConfigStore
 from corral.jobs import Decider, Handover, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
+from corral.masterd.placement import PlacementService
 from corral.masterd.replication import ConfigReplicator, JobReplicator, Replicator
 from corral.objects import Cluster
 from corral.paths import Paths
@@ -64,6 +65,8 @@ class MasterState:
             decider=self._decider(),
         )
         self.context.submit_jobs = self.queue.submit_many
+        #: The ``/placement/`` API's engine, built from its configuration rows.
+        self.placement = PlacementService(store)
 
     @classmethod
     def open(cls, paths: Paths, store: ConfigStore) -> MasterState:

@@ -37,8 +37,12 @@ __all__ = [
     "NicMode",
     "Node",
     "NodeGroup",
+    "PlacementConsumer",
+    "PlacementName",
+    "PlacementProvider",
     "default_cluster_params",
     "new_uuid",
+    "placement_name_uuid",
 ]
 
 AdminState = Literal["up", "down", "offline"]
@@ -205,6 +209,52 @@ class FilterRule(ConfigObject, kw_only=True):
     reason_trail: list[list[Any]] = msgspec.field(default_factory=list)
 
 
+class PlacementProvider(ConfigObject, kw_only=True):
+    """A placement resource provider as saved (``/placement/``, docs/placement.md): the
+    master daemon's placement engine is rebuilt from these rows at start."""
+
+    KIND: ClassVar[str] = "placement_provider"
+
+    name: str
+    parent_uuid: str | None = None
+    generation: int = 0
+    #: Resource class -> the inventory's fields (``total``, ``reserved``, ...).
+    inventories: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    traits: list[str] = msgspec.field(default_factory=list)
+    aggregates: list[str] = msgspec.field(default_factory=list)
+    #: Creation order among providers (candidates are listed in it).
+    order: int = 0
+
+
+class PlacementConsumer(ConfigObject, kw_only=True):
+    """A placement consumer (what holds allocations) as saved; ``uuid`` is the
+    consumer's."""
+
+    KIND: ClassVar[str] = "placement_consumer"
+
+    project_id: str
+    user_id: str
+    consumer_type: str = "UNKNOWN"
+    generation: int = 1
+    #: Provider uuid -> resource class -> amount.
+    allocations: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
+
+
+class PlacementName(ConfigObject, kw_only=True):
+    """A custom placement resource class or trait; its ``uuid`` is derived from
+    ``kind`` and ``name`` (:func:`placement_name_uuid`)."""
+
+    KIND: ClassVar[str] = "placement_name"
+
+    kind: Literal["resource_class", "trait"]
+    name: str
+
+
+def placement_name_uuid(kind: str, name: str) -> str:
+    """The uuid of the :class:`PlacementName` row of custom ``kind`` ``name``."""
+    return str(_uuid.uuid5(_uuid.NAMESPACE_URL, f"corral:placement:{kind}:{name}"))
+
+
 #: The disk templates a new cluster enables.
 DEFAULT_DISK_TEMPLATES = ("file", "sharedfile", "diskless")
 
@@ -293,4 +343,7 @@ KINDS: dict[str, type[ConfigObject]] = {
     "network": Network,
     "instance": Instance,
     "filter": FilterRule,
+    "placement_provider": PlacementProvider,
+    "placement_consumer": PlacementConsumer,
+    "placement_name": PlacementName,
 }

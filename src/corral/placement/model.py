@@ -650,3 +650,31 @@ class PlacementStore:
                 for rc, amount in resources.items():
                     out[rc] = out.get(rc, 0) + amount
         return out
+
+    def consumers(self) -> list[Consumer]:
+        """Every consumer that holds something."""
+        return list(self._consumers.values())
+
+    # ----- loading a saved state -----
+
+    def restore_provider(self, rp_uuid: str, name: str, parent_uuid: str | None,
+                         generation: int, inventories: Mapping[str, Inventory],
+                         traits: Iterable[str], aggregates: Iterable[str]) -> None:
+        """Put back a provider as it was saved (its parent first), generation included;
+        custom classes and traits it names must have been restored before."""
+        self.create_provider(name, rp_uuid, parent_uuid)
+        self.set_inventories(rp_uuid, None, inventories)
+        self.set_provider_traits(rp_uuid, None, traits)
+        self.set_provider_aggregates(rp_uuid, None, aggregates)
+        self._by_uuid[rp_uuid].generation = generation
+
+    def restore_consumer(self, consumer: Consumer) -> None:
+        """Put back a saved consumer with its generation; the providers' generations
+        are left as they were restored (they already count its allocations)."""
+        saved = {rp: self._by_uuid[rp].generation for rp in consumer.allocations}
+        self.set_allocations(consumer.uuid, consumer.allocations, consumer_generation=None,
+                             project_id=consumer.project_id, user_id=consumer.user_id,
+                             consumer_type=consumer.consumer_type)
+        self._consumers[consumer.uuid].generation = consumer.generation
+        for rp_uuid, generation in saved.items():
+            self._by_uuid[rp_uuid].generation = generation

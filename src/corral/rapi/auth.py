@@ -31,6 +31,7 @@ from corral.rapi.users import (
     RAPI_REALM,
     RapiUser,
     check_rapi_password,
+    check_token,
     parse_rapi_users_file,
 )
 
@@ -72,6 +73,14 @@ class Users:
     def get(self, name: str) -> RapiUser | None:
         """The user called ``name``, if there is one."""
         return self._users.get(name)
+
+    def by_token(self, token: str) -> RapiUser | None:
+        """The user whose ``placement-token=`` option matches ``token``
+        (:func:`corral.rapi.users.check_token`), if there is one."""
+        for user in self._users.values():
+            if check_token(user, token):
+                return user
+        return None
 
     def __len__(self) -> int:
         return len(self._users)

@@ -48,13 +48,19 @@ class LuxiPool:
         self._idle: list[AsyncClient] = []
         self._closed = False
 
-    async def call(self, method: str, *args: Any) -> Any:
-        """Call ``method`` on the master daemon and return its result (or raise its error)."""
+    async def call(self, method: str, *args: Any, read_only: bool | None = None) -> Any:
+        """Call ``method`` on the master daemon and return its result (or raise its error).
+
+        ``read_only`` says whether this call changes nothing (so may be repeated);
+        by default, whether ``method`` is in :data:`READ_ONLY_METHODS`.
+        """
         reused = bool(self._idle)
+        if read_only is None:
+            read_only = method in READ_ONLY_METHODS
         try:
             return await self._call_once(method, args)
         except (ProtocolError, MasterUnreachableError):
-            if not (reused and method in READ_ONLY_METHODS):
+            if not (reused and read_only):
                 raise
             log.info("luxi connection lost; retrying %s on a new connection", method)
             return await self._call_once(method, args)

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from corral import __version__, serializer
 from corral.errors import CorralError, ParameterError, unexpected
+from corral.rapi import placement
 from corral.rapi.auth import Users, authorize
 from corral.rapi.errors import HttpError, error_body
 from corral.rapi.luxi_pool import LuxiPool
@@ -49,6 +50,9 @@ __all__ = ["BODY_TIMEOUT", "IGNORED_BODY_HEADER", "JSON", "MAX_BODY", "Dispatche
            "build_app", "error_response"]
 
 log = logging.getLogger(__name__)
+
+#: Paths below this go to OpenStack Placement's API (:mod:`corral.rapi.placement`).
+PLACEMENT: Final = placement.PREFIX
 
 #: The one media type RAPI speaks.
 JSON: Final = "application/json"
@@ -101,6 +105,8 @@ class Dispatcher:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """Answer one request (every path and method comes here)."""
+        if request.path == PLACEMENT or request.path.startswith(PLACEMENT + "/"):
+            return await placement.forward(request, self.luxi, self.users)
         try:
             result = await self._answer(request)
         except HttpError as err:

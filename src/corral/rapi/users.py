@@ -7,7 +7,13 @@ writes can be read by Ganeti's tools::
     <user> <password> [<option>[,<option>...]]
 
 Options are ``read`` and ``write`` (a user without options may only read public
-resources). The password is either plain text or ``{HA1}`` followed by the hex MD5 of
+resources), and ``placement-token={SHA256}<hex>``: the SHA-256 of a token that
+authenticates the user on ``/placement/`` with the ``X-Auth-Token`` header (as
+OpenStack clients send it), with the user's rights; :func:`placement_token_option`
+makes one and ``python -m corral.rapi.tokens`` adds one to the file. Ganeti ignores
+options it does not know, so the file stays readable by its tools.
+
+The password is either plain text or ``{HA1}`` followed by the hex MD5 of
 ``user:Ganeti Remote API:password`` — the ``H(A1)`` of RFC 2617 with the realm the
 RAPI daemon announces — so the file never holds the password itself. corral writes
 ``{HA1}`` entries; it reads both kinds (``{CLEARTEXT}`` or no scheme is plain text).
@@ -23,13 +29,16 @@ from dataclasses import dataclass
 from corral.errors import ParameterError
 
 __all__ = [
+    "PLACEMENT_TOKEN_OPTION",
     "RAPI_ACCESS_READ",
     "RAPI_ACCESS_WRITE",
     "RAPI_REALM",
     "RapiUser",
     "check_rapi_password",
+    "check_token",
     "generate_rapi_users_file",
     "parse_rapi_users_file",
+    "placement_token_option",
     "rapi_ha1",
 ]
 
@@ -40,6 +49,9 @@ RAPI_ACCESS_WRITE = "write"
 #: Option granting read access to protected resources.
 RAPI_ACCESS_READ = "read"
 
+#: Prefix of the option holding a ``/placement/`` token's hash.
+PLACEMENT_TOKEN_OPTION = "placement-token="
+_SHA256 = "{SHA256}"
 _HA1 = "{HA1}"
 _CLEARTEXT = "{CLEARTEXT}"
 
@@ -134,3 +146,26 @@ def check_rapi_password(entry: RapiUser, password: str, realm: str = RAPI_REALM)
         actual = rapi_ha1(entry.name, password, realm)
         return hmac.compare_digest(expected.lower().encode(), actual.encode())
     return False
+
+
+def placement_token_option(token: str) -> str:
+    """The users-file option that lets ``token`` authenticate its user."""
+    if not token or any(c.isspace() or c == "," for c in token):
+        raise ParameterError("a placement token must be non-empty, without whitespace "
+                             "or commas")
+    return PLACEMENT_TOKEN_OPTION + _SHA256 + hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_token(entry: RapiUser, token: str) -> bool:
+    """Whether ``token`` is one of ``entry``'s placement tokens (constant-time)."""
+    wanted = hashlib.sha256(token.encode()).hexdigest().encode()
+    found = False
+    for option in entry.options:
+        if not option.startswith(PLACEMENT_TOKEN_OPTION):
+            continue
+        stored = option[len(PLACEMENT_TOKEN_OPTION):]
+        if stored.upper().startswith(_SHA256):
+            found |= hmac.compare_digest(stored[len(_SHA256):].lower().encode(), wanted)
+        else:
+            found |= hmac.compare_digest(stored.encode(), token.encode())
+    return found

@@ -46,6 +46,8 @@ class PlacementClient:
     url: str
     headers: dict[str, str] = field(default_factory=dict)
     verify: bool = True
+    #: The CA certificate file to verify an HTTPS server with (else the system's).
+    ca: str | None = None
     _pool: urllib3.PoolManager | None = None
 
     def call(self, method: str, path: str, body: Any = None, *, version: str = "1.39",
@@ -54,7 +56,7 @@ class PlacementClient:
         if self._pool is None:
             self._pool = urllib3.PoolManager(
                 cert_reqs="CERT_REQUIRED" if self.verify else "CERT_NONE",
-                retries=False, timeout=urllib3.Timeout(30.0))
+                ca_certs=self.ca, retries=False, timeout=urllib3.Timeout(30.0))
             if not self.verify:
                 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         headers = {"accept": "application/json", "x-auth-token": "admin",
@@ -98,8 +100,7 @@ class PlacementClient:
                       **fields: float) -> None:
         """One inventory record; ``max_unit`` defaults to ``total`` as in the original."""
         self.ensure_resource_class(resource_class)
-        body: dict[str, Any] = {"resource_provider_generation": self.generation(rp_uuid),
-                                "resource_class": resource_class, "total": total,
+        body: dict[str, Any] = {"resource_class": resource_class, "total": total,
                                 "max_unit": total, **fields}
         self.call("POST", f"/resource_providers/{rp_uuid}/inventories", body)
 

@@ -9,6 +9,12 @@ server.
 
     .venv/bin/python -m tests.placement_gabbi.runner --url http://127.0.0.1:8778 [FILE...]
     .venv/bin/python -m tests.placement_gabbi.runner --reference          # Placement itself
+    .venv/bin/python -m tests.placement_gabbi.runner --testbed DIR        # corral's testbed
+
+With ``--testbed`` (and in the pytest entry) the tokens the YAML sends are given to
+users of the master's RAPI users file for the run (:func:`corral_tokens`): ``admin`` and
+``admin:admin`` to a user with ``write``, ``user`` to one without rights, which is what
+they are under Placement's ``noauth2`` and default policy.
 
 Without files it runs :data:`CHOSEN`. It prints one line per file (passed, failed,
 skipped tests) and, with ``-v``, each failure.
@@ -18,10 +24,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
+import json
 import os
+import secrets
+import signal
 import subprocess
 import sys
+import time
 import types
 import unittest
 import urllib.parse
@@ -29,13 +40,21 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
-from gabbi import handlers, suitemaker, utils
+import ply.yacc
+from gabbi import handlers, httpclient, json_parser, suitemaker, utils
 
+from corral.paths import Paths
+from corral.rapi.users import placement_token_option
 from corral.testbed.placement_ref import PLACEMENT_REQUIREMENT, cache_dir
+from corral.utils.process import running_pid
 from tests.placement_gabbi import fixtures
+from tests.placement_gabbi.fixtures import PlacementClient
 
-__all__ = ["CHOSEN", "LEFT_OUT", "FileResult", "gabbits_dir", "run_file", "run_files"]
+__all__ = ["CHOSEN", "LEFT_OUT", "FileResult", "corral_tokens", "gabbits_dir", "run_file",
+           "run_files"]
 
 #: The files the runner runs by default: those of the features corral's /placement/
 #: serves (providers, inventories, traits, aggregates, resource classes, allocations,
@@ -113,6 +132,38 @@ LEFT_OUT: Mapping[str, str] = {
 }
 
 
+# gabbi parses each JSONPath of a response check with jsonpath_rw, which rebuilds its
+# PLY parser tables on every parse (ply.yacc.yacc with write_tables=0): 0.05-0.1 s per
+# check, most of a file's run time. While a file runs, the tables are built once per
+# grammar object (gabbi keeps one parser object), and a parsed expression, which
+# evaluating does not change, is kept per string.
+json_parser.parse = functools.lru_cache(maxsize=4096)(json_parser.parse)
+_YACC = ply.yacc.yacc
+
+
+@functools.cache
+def _yacc_once(module: object, start: str) -> Any:
+    return _YACC(module=module, start=start, debug=False, write_tables=0,
+                 errorlog=ply.yacc.NullLogger())
+
+
+def _cached_yacc(*args: Any, **kwargs: Any) -> Any:
+    if args or "module" not in kwargs or "start" not in kwargs:
+        return _YACC(*args, **kwargs)
+    return _yacc_once(kwargs["module"], kwargs["start"])
+
+
+@contextlib.contextmanager
+def _fast_gabbi(ca: str | None) -> Iterator[None]:
+    """PLY tables built once; gabbi's HTTPS checks against ``ca`` (a one-certificate
+    file) rather than loading certifi's whole bundle for every test's connection."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(ply.yacc, "yacc", _cached_yacc))
+        if ca is not None:
+            stack.enter_context(mock.patch.object(httpclient.certifi, "where", lambda: ca))
+        yield
+
+
 def _wheel_dir() -> Path:
     return cache_dir() / "wheel"
 
@@ -149,6 +200,7 @@ class FileResult:
     failed: int = 0
     skipped: int = 0
     expected_failures: int = 0
+    seconds: float = 0.0
     failures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -161,7 +213,7 @@ class FileResult:
         status = "PASS" if self.ok else "FAIL"
         extra = f", {self.expected_failures} xfail" if self.expected_failures else ""
         return (f"{status} {self.name}: {self.passed} passed, {self.failed} failed, "
-                f"{self.skipped} skipped{extra}")
+                f"{self.skipped} skipped{extra} ({self.seconds:.1f} s)")
 
 
 class _Result(unittest.TestResult):
@@ -204,9 +256,10 @@ def _environment() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def run_file(path: Path, client: fixtures.PlacementClient) -> FileResult:
+def run_file(path: Path, client: PlacementClient) -> FileResult:
     """Run one gabbi file against ``client``'s server."""
     result = FileResult(path.name)
+    started = time.monotonic()
     url = urllib.parse.urlsplit(client.url)
     port = url.port or (443 if url.scheme == "https" else 80)
     with path.open() as handle:
@@ -214,7 +267,7 @@ def run_file(path: Path, client: fixtures.PlacementClient) -> FileResult:
     defaults = data.setdefault("defaults", {})
     if url.scheme == "https":
         defaults["ssl"] = True
-        defaults["cert_validate"] = client.verify
+        defaults["cert_validate"] = client.verify or client.ca is not None
     # Extra headers (e.g. corral's HTTP basic credentials) come first, so that a
     # test's own headers (a missing or different x-auth-token) still win.
     if client.headers:
@@ -223,7 +276,7 @@ def run_file(path: Path, client: fixtures.PlacementClient) -> FileResult:
     fixtures.configure(client)
     module = types.SimpleNamespace(**fixtures.FIXTURES)
     handler_objects = [handler() for handler in handlers.RESPONSE_HANDLERS]
-    with _environment():
+    with _environment(), _fast_gabbi(client.ca):
         suite = suitemaker.test_suite_from_dict(
             unittest.defaultTestLoader, path.stem.replace("-", "_").replace(".", "_"),
             data, str(path.parent), url.hostname, port, module, None,
@@ -231,10 +284,11 @@ def run_file(path: Path, client: fixtures.PlacementClient) -> FileResult:
             test_loader_name="placement_gabbi")
         with contextlib.redirect_stdout(io.StringIO()):
             suite.run(_Result(result))
+    result.seconds = time.monotonic() - started
     return result
 
 
-def run_files(names: Sequence[str], client: fixtures.PlacementClient,
+def run_files(names: Sequence[str], client: PlacementClient,
               out: io.TextIOBase | None = None, verbose: bool = False) -> list[FileResult]:
     """Run the named files of the wheel in turn, printing a line per file to ``out``."""
     directory = gabbits_dir()
@@ -251,6 +305,44 @@ def run_files(names: Sequence[str], client: fixtures.PlacementClient,
     return results
 
 
+@contextlib.contextmanager
+def corral_tokens(testbed_dir: Path) -> Iterator[PlacementClient]:
+    """For the testbed in ``testbed_dir``: its /placement/ client, the YAML's tokens
+    valid meanwhile (users added to the master's users file, which is put back after)."""
+    state = json.loads((testbed_dir / "testbed.json").read_text())
+    paths = Paths(Path(state["env"]["CORRAL_ROOT"]))
+    users = paths.rapi_users
+    saved = users.read_text()
+    admin_options = ",".join(["write", placement_token_option("admin"),
+                              placement_token_option("admin:admin")])
+    lines = [f"gabbi-admin {secrets.token_hex(16)} {admin_options}",
+             f"gabbi-user {secrets.token_hex(16)} {placement_token_option('user')}"]
+
+    def reread() -> None:
+        pid = running_pid(paths.pid_file("rapi"))
+        if pid is None:
+            raise fixtures.FixtureError("the testbed's RAPI daemon is not running")
+        os.kill(pid, signal.SIGHUP)
+
+    client = PlacementClient(state["rapi"]["url"] + "/placement", ca=state["rapi"]["ca"])
+    try:
+        users.write_text(saved.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+        reread()
+        deadline = time.monotonic() + 30
+        while True:  # the daemon reads the file when it handles the signal
+            try:
+                client.call("GET", "/resource_providers")
+                break
+            except fixtures.FixtureError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield client
+    finally:
+        users.write_text(saved)
+        reread()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -259,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "https://127.0.1.1:5080/placement")
     target.add_argument("--reference", action="store_true",
                         help="start OpenStack Placement 16 locally and run against it")
+    target.add_argument("--testbed", type=Path,
+                        help="a running corral testbed's directory")
     parser.add_argument("--header", action="append", default=[],
                         help="NAME:VALUE sent with every request (e.g. authorization)")
     parser.add_argument("--insecure", action="store_true",
@@ -269,13 +363,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     headers = dict(h.split(":", 1) for h in args.header)
     names = args.files or list(CHOSEN)
     with contextlib.ExitStack() as stack:
-        if args.reference:
-            from corral.testbed.placement_ref import ReferencePlacement, ensure_installed
-            ensure_installed()
-            url = stack.enter_context(ReferencePlacement()).url
+        if args.testbed:
+            client = stack.enter_context(corral_tokens(args.testbed))
+            client.headers.update(headers)
         else:
-            url = args.url
-        client = fixtures.PlacementClient(url, headers, verify=not args.insecure)
+            if args.reference:
+                from corral.testbed.placement_ref import ReferencePlacement, ensure_installed
+                ensure_installed()
+                url = stack.enter_context(ReferencePlacement()).url
+            else:
+                url = args.url
+            client = PlacementClient(url, headers, verify=not args.insecure)
         results = run_files(names, client, sys.stdout, args.verbose)  # type: ignore[arg-type]
     passed = [r.name for r in results if r.ok]
     print(f"{len(passed)}/{len(results)} files pass")

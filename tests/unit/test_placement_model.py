@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from corral.errors import (
@@ -111,11 +113,75 @@ def test_rename_and_reparent() -> None:
     assert caught.value.placement_code == "placement.duplicate_name"
     with pytest.raises(PlacementError, match="loop"):
         store.update_provider(CN, "cn", parent_uuid=NUMA)
+    before = store.provider(CN).generation
     moved = store.update_provider(CN, "cn-renamed", parent_uuid=other.uuid)
-    assert (moved.name, moved.root_uuid, moved.generation) == ("cn-renamed", other.uuid, 1)
+    # Placement does not move a provider to a new generation for a rename or a move.
+    assert (moved.name, moved.root_uuid, moved.generation) == ("cn-renamed", other.uuid,
+                                                               before)
     assert store.provider(NUMA).root_uuid == other.uuid
     with pytest.raises(PlacementError, match="re-parenting"):
         store.update_provider(NUMA, "numa", parent_uuid=other.uuid)
+    with pytest.raises(PlacementError, match="un-parenting"):
+        store.update_provider(CN, "cn-renamed", parent_uuid=None)
+
+
+def test_reparenting_and_unparenting_when_allowed() -> None:
+    store = _store()
+    other = store.create_provider("other")
+    store.update_provider(NUMA, "numa", parent_uuid=other.uuid, allow_reparenting=True)
+    assert store.provider(NUMA).root_uuid == other.uuid
+    assert store.provider(NUMA).parent_uuid == other.uuid
+    with pytest.raises(PlacementError, match="does not exist"):
+        store.update_provider(NUMA, "numa", parent_uuid=str(uuid.uuid4()),
+                              allow_reparenting=True)
+    store.update_provider(NUMA, "numa", parent_uuid=None, allow_reparenting=True)
+    assert (store.provider(NUMA).root_uuid, store.provider(NUMA).parent_uuid) == (NUMA, None)
+    store.delete_provider(CN)  # it has no child any more
+
+
+def test_aggregates_may_keep_the_generation() -> None:
+    store = _store()
+    before = store.provider(CN).generation
+    store.set_provider_aggregates(CN, None, [str(uuid.uuid4())], increment=False)
+    assert store.provider(CN).generation == before
+    store.set_provider_aggregates(CN, before, [])
+    assert store.provider(CN).generation == before + 1
+
+
+def test_allocations_move_only_the_new_providers_to_a_new_generation() -> None:
+    store = _store()
+    store.set_inventories(CN, None, {"VCPU": Inventory(total=8)})
+    other = store.create_provider("other2")
+    store.set_inventories(other.uuid, None, {"VCPU": Inventory(total=8)})
+    store.set_allocations("c1", {CN: {"VCPU": 1}}, consumer_generation=None,
+                          project_id="p", user_id="u")
+    cn_gen, other_gen = store.provider(CN).generation, store.provider(other.uuid).generation
+    store.set_allocations("c1", {other.uuid: {"VCPU": 1}}, consumer_generation=1,
+                          project_id="p", user_id="u")
+    assert store.provider(CN).generation == cn_gen  # left, not moved on
+    assert store.provider(other.uuid).generation == other_gen + 1
+    store.set_allocations_many({"c1": ({}, 2, "p", "u", "UNKNOWN")}, bump_emptied=False)
+    assert store.provider(other.uuid).generation == other_gen + 1
+    store.set_allocations("c2", {CN: {"VCPU": 1}}, consumer_generation=None,
+                          project_id="p", user_id="u")
+    store.set_allocations("c2", {}, consumer_generation=1, project_id="p", user_id="u")
+    assert store.provider(CN).generation == cn_gen + 2  # emptied: its provider moves on
+
+
+def test_rename_resource_class_everywhere() -> None:
+    store = _store()
+    store.create_resource_class("CUSTOM_OLD")
+    store.set_inventories(CN, None, {"CUSTOM_OLD": Inventory(total=4)})
+    store.set_allocations("c1", {CN: {"CUSTOM_OLD": 1}}, consumer_generation=None,
+                          project_id="p", user_id="u")
+    renamed = store.rename_resource_class("CUSTOM_OLD", "CUSTOM_NEW")
+    assert (renamed.providers, renamed.consumers) == ({CN}, {"c1"})
+    assert not store.has_resource_class("CUSTOM_OLD")
+    assert store.usages(CN) == {"CUSTOM_NEW": 1}
+    assert store.consumer("c1").allocations == {CN: {"CUSTOM_NEW": 1}}  # type: ignore[union-attr]
+    with pytest.raises(PlacementConflictError):
+        store.create_resource_class("CUSTOM_TAKEN")
+        store.rename_resource_class("CUSTOM_NEW", "CUSTOM_TAKEN")
 
 
 def test_custom_resource_classes() -> None:

@@ -131,8 +131,9 @@ def test_routing_404_405_and_microversion_gates() -> None:
 
 @pytest.mark.parametrize(("body", "field"), [
     ({}, "'name' is a required property"),
-    ({"name": 5}, "field 'name'"),
-    ({"name": "x", "uuid": "not-a-uuid"}, "field 'uuid'"),
+    ({"name": 5}, "Failed validating 'type' in schema['properties']['name']"),
+    ({"name": "x", "uuid": "not-a-uuid"},
+     "Failed validating 'format' in schema['properties']['uuid']"),
     ({"name": "x", "colour": "red"}, "'colour' was unexpected"),
 ])
 def test_bad_bodies_are_400_naming_the_field(body: dict[str, Any], field: str) -> None:
@@ -158,7 +159,7 @@ def test_inventory_field_checked() -> None:
     response = api.call("PUT", f"/resource_providers/{RP}/inventories",
                         {"resource_provider_generation": 0,
                          "inventories": {"VCPU": {"total": "many"}}})
-    assert response.status == 400 and "field 'total'" in error_of(response)["detail"]
+    assert response.status == 400 and "['total']" in error_of(response)["detail"]
     assert api.store.inventories(RP) == {}
 
 
@@ -302,7 +303,7 @@ def test_resource_classes_and_traits() -> None:
     assert api.call("PUT", "/resource_classes/CUSTOM_NEW").status == 201
     assert api.json("GET", "/resource_classes/CUSTOM_GPU")["name"] == "CUSTOM_GPU"
     bad = api.call("POST", "/resource_classes", {"name": "GPU"})
-    assert bad.status == 400 and "field 'name'" in error_of(bad)["detail"]
+    assert bad.status == 400 and "['properties']['name']" in error_of(bad)["detail"]
     assert api.call("PUT", "/traits/CUSTOM_FAST").status == 201
     assert api.call("PUT", "/traits/CUSTOM_FAST").status == 204
     assert api.call("GET", "/traits/CUSTOM_FAST").status == 204
@@ -339,3 +340,102 @@ def test_reshaper_moves_allocations_to_a_child() -> None:
         status=204)
     assert api.store.usages(child) == {"VCPU": 2}
     assert "VCPU" not in api.store.inventories(RP)
+
+
+def test_checks_before_the_handler() -> None:
+    api = Api()
+    no_type = api.call("POST", "/resource_providers", raw='{"name": "x"}', content_type=None)
+    assert no_type.status == 400
+    assert "content-type header required" in error_of(no_type)["detail"]
+    # 415 comes before the provider is looked up, as in Placement.
+    missing = api.call("PUT", f"/resource_providers/{RP}", raw="hello",
+                       content_type="text/plain")
+    assert missing.status == 415
+    response, _ = handle(api.store, PlacementRequest("GET", "/resource_providers",
+                                                     accept="text/plain"))
+    assert response.status == 406 and "Only application/json" in error_of(response)["detail"]
+    response, _ = handle(api.store, PlacementRequest(
+        "GET", "/resource_providers", accept="text/html,application/xml;q=0.9,*/*;q=0.8"))
+    assert response.status == 200
+
+
+def test_html_error_for_a_browser() -> None:
+    response, _ = handle(PlacementStore(), PlacementRequest("GET", "/nowhere",
+                                                            accept="text/html"))
+    assert response.status == 404
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "The resource could not be found" in response.body
+
+
+def test_cache_headers_from_1_15_on_answers_with_a_body() -> None:
+    api = Api()
+    old = api.call("GET", "/resource_providers", version="1.14")
+    assert "Cache-Control" not in old.headers and "Last-Modified" not in old.headers
+    new = api.call("GET", "/resource_providers", version="1.15")
+    assert new.headers["Cache-Control"] == "no-cache"
+    assert new.headers["Last-Modified"].endswith(" GMT")
+    created = api.call("POST", "/resource_classes", {"name": "CUSTOM_X"}, version="1.15")
+    assert created.status == 201 and "Last-Modified" not in created.headers
+    trait = api.call("PUT", "/traits/CUSTOM_T", version="1.15")
+    assert trait.status == 201 and trait.headers["Cache-Control"] == "no-cache"
+
+
+def test_schema_errors_name_rule_and_field() -> None:
+    api = Api()
+    api.provider()
+    response = api.call("POST", f"/resource_providers/{RP}/inventories",
+                        {"resource_class": "DISK_GB", "total": 0})
+    detail = error_of(response)["detail"]
+    assert response.status == 400
+    assert "JSON does not validate: 0 is less than the minimum of 1" in detail
+    assert "Failed validating 'minimum' in schema['properties']['total']" in detail
+
+
+def test_generation_kept_by_rename_and_old_aggregates() -> None:
+    api = Api()
+    api.provider()
+    assert api.json("PUT", f"/resource_providers/{RP}", {"name": "renamed"})["generation"] == 1
+    api.json("PUT", f"/resource_providers/{RP}/aggregates", [AGG], version="1.18")
+    assert api.store.provider(RP).generation == 1
+    body = api.json("PUT", f"/resource_providers/{RP}/aggregates",
+                    {"aggregates": [AGG], "resource_provider_generation": 1}, version="1.19")
+    assert body["resource_provider_generation"] == 2
+
+
+def test_default_max_unit_is_placements_largest_integer() -> None:
+    api = Api()
+    api.json("POST", "/resource_providers", {"name": "cn1", "uuid": RP})
+    body = api.json("POST", f"/resource_providers/{RP}/inventories",
+                    {"resource_class": "VCPU", "total": 4}, status=201)
+    assert body["max_unit"] == 2147483647
+
+
+def test_mappings_checked_from_1_34() -> None:
+    api = Api()
+    api.provider()
+    body = {"allocations": {RP: {"resources": {"VCPU": 1}}}, "project_id": "p",
+            "user_id": "u", "consumer_generation": None, "mappings": {"alpha": "beta"}}
+    bad = api.call("PUT", f"/allocations/{CONSUMER}", body, version="1.34")
+    assert bad.status == 400
+    assert "JSON does not validate: 'beta' is not of type 'array'" in error_of(bad)["detail"]
+    early = api.call("PUT", f"/allocations/{CONSUMER}", {**body, "mappings": {"": [RP]}},
+                     version="1.33")
+    assert early.status == 400 and "'mappings' was unexpected" in error_of(early)["detail"]
+    api.json("PUT", f"/allocations/{CONSUMER}", {**body, "mappings": {"": [RP]}},
+             version="1.34", status=204)
+
+
+def test_query_schema_errors_name_the_rule() -> None:
+    response = Api().call("GET", "/allocation_candidates", query="resources=VCPU:1&limit=0")
+    assert response.status == 400
+    assert "Failed validating 'pattern'" in error_of(response)["detail"]
+
+
+def test_summary_traits_standard_ones_first() -> None:
+    api = Api()
+    api.provider()
+    api.call("PUT", "/traits/CUSTOM_AAA")
+    api.json("PUT", f"/resource_providers/{RP}/traits",
+             {"traits": ["CUSTOM_AAA", "HW_NUMA_ROOT"], "resource_provider_generation": 1})
+    found = api.json("GET", "/allocation_candidates", query="resources=VCPU:1")
+    assert found["provider_summaries"][RP]["traits"] == ["HW_NUMA_ROOT", "CUSTOM_AAA"]

@@ -110,8 +110,8 @@ async def test_refused_change_leaves_engine_and_rows_as_they_were(tmp_path: Path
         serial = store.serial
         before = await everything(service)
         child_gen = service.engine.provider(CHILD).generation
-        # The reshaper releases C1 first, then finds VCPU still used by C2: refused
-        # after a partial change, which must be undone.
+        # The reshaper sets interim inventories and moves C1's allocations, then finds
+        # VCPU still used by C2: refused after two steps, which must both be undone.
         status, body = await call(service, "POST", "/reshaper", {
             "inventories": {CHILD: {"resource_provider_generation": child_gen,
                                     "inventories": {"CUSTOM_GPU": {"total": 2}}}},

@@ -218,7 +218,7 @@ class PrepareMasterHandover(LuxiArgs):
 
 class Placement(LuxiArgs):
     """``Placement(method, path, query, version_header, content_type, body, user,
-    read_only, prefix)``: corral's own; one call of the ``/placement/`` REST API,
+    read_only, prefix, accept)``: corral's own; one call of the ``/placement/`` REST API,
     forwarded by the RAPI daemon (answers ``{"status", "headers", "body"}``)."""
 
     method: Annotated[str, Meta(pattern=r"^[A-Z]+$")]
@@ -230,6 +230,7 @@ class Placement(LuxiArgs):
     user: str | None = None
     read_only: bool = True
     prefix: str = "/placement"
+    accept: str | None = None
 
 
 #: Every luxi method the master daemon answers, by name, with its arguments' type.

@@ -48,7 +48,7 @@ class PlacementService:
         """Run one REST request; its answer as ``{"status", "headers", "body"}``."""
         req = PlacementRequest(args.method, args.path, args.query, args.version_header,
                                args.body, args.content_type, args.user, args.read_only,
-                               args.prefix)
+                               args.prefix, args.accept)
         response, changes = handle(self.engine, req)
         if changes:
             if response.status >= 400:

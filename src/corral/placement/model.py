@@ -34,7 +34,8 @@ from corral.errors import (
 )
 from corral.placement.names import STANDARD_RESOURCE_CLASSES, STANDARD_TRAITS, is_valid_custom
 
-__all__ = ["Consumer", "Inventory", "PlacementStore", "ProviderSummary", "ResourceProvider",
+__all__ = ["Consumer", "Inventory", "PlacementStore", "ProviderSummary", "Renamed",
+           "ResourceProvider", "Snapshot",
            "bits_to_mask", "mask_to_bits"]
 
 #: A fresh generation for a consumer that has none yet (a new consumer).
@@ -71,6 +72,23 @@ class Inventory:
         """What may be allocated in all: ``(total - reserved) * allocation_ratio``,
         rounded down as Placement does."""
         return int((self.total - self.reserved) * self.allocation_ratio)
+
+
+@dataclass
+class Renamed:
+    """The providers and consumers a renamed resource class touched."""
+
+    providers: set[str] = field(default_factory=set)
+    consumers: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Providers' inventories and generations and consumers (None: absent) as they
+    were (:meth:`PlacementStore.snapshot`)."""
+
+    providers: dict[str, tuple[dict[str, Inventory], int]]
+    consumers: dict[str, Consumer | None]
 
 
 @dataclass(frozen=True)
@@ -244,6 +262,37 @@ class PlacementStore:
         self._custom_classes.discard(name)
         self._columns.pop(name, None)
 
+    def rename_resource_class(self, name: str, new: str) -> Renamed:
+        """Rename custom class ``name`` to ``new`` wherever it is used (Placement
+        1.2-1.6); what changed, so that a caller can save it."""
+        if name not in self._custom_classes:
+            raise PlacementNotFoundError(f"No such resource class {name}.")
+        if not is_valid_custom(new):
+            raise PlacementError(f"Resource class name '{new}' is invalid.")
+        if new == name:
+            return Renamed()
+        if self.has_resource_class(new):
+            raise PlacementConflictError(f"Resource class already exists: {new}")
+        renamed = Renamed()
+        self._custom_classes.discard(name)
+        self._custom_classes.add(new)
+        column = self._columns.pop(name, None)
+        if column is not None:
+            self._columns[new] = column
+        for rp in self._by_uuid.values():
+            if name in rp.inventories:
+                rp.inventories[new] = rp.inventories.pop(name)
+                if name in rp.used:
+                    rp.used[new] = rp.used.pop(name)
+                self._summaries.pop(rp.slot, None)
+                renamed.providers.add(rp.uuid)
+        for consumer in self._consumers.values():
+            for resources in consumer.allocations.values():
+                if name in resources:
+                    resources[new] = resources.pop(name)
+                    renamed.consumers.add(consumer.uuid)
+        return renamed
+
     def traits(self) -> list[str]:
         """Every trait name, sorted."""
         return sorted(STANDARD_TRAITS | self._custom_traits)
@@ -333,39 +382,58 @@ class PlacementStore:
         for column in self._columns.values():
             column.grow(self._size)
 
-    def update_provider(self, rp_uuid: str, name: str,
-                        parent_uuid: str | None = None) -> ResourceProvider:
-        """Rename a provider and, for a root, give it a parent (Placement allows that
-        before 1.37; re-parenting an existing child is not supported)."""
+    def update_provider(self, rp_uuid: str, name: str, parent_uuid: str | None = None,
+                        *, allow_reparenting: bool = False) -> ResourceProvider:
+        """Rename a provider and set its parent. A root may be given a parent at any
+        microversion; moving a child to another parent or making it a root needs
+        ``allow_reparenting`` (Placement 1.37). Like Placement, this does not change
+        the provider's generation."""
         rp = self._get(rp_uuid)
         if name != rp.name and name in self._by_name:
-            raise PlacementConflictError(f"Conflicting resource provider name: {name} "
-                                         "already exists.",
-                                         placement_code="placement.duplicate_name")
+            raise PlacementConflictError(f"Conflicting resource provider {name} already "
+                                         "exists.", placement_code="placement.duplicate_name")
         current_parent = self._slots[rp.parent] if rp.parent is not None else None
-        if parent_uuid != (current_parent.uuid if current_parent else None):
-            if current_parent is not None or parent_uuid is None:
-                raise PlacementError("Unable to save resource provider "
-                                     f"{rp_uuid}: Object action update failed because: "
-                                     "re-parenting a provider is not currently allowed.")
-            parent = self._get(parent_uuid)
-            if parent.root == rp.slot:
-                raise PlacementError("creating loop in the provider tree is not allowed.")
-            self._reroot(rp, parent)
+        current_uuid = current_parent.uuid if current_parent is not None else None
+        if parent_uuid != current_uuid:
+            def refused(action: str, reason: str) -> PlacementError:
+                return PlacementError(f"Unable to save resource provider {rp_uuid}: Object "
+                                      f"action {action} failed because: {reason}")
+            if parent_uuid is None:
+                if not allow_reparenting:
+                    raise refused("update", "un-parenting a provider is not currently "
+                                            "allowed.")
+                self._move(rp, None)
+            else:
+                parent = self._by_uuid.get(parent_uuid)
+                if parent is None:
+                    raise refused("create", "parent provider UUID does not exist.")
+                if current_parent is not None and not allow_reparenting:
+                    raise refused("update", "re-parenting a provider is not currently "
+                                            "allowed.")
+                if parent.slot in self.subtree(rp.slot):
+                    raise refused("update", "creating loop in the provider tree is not "
+                                            "allowed.")
+                self._move(rp, parent)
         del self._by_name[rp.name]
         rp.name = name
         self._by_name[name] = rp.uuid
-        rp.generation += 1
         return self._view(rp)
 
-    def _reroot(self, rp: _Provider, parent: _Provider) -> None:
-        rp.parent = parent.slot
-        parent.children.add(rp.slot)
+    def _move(self, rp: _Provider, parent: _Provider | None) -> None:
+        """Hang ``rp`` (and its subtree) under ``parent``, or make it a root."""
+        if rp.parent is not None:
+            old = self._slots[rp.parent]
+            assert old is not None
+            old.children.discard(rp.slot)
+        rp.parent = parent.slot if parent is not None else None
+        root = parent.root if parent is not None else rp.slot
+        if parent is not None:
+            parent.children.add(rp.slot)
         for slot in self.subtree(rp.slot):
             node = self._slots[slot]
             assert node is not None
-            node.root = parent.root
-            self.root_of[slot] = parent.root
+            node.root = root
+            self.root_of[slot] = root
 
     def delete_provider(self, rp_uuid: str) -> None:
         """Delete a provider without children or allocations."""
@@ -487,8 +555,11 @@ class PlacementStore:
                                      f"provider {rp_uuid}: {rc}")
         removed = [rc for rc in rp.inventories if rc not in inventories and rp.used.get(rc)]
         if removed:
+            # Listed in resource class order (standard ones first), as Placement does.
+            order = {rc: i for i, rc in enumerate(STANDARD_RESOURCE_CLASSES)}
+            removed.sort(key=lambda rc: (order.get(rc, len(order)), rc))
             raise PlacementConflictError(
-                f"Inventory for '{', '.join(sorted(removed))}' on resource provider "
+                f"Inventory for '{', '.join(removed)}' on resource provider "
                 f"'{rp_uuid}' in use.", placement_code="placement.inventory.inuse")
         for rc in list(rp.inventories):
             if rc not in inventories:
@@ -537,8 +608,9 @@ class PlacementStore:
         return set(self._get(rp_uuid).aggregates)
 
     def set_provider_aggregates(self, rp_uuid: str, generation: int | None,
-                                aggregates: Iterable[str]) -> int:
-        """Replace a provider's aggregates; its new generation."""
+                                aggregates: Iterable[str], *, increment: bool = True) -> int:
+        """Replace a provider's aggregates; its new generation. ``increment=False``
+        leaves the generation as it is (Placement before 1.19)."""
         rp = self._get(rp_uuid)
         self._check_generation(rp, generation)
         wanted = set(aggregates)
@@ -551,7 +623,8 @@ class PlacementStore:
         for agg in wanted - rp.aggregates:
             self._agg_bits[agg] = self._agg_bits.get(agg, 0) | bit
         rp.aggregates = wanted
-        rp.generation += 1
+        if increment:
+            rp.generation += 1
         return rp.generation
 
     # ----- allocations and usages -----
@@ -570,12 +643,15 @@ class PlacementStore:
     def set_allocations_many(
         self, changes: Mapping[str, tuple[Mapping[str, Mapping[str, int]], int | None,
                                           str, str, str]],
+        *, bump_emptied: bool = True,
     ) -> None:
         """Replace the allocations of several consumers at once, all or nothing.
 
         ``changes`` maps a consumer uuid to ``(allocations, consumer_generation,
         project_id, user_id, consumer_type)``; ``consumer_generation`` is None for a
-        consumer that must be new. Capacity is checked for the sum of every change."""
+        consumer that must be new. Capacity is checked for the sum of every change.
+        ``bump_emptied=False`` leaves the generations of the providers a consumer
+        leaves entirely (``DELETE /allocations/{consumer}`` in Placement)."""
         delta: dict[tuple[str, str], int] = {}
         for consumer_uuid, (allocations, generation, _p, _u, _t) in changes.items():
             existing = self._consumers.get(consumer_uuid)
@@ -611,19 +687,24 @@ class PlacementStore:
                     f"Unable to allocate inventory: Unable to create allocation for '{rc}' "
                     f"on resource provider '{rp_uuid}'. The requested amount would exceed "
                     "the capacity.")
+        # As in Placement, the providers of the new allocations move to a new
+        # generation (those of a consumer's old ones when it is left with nothing).
         touched: set[str] = set()
+        for consumer_uuid, (allocations, *_rest) in changes.items():
+            if any(allocations.values()):
+                touched.update(rp for rp, res in allocations.items() if res)
+            elif bump_emptied and (gone := self._consumers.get(consumer_uuid)) is not None:
+                touched.update(gone.allocations)
         for (rp_uuid, rc), change in delta.items():
             if change:
                 rp = self._by_uuid[rp_uuid]
                 rp.used[rc] = rp.used.get(rc, 0) + change
                 self._columns[rc].used[rp.slot] = rp.used[rc]
-                touched.add(rp_uuid)
         for consumer_uuid, (allocations, _g, project, user, ctype) in changes.items():
             existing = self._consumers.pop(consumer_uuid, None)
             if existing is not None:
                 for rp_uuid in existing.allocations:
                     self._by_uuid[rp_uuid].consumers.discard(consumer_uuid)
-                    touched.add(rp_uuid)
             kept = {rp: dict(res) for rp, res in allocations.items() if res}
             if kept:
                 self._consumers[consumer_uuid] = Consumer(
@@ -631,7 +712,6 @@ class PlacementStore:
                     project, user, ctype, kept)
                 for rp_uuid in kept:
                     self._by_uuid[rp_uuid].consumers.add(consumer_uuid)
-                    touched.add(rp_uuid)
         for rp_uuid in touched:
             self._by_uuid[rp_uuid].generation += 1
 
@@ -667,6 +747,39 @@ class PlacementStore:
         self.set_provider_traits(rp_uuid, None, traits)
         self.set_provider_aggregates(rp_uuid, None, aggregates)
         self._by_uuid[rp_uuid].generation = generation
+
+    def snapshot(self, providers: Iterable[str], consumers: Iterable[str]) -> Snapshot:
+        """What :meth:`rollback` needs to put these providers' inventories and
+        generations and these consumers back as they are now."""
+        return Snapshot(
+            {rp: (dict(self._get(rp).inventories), self._get(rp).generation)
+             for rp in providers},
+            {c: self._copy_consumer(c) for c in consumers})
+
+    def _copy_consumer(self, consumer_uuid: str) -> Consumer | None:
+        found = self._consumers.get(consumer_uuid)
+        if found is None:
+            return None
+        return Consumer(found.uuid, found.generation, found.project_id, found.user_id,
+                        found.consumer_type,
+                        {rp: dict(res) for rp, res in found.allocations.items()})
+
+    def rollback(self, snapshot: Snapshot) -> None:
+        """Undo a change made of several steps (the reshaper's) since ``snapshot``,
+        which must name every provider and consumer the steps touched."""
+        for consumer_uuid in snapshot.consumers:
+            now = self._consumers.get(consumer_uuid)
+            if now is not None:
+                self.set_allocations_many({consumer_uuid: (
+                    {}, now.generation, now.project_id, now.user_id, now.consumer_type)},
+                    bump_emptied=False)
+        for rp_uuid, (inventories, _generation) in snapshot.providers.items():
+            self.set_inventories(rp_uuid, None, inventories)
+        for consumer in snapshot.consumers.values():
+            if consumer is not None:
+                self.restore_consumer(consumer)
+        for rp_uuid, (_inventories, generation) in snapshot.providers.items():
+            self._by_uuid[rp_uuid].generation = generation
 
     def restore_consumer(self, consumer: Consumer) -> None:
         """Put back a saved consumer with its generation; the providers' generations

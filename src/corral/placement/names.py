@@ -9,12 +9,13 @@ characters in all), as Placement accepts.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import os_resource_classes  # type: ignore[import-untyped]
 import os_traits  # type: ignore[import-untyped]
 
 __all__ = ["CUSTOM_NAME", "SHARING_TRAIT", "STANDARD_RESOURCE_CLASSES", "STANDARD_TRAITS",
-           "is_custom", "is_valid_custom"]
+           "is_custom", "is_valid_custom", "trait_order"]
 
 #: What a custom resource class or trait name looks like.
 CUSTOM_NAME = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
@@ -28,6 +29,16 @@ STANDARD_RESOURCE_CLASSES: tuple[str, ...] = tuple(os_resource_classes.STANDARDS
 
 #: The standard traits (os-traits).
 STANDARD_TRAITS: frozenset[str] = frozenset(os_traits.get_traits())
+
+
+#: Where each standard trait comes in os-traits' list (Placement numbers them so).
+_TRAIT_RANK: dict[str, int] = {name: i for i, name in enumerate(os_traits.get_traits())}
+
+
+def trait_order(traits: Iterable[str]) -> list[str]:
+    """Traits in Placement's order: the standard ones as os-traits lists them, then
+    the custom ones by name (Placement lists a provider's traits by their ids)."""
+    return sorted(traits, key=lambda t: (t not in _TRAIT_RANK, _TRAIT_RANK.get(t, 0), t))
 
 
 def is_custom(name: str) -> bool:

@@ -88,7 +88,7 @@ async def forward(request: web.Request, luxi: LuxiPool, users: Users) -> web.Res
             request.headers.get("Content-Type"), body,
             user.name if user is not None else None,
             not (user is not None and user.can_write), PREFIX,
-            read_only=request.method in ("GET", "HEAD"))
+            request.headers.get("Accept"), read_only=request.method in ("GET", "HEAD"))
     except CorralError as err:
         log.warning("%s %s: %s", request.method, request.path, err.message)
         return _refusal(err.http_status if err.http_status >= 500 else 503,

@@ -4,12 +4,13 @@ arguments, the query string, and the record of what it changes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from urllib.parse import parse_qsl
 
 from corral.placement.model import PlacementStore
 from corral.placement.rest.protocol import Changes, HttpProblem, PlacementRequest, Version
 
-__all__ = ["Call", "forbid_read_only"]
+__all__ = ["Call", "cache_headers", "forbid_read_only"]
 
 
 @dataclass
@@ -42,3 +43,12 @@ def forbid_read_only(call: Call, action: str) -> None:
         raise HttpProblem(403, f"Policy does not allow placement:{action} to be performed: "
                                f"user {call.req.user!r} has no 'write' option",
                           code="placement.undefined_code")
+
+
+def cache_headers(call: Call) -> dict[str, str]:
+    """``Cache-Control`` and ``Last-Modified`` (the time of the answer) from 1.15, for
+    the bodiless answers that carry them in Placement (the router adds them to every
+    answer with a body)."""
+    if not call.at_least(15):
+        return {}
+    return {"Cache-Control": "no-cache", "Last-Modified": formatdate(usegmt=True)}

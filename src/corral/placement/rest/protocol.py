@@ -17,6 +17,7 @@ header (``latest`` is the newest, no header the oldest); a version outside 1.0-1
 
 from __future__ import annotations
 
+import html
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -25,11 +26,13 @@ from typing import Any, Final
 from corral import serializer
 from corral.errors import PlacementError
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "REQUEST_ID_HEADER", "VERSION_HEADER", "Changes",
+__all__ = ["JSON", "MAX_VERSION", "MIN_VERSION", "REQUEST_ID_HEADER", "VERSION_HEADER", "Changes",
            "HttpProblem", "PlacementRequest", "PlacementResponse", "Version",
-           "error_response", "json_response", "negotiate", "parse_version_header",
+           "accepts_json", "error_response", "json_response", "negotiate", "parse_version_header",
            "version_headers", "version_text"]
 
+#: The one media type the API speaks.
+JSON: Final = "application/json"
 #: A microversion as ``(major, minor)``.
 Version = tuple[int, int]
 #: Oldest and newest microversions served.
@@ -65,6 +68,8 @@ class PlacementRequest:
     read_only: bool = False
     #: Where the API is mounted, for the links in answers.
     prefix: str = "/placement"
+    #: The ``Accept`` header, if any.
+    accept: str | None = None
     request_id: str = field(default_factory=lambda: f"req-{uuidlib.uuid4()}")
 
 
@@ -115,9 +120,31 @@ class HttpProblem(Exception):
 
     @classmethod
     def from_error(cls, err: PlacementError) -> HttpProblem:
-        """The HTTP form of an engine error."""
-        return cls(err.http_status, err.message,
+        """The HTTP form of an engine error; a query-string schema error names the
+        rule it broke as Placement's validator does."""
+        detail = err.message
+        if err.placement_code is None and detail.startswith(_QUERY_SCHEMA):
+            rule = next((rule for words, rule in _SCHEMA_RULES if words in detail), None)
+            if rule is not None:
+                detail = f"{detail}\n\nFailed validating '{rule}' in schema"
+        return cls(err.http_status, detail,
                    code=err.placement_code or "placement.undefined_code")
+
+
+#: How the engine's query-string schema errors start.
+_QUERY_SCHEMA: Final = "Invalid query string parameters:"
+#: The JSON-schema rule behind a schema error, by the words of its message.
+_SCHEMA_RULES: Final = (
+    ("do not match any of the regexes", "additionalProperties"),
+    ("does not match any of the regexes", "additionalProperties"),
+    ("Additional properties are not allowed", "additionalProperties"),
+    ("does not match", "pattern"),
+    ("is a required property", "required"),
+    ("is not of type", "type"),
+    ("is not one of", "enum"),
+    ("is too short", "minLength"),
+    ("should be non-empty", "minLength"),
+)
 
 
 #: The first sentence webob puts before a detail, per status (Placement's bodies).
@@ -128,7 +155,7 @@ _EXPLANATIONS: Final = {
          "you requested.",
     403: "Access was denied to this resource.",
     404: "The resource could not be found.",
-    405: "The method specified is not allowed for this resource.",
+    405: "The method {method} is not allowed for this resource.",
     406: "The resource could not be generated that was acceptable to your browser "
          "(content of type application/json.",
     409: "There was a conflict when trying to complete your request.",
@@ -137,6 +164,25 @@ _EXPLANATIONS: Final = {
          "operation.",
     501: "The server has not implemented the requested operation.",
 }
+
+
+def accepts_json(accept: str | None) -> bool:
+    """Whether an ``Accept`` header lets the answer be JSON (no header does)."""
+    if accept is None or not accept.strip():
+        return True
+    for entry in accept.split(","):
+        media, *params = (part.strip() for part in entry.split(";"))
+        quality = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if quality > 0 and media.lower() in (JSON, "application/*", "*/*"):
+            return True
+    return False
 
 
 def version_text(version: Version) -> str:
@@ -191,12 +237,21 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None,
     return PlacementResponse(status, out, serializer.dumps(data).decode())
 
 
+def wants_html(accept: str | None) -> bool:
+    """Whether an error should be HTML, as Placement's web framework makes it for a
+    client that names ``text/html`` and not JSON (no ``Accept`` or ``*/*``: JSON)."""
+    if not accept:
+        return False
+    named = {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
+    return "text/html" in named and JSON not in named
+
+
 def error_response(problem: HttpProblem, request_id: str, version: Version | None,
-                   ) -> PlacementResponse:
+                   method: str = "GET", accept: str | None = None) -> PlacementResponse:
     """Placement's error answer for ``problem`` (at ``version``; None when the version
     itself was refused, then the body names the range served)."""
     title = HTTPStatus(problem.status).phrase
-    explanation = _EXPLANATIONS.get(problem.status, title)
+    explanation = _EXPLANATIONS.get(problem.status, title).replace("{method}", method)
     error: dict[str, Any] = {"status": problem.status, "title": title,
                              "detail": (problem.detail if problem.detail == explanation
                                         else f"{explanation}\n\n {problem.detail}  ")}
@@ -210,4 +265,11 @@ def error_response(problem: HttpProblem, request_id: str, version: Version | Non
     headers[REQUEST_ID_HEADER] = request_id
     if version is not None:
         headers.update(version_headers(version))
+    if wants_html(accept):
+        heading = f"{problem.status} {title}"
+        text = (f"<html>\n <head>\n  <title>{heading}</title>\n </head>\n <body>\n"
+                f"  <h1>{heading}</h1>\n  {html.escape(explanation)}<br /><br />\n"
+                f"{html.escape(problem.detail)}\n\n\n </body>\n</html>")
+        return PlacementResponse(problem.status, {
+            **headers, "Content-Type": "text/html; charset=UTF-8"}, text)
     return json_response(problem.status, {"errors": [error]}, headers)

@@ -9,17 +9,21 @@ aggregates carry the provider generation (and need it to change) from 1.19.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from corral.errors import PlacementError
 from corral.placement.model import Inventory, ResourceProvider
 from corral.placement.providers import parse_resource_providers, resource_providers
 from corral.placement.rest.body import (
+    MAX_INT,
+    check_int,
     check_keys,
     check_uuid,
     json_body,
     need,
     optional,
+    prop,
     schema_problem,
 )
 from corral.placement.rest.context import Call, forbid_read_only
@@ -28,11 +32,13 @@ from corral.placement.rest.protocol import HttpProblem, PlacementResponse, json_
 __all__ = ["INVENTORY_FIELDS", "create_inventory", "create_provider", "delete_inventories",
            "delete_inventory", "delete_provider", "delete_provider_traits",
            "get_aggregates", "get_inventories", "get_inventory", "get_provider",
-           "get_provider_traits", "inventory_from", "list_providers",
+           "get_provider_traits", "inventory_fields", "inventory_from", "list_providers",
            "provider_allocations", "provider_usages", "serialize_provider",
            "set_aggregates", "set_inventories", "set_provider_traits", "update_inventory",
            "update_provider"]
 
+_UUID = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 INVENTORY_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size",
                      "allocation_ratio")
 
@@ -77,31 +83,53 @@ def get_provider(call: Call) -> PlacementResponse:
     return json_response(200, serialize_provider(call, _provider(call)))
 
 
+def _parent_field(data: dict[str, Any]) -> str | None:
+    parent = data.get("parent_provider_uuid")
+    if parent is None:
+        return None
+    if not isinstance(parent, str):
+        raise schema_problem(f"{parent!r} is not valid under any of the given schemas",
+                             "anyOf", prop("", "parent_provider_uuid"))
+    return check_uuid(parent, "parent_provider_uuid")
+
+
+def _name_field(data: dict[str, Any]) -> str:
+    name: str = need(data, "name", str)
+    if len(name) > 200:
+        raise schema_problem(f"{name!r} is too long", "maxLength", prop("", "name"))
+    return name
+
+
 def create_provider(call: Call) -> PlacementResponse:
     """``POST /resource_providers``: ``name``, optional ``uuid`` and (1.14)
     ``parent_provider_uuid``."""
     forbid_read_only(call, "resource_providers:create")
     allowed = ["name", "uuid"] + (["parent_provider_uuid"] if call.at_least(14) else [])
     data = check_keys(json_body(call.req), allowed)
-    name = need(data, "name", str)
-    if not 1 <= len(name) <= 200:
-        raise schema_problem(f"'{name}' is not a valid name: 1 to 200 characters "
-                             "(field 'name')")
+    name = _name_field(data)
     rp_uuid = optional(data, "uuid", str)
     if rp_uuid is not None:
         rp_uuid = check_uuid(rp_uuid, "uuid")
-    parent = optional(data, "parent_provider_uuid", (str, type(None)))
-    if parent is not None:
-        parent = check_uuid(parent, "parent_provider_uuid")
-        if call.store.slot_of(parent) is None:
-            raise HttpProblem(400, "The resource provider's parent provider is not a "
-                                   f"valid resource provider: {parent}")
+    parent = _parent_field(data)
+    if not name or (parent is not None and (parent == rp_uuid
+                                            or call.store.slot_of(parent) is None)):
+        reason = ("name is required" if not name else
+                  "parent provider UUID cannot be same as UUID. Please set parent provider "
+                  "UUID to None if there is no parent." if parent == rp_uuid else
+                  "parent provider UUID does not exist.")
+        raise HttpProblem(400, f'Unable to create resource provider "{name}", {rp_uuid}: '
+                               f"Object action create failed because: {reason}")
+    duplicates = []
+    if rp_uuid is not None and call.store.slot_of(rp_uuid) is not None:
+        duplicates.append(f"uuid: {rp_uuid}")
+    if any(p.name == name for p in call.store.providers()):
+        duplicates.append(f"name: {name}")
+    if duplicates:
+        raise HttpProblem(409, f"Conflicting resource provider {', '.join(duplicates)} "
+                               "already exists.", code="placement.duplicate_name")
     try:
         rp = call.store.create_provider(name, rp_uuid, parent)
     except PlacementError as err:
-        if err.http_status == 409 and "uuid" in err.message:
-            raise HttpProblem(409, f"Conflicting resource provider uuid: {rp_uuid} "
-                                   "already exists.", code=err.placement_code) from None
         raise HttpProblem.from_error(err) from None
     call.changes.providers.add(rp.uuid)
     location = {"Location": call.url(f"/resource_providers/{rp.uuid}")}
@@ -111,37 +139,47 @@ def create_provider(call: Call) -> PlacementResponse:
 
 
 def update_provider(call: Call) -> PlacementResponse:
-    """``PUT /resource_providers/{uuid}``: a new name and (1.14) parent."""
+    """``PUT /resource_providers/{uuid}``: a new name and (1.14) parent; moving a
+    child or making it a root from 1.37."""
     forbid_read_only(call, "resource_providers:update")
     rp = _provider(call)
     allowed = ["name"] + (["parent_provider_uuid"] if call.at_least(14) else [])
     data = check_keys(json_body(call.req), allowed)
-    name = need(data, "name", str)
-    parent = (optional(data, "parent_provider_uuid", (str, type(None)))
-              if "parent_provider_uuid" in data else rp.parent_uuid)
-    if parent is not None:
-        parent = check_uuid(parent, "parent_provider_uuid")
-    if parent is not None and call.store.slot_of(parent) is None:
-        raise HttpProblem(400, "The resource provider's parent provider is not a valid "
-                               f"resource provider: {parent}")
+    name = _name_field(data)
+    parent = _parent_field(data) if "parent_provider_uuid" in data else rp.parent_uuid
+    if name != rp.name and any(p.name == name for p in call.store.providers()):
+        raise HttpProblem(409, f"Conflicting resource provider {name} already exists.",
+                          code="placement.duplicate_name")
     try:
-        updated = call.store.update_provider(rp.uuid, name, parent)
+        updated = call.store.update_provider(rp.uuid, name, parent,
+                                             allow_reparenting=call.at_least(37))
     except PlacementError as err:
         raise HttpProblem.from_error(err) from None
     call.changes.providers.update(p.uuid for p in call.store.providers()
-                                  if p.root_uuid == updated.root_uuid)
+                                  if p.root_uuid in (updated.root_uuid, rp.root_uuid))
     return json_response(200, serialize_provider(call, updated))
 
 
 def delete_provider(call: Call) -> PlacementResponse:
     """``DELETE /resource_providers/{uuid}``."""
     forbid_read_only(call, "resource_providers:delete")
-    rp = _provider(call)
+    rp_uuid = call.args["uuid"]
+    if call.store.slot_of(rp_uuid) is None:
+        raise HttpProblem(404, f"No resource provider with uuid {rp_uuid} found for delete")
+    record = call.store.at(call.store.slot_of(rp_uuid) or 0)
+    if record.children:
+        raise HttpProblem(409, f"Unable to delete parent resource provider {rp_uuid}: It "
+                               "has child resource providers.",
+                          code="placement.resource_provider.cannot_delete_parent")
+    if record.consumers:
+        raise HttpProblem(409, f"Unable to delete resource provider {rp_uuid}: Resource "
+                               "provider has allocations.",
+                          code="placement.resource_provider.inuse")
     try:
-        call.store.delete_provider(rp.uuid)
+        call.store.delete_provider(rp_uuid)
     except PlacementError as err:
         raise HttpProblem.from_error(err) from None
-    call.changes.providers.add(rp.uuid)
+    call.changes.providers.add(rp_uuid)
     return PlacementResponse(204)
 
 
@@ -153,33 +191,50 @@ def _serialize_inventory(inv: Inventory) -> dict[str, Any]:
             "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio}
 
 
-def inventory_from(call: Call, data: dict[str, Any], rc: str) -> Inventory:
-    """An inventory of ``rc`` from a body's fields, checked as Placement checks it."""
-    total = need(data, "total", int)
-    values: dict[str, Any] = {"total": total}
-    for key in ("reserved", "min_unit", "max_unit", "step_size"):
-        value = optional(data, key, int)
+#: Placement's largest allocation ratio (its database's single-precision float).
+_MAX_RATIO = 3.40282e38
+
+
+def inventory_fields(data: Any, where: str, *, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An inventory's fields from a body object at schema path ``where``, checked as
+    Placement's schema checks them (``extra``: other keys the object may have)."""
+    data = check_keys(data, (*INVENTORY_FIELDS, *extra), where)
+    values: dict[str, Any] = {"total": check_int(need(data, "total", int, where), "total",
+                                                 where, minimum=1)}
+    for key, minimum in (("reserved", 0), ("min_unit", 1), ("max_unit", 1),
+                         ("step_size", 1)):
+        value = optional(data, key, int, where=where)
         if value is not None:
-            values[key] = value
-    ratio = optional(data, "allocation_ratio", float)
+            values[key] = check_int(value, key, where, minimum=minimum)
+    ratio = optional(data, "allocation_ratio", float, where=where)
     if ratio is not None:
+        if ratio > _MAX_RATIO:
+            raise schema_problem(f"{ratio} is greater than the maximum of {_MAX_RATIO}",
+                                 "maximum", prop(where, "allocation_ratio"))
         values["allocation_ratio"] = float(ratio)
-    if total < 1 or total > 0x7FFFFFFF:
-        raise schema_problem(f"{total} is less than the minimum of 1 (field 'total')"
-                             if total < 1 else
-                             f"{total} is greater than the maximum of 2147483647 "
-                             "(field 'total')")
-    reserved = values.get("reserved", 0)
-    if reserved > total or (reserved == total and not call.at_least(26)):
-        raise HttpProblem(400, f"Unable to update inventory for resource provider "
-                               f"{call.args['uuid']}: Invalid inventory for '{rc}' on "
-                               f"resource provider '{call.args['uuid']}'. The reserved "
-                               "value is greater than or equal to total.")
+    return values
+
+
+def inventory_from(call: Call, values: dict[str, Any], rc: str, rp_uuid: str,
+                   doing: str) -> Inventory:
+    """The inventory of ``rc`` from checked fields (``max_unit`` defaults to
+    Placement's largest integer, not the total); 400 ``Unable to <doing> inventory``
+    when it leaves no capacity (reserved >= total, or > total from 1.26)."""
+    values = {"reserved": 0, "min_unit": 1, "max_unit": MAX_INT, "step_size": 1,
+              "allocation_ratio": 1.0, **values}
+    capacity = (values["total"] - values["reserved"]) * values["allocation_ratio"]
+    can_be_total = call.at_least(26)
+    if capacity < 0 or (capacity == 0 and not can_be_total):
+        than = "greater than total" if can_be_total else "greater than or equal to total"
+        raise HttpProblem(400, f"Unable to {doing} inventory for resource provider "
+                               f"{rp_uuid}: Invalid inventory for '{rc}' on resource "
+                               f"provider '{rp_uuid}'. The reserved value is {than}.")
     try:
         return Inventory(**values)
     except (PlacementError, ValueError) as err:
-        raise HttpProblem(400, f"Bad inventory {rc} for resource provider "
-                               f"{call.args['uuid']}: {err}") from None
+        message = err.message if isinstance(err, PlacementError) else str(err)
+        raise HttpProblem(400, f"Bad inventory {rc} for resource provider {rp_uuid}: "
+                               f"{message}") from None
 
 
 def _inventories_answer(call: Call, status: int = 200) -> PlacementResponse:
@@ -195,12 +250,21 @@ def get_inventories(call: Call) -> PlacementResponse:
     return _inventories_answer(call)
 
 
-def _set(call: Call, generation: int | None, inventories: dict[str, Inventory]) -> None:
+def _set(call: Call, inventories: dict[str, Inventory]) -> None:
     try:
-        call.store.set_inventories(call.args["uuid"], generation, inventories)
+        call.store.set_inventories(call.args["uuid"], None, inventories)
     except PlacementError as err:
-        raise HttpProblem.from_error(err) from None
+        problem = HttpProblem.from_error(err)
+        if err.http_status == 409:
+            problem.detail = f"update conflict: {err.message}"
+        raise problem from None
     call.changes.providers.add(call.args["uuid"])
+
+
+def _generation_conflict(call: Call, rp: ResourceProvider, generation: int) -> None:
+    if generation != rp.generation:
+        raise HttpProblem(409, "resource provider generation conflict",
+                          code="placement.concurrent_update")
 
 
 def set_inventories(call: Call) -> PlacementResponse:
@@ -210,36 +274,45 @@ def set_inventories(call: Call) -> PlacementResponse:
     data = check_keys(json_body(call.req), ["inventories", "resource_provider_generation"])
     generation = need(data, "resource_provider_generation", int)
     raw = need(data, "inventories", dict)
-    inventories = {}
-    for rc, fields in raw.items():
-        inventories[rc] = inventory_from(call, check_keys(fields, INVENTORY_FIELDS,
-                                                           f"inventory of {rc}"), rc)
+    fields = {rc: inventory_fields(value, f"['properties']['inventories']"
+                                          f"['patternProperties']['{rc}']")
+              for rc, value in raw.items()}
+    _generation_conflict(call, rp, generation)
+    inventories = {rc: inventory_from(call, values, rc, rp.uuid, "update")
+                   for rc, values in fields.items()}
     _check_classes(call, rp.uuid, inventories)
-    _set(call, generation, inventories)
+    _set(call, inventories)
     return _inventories_answer(call)
 
 
-def _check_classes(call: Call, rp_uuid: str, inventories: dict[str, Inventory]) -> None:
+def _check_classes(call: Call, rp_uuid: str, inventories: dict[str, Inventory],
+                   doing: str = "") -> None:
     for rc in inventories:
         if not call.store.has_resource_class(rc):
+            if doing:
+                raise HttpProblem(400, f"Unable to {doing} inventory for resource provider "
+                                       f"{rp_uuid}: No such resource class {rc}.")
             raise HttpProblem(400, f"Unknown resource class in inventory for resource "
-                                   f"provider {rp_uuid}: {rc}")
+                                   f"provider {rp_uuid}: No such resource class {rc}.")
 
 
 def create_inventory(call: Call) -> PlacementResponse:
     """``POST .../inventories``: add one class; 409 if the provider has it already."""
     forbid_read_only(call, "resource_providers:inventories:create")
     rp = _provider(call)
-    data = check_keys(json_body(call.req), ("resource_class", *INVENTORY_FIELDS))
+    data = json_body(call.req)
+    fields = inventory_fields(data, "", extra=("resource_class",
+                                               "resource_provider_generation"))
     rc = need(data, "resource_class", str)
-    inventory = inventory_from(call, {k: v for k, v in data.items()
-                                       if k != "resource_class"}, rc)
+    optional(data, "resource_provider_generation", int)
+    inventory = inventory_from(call, fields, rc, rp.uuid, "create")
     current = call.store.inventories(rp.uuid)
-    _check_classes(call, rp.uuid, {rc: inventory})
+    _check_classes(call, rp.uuid, {rc: inventory}, "create")
     if rc in current:
         raise HttpProblem(409, f"Update conflict: Inventory for '{rc}' on resource "
-                               f"provider '{rp.uuid}' already exists.")
-    _set(call, rp.generation, {**current, rc: inventory})
+                               f"provider '{rp.uuid}' already exists.",
+                          code="placement.concurrent_update")
+    _set(call, {**current, rc: inventory})
     gen = call.store.provider(rp.uuid).generation
     return json_response(201, {**_serialize_inventory(inventory),
                                "resource_provider_generation": gen},
@@ -249,8 +322,11 @@ def create_inventory(call: Call) -> PlacementResponse:
 
 def get_inventory(call: Call) -> PlacementResponse:
     """``GET .../inventories/{resource_class}``."""
-    rp = _provider(call)
-    rc = call.args["resource_class"]
+    rp_uuid, rc = call.args["uuid"], call.args["resource_class"]
+    if call.store.slot_of(rp_uuid) is None:
+        raise HttpProblem(404, f"No resource provider with uuid {rp_uuid} found : No "
+                               f"resource provider with uuid {rp_uuid} found")
+    rp = call.store.provider(rp_uuid)
     inventory = call.store.inventories(rp.uuid).get(rc)
     if inventory is None:
         raise HttpProblem(404, f"No inventory of class {rc} for {rp.uuid}")
@@ -263,16 +339,16 @@ def update_inventory(call: Call) -> PlacementResponse:
     forbid_read_only(call, "resource_providers:inventories:update")
     rp = _provider(call)
     rc = call.args["resource_class"]
-    data = check_keys(json_body(call.req), ("resource_provider_generation",
-                                            *INVENTORY_FIELDS))
+    data = json_body(call.req)
+    fields = inventory_fields(data, "", extra=("resource_provider_generation",))
     generation = need(data, "resource_provider_generation", int)
-    inventory = inventory_from(call, {k: v for k, v in data.items()
-                                       if k != "resource_provider_generation"}, rc)
+    _generation_conflict(call, rp, generation)
+    inventory = inventory_from(call, fields, rc, rp.uuid, "update")
     current = call.store.inventories(rp.uuid)
     if rc not in current:
         raise HttpProblem(400, f"No inventory record with resource class for resource "
-                               f"provider {rp.uuid}: {rc}")
-    _set(call, generation, {**current, rc: inventory})
+                               f"provider {rp.uuid}: No inventory of class {rc} found.")
+    _set(call, {**current, rc: inventory})
     gen = call.store.provider(rp.uuid).generation
     return json_response(200, {**_serialize_inventory(inventory),
                                "resource_provider_generation": gen})
@@ -285,9 +361,15 @@ def delete_inventory(call: Call) -> PlacementResponse:
     rc = call.args["resource_class"]
     current = call.store.inventories(rp.uuid)
     if rc not in current:
-        raise HttpProblem(404, f"No inventory of class {rc} found for delete")
+        raise HttpProblem(404, f"No inventory of class {rc} found for delete: No "
+                               f"inventory of class {rc} found.")
     del current[rc]
-    _set(call, rp.generation, current)
+    try:
+        call.store.set_inventories(rp.uuid, None, current)
+    except PlacementError as err:
+        raise HttpProblem(409, f"Unable to delete inventory of class {rc}: {err.message}",
+                          code="placement.concurrent_update") from None
+    call.changes.providers.add(rp.uuid)
     return PlacementResponse(204)
 
 
@@ -295,7 +377,11 @@ def delete_inventories(call: Call) -> PlacementResponse:
     """``DELETE .../inventories`` (1.5)."""
     forbid_read_only(call, "resource_providers:inventories:delete")
     rp = _provider(call)
-    _set(call, rp.generation, {})
+    try:
+        call.store.set_inventories(rp.uuid, None, {})
+    except PlacementError as err:
+        raise HttpProblem(409, err.message, code="placement.inventory.inuse") from None
+    call.changes.providers.add(rp.uuid)
     return PlacementResponse(204)
 
 
@@ -321,26 +407,39 @@ def set_aggregates(call: Call) -> PlacementResponse:
     rp = _provider(call)
     data = json_body(call.req)
     generation: int | None = None
+    where = ""
     if call.at_least(19):
         data = check_keys(data, ["aggregates", "resource_provider_generation"])
-        generation = need(data, "resource_provider_generation", int)
         aggregates = need(data, "aggregates", list)
+        generation = need(data, "resource_provider_generation", int)
+        where = prop("", "aggregates")
     else:
         if not isinstance(data, list):
-            raise schema_problem(f"{data!r} is not of type 'array'")
+            raise schema_problem(f"{data!r} is not of type 'array'", "type")
         aggregates = data
     for agg in aggregates:
         if not isinstance(agg, str):
-            raise schema_problem(f"{agg!r} is not of type 'string' (field 'aggregates')")
-        check_uuid(agg, "aggregates")
+            raise schema_problem(f"{agg!r} is not of type 'string'", "type",
+                                 f"{where}['items']")
+        if not _UUID.match(agg):
+            raise schema_problem(f"{agg!r} is not a 'uuid'", "format", f"{where}['items']")
     if len(set(aggregates)) != len(aggregates):
-        raise schema_problem(f"{aggregates!r} has non-unique elements")
+        raise schema_problem(f"{aggregates!r} has non-unique elements", "uniqueItems",
+                             where)
+    if generation is not None and generation != rp.generation:
+        raise HttpProblem(409, "Resource provider's generation already changed. Please "
+                               "update the generation and try again.",
+                          code="placement.concurrent_update")
     try:
-        call.store.set_provider_aggregates(rp.uuid, generation, aggregates)
+        call.store.set_provider_aggregates(rp.uuid, None, aggregates,
+                                           increment=call.at_least(19))
     except PlacementError as err:
         raise HttpProblem.from_error(err) from None
     call.changes.providers.add(rp.uuid)
-    return _aggregates_answer(call)
+    out: dict[str, Any] = {"aggregates": list(aggregates)}  # in the order given
+    if call.at_least(19):
+        out["resource_provider_generation"] = call.store.provider(rp.uuid).generation
+    return json_response(200, out)
 
 
 def _traits_answer(call: Call) -> PlacementResponse:
@@ -359,11 +458,22 @@ def set_provider_traits(call: Call) -> PlacementResponse:
     forbid_read_only(call, "resource_providers:traits:update")
     rp = _provider(call)
     data = check_keys(json_body(call.req), ["traits", "resource_provider_generation"])
-    generation = need(data, "resource_provider_generation", int)
     traits = need(data, "traits", list)
+    generation = need(data, "resource_provider_generation", int)
     for trait in traits:
         if not isinstance(trait, str):
-            raise schema_problem(f"{trait!r} is not of type 'string' (field 'traits')")
+            raise schema_problem(f"{trait!r} is not of type 'string'", "type",
+                                 f"{prop('', 'traits')}['items']")
+    if len(set(traits)) != len(traits):
+        raise schema_problem(f"{traits!r} has non-unique elements", "uniqueItems",
+                             prop("", "traits"))
+    if generation != rp.generation:
+        raise HttpProblem(409, "Resource provider's generation already changed. Please "
+                               "update the generation and try again.",
+                          code="placement.concurrent_update")
+    unknown = sorted(t for t in traits if not call.store.has_trait(t))
+    if unknown:
+        raise HttpProblem(400, f"No such trait {', '.join(unknown)}")
     try:
         call.store.set_provider_traits(rp.uuid, generation, traits)
     except PlacementError as err:

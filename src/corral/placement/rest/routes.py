@@ -12,6 +12,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import Final
 
 from corral.errors import PlacementError
@@ -19,12 +20,14 @@ from corral.placement.model import PlacementStore
 from corral.placement.rest import consumers, names, providers
 from corral.placement.rest.context import Call
 from corral.placement.rest.protocol import (
+    JSON,
     REQUEST_ID_HEADER,
     Changes,
     HttpProblem,
     PlacementRequest,
     PlacementResponse,
     Version,
+    accepts_json,
     error_response,
     negotiate,
     version_headers,
@@ -35,6 +38,9 @@ __all__ = ["ROUTES", "Route", "handle", "match"]
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Call], PlacementResponse]
+
+#: First microversion whose answers carry ``Cache-Control`` and ``Last-Modified``.
+CACHE_HEADERS_VERSION: Final[Version] = (1, 15)
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,26 @@ def match(path: str) -> tuple[Route, dict[str, str]] | None:
     return None
 
 
+#: Writes that take no body: creating a trait, and a resource class from 1.7.
+_BODILESS: Final = {("PUT", "/traits/{name}"), ("PUT", "/resource_classes/{name}")}
+
+
+def _check_media(req: PlacementRequest, route: Route, version: Version) -> None:
+    """What Placement checks before a handler runs: a body needs a content type, a
+    read must accept JSON, a write of a body must send JSON."""
+    if req.body and not req.content_type:
+        raise HttpProblem(400, "content-type header required when content-length > 0")
+    if req.method == "GET" and not accepts_json(req.accept):
+        raise HttpProblem(406, f"Only {JSON} is provided")
+    bodiless = (req.method, route.template) in _BODILESS and (
+        route.template != "/resource_classes/{name}" or version >= (1, 7))
+    if req.method in ("PUT", "POST") and not bodiless and route.template != "":
+        ctype = (req.content_type or "").split(";", 1)[0].strip().lower()
+        if ctype != JSON:
+            raise HttpProblem(415, f"The media type {ctype or 'None'} is not supported, "
+                                   f"use {JSON}")
+
+
 def handle(store: PlacementStore, req: PlacementRequest,
            ) -> tuple[PlacementResponse, Changes]:
     """Answer ``req`` against ``store``: the response and what changed in the store
@@ -131,7 +157,8 @@ def handle(store: PlacementStore, req: PlacementRequest,
     try:
         version = negotiate(req.version_header)
     except HttpProblem as problem:
-        return error_response(problem, req.request_id, None), Changes()
+        return error_response(problem, req.request_id, None, req.method,
+                              req.accept), Changes()
     call: Call | None = None
     try:
         found = match(req.path)
@@ -146,14 +173,21 @@ def handle(store: PlacementStore, req: PlacementRequest,
             raise HttpProblem(served.too_old, "The resource could not be found."
                               if served.too_old == 404 else
                               "The method specified is not allowed for this resource.")
+        _check_media(req, route, version)
         call = Call(store, req, version, args)
         response = served.handler(call)
     except HttpProblem as problem:
-        return (error_response(problem, req.request_id, version),
+        return (error_response(problem, req.request_id, version, req.method, req.accept),
                 call.changes if call is not None else Changes())
     except PlacementError as err:
-        return (error_response(HttpProblem.from_error(err), req.request_id, version),
+        return (error_response(HttpProblem.from_error(err), req.request_id, version,
+                               req.method, req.accept),
                 call.changes if call is not None else Changes())
     response.headers.update(version_headers(version))
     response.headers[REQUEST_ID_HEADER] = req.request_id
+    if version >= CACHE_HEADERS_VERSION and response.status in (200, 201) and response.body:
+        # From 1.15 an answer says it must not be cached and when it was made
+        # (Placement gives the time of the answer where it tracks no other).
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["Last-Modified"] = formatdate(usegmt=True)
     return response, call.changes

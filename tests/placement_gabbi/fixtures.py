@@ -49,6 +49,8 @@ class PlacementClient:
     #: The CA certificate file to verify an HTTPS server with (else the system's).
     ca: str | None = None
     _pool: urllib3.PoolManager | None = None
+    #: Providers' generations as the fixture's own changes left them (saves a GET).
+    _generations: dict[str, int] = field(default_factory=dict)
 
     def call(self, method: str, path: str, body: Any = None, *, version: str = "1.39",
              expect: tuple[int, ...] = (200, 201, 204)) -> Any:
@@ -81,6 +83,7 @@ class PlacementClient:
         if parent:
             body["parent_provider_uuid"] = parent
         self.call("POST", "/resource_providers", body, version="1.20")
+        self._generations[rp_uuid] = 0
         if aggregates:
             self.call("PUT", f"/resource_providers/{rp_uuid}/aggregates", list(aggregates),
                       version="1.18")
@@ -88,8 +91,10 @@ class PlacementClient:
 
     def generation(self, rp_uuid: str) -> int:
         """The provider's current generation."""
-        provider = self.call("GET", f"/resource_providers/{rp_uuid}")
-        return int(provider["generation"])
+        if rp_uuid not in self._generations:
+            provider = self.call("GET", f"/resource_providers/{rp_uuid}")
+            self._generations[rp_uuid] = int(provider["generation"])
+        return self._generations[rp_uuid]
 
     def ensure_resource_class(self, name: str) -> None:
         """Create a custom resource class unless it exists (standard ones always do)."""
@@ -102,20 +107,24 @@ class PlacementClient:
         self.ensure_resource_class(resource_class)
         body: dict[str, Any] = {"resource_class": resource_class, "total": total,
                                 "max_unit": total, **fields}
-        self.call("POST", f"/resource_providers/{rp_uuid}/inventories", body)
+        self._generations.pop(rp_uuid, None)
+        answer = self.call("POST", f"/resource_providers/{rp_uuid}/inventories", body)
+        self._generations[rp_uuid] = int(answer["resource_provider_generation"])
 
     def set_traits(self, rp_uuid: str, *traits: str) -> None:
         """Replace the provider's traits (custom ones are created first)."""
         for trait in traits:
             if trait.startswith("CUSTOM_"):
                 self.call("PUT", f"/traits/{trait}", expect=(201, 204))
-        self.call("PUT", f"/resource_providers/{rp_uuid}/traits",
-                  {"resource_provider_generation": self.generation(rp_uuid),
-                   "traits": list(traits)})
+        answer = self.call("PUT", f"/resource_providers/{rp_uuid}/traits",
+                           {"resource_provider_generation": self.generation(rp_uuid),
+                            "traits": list(traits)})
+        self._generations[rp_uuid] = int(answer["resource_provider_generation"])
 
     def set_allocation(self, rp_uuid: str, consumer: str, resources: dict[str, int],
                        project_id: str, user_id: str) -> None:
         """Give a new consumer ``resources`` on one provider."""
+        self._generations.pop(rp_uuid, None)
         self.call("PUT", f"/allocations/{consumer}",
                   {"allocations": {rp_uuid: {"resources": resources}},
                    "project_id": project_id, "user_id": user_id,
@@ -124,6 +133,7 @@ class PlacementClient:
 
 def clean(client: PlacementClient) -> None:
     """Remove every allocation, provider, custom resource class and custom trait."""
+    client._generations.clear()
     providers = client.call("GET", "/resource_providers")["resource_providers"]
     consumers: set[str] = set()
     for provider in providers:

@@ -44,6 +44,7 @@ from typing import Any
 from unittest import mock
 
 import ply.yacc
+import urllib3
 from gabbi import handlers, httpclient, json_parser, suitemaker, utils
 
 from corral.paths import Paths
@@ -116,33 +117,16 @@ CHOSEN: tuple[str, ...] = (
 #: The files of :data:`CHOSEN` that pass on corral's /placement/ (testbed of the
 #: pytest entry, tests/placement_gabbi/test_gabbi.py); refresh with
 #: ``python -m tests.placement_gabbi.runner --testbed DIR`` as the server grows.
-CORRAL_PASSING: tuple[str, ...] = (
-    "allocation-bad-class.yaml",
-    "allocation-candidates-any-traits.yaml",
-    "allocation-candidates-any-traits-groups.yaml",
-    "allocation-candidates-bug-1792503.yaml",
-    "allocation-candidates-mappings-numa.yaml",
-    "allocation-candidates-mappings-sharing.yaml",
-    "allocation-candidates-member-of.yaml",
-    "allocations-bug-1714072.yaml",
-    "allocations-bug-1778743.yaml",
-    "allocations-bug-1779717.yaml",
-    "confirm-auth.yaml",
-    "consumer-types-1.38.yaml",
-    "consumer-types-bug-story-2009167.yaml",
-    "ensure-consumer.yaml",
-    "granular.yaml",
-    "granular-same-subtree.yaml",
-    "microversion-bug-1724065.yaml",
-    "non-cors.yaml",
-    "resource-provider-aggregates.yaml",
-    "resource-provider-any-traits.yaml",
-    "resource-provider-bug-1779818.yaml",
-    "resource-provider-duplication.yaml",
-    "same-subtree-deep.yaml",
-    "shared-resources.yaml",
-    "unicode.yaml",
-)
+CORRAL_PASSING: tuple[str, ...] = tuple(
+    name for name in CHOSEN if name not in (
+        # The malformed Content-Length is refused by the HTTP server (aiohttp) before
+        # /placement/ sees it, with the server's own 400 text.
+        "basic-http.yaml",
+        # "non admin forbidden": a user without rights reads with 200 on corral (every
+        # authenticated RAPI user may read), where Placement's policy says 403.
+        "resource-classes.yaml",
+        "resource-provider.yaml",
+    ))
 
 #: Files of the wheel the runner leaves out, and why.
 LEFT_OUT: Mapping[str, str] = {
@@ -184,15 +168,43 @@ def _cached_yacc(*args: Any, **kwargs: Any) -> Any:
     return _yacc_once(kwargs["module"], kwargs["start"])
 
 
+class _KeptAlive(httpclient.Http):  # type: ignore[misc]
+    """gabbi's client without its ``clear()`` after every request, so the tests of a
+    file share kept-alive connections instead of a TCP and TLS handshake each."""
+
+    def clear(self) -> None:
+        """Keep the pools (:func:`_fast_gabbi` clears them at the end)."""
+
+
 @contextlib.contextmanager
 def _fast_gabbi(ca: str | None) -> Iterator[None]:
     """PLY tables built once; gabbi's HTTPS checks against ``ca`` (a one-certificate
-    file) rather than loading certifi's whole bundle for every test's connection."""
+    file) rather than loading certifi's whole bundle for every test's connection; one
+    client per kind of test (non-verbose ones) for the whole file."""
+    clients: dict[tuple[Any, ...], _KeptAlive] = {}
+    real_get_http = httpclient.get_http
+
+    def get_http(verbose: Any = False, caption: str = "", cert_validate: bool = True,
+                 hostname: str | None = None, timeout: int = 30) -> Any:
+        if verbose:
+            return real_get_http(verbose=verbose, caption=caption,
+                                 cert_validate=cert_validate, hostname=hostname,
+                                 timeout=timeout)
+        key = (cert_validate, hostname, timeout)
+        if key not in clients:
+            clients[key] = _KeptAlive(strict=True, ca_certs=ca or httpclient.certifi.where(),
+                                      server_hostname=hostname, timeout=timeout,
+                                      **({} if cert_validate else {"cert_reqs": "CERT_NONE"}))
+        return clients[key]
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(ply.yacc, "yacc", _cached_yacc))
-        if ca is not None:
-            stack.enter_context(mock.patch.object(httpclient.certifi, "where", lambda: ca))
-        yield
+        stack.enter_context(mock.patch.object(httpclient, "get_http", get_http))
+        try:
+            yield
+        finally:
+            for client in clients.values():
+                urllib3.PoolManager.clear(client)
 
 
 def _wheel_dir() -> Path:
@@ -287,6 +299,20 @@ def _environment() -> Iterator[None]:
         os.environ.update(saved)
 
 
+def _mount_links(data: dict[str, Any], prefix: str) -> None:
+    """Expect links below the mount point: the files were written for Placement at the
+    root of its URL space; a Placement mounted at ``prefix`` (SCRIPT_NAME) answers
+    ``prefix + href`` in every ``links[].href``, as corral at ``/placement`` does.
+    (Checked on Placement itself: ``--reference --prefix /placement``.)"""
+    for test in data.get("tests", []):
+        paths = test.get("response_json_paths")
+        if not isinstance(paths, dict):
+            continue
+        for key, value in paths.items():
+            if key.endswith(".href") and isinstance(value, str) and value.startswith("/"):
+                paths[key] = prefix + value
+
+
 def run_file(path: Path, client: PlacementClient) -> FileResult:
     """Run one gabbi file against ``client``'s server."""
     result = FileResult(path.name)
@@ -304,6 +330,9 @@ def run_file(path: Path, client: PlacementClient) -> FileResult:
     if client.headers:
         defaults["request_headers"] = {**client.headers,
                                        **(defaults.get("request_headers") or {})}
+    prefix = url.path.rstrip("/")
+    if prefix:
+        _mount_links(data, prefix)
     fixtures.configure(client)
     module = types.SimpleNamespace(**fixtures.FIXTURES)
     handler_objects = [handler() for handler in handlers.RESPONSE_HANDLERS]
@@ -311,7 +340,7 @@ def run_file(path: Path, client: PlacementClient) -> FileResult:
         suite = suitemaker.test_suite_from_dict(
             unittest.defaultTestLoader, path.stem.replace("-", "_").replace(".", "_"),
             data, str(path.parent), url.hostname, port, module, None,
-            prefix=url.path.rstrip("/"), handlers=handler_objects,
+            prefix=prefix, handlers=handler_objects,
             test_loader_name="placement_gabbi")
         with contextlib.redirect_stdout(io.StringIO()):
             suite.run(_Result(result))
@@ -384,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="start OpenStack Placement 16 locally and run against it")
     target.add_argument("--testbed", type=Path,
                         help="a running corral testbed's directory")
+    parser.add_argument("--prefix", default="",
+                        help="with --reference: mount Placement below this path")
     parser.add_argument("--header", action="append", default=[],
                         help="NAME:VALUE sent with every request (e.g. authorization)")
     parser.add_argument("--insecure", action="store_true",
@@ -401,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.reference:
                 from corral.testbed.placement_ref import ReferencePlacement, ensure_installed
                 ensure_installed()
-                url = stack.enter_context(ReferencePlacement()).url
+                url = stack.enter_context(ReferencePlacement(prefix=args.prefix)).url
             else:
                 url = args.url
             client = PlacementClient(url, headers, verify=not args.insecure)

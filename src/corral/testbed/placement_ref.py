@@ -46,6 +46,8 @@ PLACEMENT_REQUIREMENT = "openstack-placement>=16,<17"
 # library's wsgiref with a thread per request (Placement is a plain WSGI app; production
 # deployments put it under uwsgi or mod_wsgi, neither of which is needed to compare
 # answers). Request logging is off: it would cost a write to stderr per request.
+# With a prefix the application is mounted below it (SCRIPT_NAME), as a web server
+# mounts Placement at /placement: its links then start with the prefix.
 # wsgiref says ``text/plain`` for a request without a Content-Type; a real server says
 # nothing, and Placement answers the two differently (basic-http.yaml checks it).
 _SERVER = """
@@ -67,7 +69,20 @@ class Threading(socketserver.ThreadingMixIn, WSGIServer):
     request_queue_size = 64
 
 from placement.wsgi.api import application
-server = make_server("127.0.0.1", int(sys.argv[1]), application,
+
+prefix = sys.argv[2]
+
+def mounted(environ, start_response):
+    path = environ.get("PATH_INFO", "")
+    if prefix:
+        if path != prefix and not path.startswith(prefix + "/"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found"]
+        environ["SCRIPT_NAME"] = prefix
+        environ["PATH_INFO"] = path[len(prefix):]
+    return application(environ, start_response)
+
+server = make_server("127.0.0.1", int(sys.argv[1]), mounted,
                      server_class=Threading, handler_class=Quiet)
 print("serving", flush=True)
 server.serve_forever()
@@ -128,16 +143,19 @@ def free_port() -> int:
 
 
 class ReferencePlacement:
-    """One Placement server with its own SQLite database in ``workdir``."""
+    """One Placement server with its own SQLite database in ``workdir``, at ``url``
+    (below ``prefix``, e.g. ``/placement``, when one is given)."""
 
-    def __init__(self, workdir: Path | None = None, *, port: int | None = None) -> None:
+    def __init__(self, workdir: Path | None = None, *, port: int | None = None,
+                 prefix: str = "") -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"corral-placement-ref-{os.getpid()}-")
             workdir = Path(self._tmp.name)
         self.workdir = workdir
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.prefix = prefix.rstrip("/")
+        self.url = f"http://127.0.0.1:{self.port}{self.prefix}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> None:
@@ -155,7 +173,8 @@ class ReferencePlacement:
         subprocess.run([str(bindir / "placement-manage"), "--config-file", str(conf),
                         "db", "sync"], check=True, env=env, capture_output=True)
         log = open(self.workdir / "server.log", "wb")  # noqa: SIM115 - the child keeps it
-        self.process = subprocess.Popen([str(python), "-c", _SERVER, str(self.port)],
+        self.process = subprocess.Popen([str(python), "-c", _SERVER, str(self.port),
+                                         self.prefix],
                                         env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         log.close()

@@ -13,16 +13,31 @@ process; no HTTP, no JSON encoding (the REST figures come with the REST API).
 
 One JSON line per figure: median and p95 milliseconds over ``--runs`` runs, the number of
 candidates, the CPU milliseconds (steadier than the wall clock on a shared machine), the
-load average. Run: ``.venv/bin/python bench/placement.py [--runs N]``.
+load average.
+
+**REST figures** (``--layers rest``, see ``bench/_placement_rest.py`` for the shape and
+the method): the same queries over HTTPS against corral's ``/placement/`` on a one-node
+testbed, and over HTTP against OpenStack Placement 16 (SQLite, a threading wsgiref
+server: ``corral.testbed.placement_ref``) in the same run when it is installed
+(``python -m corral.testbed.placement_ref install``). Each size is loaded once per
+server (sizes grow incrementally) and reused for every query. One JSON line per query:
+each side's sequential median ms and requests per second with 4 concurrent clients, the
+candidates each found (they must agree), the load time, and Placement's figure over
+corral's (``ratio_ms``, ``ratio_rps``).
+
+Run: ``.venv/bin/python bench/placement.py [--runs N] [--sizes 100,1000,5000]
+[--layers engine,rest] [--rest-runs N] [--seconds S] [--no-reference]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,13 +45,15 @@ from urllib.parse import parse_qsl
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import percentile
+from _common import percentile, testbed
+from _placement_rest import CLIENTS, Side, candidates_query, load_trees, measure
 from corral.placement import (
     Inventory,
     PlacementStore,
     allocation_candidates,
     parse_allocation_candidates,
 )
+from corral.testbed.placement_ref import ReferencePlacement, installed_python
 
 AGG_A = str(uuid.UUID(int=0xA))
 AGG_B = str(uuid.UUID(int=0xB))
@@ -44,6 +61,7 @@ RESOURCES = "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10"
 QUERIES = {"not_A": f"member_of=!{AGG_A}", "not_in_A_B": f"member_of=!in:{AGG_A},{AGG_B}",
            "in_A": f"member_of={AGG_A}"}
 TARGET_MS = 50.0
+TARGET_RPS = 100.0
 
 
 def build(computes: int) -> PlacementStore:
@@ -70,12 +88,9 @@ def build(computes: int) -> PlacementStore:
     return store
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--sizes", default="100,1000,5000")
-    args = parser.parse_args()
-    for computes in (int(s) for s in args.sizes.split(",")):
+def engine_figures(sizes: list[int], runs: int) -> None:
+    """The engine alone: one line per size, query and limit."""
+    for computes in sizes:
         started = time.perf_counter()
         store = build(computes)
         build_s = time.perf_counter() - started
@@ -86,7 +101,7 @@ def main() -> None:
                 times = []
                 cpu = []
                 count = 0
-                for _ in range(args.runs):
+                for _ in range(runs):
                     start, start_cpu = time.perf_counter(), time.process_time()
                     request = parse_allocation_candidates(params, (1, 39))
                     found = allocation_candidates(store, request)
@@ -101,10 +116,115 @@ def main() -> None:
                     "query": query.replace(AGG_A, "A").replace(AGG_B, "B"),
                     "candidates": count, "median_ms": round(median, 2),
                     "p95_ms": round(percentile(times, 0.95), 2),
-                    "cpu_median_ms": round(statistics.median(cpu), 2), "runs": args.runs,
+                    "cpu_median_ms": round(statistics.median(cpu), 2), "runs": runs,
                     "target_ms": TARGET_MS, "ok": median <= TARGET_MS,
                     "build_s": round(build_s, 2),
                     "load": [round(v, 2) for v in os.getloadavg()]}), flush=True)
+
+
+def _corral_side(stack: contextlib.ExitStack) -> Side:
+    """A one-node testbed in a temporary directory (stopped at the end); its /placement/."""
+    directory = Path(stack.enter_context(tempfile.TemporaryDirectory(
+        prefix=f"corral-bench-placement-{os.getpid()}-"))) / "tb"
+    testbed("up", "--nodes", "1", "--dir", str(directory))
+    stack.callback(testbed, "down", "--dir", str(directory))
+    rapi = json.loads((directory / "testbed.json").read_text())["rapi"]
+    side = Side.basic("corral", rapi["url"] + "/placement", rapi["user"], rapi["password"],
+                      rapi["ca"])
+    # Cluster nodes may be providers: the trees are the only providers measured.
+    providers = side.ok("GET", "/resource_providers")["resource_providers"]
+    for provider in sorted(providers, key=lambda p: p["uuid"] == p["root_provider_uuid"]):
+        side.ok("DELETE", f"/resource_providers/{provider['uuid']}")
+    return side
+
+
+def _reference_side(stack: contextlib.ExitStack) -> Side:
+    """Placement 16 with its SQLite database on tmpfs when there is one (/dev/shm): the
+    loading is then bound by Placement's own work, not by the disk's flushes."""
+    shm = Path("/dev/shm")
+    parent = str(shm) if shm.is_dir() else None
+    workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(
+        prefix=f"corral-bench-placement-ref-{os.getpid()}-", dir=parent)))
+    ref = stack.enter_context(ReferencePlacement(workdir))
+    return Side("placement", ref.url, {"x-auth-token": "admin"}, loaders=1)
+
+
+def rest_figures(sizes: list[int], runs: int, seconds: float, reference: bool,
+                 reference_max: int) -> None:
+    """corral's /placement/ and, when installed, Placement 16 (up to ``reference_max``
+    trees: loading it takes about a minute per 100 trees here): one line per query."""
+    with contextlib.ExitStack() as stack:
+        sides = [_corral_side(stack)]
+        why_not = None
+        if not reference:
+            why_not = "--no-reference"
+        elif installed_python() is None:
+            why_not = ("not installed (python -m corral.testbed.placement_ref install)")
+        else:
+            sides.append(_reference_side(stack))
+        if why_not:
+            print(json.dumps({"bench": "placement", "layer": "rest",
+                              "placement": "unavailable", "why": why_not}), flush=True)
+        everyone = sides
+        for computes in sorted(sizes):
+            sides = [side for side in everyone
+                     if side.name == "corral" or computes <= reference_max]
+            for side in sides:
+                load_trees(side, computes)
+            for name, member_of in QUERIES.items():
+                for limit in (None, 1000):
+                    query = candidates_query(member_of, limit)
+                    line: dict[str, object] = {
+                        "bench": "placement", "layer": "rest",
+                        "figure": f"candidates_{name}" + (f"_limit{limit}" if limit else ""),
+                        "computes": computes, "providers": 3 + 3 * computes,
+                        "query": query.replace(AGG_A, "A").replace(AGG_B, "B"),
+                        "loaded_by": "REST, 6 requests per tree, "
+                                     + ", ".join(f"{side.name} {side.loaders} clients"
+                                                 for side in sides),
+                        "clients": CLIENTS, "runs": runs}
+                    got = {side.name: measure(side, query, runs, seconds) for side in sides}
+                    for side in sides:
+                        line.update({f"{side.name}_{key}": value
+                                     for key, value in got[side.name].items()})
+                        line[f"{side.name}_load_s"] = round(side.load_seconds, 1)
+                    corral = got["corral"]
+                    if len(everyone) > len(sides):
+                        line["placement"] = f"not run above --reference-max {reference_max}"
+                    if "placement" in got:
+                        placement = got["placement"]
+                        line["ratio_ms"] = round(placement["median_ms"] / corral["median_ms"], 1)
+                        line["ratio_rps"] = round(corral["rps"] / placement["rps"], 1)
+                        line["same_candidates"] = corral["candidates"] == placement["candidates"]
+                    line.update({"target_ms": TARGET_MS, "target_rps": TARGET_RPS,
+                                 "ok": (corral["median_ms"] <= TARGET_MS
+                                        and corral["rps"] >= TARGET_RPS),
+                                 "load": [round(v, 2) for v in os.getloadavg()]})
+                    print(json.dumps(line), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--sizes", default="100,1000,5000")
+    parser.add_argument("--layers", default="engine,rest",
+                        help="engine, rest or both (comma-separated)")
+    parser.add_argument("--rest-runs", type=int, default=7,
+                        help="sequential requests per REST figure (median)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="duration of each 4-client throughput figure")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="do not run OpenStack Placement beside corral")
+    parser.add_argument("--reference-max", type=int, default=5000,
+                        help="largest size Placement is loaded to (it loads slowly)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    layers = set(args.layers.split(","))
+    if "engine" in layers:
+        engine_figures(sizes, args.runs)
+    if "rest" in layers:
+        rest_figures(sizes, args.rest_runs, args.seconds, not args.no_reference,
+                     args.reference_max)
 
 
 if __name__ == "__main__":

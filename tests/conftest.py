@@ -7,9 +7,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,6 +47,15 @@ def pytest_configure(config: pytest.Config) -> None:
     machine. (The integration suite's daemons are always checked, see
     tests/integration/conftest.py.)"""
     _TEST_LOOPS["limit"] = loopcheck.threshold()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
+
+
+def _stop_on_sigterm(signum: int, _frame: object) -> None:
+    """A run stopped with SIGTERM (a CI time limit, ``timeout``) ends as Ctrl-C does:
+    pytest still tears the fixtures down and runs the cleanups, so no testbed daemon,
+    namespace, loop device or mount outlives the run."""
+    raise KeyboardInterrupt(f"signal {signum}: stopping the run after cleaning up")
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item

@@ -9,7 +9,6 @@ with the user's rights (``write`` for changes).
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from corral.errors import ParameterError
 from corral.paths import Paths
 from corral.rapi.users import parse_rapi_users_file, placement_token_option
+from corral.utils.files import write_public
 
 __all__ = ["add_token", "main"]
 
@@ -35,10 +35,11 @@ def add_token(users_file: Path, user: str, token: str | None = None) -> str:
             options = parts[2].strip() + "," if len(parts) == 3 else ""
             lines[index] = f"{parts[0]} {parts[1]} {options}{option}"
             break
-    tmp = users_file.with_name(f".{users_file.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.chmod(tmp, users_file.stat().st_mode & 0o777)
-    os.replace(tmp, users_file)
+    # the file holds passwords: the new one gets the old one's owner, group and mode
+    # from its creation on (with privilege separation it is the RAPI daemon's)
+    before = users_file.stat()
+    write_public(users_file, "\n".join(lines) + "\n", before.st_mode & 0o777,
+                 uid=before.st_uid, gid=before.st_gid)
     return token
 
 

@@ -86,3 +86,24 @@ def test_no_report_on_a_node_without_lvm(tmp_path: Path,
     monkeypatch.setattr(lvm_report, "_binary", lambda name: None)
     assert not lvm_report.publish(paths)
     assert not paths.lvm_report.exists()
+
+
+async def test_noded_keeps_the_copy_only_where_mond_runs_as_its_own_user(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    paths = Paths(tmp_path / "node")
+    monkeypatch.setenv("PATH", str(_tools(tmp_path / "bin", works=True)))
+    task = asyncio.create_task(lvm_report.publish_forever(paths, interval=0.01))
+    try:
+        await asyncio.sleep(0.1)
+        assert not paths.lvm_report.exists()  # mond runs as root: it runs LVM itself
+        paths.daemon_users.parent.mkdir(parents=True, exist_ok=True)
+        paths.daemon_users.write_text("{}")  # the node joined a separated cluster
+        for _ in range(200):
+            if paths.lvm_report.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert lvm_report.published_rows(paths, "vgs") == [["xenvg", "10236.00", "9212.00"]]
+    finally:
+        task.cancel()

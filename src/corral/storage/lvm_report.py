@@ -89,11 +89,13 @@ def publish(paths: Paths) -> bool:
 
 
 async def publish_forever(paths: Paths, interval: float = PUBLISH_SECONDS) -> None:
-    """:func:`publish` every ``interval`` seconds (in a worker thread) until cancelled;
+    """:func:`publish` every ``interval`` seconds (in a worker thread) until cancelled,
+    while this node separates its daemons (a monitoring daemon run as root runs LVM
+    itself; a node may join a separated cluster after its node daemon started);
     stops on a node without LVM."""
     while True:
         try:
-            if not await asyncio.to_thread(publish, paths):
+            if paths.daemon_users.exists() and not await asyncio.to_thread(publish, paths):
                 log.info("no LVM tools on this node: no LVM report for the monitoring "
                          "daemon")
                 return

@@ -439,3 +439,53 @@ def test_summary_traits_standard_ones_first() -> None:
              {"traits": ["CUSTOM_AAA", "HW_NUMA_ROOT"], "resource_provider_generation": 1})
     found = api.json("GET", "/allocation_candidates", query="resources=VCPU:1")
     assert found["provider_summaries"][RP]["traits"] == ["HW_NUMA_ROOT", "CUSTOM_AAA"]
+
+
+def test_a_write_between_two_identical_queries_changes_the_answer() -> None:
+    """Summaries are cached per provider: a change that moves a usage or a parent
+    without a new generation (Placement keeps the generation of a provider a consumer
+    leaves, and of a re-parented one) still shows in the next identical query."""
+    api = Api()
+    other = "44444444-4444-4444-4444-444444444444"
+    api.provider("x", RP)
+    api.provider("y", other)
+
+    def summaries() -> dict[str, Any]:
+        found: dict[str, Any] = api.json("GET", "/allocation_candidates",
+                                         query="resources=VCPU:1")["provider_summaries"]
+        return found
+
+    def allocate(allocations: dict[str, int], generation: int | None) -> None:
+        api.json("PUT", f"/allocations/{CONSUMER}", {
+            "allocations": {rp: {"resources": {"VCPU": n}} for rp, n in allocations.items()},
+            "project_id": "p", "user_id": "u", "consumer_type": "INSTANCE",
+            "consumer_generation": generation}, status=204)
+
+    allocate({RP: 2, other: 1}, None)
+    assert summaries()[RP]["resources"]["VCPU"]["used"] == 2
+    generation = api.json("GET", f"/resource_providers/{RP}")["generation"]
+    allocate({other: 1}, 1)  # the consumer leaves RP, whose generation stays
+    assert api.json("GET", f"/resource_providers/{RP}")["generation"] == generation
+    assert summaries()[RP]["resources"]["VCPU"]["used"] == 0
+    child = "55555555-5555-5555-5555-555555555555"
+    api.json("POST", "/resource_providers", {"name": "c", "uuid": child,
+                                             "parent_provider_uuid": RP})
+    api.json("PUT", f"/resource_providers/{child}/inventories", {
+        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}})
+    assert summaries()[child]["parent_provider_uuid"] == RP
+    api.json("PUT", f"/resource_providers/{child}", {"name": "c",
+                                                     "parent_provider_uuid": None})
+    assert summaries()[child]["parent_provider_uuid"] is None
+
+
+def test_names_stay_unique_on_create_and_rename() -> None:
+    api = Api()
+    other = "44444444-4444-4444-4444-444444444444"
+    api.provider("x", RP)
+    api.provider("y", other)
+    taken = api.call("POST", "/resource_providers", {"name": "x"})
+    assert taken.status == 409 and error_of(taken)["code"] == "placement.duplicate_name"
+    renamed = api.call("PUT", f"/resource_providers/{other}", {"name": "x"})
+    assert renamed.status == 409 and error_of(renamed)["code"] == "placement.duplicate_name"
+    api.json("PUT", f"/resource_providers/{other}", {"name": "z"})
+    api.json("POST", "/resource_providers", {"name": "y"})

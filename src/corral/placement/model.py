@@ -434,6 +434,7 @@ class PlacementStore:
             assert node is not None
             node.root = root
             self.root_of[slot] = root
+            self._summaries.pop(slot, None)  # its parent changed, its generation did not
 
     def delete_provider(self, rp_uuid: str) -> None:
         """Delete a provider without children or allocations."""
@@ -501,6 +502,10 @@ class PlacementStore:
         rp = self._slots[slot]
         assert rp is not None
         return rp
+
+    def uuid_named(self, name: str) -> str | None:
+        """The UUID of the provider called ``name``, None if there is none."""
+        return self._by_name.get(name)
 
     def slot_of(self, rp_uuid: str) -> int | None:
         """The slot of provider ``rp_uuid``, None if there is none."""
@@ -705,6 +710,7 @@ class PlacementStore:
                 rp = self._by_uuid[rp_uuid]
                 rp.used[rc] = rp.used.get(rc, 0) + change
                 self._columns[rc].used[rp.slot] = rp.used[rc]
+                self._summaries.pop(rp.slot, None)  # a usage may change, the generation not
         for consumer_uuid, (allocations, _g, project, user, ctype) in changes.items():
             existing = self._consumers.pop(consumer_uuid, None)
             if existing is not None:

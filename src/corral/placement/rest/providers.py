@@ -122,7 +122,7 @@ def create_provider(call: Call) -> PlacementResponse:
     duplicates = []
     if rp_uuid is not None and call.store.slot_of(rp_uuid) is not None:
         duplicates.append(f"uuid: {rp_uuid}")
-    if any(p.name == name for p in call.store.providers()):
+    if call.store.uuid_named(name) is not None:
         duplicates.append(f"name: {name}")
     if duplicates:
         raise HttpProblem(409, f"Conflicting resource provider {', '.join(duplicates)} "
@@ -147,7 +147,7 @@ def update_provider(call: Call) -> PlacementResponse:
     data = check_keys(json_body(call.req), allowed)
     name = _name_field(data)
     parent = _parent_field(data) if "parent_provider_uuid" in data else rp.parent_uuid
-    if name != rp.name and any(p.name == name for p in call.store.providers()):
+    if name != rp.name and call.store.uuid_named(name) is not None:
         raise HttpProblem(409, f"Conflicting resource provider {name} already exists.",
                           code="placement.duplicate_name")
     try:
@@ -155,8 +155,11 @@ def update_provider(call: Call) -> PlacementResponse:
                                              allow_reparenting=call.at_least(37))
     except PlacementError as err:
         raise HttpProblem.from_error(err) from None
-    call.changes.providers.update(p.uuid for p in call.store.providers()
-                                  if p.root_uuid in (updated.root_uuid, rp.root_uuid))
+    for root in {updated.root_uuid, rp.root_uuid}:
+        root_slot = call.store.slot_of(root)
+        if root_slot is not None:
+            call.changes.providers.update(call.store.uuid_at[slot]
+                                          for slot in call.store.subtree(root_slot))
     return json_response(200, serialize_provider(call, updated))
 
 

@@ -8,32 +8,52 @@ like every commit, and found again after a failover). A commit that fails, or a
 request that fails after changing part of the engine (the reshaper), rebuilds the
 engine from the rows, so engine and rows never disagree: the change is either
 committed and applied or refused with nothing changed.
+
+Reads (``GET``, ``HEAD``) run in worker threads, off the event loop, so an unlimited
+allocation-candidates query over thousands of providers never stalls the master's
+other work; several reads run at once. A change runs alone: it waits for the running
+reads, and no read starts until it is committed (or refused and rolled back), so a
+read never sees a change that is not committed. The engine is guarded by one
+shared/exclusive lock (:class:`~corral.locking.shared.SharedLock`); any other code that
+changes the engine holds it exclusively (:meth:`PlacementService.exclusive`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from typing import Any
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
 
 from corral.config import ConfigStore
 from corral.errors import InternalError
+from corral.locking.shared import SharedLock
 from corral.luxi import calls
 from corral.objects.model import PlacementProvider
 from corral.placement.model import PlacementStore
-from corral.placement.rest import Changes, PlacementRequest, handle
+from corral.placement.rest import Changes, PlacementRequest, PlacementResponse, handle
 from corral.placement.saved import load, rows_for
 
 __all__ = ["PlacementService"]
 
 log = logging.getLogger(__name__)
 
+#: Methods that never change the engine: run in worker threads, several at once.
+READ_METHODS: Final = frozenset({"GET", "HEAD"})
+#: Worker threads for reads (the RAPI daemon's luxi pool sends a few at a time).
+READERS: Final = 4
+
 
 class PlacementService:
     """The placement engine of the cluster, kept in step with its rows."""
 
-    def __init__(self, config: ConfigStore) -> None:
+    def __init__(self, config: ConfigStore, *, readers: int = READERS) -> None:
         self.config = config
         self.engine = self._load()
+        self._lock = SharedLock("placement")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="placement-read")
 
     def _load(self) -> PlacementStore:
         providers = self.config.all("placement_provider")
@@ -49,19 +69,55 @@ class PlacementService:
         req = PlacementRequest(args.method, args.path, args.query, args.version_header,
                                args.body, args.content_type, args.user, args.read_only,
                                args.prefix, args.accept)
-        response, changes = handle(self.engine, req)
-        if changes:
-            if response.status >= 400:
-                log.info("placement: %s %s failed after a partial change; reloading "
-                         "the engine from the configuration", args.method, args.path)
-                self.engine = self._load()
-            else:
-                try:
-                    await self._persist(changes)
-                except BaseException:
+        if args.method in READ_METHODS:
+            return await self._read(req)
+        async with self.exclusive():
+            response, changes = handle(self.engine, req)
+            if changes:
+                if response.status >= 400:
+                    log.info("placement: %s %s failed after a partial change; reloading "
+                             "the engine from the configuration", args.method, args.path)
                     self.engine = self._load()
-                    raise
+                else:
+                    try:
+                        await self._persist(changes)
+                    except BaseException:
+                        self.engine = self._load()
+                        raise
+            return response.to_wire()
+
+    async def _read(self, req: PlacementRequest) -> dict[str, Any]:
+        """A read in a worker thread, holding the lock shared until the thread is done
+        (also when the caller is cancelled: no change may start under a running read)."""
+        owner = object()
+        await self._lock.acquire(shared=True, owner=owner)
+        try:
+            running = asyncio.get_running_loop().run_in_executor(
+                self._readers, handle, self.engine, req)
+        except BaseException:
+            self._lock.release(owner=owner)
+            raise
+        def done(finished: asyncio.Future[tuple[PlacementResponse, Changes]]) -> None:
+            self._lock.release(owner=owner)
+            if not finished.cancelled():
+                finished.exception()  # retrieved here when the caller was cancelled
+
+        running.add_done_callback(done)
+        response, changes = await asyncio.shield(running)
+        if changes:
+            raise InternalError(f"placement: {req.method} {req.path} changed the engine")
         return response.to_wire()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[PlacementStore]:
+        """Hold the engine alone (no read running, no other change): for code that
+        changes it outside a REST request. Yields the engine."""
+        owner = object()
+        await self._lock.acquire(owner=owner)
+        try:
+            yield self.engine
+        finally:
+            self._lock.release(owner=owner)
 
     def _order_of(self, rp_uuid: str) -> int | None:
         row = self.config.find("placement_provider", rp_uuid)

@@ -19,7 +19,6 @@ from typing import Any
 from corral.errors import PlacementError
 from corral.placement.candidates import allocation_candidates, collector_paused
 from corral.placement.model import Inventory
-from corral.placement.names import trait_order
 from corral.placement.query import is_uuid_like, parse_allocation_candidates
 from corral.placement.rest.body import (
     check_int,
@@ -32,6 +31,7 @@ from corral.placement.rest.body import (
     prop,
     schema_problem,
 )
+from corral.placement.rest.candidates_json import candidates_body
 from corral.placement.rest.context import Call, forbid_read_only
 from corral.placement.rest.protocol import HttpProblem, PlacementResponse, json_response
 from corral.placement.rest.providers import inventory_fields, inventory_from
@@ -336,33 +336,9 @@ def list_candidates(call: Call) -> PlacementResponse:
 def _list_candidates(call: Call) -> PlacementResponse:
     request = parse_allocation_candidates(call.params, call.version)
     found = allocation_candidates(call.store, request)
-    requested = {rc for group in request.groups.values() for rc in group.resources}
-    requests: list[dict[str, Any]] = []
-    for candidate in found.allocation_requests:
-        if call.at_least(12):
-            entry: dict[str, Any] = {"allocations": {
-                rp: {"resources": dict(res)} for rp, res in candidate.allocations.items()}}
-            if call.at_least(34):
-                entry["mappings"] = {k: list(v) for k, v in candidate.mappings.items()}
-        else:
-            entry = {"allocations": [{"resource_provider": {"uuid": rp},
-                                      "resources": dict(res)}
-                                     for rp, res in candidate.allocations.items()]}
-        requests.append(entry)
-    summaries: dict[str, Any] = {}
-    for rp_uuid, summary in found.provider_summaries.items():
-        resources = {rc: {"capacity": cap, "used": used}
-                     for rc, (cap, used) in summary.resources.items()
-                     if call.at_least(27) or rc in requested}
-        out: dict[str, Any] = {"resources": resources}
-        if call.at_least(17):
-            out["traits"] = trait_order(summary.traits)
-        if call.at_least(29):
-            out["parent_provider_uuid"] = summary.parent_uuid
-            out["root_provider_uuid"] = summary.root_uuid
-        summaries[rp_uuid] = out
-    return json_response(200, {"allocation_requests": requests,
-                               "provider_summaries": summaries})
+    requested = frozenset(rc for group in request.groups.values() for rc in group.resources)
+    body = candidates_body(call.store, found, call.version, requested)
+    return PlacementResponse(200, {"Content-Type": "application/json"}, body.decode())
 
 
 def reshape(call: Call) -> PlacementResponse:

@@ -366,17 +366,62 @@ class _Combiner:
         return amounts
 
 
-def _enumerate(q: ProviderMasks, request: AllocationCandidatesRequest,
-               per_group: list[_GroupChoices],
-               ) -> Iterator[tuple[int, tuple[_Choice, ...]]]:
+def _anchor_roots(q: ProviderMasks, request: AllocationCandidatesRequest,
+                  per_group: list[_GroupChoices]) -> list[int]:
+    """The roots every group can hang on that ``root_required`` accepts, in order."""
     roots = set(per_group[0].roots).intersection(*(g.roots for g in per_group[1:]))
     if request.root_required or request.root_forbidden:
         has = q.in_all([frozenset({t}) for t in request.root_required], "trait")
         hasnt = q.in_any(request.root_forbidden, "trait")
         roots = {r for r in roots if (has is None or has[r]) and (hasnt is None or not hasnt[r])}
-    for root in sorted(roots):
+    return sorted(roots)
+
+
+def _enumerate(q: ProviderMasks, request: AllocationCandidatesRequest,
+               per_group: list[_GroupChoices],
+               ) -> Iterator[tuple[int, tuple[_Choice, ...]]]:
+    for root in _anchor_roots(q, request, per_group):
         for combo in itertools.product(*(g.choices(root) for g in per_group)):
             yield root, combo
+
+
+def _one_group(q: ProviderMasks, request: AllocationCandidatesRequest,
+               group: _GroupChoices, suffix: str, trees: set[int],
+               ) -> list[AllocationRequest]:
+    """The candidates of a request of one group (Nova's usual query): each choice of
+    the group is a candidate, so the loop of :func:`_candidates` is done here with
+    nothing it does not need (no combining of groups)."""
+    uuids = q.store.uuid_at
+    is_sharing: list[bool] = q.sharing.tolist()
+    root_of: list[int] = q.root.tolist()
+    limit = request.limit
+    seen: set[tuple[object, ...]] = set()
+    requests: list[AllocationRequest] = []
+    add_tree = trees.add
+    for root in _anchor_roots(q, request, [group]):
+        for choice in group.choices(root):
+            allocations: dict[str, dict[str, int]] = {}
+            only_sharing = True
+            for slot, rc, amount in choice:
+                if not is_sharing[slot]:
+                    only_sharing = False
+                if rc:
+                    rp_uuid = uuids[slot]
+                    found = allocations.get(rp_uuid)
+                    if found is None:
+                        allocations[rp_uuid] = {rc: amount}
+                    else:
+                        found[rc] = amount
+                    add_tree(root_of[slot])
+            if only_sharing:  # other anchors may give the same candidate again
+                key = (tuple(sorted(choice)), (tuple(sorted({p[0] for p in choice})),))
+                if key in seen:
+                    continue
+                seen.add(key)
+            requests.append(AllocationRequest(allocations, {suffix: list(allocations)}))
+            if limit is not None and len(requests) >= limit:
+                return requests
+    return requests
 
 
 def allocation_candidates(store: PlacementStore,
@@ -428,6 +473,9 @@ def _candidates(store: PlacementStore,
     # Before 1.29 a client is blind to nested providers: a candidate taking from two
     # providers of one tree is left out, and only the providers used are summarised.
     blind = request.version < (1, 29) and q.has_trees()
+    if single and not blind:
+        requests = _one_group(q, request, per_group[0], suffixes[0], trees)
+        return AllocationCandidates(requests, _summaries(store, q, trees))
     blind_slots: set[int] = set()
     for _root, combo in _enumerate(q, request, per_group) if per_group else iter(()):
         if single:

@@ -4,6 +4,7 @@ NUMAAggregateFixture): what each member_of form selects, per group kind."""
 from __future__ import annotations
 
 import gc
+import threading
 from urllib.parse import parse_qsl
 
 import pytest
@@ -17,6 +18,7 @@ from corral.placement import (
     parse_resource_providers,
     resource_providers,
 )
+from corral.placement.candidates import collector_paused
 
 A = "aaaaaaaa-0000-0000-0000-000000000001"
 B = "bbbbbbbb-0000-0000-0000-000000000002"
@@ -204,3 +206,30 @@ def test_before_1_29_one_provider_per_tree(store: PlacementStore) -> None:
     found = allocation_candidates(store, request)
     assert len(found.allocation_requests) == 1  # numa1_1 (tree cn1) with ss2 (its own)
     assert sorted(found.provider_summaries) == sorted([_uuid("numa1_1"), _uuid("ss2")])
+
+
+def test_collector_paused_from_the_first_thread_in_to_the_last_out() -> None:
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with collector_paused():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(10)
+        with collector_paused():
+            second_in.set()
+            first_out.wait(10)
+            seen.append(gc.isenabled())  # the first thread left, this one has not
+
+    assert gc.isenabled()
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert seen == [False]
+    assert gc.isenabled()

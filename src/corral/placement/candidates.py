@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -436,23 +437,36 @@ def allocation_candidates(store: PlacementStore,
         return _candidates(store, request)
 
 
+_pause_lock = threading.Lock()
+#: How many threads are inside collector_paused; whether the collector was on before.
+_paused = 0
+_resume = False
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector while candidates are built (and while
-    the REST API turns them into JSON, :mod:`corral.placement.rest`).
+    the REST API turns them into JSON, :mod:`corral.placement.rest`), from the first
+    thread in to the last one out.
 
     A large answer creates tens of thousands of small dicts and tuples; each batch of
     them triggers a collection that walks every tracked object, the store's providers
     included, which doubled the time at 5000 computes. What is built here holds no
     cycles (reference counting frees it), so nothing is lost by collecting later; the
     collector is switched back on (if it was on) before returning."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _paused, _resume
+    with _pause_lock:  # reads run in several threads at once (corral.masterd.placement)
+        if _paused == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _paused += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _pause_lock:
+            _paused -= 1
+            if _paused == 0 and _resume:
+                gc.enable()
 
 
 def _candidates(store: PlacementStore,
@@ -526,6 +540,8 @@ def _summaries(store: PlacementStore, q: ProviderMasks,
                trees: set[int]) -> dict[str, ProviderSummary]:
     if not trees:
         return {}
-    in_trees = np.isin(q.root, np.fromiter(trees, dtype=np.int64)) & q.alive
+    wanted = np.zeros(q.n, dtype=bool)
+    wanted[np.fromiter(trees, dtype=np.int64)] = True
+    in_trees = wanted[q.root] & q.alive
     return {store.uuid_at[slot]: store.summary(slot)
             for slot in np.nonzero(in_trees)[0].tolist()}

@@ -15,8 +15,11 @@ Loading (the fastest path both servers support): plain REST, 6 requests per tree
 root, its aggregates, two children, two inventories), from ``LOADERS`` concurrent
 clients for corral and one for Placement (on SQLite, concurrent writers fail with
 "database is locked"). Sequential figures: the median of ``runs`` requests on one kept-alive
-connection. Concurrent figures: ``CLIENTS`` threads, each on its own connection, for at
-least ``seconds`` (and at least one request each): requests per second.
+connection, with the client's own CPU to receive an answer (TLS, HTTP) and to decode
+its JSON (``json.loads``, as a Python client does; the timed requests do not decode),
+which bound what a Python client can do whatever the server. Concurrent figures:
+``CLIENTS`` threads, each on its own connection, for at least ``seconds`` (and at least
+one request each): requests per second.
 """
 
 from __future__ import annotations
@@ -142,16 +145,25 @@ def candidates_query(member_of: str, limit: int | None) -> str:
 
 
 def measure(side: Side, query: str, runs: int, seconds: float) -> dict[str, Any]:
-    """Sequential median ms, candidates, and requests per second with CLIENTS clients."""
+    """Sequential median ms, candidates, requests per second with CLIENTS clients, and
+    what the client itself spends per answer (CPU ms to receive it and to decode it)."""
     path = "/allocation_candidates?" + query
     answer = side.ok("GET", path)  # also warms the connection and any cache
     times = []
+    cpu = []
+    body = b""
     for _ in range(runs):
-        start = time.perf_counter()
-        status, _ = side.request("GET", path)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        status, body = side.request("GET", path)
         times.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
         if status != 200:
             raise RuntimeError(f"{side.name}: GET {path} -> {status}")
+    decode = []
+    for _ in range(3):
+        start_cpu = time.process_time()
+        json.loads(body)
+        decode.append((time.process_time() - start_cpu) * 1000)
     done = [0] * CLIENTS
     deadline = time.perf_counter() + seconds
 
@@ -171,4 +183,6 @@ def measure(side: Side, query: str, runs: int, seconds: float) -> dict[str, Any]
     elapsed = time.perf_counter() - start
     return {"median_ms": round(statistics.median(times), 2),
             "rps": round(sum(done) / elapsed, 2),
-            "candidates": len(answer["allocation_requests"])}
+            "candidates": len(answer["allocation_requests"]), "body_bytes": len(body),
+            "client_read_cpu_ms": round(statistics.median(cpu), 2),
+            "client_json_decode_cpu_ms": round(statistics.median(decode), 2)}

@@ -97,6 +97,7 @@ class PlacementService:
         except BaseException:
             self._lock.release(owner=owner)
             raise
+
         def done(finished: asyncio.Future[tuple[PlacementResponse, Changes]]) -> None:
             self._lock.release(owner=owner)
             if not finished.cancelled():

@@ -4,11 +4,16 @@ a change alone: it waits for running reads, and no read starts before it is comm
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
+from corral import serializer
+from corral.luxi import calls
 from corral.masterd import placement as service_module
 from corral.masterd.placement import PlacementService
 from corral.placement.model import PlacementStore
@@ -136,5 +141,32 @@ async def test_exclusive_holds_off_reads(tmp_path: Path) -> None:
             assert not read.done()
             engine.create_provider("cn9", RP)
         assert await read == ["cn9"]
+    finally:
+        store.close()
+
+
+async def test_the_luxi_answer_carries_the_body_encoded(tmp_path: Path) -> None:
+    """The body travels as its JSON string, encoded in advance: what the luxi client
+    decodes is the very text a plain call answers."""
+    store = new_store(tmp_path / "config.db")
+    try:
+        service = PlacementService(store)
+
+        def args(method: str, path: str, body: Any = None) -> calls.Placement:
+            return calls.Placement(method, path, "", "placement latest",
+                                   "application/json" if body else None,
+                                   json.dumps(body) if body else "", "admin", False)
+
+        def over_luxi(answer: dict[str, Any]) -> Any:
+            assert isinstance(answer["body"], msgspec.Raw)
+            return serializer.loads(serializer.dumps(answer))["body"]
+
+        created = await service.call(args("POST", "/resource_providers",
+                                          {"name": "cn1", "uuid": RP}), encoded=True)
+        assert json.loads(over_luxi(created))["name"] == "cn1"
+        listed = await service.call(args("GET", "/resource_providers"), encoded=True)
+        plain = await service.call(args("GET", "/resource_providers"))
+        assert over_luxi(listed) == plain["body"]
+        assert json.loads(plain["body"])["resource_providers"][0]["uuid"] == RP
     finally:
         store.close()

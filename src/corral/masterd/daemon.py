@@ -104,6 +104,10 @@ async def _metrics_listener(paths: Paths, metrics: MasterMetrics) -> MetricsList
         return None
 
 
+#: Seconds a thread holds the GIL while another waits for it (Python's default: 0.005).
+GIL_SWITCH_INTERVAL = 0.001
+
+
 def _open_store(paths: Paths) -> ConfigStore:
     if not paths.config_db.exists():
         raise NotClusterError(
@@ -118,6 +122,10 @@ def run(paths: Paths, *, debug: bool = False, console: bool = False) -> int:
     paths.ensure_dirs()
     setup_daemon_logging(paths.log_file(NAME), debug=debug, console=console)
     raise_open_file_limit()  # idle and slow clients hold a descriptor each
+    # Placement reads run in worker threads (corral.masterd.placement); each time the
+    # event loop's thread gives the GIL up (every socket call), it waits for a worker
+    # to hand it back, by default after 5 ms. 1 ms keeps the loop's callbacks short.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     try:
         pid_file = PidFile(paths.pid_file(NAME))
     except CorralError as err:

@@ -421,7 +421,7 @@ class MasterMethods:
     async def placement(self, args: calls.Placement) -> dict[str, Any]:
         """``Placement(...)``: one ``/placement/`` REST request (see
         :mod:`corral.masterd.placement`)."""
-        return await self.state.placement.call(args)
+        return await self.state.placement.call(args, encoded=True)
 
     # -- master failover ----------------------------------------------------------------
 

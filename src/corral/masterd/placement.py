@@ -27,6 +27,9 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import msgspec
+
+from corral import serializer
 from corral.config import ConfigStore
 from corral.errors import InternalError
 from corral.locking.shared import SharedLock
@@ -42,8 +45,9 @@ log = logging.getLogger(__name__)
 
 #: Methods that never change the engine: run in worker threads, several at once.
 READ_METHODS: Final = frozenset({"GET", "HEAD"})
-#: Worker threads for reads (the RAPI daemon's luxi pool sends a few at a time).
-READERS: Final = 4
+#: Worker threads for reads: as many as the machines have cores (two). More only
+#: share the GIL, and each one more makes the event loop wait longer to get it back.
+READERS: Final = 2
 
 
 class PlacementService:
@@ -64,13 +68,17 @@ class PlacementService:
                  len(engine.consumers()))
         return engine
 
-    async def call(self, args: calls.Placement) -> dict[str, Any]:
-        """Run one REST request; its answer as ``{"status", "headers", "body"}``."""
+    async def call(self, args: calls.Placement, *, encoded: bool = False) -> dict[str, Any]:
+        """Run one REST request; its answer as ``{"status", "headers", "body"}``.
+
+        ``encoded`` (the luxi method): the body comes as a :class:`msgspec.Raw` of its
+        JSON string, encoded in the read's worker thread, so that the luxi answer of a
+        multi-megabyte body costs the event loop a copy, not an encoding."""
         req = PlacementRequest(args.method, args.path, args.query, args.version_header,
                                args.body, args.content_type, args.user, args.read_only,
                                args.prefix, args.accept)
         if args.method in READ_METHODS:
-            return await self._read(req)
+            return await self._read(req, encoded)
         async with self.exclusive():
             response, changes = handle(self.engine, req)
             if changes:
@@ -84,30 +92,27 @@ class PlacementService:
                     except BaseException:
                         self.engine = self._load()
                         raise
-            return response.to_wire()
+            return _wire(response, encoded)
 
-    async def _read(self, req: PlacementRequest) -> dict[str, Any]:
+    async def _read(self, req: PlacementRequest, encoded: bool) -> dict[str, Any]:
         """A read in a worker thread, holding the lock shared until the thread is done
         (also when the caller is cancelled: no change may start under a running read)."""
         owner = object()
         await self._lock.acquire(shared=True, owner=owner)
         try:
             running = asyncio.get_running_loop().run_in_executor(
-                self._readers, handle, self.engine, req)
+                self._readers, _answer, self.engine, req, encoded)
         except BaseException:
             self._lock.release(owner=owner)
             raise
 
-        def done(finished: asyncio.Future[tuple[PlacementResponse, Changes]]) -> None:
+        def done(finished: asyncio.Future[dict[str, Any]]) -> None:
             self._lock.release(owner=owner)
             if not finished.cancelled():
                 finished.exception()  # retrieved here when the caller was cancelled
 
         running.add_done_callback(done)
-        response, changes = await asyncio.shield(running)
-        if changes:
-            raise InternalError(f"placement: {req.method} {req.path} changed the engine")
-        return response.to_wire()
+        return await asyncio.shield(running)
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[PlacementStore]:
@@ -154,3 +159,16 @@ class PlacementService:
             raise InternalError(f"placement engine and rows disagree: {mine} != {theirs}")
 
 
+def _wire(response: PlacementResponse, encoded: bool) -> dict[str, Any]:
+    answer = response.to_wire()
+    if encoded:
+        answer["body"] = msgspec.Raw(serializer.dumps(answer["body"]))
+    return answer
+
+
+def _answer(engine: PlacementStore, req: PlacementRequest, encoded: bool) -> dict[str, Any]:
+    """A read's answer (in a worker thread)."""
+    response, changes = handle(engine, req)
+    if changes:
+        raise InternalError(f"placement: {req.method} {req.path} changed the engine")
+    return _wire(response, encoded)

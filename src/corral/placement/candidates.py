@@ -221,10 +221,11 @@ class _Unsuffixed(_GroupChoices):
             by_root = _ByRoot(q, fits & local)
             foreign: dict[int, list[int]] = {}
             for slot in np.nonzero(fits & shared)[0].tolist():
-                for root in q.anchors(slot):
-                    if root == q.root[slot] or (in_forbidden is not None
-                                                and in_forbidden[root]):
-                        continue
+                anchored = np.asarray(q.anchors(slot), dtype=np.int64)
+                keep = anchored != q.root[slot]
+                if in_forbidden is not None:
+                    keep &= ~in_forbidden[anchored]
+                for root in anchored[keep].tolist():
                     foreign.setdefault(root, []).append(slot)
             self.local.append(by_root)
             self.shared.append(foreign)
@@ -275,8 +276,9 @@ class _Suffixed(_GroupChoices):
         # a sharing provider also serves the trees it shares an aggregate with (even
         # with in_tree, which only says where the provider itself must be)
         for slot in np.nonzero(ok & q.sharing)[0].tolist():
+            own = int(q.root[slot])
             for root in q.anchors(slot):
-                if root != q.root[slot]:
+                if root != own:
                     self.foreign.setdefault(root, []).append(slot)
         super().__init__(set(self.local.ranges) | set(self.foreign))
 

@@ -37,9 +37,10 @@ if TYPE_CHECKING:
     from corral.opcodes.instance_ops import OpInstanceCreate
 
 __all__ = ["UNITS", "LUClusterAddAggregate", "LUClusterRemoveAggregate", "aggregate_label",
-           "apply_list_change", "by_constraints", "constraints_of", "describe_constraints",
-           "instance_constraints", "known_aggregates", "node_filter", "node_resources",
-           "node_violations", "refuse_unmet", "resolve_constraints", "unsuitable_nodes"]
+           "apply_list_change", "by_constraints", "changed_constraints", "constraints_of",
+           "describe_constraints", "instance_constraints", "known_aggregates", "node_filter",
+           "node_resources", "node_violations", "refuse_unmet", "resolve_constraints",
+           "unsuitable_nodes"]
 
 
 def known_aggregates(store: ConfigStore) -> dict[str, str]:
@@ -104,6 +105,37 @@ def resolve_constraints(store: ConfigStore, member_of: Sequence[str],
         raise ParameterError(f"trait(s) {', '.join(both)} are both required and forbidden")
     return Constraints(resolve_member_of(member_of, known_aggregates(store)),
                        tuple(required), tuple(forbidden))
+
+
+def changed_constraints(store: ConfigStore, instance: Instance, node: Node,
+                        member_of: Sequence[str] | None,
+                        required_traits: Sequence[str] | None,
+                        forbidden_traits: Sequence[str] | None) -> Constraints | None:
+    """The instance's constraints with the given kinds replaced (``None``: kept), or
+    None when nothing is given (``gnt-instance modify``).
+
+    :raises ParameterError: a value is malformed (see :func:`resolve_constraints`);
+    :raises OpPrereqError: ``node`` (its primary node, the new one if that changes
+        too) breaks the new constraints, or the kept ones when none are given,
+        naming each broken one.
+    """
+    if member_of is None and required_traits is None and forbidden_traits is None:
+        refuse_unmet(store, node, instance_constraints(instance), instance.name)
+        return None
+    current = instance_constraints(instance)
+    # kept values are UUIDs already; resolving them again checks nothing new
+    new = resolve_constraints(
+        store, current.member_of if member_of is None else member_of,
+        current.required_traits if required_traits is None else required_traits,
+        current.forbidden_traits if forbidden_traits is None else forbidden_traits)
+    broken = node_violations(store, node, new)
+    if broken:
+        raise OpPrereqError(
+            f"cannot give instance {instance.name} these placement constraints "
+            f"({describe_constraints(store, new)}): its primary node {node.name} "
+            f"does not meet them: {'; '.join(broken)}; move the instance first "
+            "(gnt-instance migrate/failover/move -n NODE)", ecode="wrong_state")
+    return new
 
 
 def instance_constraints(instance: Instance) -> Constraints:

@@ -39,9 +39,12 @@ class Rows:
 
 
 def _inventory_fields(inv: Inventory) -> dict[str, float]:
-    return {"total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
-            "max_unit": inv.max_unit if inv.max_unit is not None else inv.total,
-            "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio}
+    # floats, as the row's type reads them back: a row must encode to the bytes it was
+    # stored as, or the configuration store rewrites it (a commit) at every open
+    fields = {"total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
+              "max_unit": inv.max_unit if inv.max_unit is not None else inv.total,
+              "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio}
+    return {key: float(value) for key, value in fields.items()}
 
 
 def rows_for(store: PlacementStore, *, providers: Iterable[str] = (),

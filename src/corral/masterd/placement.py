@@ -64,10 +64,11 @@ class PlacementService:
         engine = PlacementStore()
         if self.derived is not None:
             self.derived.build(engine)
-        self.left = restore(engine, providers, self.config.all("placement_consumer"),
-                            self.config.all("placement_name"))
-        log.info("placement: %d provider(s), %d consumer(s) loaded", len(providers),
-                 len(engine.consumers()))
+        consumers = self.config.all("placement_consumer")
+        self.left = restore(engine, providers, consumers, self.config.all("placement_name"))
+        log.info("placement: %d saved provider(s), %d saved consumer(s) loaded",
+                 len(providers) - len(self.left.providers),
+                 len(consumers) - len(self.left.consumers))
         self._report_left()
         return engine
 

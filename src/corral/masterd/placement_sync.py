@@ -133,6 +133,8 @@ class ClusterSync:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._service: PlacementService | None = None
+        #: What the last sync could not do, by node UUID (logged when it changes).
+        self._refused: dict[str, str] = {}
         store.add_listener(self._committed)
 
     # -- the hooks of PlacementService (corral.masterd.placement.Derived) -------------
@@ -237,6 +239,11 @@ class ClusterSync:
             live = dict(self.live)
             synced = await asyncio.to_thread(sync, service.engine, view, live)
             service.restore_left()
+            if synced.refused != self._refused:
+                for node_uuid, why in synced.refused.items():
+                    log.warning("placement: node %s cannot be shown as it is: %s",
+                                self._node_name(node_uuid) or node_uuid, why)
+                self._refused = synced.refused
             changes = Changes(providers=synced.providers, consumers=synced.consumers,
                               traits=synced.traits)
             if changes:

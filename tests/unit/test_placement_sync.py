@@ -250,6 +250,9 @@ async def test_rest_changes_to_what_the_cluster_owns_are_refused(tmp_path: Path)
             assert status == 409, (method, path, error)
             assert "node1" in error["errors"][0]["detail"] or \
                 "is instance inst1" in error["errors"][0]["detail"]
+        status, error = await rest(follower, "POST", "/resource_providers",
+                                   {"name": "u-n", "uuid": node1.uuid})
+        assert status == 409 and "is cluster node node1" in error["errors"][0]["detail"]
         status, custom = await rest(follower, "POST", "/resource_providers", {"name": "u-c"})
         status, error = await rest(follower, "PUT",
                                    f"/resource_providers/{custom['uuid']}/traits", {

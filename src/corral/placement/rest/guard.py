@@ -92,6 +92,13 @@ def _refused(template: str, req: PlacementRequest, args: dict[str, str],
                 return (f"trait {NODE_TRAIT} marks the providers of the cluster's nodes; "
                         f"resource provider {rp_uuid} is not a node and cannot have it")
         return None
+    if template == "/resource_providers" and req.method == "POST":
+        wanted = _body(req).get("uuid")
+        name = node_name(wanted) if isinstance(wanted, str) else None
+        if name is not None:
+            return (f"resource provider {wanted} is cluster node {name}: its provider is "
+                    f"the cluster's and cannot be created over this API")
+        return None
     if template == "/allocations/{consumer_uuid}":
         return _instances_detail([args["consumer_uuid"]], instance_name)
     if template == "/allocations" and req.method == "POST":

@@ -259,6 +259,11 @@ async def test_rest_changes_to_what_the_cluster_owns_are_refused(tmp_path: Path)
                                        "traits": ["CUSTOM_CORRAL_NODE"],
                                        "resource_provider_generation": 0})
         assert status == 409 and "marks the providers" in error["errors"][0]["detail"]
+        # a user who may not write gets the usual 403, a bad version its 406
+        assert follower.refusal(calls.Placement(
+            "DELETE", rp, "", "placement latest", None, "", "reader", True)) is None
+        assert follower.refusal(calls.Placement(
+            "DELETE", rp, "", "placement 9.99", None, "", "admin", False)) is None
         # nothing changed: the provider, the consumer and the configuration
         assert service.engine.provider(node1.uuid).generation == generation
         assert service.engine.consumer(inst.uuid) is not None

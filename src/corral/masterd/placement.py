@@ -78,7 +78,11 @@ class PlacementService:
         if not (self.left.providers or self.left.consumers):
             return
         before = len(self.left.providers) + len(self.left.consumers)
-        self.left = restore(self.engine, self.left.providers, self.left.consumers, ())
+        # one a client wrote anew meanwhile is the engine's (and its row) now
+        self.left = restore(
+            self.engine, [r for r in self.left.providers
+                          if self.engine.slot_of(r.uuid) is None],
+            [r for r in self.left.consumers if self.engine.consumer(r.uuid) is None], ())
         if len(self.left.providers) + len(self.left.consumers) < before:
             self._report_left()
 
@@ -136,10 +140,6 @@ class PlacementService:
             for kind, uuid in rows.delete:
                 if self.config.find(kind, uuid) is not None:
                     txn.remove(kind, uuid)
-
-    def reload(self) -> None:
-        """Rebuild the engine from the derived data and the rows."""
-        self.engine = self._load()
 
     async def save(self, changes: Changes) -> None:
         """Commit the rows of what changed in the engine outside a REST request (what

@@ -420,8 +420,17 @@ class MasterMethods:
 
     async def placement(self, args: calls.Placement) -> dict[str, Any]:
         """``Placement(...)``: one ``/placement/`` REST request (see
-        :mod:`corral.masterd.placement`)."""
-        return await self.state.placement.call(args)
+        :mod:`corral.masterd.placement`): a change to what the cluster owns (a node's
+        provider, an instance's consumer) is refused with 409; never while the
+        cluster's sync changes the engine."""
+        derived = self.state.placement_sync
+        if derived is not None:
+            await derived.ready()
+            refused = derived.refusal(args)
+            if refused is not None:
+                return refused
+        async with self.state.placement.lock:
+            return await self.state.placement.call(args)
 
     # -- master failover ----------------------------------------------------------------
 

@@ -8,12 +8,20 @@ like every commit, and found again after a failover). A commit that fails, or a
 request that fails after changing part of the engine (the reshaper), rebuilds the
 engine from the rows, so engine and rows never disagree: the change is either
 committed and applied or refused with nothing changed.
+
+Derived data: when a :class:`Derived` is given (the cluster's nodes and instances,
+:mod:`corral.masterd.placement_sync`), the engine is built from it first and the saved
+rows are added on top (a saved consumer may hold allocations on a node's provider),
+and only what it says is REST data is ever written as rows. ``lock`` is held by
+whoever changes the engine outside a request (the cluster's sync) and around each
+request (:meth:`corral.masterd.methods.MasterMethods.placement`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from corral.config import ConfigStore
 from corral.errors import InternalError
@@ -21,28 +29,70 @@ from corral.luxi import calls
 from corral.objects.model import PlacementProvider
 from corral.placement.model import PlacementStore
 from corral.placement.rest import Changes, PlacementRequest, handle
-from corral.placement.saved import load, rows_for
+from corral.placement.saved import Restored, restore, rows_for
 
-__all__ = ["PlacementService"]
+__all__ = ["Derived", "PlacementService"]
 
 log = logging.getLogger(__name__)
+
+
+class Derived(Protocol):
+    """Data the engine shows without keeping it as rows (the cluster's)."""
+
+    def build(self, engine: PlacementStore) -> None:
+        """Put the derived data into a fresh engine (before the saved rows)."""
+
+    def saved(self, changes: Changes) -> Changes:
+        """The part of ``changes`` that is saved data (rows to write)."""
 
 
 class PlacementService:
     """The placement engine of the cluster, kept in step with its rows."""
 
-    def __init__(self, config: ConfigStore) -> None:
+    def __init__(self, config: ConfigStore, derived: Derived | None = None) -> None:
         self.config = config
+        self.derived = derived
+        #: Held while the engine is changed outside a request, and around requests.
+        self.lock = asyncio.Lock()
+        #: Saved rows not in the engine yet (:meth:`restore_left`).
+        self.left = Restored()
         self.engine = self._load()
 
     def _load(self) -> PlacementStore:
         providers = self.config.all("placement_provider")
         self._next_order = max((p.order for p in providers), default=-1) + 1
-        engine = load(providers, self.config.all("placement_consumer"),
-                      self.config.all("placement_name"))
-        log.info("placement: %d provider(s), %d consumer(s) loaded", len(providers),
-                 len(engine.consumers()))
+        engine = PlacementStore()
+        if self.derived is not None:
+            self.derived.build(engine)
+        consumers = self.config.all("placement_consumer")
+        self.left = restore(engine, providers, consumers, self.config.all("placement_name"))
+        log.info("placement: %d saved provider(s), %d saved consumer(s) loaded",
+                 len(providers) - len(self.left.providers),
+                 len(consumers) - len(self.left.consumers))
+        self._report_left()
         return engine
+
+    def restore_left(self) -> None:
+        """Add the saved rows that could not be restored before (their node's provider
+        had no inventories yet) once the derived data changed."""
+        if not (self.left.providers or self.left.consumers):
+            return
+        before = len(self.left.providers) + len(self.left.consumers)
+        # one a client wrote anew meanwhile is the engine's (and its row) now
+        self.left = restore(
+            self.engine, [r for r in self.left.providers
+                          if self.engine.slot_of(r.uuid) is None],
+            [r for r in self.left.consumers if self.engine.consumer(r.uuid) is None], ())
+        if len(self.left.providers) + len(self.left.consumers) < before:
+            self._report_left()
+
+    def _report_left(self) -> None:
+        if self.left.providers or self.left.consumers:
+            log.warning("placement: %d saved provider(s) and %d consumer(s) wait for the "
+                        "providers or inventories they name: %s", len(self.left.providers),
+                        len(self.left.consumers), ", ".join(
+                            [r.uuid for r in self.left.providers]
+                            + [r.uuid for r in self.left.consumers]))
 
     async def call(self, args: calls.Placement) -> dict[str, Any]:
         """Run one REST request; its answer as ``{"status", "headers", "body"}``."""
@@ -68,6 +118,10 @@ class PlacementService:
         return row.order if isinstance(row, PlacementProvider) else None
 
     async def _persist(self, changes: Changes) -> None:
+        if self.derived is not None:
+            changes = self.derived.saved(changes)
+        if not changes:
+            return
         async with self.config.transaction() as txn:
             rows = rows_for(self.engine, providers=changes.providers,
                             consumers=changes.consumers,
@@ -87,11 +141,23 @@ class PlacementService:
                 if self.config.find(kind, uuid) is not None:
                     txn.remove(kind, uuid)
 
+    async def save(self, changes: Changes) -> None:
+        """Commit the rows of what changed in the engine outside a REST request (what
+        the cluster's sync changed of saved data); when that fails, the engine is
+        rebuilt."""
+        try:
+            await self._persist(changes)
+        except BaseException:
+            self.engine = self._load()
+            raise
+
     def check(self) -> None:
         """Raise :class:`InternalError` when the engine and the rows disagree (tests)."""
+        engine, left = self.engine, self.left
         fresh = self._load()
+        self.left = left
         mine = [(p.uuid, p.name, p.generation, p.parent_uuid)
-                for p in self.engine.providers()]
+                for p in engine.providers()]
         theirs = [(p.uuid, p.name, p.generation, p.parent_uuid) for p in fresh.providers()]
         if sorted(mine) != sorted(theirs):
             raise InternalError(f"placement engine and rows disagree: {mine} != {theirs}")

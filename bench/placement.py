@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import percentile, testbed
 from _placement_rest import CLIENTS, Side, candidates_query, load_trees, measure
+from corral.masterd.placement_sync import ENABLE_ENV
 from corral.placement import (
     Inventory,
     PlacementStore,
@@ -126,16 +127,21 @@ def _corral_side(stack: contextlib.ExitStack) -> Side:
     """A one-node testbed in a temporary directory (stopped at the end); its /placement/."""
     directory = Path(stack.enter_context(tempfile.TemporaryDirectory(
         prefix=f"corral-bench-placement-{os.getpid()}-"))) / "tb"
-    testbed("up", "--nodes", "1", "--dir", str(directory))
+    # The trees are the only providers measured: the testbed's master daemon leaves its
+    # node out of /placement/ (the daemons inherit this environment).
+    saved = os.environ.get(ENABLE_ENV)
+    os.environ[ENABLE_ENV] = "off"
+    try:
+        testbed("up", "--nodes", "1", "--dir", str(directory))
+    finally:
+        if saved is None:
+            del os.environ[ENABLE_ENV]
+        else:
+            os.environ[ENABLE_ENV] = saved
     stack.callback(testbed, "down", "--dir", str(directory))
     rapi = json.loads((directory / "testbed.json").read_text())["rapi"]
-    side = Side.basic("corral", rapi["url"] + "/placement", rapi["user"], rapi["password"],
+    return Side.basic("corral", rapi["url"] + "/placement", rapi["user"], rapi["password"],
                       rapi["ca"])
-    # Cluster nodes may be providers: the trees are the only providers measured.
-    providers = side.ok("GET", "/resource_providers")["resource_providers"]
-    for provider in sorted(providers, key=lambda p: p["uuid"] == p["root_provider_uuid"]):
-        side.ok("DELETE", f"/resource_providers/{provider['uuid']}")
-    return side
 
 
 def _reference_side(stack: contextlib.ExitStack) -> Side:

@@ -410,3 +410,61 @@ def test_placement_aggregates_traits_and_member_of(testbed: TestbedHandle) -> No
         for agg in ("agg1", "agg2"):
             run("gnt-cluster", "remove-aggregate", agg, check=False)
     assert _out(testbed, "gnt-cluster", "list-aggregates", "--no-headers") == ""
+
+
+def test_an_instance_keeps_its_placement_constraints(testbed: TestbedHandle) -> None:
+    """An instance created with --member-of '!keepA' (node1 in keepA) is never moved
+    into keepA: failover and evacuation with an allocator avoid node1, -n node1 is
+    refused; modify, info, list and RAPI show and change the constraints; verify reports
+    the instance once its node joins the aggregate."""
+    run = testbed.run
+    name = "pl-keep.testbed"
+    try:
+        run("gnt-cluster", "add-aggregate", "keepA")
+        run("gnt-node", "modify", "--aggregates", "+keepA", "node1.testbed")
+        _add(testbed, name, "-n", "node2.testbed", "--member-of", "!keepA")
+        out = _out(testbed, "gnt-instance", "failover", "-f", name)
+        assert f"Selected nodes for instance {name} via iallocator corral: node3.testbed" in out
+        refused = run("gnt-instance", "failover", "-f", "-n", "node1.testbed", name,
+                      check=False)
+        assert refused.returncode == 1
+        assert (f"node node1.testbed does not meet the placement constraints of instance "
+                f"{name}: it is in aggregate keepA, which member_of !keepA forbids"
+                ) in refused.stderr
+        out = _out(testbed, "gnt-node", "evacuate", "-f", "node3.testbed")
+        assert f"Instances to be moved: {name} (to node2.testbed)" in out
+        assert _instances(testbed)[name] == "node2.testbed"
+
+        assert "Placement constraints: member_of !keepA\n" in _out(
+            testbed, "gnt-instance", "info", "--static", name)
+        refused = run("gnt-instance", "modify", "--member-of", "keepA", name, check=False)
+        assert refused.returncode == 1 and (
+            f"cannot give instance {name} these placement constraints (member_of keepA): "
+            "its primary node node2.testbed does not meet them: it is not in aggregate "
+            "keepA") in refused.stderr
+        out = _out(testbed, "gnt-instance", "modify", "--member-of", "",
+                   "--forbidden-trait", "CUSTOM_X", name)
+        assert " - placement -> forbidden trait CUSTOM_X\n" in out
+        assert _out(testbed, "gnt-instance", "list", "--no-headers", "--separator", "|",
+                    "-o", "name,member_of,forbidden_traits", name) == f"{name}|[]|CUSTOM_X\n"
+
+        api = _rapi(testbed)
+        job = api.wait(api.ok("PUT", f"/2/instances/{name}/modify",
+                              {"member_of": ["!keepA"], "forbidden_traits": []}))
+        assert job["status"] == "success", job
+        shown = api.ok("GET", f"/2/instances/{name}")
+        uuid = testbed.info()["aggregates"]["keepA"]
+        assert (shown["member_of"], shown["member_of.uuid"], shown["required_traits"],
+                shown["forbidden_traits"]) == (["!keepA"], [f"!{uuid}"], [], [])
+
+        run("gnt-node", "modify", "--aggregates", "+keepA", "node2.testbed")
+        verify = run("gnt-cluster", "verify", "--error-codes", check=False)
+        assert verify.returncode == 1
+        assert (f"ERROR:EINSTANCEUNSUITABLENODE:instance:{name}:instance lives on node "
+                "node2.testbed, which does not meet its placement constraints: it is in "
+                "aggregate keepA, which member_of !keepA forbids") in verify.stdout
+    finally:
+        _remove(testbed, name)
+        for node in ("node1.testbed", "node2.testbed"):
+            run("gnt-node", "modify", "--aggregates", "", node, check=False)
+        run("gnt-cluster", "remove-aggregate", "keepA", check=False)

@@ -178,6 +178,20 @@ def test_state_survives_masterd_restart_and_failover(testbed: TestbedHandle) -> 
         "allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": "p", "user_id": "u",
         "consumer_generation": None, "consumer_type": "INSTANCE"}, status=204)
     before = api.ok("GET", f"/allocations/{consumer}")
+    nodes = node_uuids(testbed)
+    node1 = nodes["node1.testbed"]
+    wait_until(lambda: with_inventories(api, nodes), "the nodes' inventories")
+    on_node = str(uuid.uuid4())
+    api.ok("PUT", f"/allocations/{on_node}", {
+        "allocations": {node1: {"resources": {"MEMORY_MB": 64}}}, "project_id": "p",
+        "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"},
+        status=204)
+
+    def on_node1(placement: Placement) -> Any:
+        got = placement.ok("GET", f"/allocations/{on_node}")["allocations"]
+        return {rp: a["resources"] for rp, a in got.items()}
+
+    serial = testbed.info()["config_serial"]
     paths = testbed.paths
     pid = running_pid(paths.pid_file("masterd"))
     assert pid is not None
@@ -186,6 +200,11 @@ def test_state_survives_masterd_restart_and_failover(testbed: TestbedHandle) -> 
     start(paths, ["masterd"])
     try:
         assert api.ok("GET", f"/allocations/{consumer}") == before
+        # the nodes' providers are derived again, figures and all, without a commit;
+        # the outside allocation on node1 is back on top of them
+        wait_until(lambda: with_inventories(api, nodes), "the nodes' inventories")
+        assert on_node1(api) == {node1: {"MEMORY_MB": 64}}
+        assert testbed.info()["config_serial"] == serial
         proc = run_testbed("failover", "--dir", str(testbed.dir), "--to", "2")
         assert proc.returncode == 0, proc.stderr
         testbed.reload()
@@ -193,6 +212,9 @@ def test_state_survives_masterd_restart_and_failover(testbed: TestbedHandle) -> 
         assert moved.url != api.url
         assert moved.ok("GET", f"/allocations/{consumer}") == before
         assert moved.ok("GET", f"/resource_providers/{rp}/aggregates")["aggregates"] == [AGG]
+        wait_until(lambda: on_node1(moved) == {node1: {"MEMORY_MB": 64}},
+                   "the allocation on node1 after the failover")
+        moved.ok("DELETE", f"/allocations/{on_node}", status=204)
         moved.ok("DELETE", f"/allocations/{consumer}", status=204)
         moved.ok("DELETE", f"/resource_providers/{rp}", status=204)
     finally:
@@ -202,6 +224,72 @@ def test_state_survives_masterd_restart_and_failover(testbed: TestbedHandle) -> 
             testbed.reload()
     back = admin(testbed)
     assert back.request("GET", f"/resource_providers/{rp}")[0] == 404
+
+
+def node_uuids(testbed: TestbedHandle) -> dict[str, str]:
+    out = testbed.run("gnt-node", "list", "--no-headers", "-o", "name,uuid").stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+def with_inventories(api: Placement, nodes: dict[str, str]) -> bool:
+    """Whether every node's provider has VCPU and MEMORY_MB inventories."""
+    for rp in nodes.values():
+        status, got, _ = api.request("GET", f"/resource_providers/{rp}/inventories")
+        if status != 200 or not {"VCPU", "MEMORY_MB"} <= set(got["inventories"]):
+            return False
+    return True
+
+
+def test_the_cluster_in_placement(testbed: TestbedHandle) -> None:
+    """Nodes are providers with inventories, a named aggregate shows on the node's
+    provider, an instance is a consumer while it exists, a node provider's inventories
+    are the cluster's (409), a custom provider is left alone."""
+    api = admin(testbed)
+    nodes = node_uuids(testbed)
+    wait_until(lambda: with_inventories(api, nodes), "the nodes' inventories")
+    listed = {p["uuid"]: p["name"] for p in api.ok(
+        "GET", "/resource_providers?required=CUSTOM_CORRAL_NODE")["resource_providers"]}
+    assert listed == {rp: name for name, rp in nodes.items()}
+    node2 = nodes["node2.testbed"]
+    custom = new_provider(api, "u-custom")
+    custom_generation = api.ok("GET", f"/resource_providers/{custom}")["generation"]
+    agg = ""
+    try:
+        agg = testbed.run("gnt-cluster", "add-aggregate", "u-agg").stdout.split()[-1]
+        testbed.run("gnt-node", "modify", "--aggregates", "u-agg", "node2.testbed")
+        wait_until(lambda: agg in api.ok("GET", f"/resource_providers/{node2}/aggregates")[
+            "aggregates"], "the aggregate on node2's provider")
+        inventories = api.ok("GET", f"/resource_providers/{node2}/inventories")
+        status, error, _ = api.request(
+            "PUT", f"/resource_providers/{node2}/inventories",
+            {"resource_provider_generation": inventories["resource_provider_generation"],
+             "inventories": {"VCPU": {"total": 64}}})
+        assert status == 409, error
+        assert "cluster node node2.testbed" in error["errors"][0]["detail"]
+        assert "gnt-node modify --aggregates/--traits" in error["errors"][0]["detail"]
+        testbed.run("gnt-instance", "add", "-t", "diskless", "--no-nics", "--no-install",
+                    "-o", "corral-ext4+default", "-B", "vcpus=1,maxmem=128,minmem=128",
+                    "-n", "node2.testbed", "u-inst1")
+        inst = testbed.run("gnt-instance", "list", "--no-headers", "-o", "uuid",
+                           "u-inst1").stdout.strip()
+
+        def held() -> dict[str, Any]:
+            got: dict[str, Any] = api.ok("GET", f"/allocations/{inst}")["allocations"]
+            return {rp: a["resources"] for rp, a in got.items()}
+
+        wait_until(lambda: held() == {node2: {"VCPU": 1, "MEMORY_MB": 128}},
+                   "the instance's allocation")
+        testbed.run("gnt-instance", "remove", "-f", "u-inst1")
+        wait_until(lambda: held() == {}, "the instance's allocation to go")
+        assert api.ok("GET", f"/resource_providers/{custom}")["generation"] \
+            == custom_generation
+        assert api.ok("GET", f"/resource_providers/{custom}/aggregates")["aggregates"] == []
+    finally:
+        testbed.run("gnt-instance", "remove", "-f", "u-inst1", check=False)
+        testbed.run("gnt-node", "modify", "--aggregates", "", "node2.testbed", check=False)
+        if agg:
+            testbed.run("gnt-cluster", "remove-aggregate", "u-agg", check=False)
+        api.ok("DELETE", f"/resource_providers/{custom}", status=204)
 
 
 def test_osc_placement_with_a_token(testbed: TestbedHandle) -> None:

@@ -13,8 +13,10 @@ generation, as the database call the original fixtures use does not), and alloca
 at 1.28 (no ``consumer_type``: such consumers read back as ``unknown``, as theirs do).
 
 Before every file, :func:`clean` empties the server over REST: every consumer's
-allocations, every provider (leaves first: cluster nodes that corral makes providers
-go too), the custom resource classes and the custom traits.
+allocations, every provider (leaves first), the custom resource classes and the
+custom traits. On a corral testbed the master daemon must leave the cluster out of
+``/placement/`` (``CORRAL_PLACEMENT_CLUSTER=off`` when the testbed starts): a node's
+provider cannot be deleted over REST.
 """
 
 from __future__ import annotations

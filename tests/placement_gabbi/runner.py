@@ -11,6 +11,10 @@ server.
     .venv/bin/python -m tests.placement_gabbi.runner --reference          # Placement itself
     .venv/bin/python -m tests.placement_gabbi.runner --testbed DIR        # corral's testbed
 
+A testbed for ``--testbed`` is started with ``CORRAL_PLACEMENT_CLUSTER=off`` in its
+environment, so that its master daemon leaves the cluster's nodes and instances out of
+``/placement/`` (the files expect a server holding only what their fixtures make).
+
 With ``--testbed`` (and in the pytest entry) the tokens the YAML sends are given to
 users of the master's RAPI users file for the run (:func:`corral_tokens`): ``admin`` and
 ``admin:admin`` to a user with ``write``, ``user`` to one without rights, which is what

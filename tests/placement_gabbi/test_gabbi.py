@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from corral.masterd.placement_sync import ENABLE_ENV
 from tests.conftest import TestbedHandle
 from tests.placement_gabbi import fixtures
 from tests.placement_gabbi.runner import (
@@ -30,6 +31,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.shared_testbed]
 
 #: What each file did, for the summary tests/placement_gabbi/conftest.py prints.
 RESULTS: list[FileResult] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _outside_data_only() -> Iterator[None]:
+    """The module's testbed is started with the cluster left out of /placement/: the
+    files expect a server holding only what their fixtures make (its daemons inherit
+    this process's environment while it starts)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENABLE_ENV, "off")
+        yield
 
 
 @pytest.fixture(scope="module")

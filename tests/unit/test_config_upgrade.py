@@ -113,17 +113,23 @@ def test_old_store_is_upgraded_and_persisted(tmp_path: Path) -> None:
 
 
 def test_a_store_from_before_placement_aggregates_loads_with_none(tmp_path: Path) -> None:
-    """Clusters and nodes written before named aggregates and node traits existed load
-    with none, and get the fields written back."""
+    """Clusters, nodes and instances written before named aggregates, node traits and
+    kept placement constraints existed load with none, and get the fields written
+    back."""
     path = tmp_path / "config.db"
     _write_old_store(path, _ganeti20_rows())
     with ConfigStore.open(path) as store:
         assert store.cluster.aggregates == {}
         assert [(n.aggregates, n.traits) for n in store.all("node")] == [([], [])] * 2
+        assert [(i.member_of, i.required_traits, i.forbidden_traits)
+                for i in store.all("instance")] == [([], [], [])] * 2
     for kind, text in _raw(path, "SELECT kind, json FROM objects"):
         data = json.loads(text)
         if kind == "node":
             assert (data["aggregates"], data["traits"]) == ([], [])
+        elif kind == "instance":
+            assert (data["member_of"], data["required_traits"],
+                    data["forbidden_traits"]) == ([], [], [])
         elif kind == "cluster":
             assert data["aggregates"] == {}
 

@@ -129,6 +129,24 @@ def test_sync_follows_changes_and_leaves_other_providers_alone() -> None:
     assert store.provider(other.uuid).generation == gen[other.uuid]
 
 
+def test_a_node_sync_cannot_give_a_provider_is_skipped_and_the_others_synced() -> None:
+    n1, n2, n3 = _node("n1"), _node("n2"), _node("taken")
+    i3, _ = _instance("i3", n3)
+    store = PlacementStore()
+    sync(store, _view([n1, n2]), {"n1": RES, "n2": RES})
+    child = store.create_provider("client-child", parent_uuid=n2.uuid)
+    store.create_provider("taken")  # a client's provider with the name of a new node
+    synced = sync(store, _view([n1, n3], [i3]), {"n1": RES, "taken": RES})
+    assert set(synced.refused) == {n2.uuid, n3.uuid}
+    assert "taken" in synced.refused[n3.uuid]
+    assert store.slot_of(n3.uuid) is None and store.consumer(i3.uuid) is None
+    assert store.provider(child.uuid).parent_uuid == n2.uuid  # kept, with its parent
+    store.delete_provider(child.uuid)
+    again = sync(store, _view([n1, n3], [i3]), {"n1": RES, "taken": RES})
+    assert set(again.refused) == {n3.uuid}  # the name is still taken
+    assert store.slot_of(n2.uuid) is None  # the removed node's provider went
+
+
 def test_sync_removes_a_node_whose_instances_are_gone_at_once() -> None:
     n1, n2 = _node("n1"), _node("n2")
     inst, _ = _instance("i", n2)

@@ -72,9 +72,11 @@ async def test_state_survives_a_reload_from_the_rows(tmp_path: Path) -> None:
     service = PlacementService(store)
     await populate(service)
     before = await everything(service)
+    serial = store.serial
     store.close()
     reopened = ConfigStore.open(tmp_path / "config.db")
     try:
+        assert reopened.serial == serial  # the rows read back as written: no rewrite
         assert await everything(PlacementService(reopened)) == before
     finally:
         reopened.close()

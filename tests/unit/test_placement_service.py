@@ -131,16 +131,20 @@ async def test_a_cancelled_read_keeps_changes_out_until_its_thread_ends(
         store.close()
 
 
-async def test_exclusive_holds_off_reads(tmp_path: Path) -> None:
+async def test_holding_the_lock_holds_off_reads_and_changes(tmp_path: Path) -> None:
+    """What the cluster's sync does while it changes the engine in a worker thread."""
     store = new_store(tmp_path / "config.db")
     try:
         service = PlacementService(store)
-        async with service.exclusive() as engine:
+        async with service.lock:
             read = asyncio.create_task(names(service))
+            change = asyncio.create_task(call(service, "POST", "/resource_providers",
+                                              {"name": "cn8"}))
             await asyncio.sleep(0.05)
-            assert not read.done()
-            engine.create_provider("cn9", RP)
+            assert not read.done() and not change.done()
+            await asyncio.to_thread(service.engine.create_provider, "cn9", RP)
         assert await read == ["cn9"]
+        assert (await change)[0] == 200
     finally:
         store.close()
 

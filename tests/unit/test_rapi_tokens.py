@@ -38,3 +38,26 @@ def test_an_unknown_user_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="no user 'ghost'"):
         add_token(users, "ghost")
     assert users.read_text() == "admin secret write\n"
+
+
+def test_the_command_prints_only_the_token_and_says_what_comes_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from corral.paths import Paths
+    from corral.rapi import tokens
+
+    users = tmp_path / "users"
+    users.write_text("admin secret write\n")
+    monkeypatch.setattr(Paths, "from_env", classmethod(lambda cls: _Paths(users)))
+    assert tokens.main(["admin"]) == 0
+    out, err = capsys.readouterr()
+    token = out.strip()
+    assert "\n" not in token and token  # stdout is the token alone, for scripts
+    assert "SIGHUP" in err and "gnt-cluster redist-conf" in err
+    assert tokens.main(["ghost"]) == 1
+    assert "no user 'ghost'" in capsys.readouterr().err
+
+
+class _Paths:
+    def __init__(self, users: Path) -> None:
+        self.rapi_users = users

@@ -57,6 +57,7 @@ from corral.cli.options import (
     reason_option,
     submit_option,
 )
+from corral.cli.placement_options import placement_body, placement_options
 from corral.cli.prompt import ask_user
 from corral.cli.tags import add_tag_commands
 from corral.errors import CorralError, NothingToChangeError, OpExecError, ParameterError
@@ -278,14 +279,7 @@ def cli() -> None:
                    "allocators, also used without -n and -I).")
 @click.option("-g", "--node-group", "group_name", metavar="GROUP",
               help="Node group to place the instance in.")
-@click.option("--member-of", "member_of", metavar="AGG", multiple=True,
-              help="Placement constraint, repeatable, all must hold: AGG (in it), "
-                   "in:A,B (in one), !AGG (not in it), !in:A,B (in none); an aggregate "
-                   "by name (gnt-cluster list-aggregates), node group name or UUID.")
-@click.option("--required-trait", "required_traits", metavar="TRAIT", multiple=True,
-              help="The primary node must have TRAIT (repeatable, or T1,T2).")
-@click.option("--forbidden-trait", "forbidden_traits", metavar="TRAIT", multiple=True,
-              help="The primary node must not have TRAIT (repeatable, or T1,T2).")
+@placement_options()
 @click.option("--disk", "disk_items", type=IdentKeyValType(), multiple=True,
               help="Disk N: N:size=SIZE[,mode=rw|ro][,name=NAME]; repeat per disk. "
                    "ext disks: provider=NAME and the provider's own key=val; rbd and "
@@ -388,13 +382,8 @@ def add(instance_name: str, disk_template: str | None, os_type: str | None,
         body["ignore_ipolicy"] = True
     if tags:
         body["tags"] = [t for t in tags.split(",") if t]
-    if member_of:
-        body["member_of"] = list(member_of)
-    for key, given in (("required_traits", required_traits),
-                       ("forbidden_traits", forbidden_traits)):
-        names = [t.strip() for item in given for t in item.split(",") if t.strip()]
-        if names:
-            body[key] = names
+    body.update({k: v for k, v in placement_body(member_of, required_traits,
+                                                  forbidden_traits).items() if v})
     _submit("add", "OP_INSTANCE_CREATE", body, reason=reason, priority=priority,
             submit_only=submit_only, print_jobid=print_jobid, dry_run=dry_run)
 
@@ -503,6 +492,7 @@ def rename(instance_name: str, new_name: str, force: bool, no_name_check: bool,
 @click.option("--hotplug-if-possible", "hotplug_if_possible", is_flag=True,
               help="Hotplug when the hypervisor can; otherwise the change waits for the "
                    "next start.")
+@placement_options(modify=True)
 @force_option
 @_ignore_ipolicy_option
 @_job_options()
@@ -511,16 +501,19 @@ def modify(instance_name: str, hvparams: KeyValDict | None, beparams: KeyValDict
            osparams: KeyValDict | None, os_name: str | None, force_variant: bool,
            disk_items: tuple[tuple[str, IdentValue], ...],
            net_items: tuple[tuple[str, IdentValue], ...], offline: bool | None,
-           allow_diskless: bool, hotplug: bool, hotplug_if_possible: bool, force: bool,
-           ignore_ipolicy: bool,
+           allow_diskless: bool, hotplug: bool, hotplug_if_possible: bool,
+           member_of: tuple[str, ...], required_traits: tuple[str, ...],
+           forbidden_traits: tuple[str, ...], force: bool, ignore_ipolicy: bool,
            submit_only: bool, print_jobid: bool, priority: int | None, reason: str | None,
            dry_run: bool) -> None:
-    """Change parameters, disks or NICs of INSTANCE_NAME."""
+    """Change parameters, disks, NICs or placement constraints of INSTANCE_NAME."""
+    placement = placement_body(member_of, required_traits, forbidden_traits)
     if not (hvparams or beparams or osparams or os_name or disk_items or net_items
-            or offline is not None):
+            or offline is not None or placement):
         raise NothingToChangeError(f"{GANETI_NOTHING}\nnothing to change: give at least one of "
-                                   "-H, -B, -O, -o, --disk, --net, --online, --offline")
-    body: dict[str, Any] = {"instance_name": instance_name, "force": force}
+                                   "-H, -B, -O, -o, --disk, --net, --online, --offline, "
+                                   "--member-of, --required-trait, --forbidden-trait")
+    body: dict[str, Any] = {"instance_name": instance_name, "force": force, **placement}
     if ignore_ipolicy:
         body["ignore_ipolicy"] = True
     if hvparams:

@@ -43,7 +43,8 @@ LIST_DEFAULT_FIELDS = ("name", "hypervisor", "os", "pnode", "status", "oper_ram"
 #: List fields whose values are lists, shown comma-separated (as Ganeti does).
 _LIST_JOINED = ("tags", "disk.sizes", "nic.macs", "nic.ips", "nic.modes", "nic.links",
                 "nic.bridges", "nic.networks", "snodes", "snodes.group", "snodes.group.uuid",
-                "disk.names", "disk.uuids", "nic.names", "nic.uuids")
+                "disk.names", "disk.uuids", "nic.names", "nic.uuids", "required_traits",
+                "forbidden_traits")
 
 
 # -- info -----------------------------------------------------------------------------------
@@ -158,6 +159,10 @@ def instance_info_layout(inst: dict[str, Any]) -> list[tuple[str, Any]]:
         ("State", state),
         ("Nodes", [[("primary", inst.get("pnode")), ("group", pgroup)],
                    [("secondaries", secondaries)]]),
+    ]
+    if inst.get("placement"):  # corral's: only for an instance that has constraints
+        layout.append(("Placement constraints", inst["placement"]))
+    layout += [
         ("Operating system", inst.get("os")),
         ("Operating system parameters",
          _params_info(inst.get("os_instance") or {}, inst.get("os_actual") or {})),

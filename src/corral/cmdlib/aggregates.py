@@ -33,12 +33,14 @@ from corral.placement.query import is_uuid_like
 
 if TYPE_CHECKING:
     from corral.config import ConfigStore
-    from corral.objects import Cluster, Node
+    from corral.objects import Cluster, Instance, Node
     from corral.opcodes.instance_ops import OpInstanceCreate
 
 __all__ = ["UNITS", "LUClusterAddAggregate", "LUClusterRemoveAggregate", "aggregate_label",
-           "apply_list_change", "constraints_of", "describe_constraints", "known_aggregates",
-           "node_filter", "node_resources", "refuse_unmet"]
+           "apply_list_change", "by_constraints", "changed_constraints", "constraints_of",
+           "describe_constraints", "instance_constraints", "known_aggregates", "node_filter",
+           "node_resources", "node_violations", "refuse_unmet", "resolve_constraints",
+           "unsuitable_nodes"]
 
 
 def known_aggregates(store: ConfigStore) -> dict[str, str]:
@@ -88,13 +90,87 @@ def constraints_of(store: ConfigStore, op: OpInstanceCreate) -> Constraints:
     :raises ParameterError: a malformed value, an unknown aggregate name, an invalid
         trait, or a trait both required and forbidden.
     """
-    required = check_traits(op.required_traits, "required trait")
-    forbidden = check_traits(op.forbidden_traits, "forbidden trait")
+    return resolve_constraints(store, op.member_of, op.required_traits, op.forbidden_traits)
+
+
+def resolve_constraints(store: ConfigStore, member_of: Sequence[str],
+                        required_traits: Sequence[str], forbidden_traits: Sequence[str]
+                        ) -> Constraints:
+    """Constraints as given by a user (aggregates by name or UUID), resolved and
+    checked (see :func:`constraints_of`)."""
+    required = check_traits(required_traits, "required trait")
+    forbidden = check_traits(forbidden_traits, "forbidden trait")
     both = sorted(set(required) & set(forbidden))
     if both:
         raise ParameterError(f"trait(s) {', '.join(both)} are both required and forbidden")
-    return Constraints(resolve_member_of(op.member_of, known_aggregates(store)),
+    return Constraints(resolve_member_of(member_of, known_aggregates(store)),
                        tuple(required), tuple(forbidden))
+
+
+def changed_constraints(store: ConfigStore, instance: Instance, node: Node,
+                        member_of: Sequence[str] | None,
+                        required_traits: Sequence[str] | None,
+                        forbidden_traits: Sequence[str] | None) -> Constraints | None:
+    """The instance's constraints with the given kinds replaced (``None``: kept), or
+    None when nothing is given (``gnt-instance modify``).
+
+    :raises ParameterError: a value is malformed (see :func:`resolve_constraints`);
+    :raises OpPrereqError: ``node`` (its primary node, the new one if that changes
+        too) breaks the new constraints, or the kept ones when none are given,
+        naming each broken one.
+    """
+    if member_of is None and required_traits is None and forbidden_traits is None:
+        refuse_unmet(store, node, instance_constraints(instance), instance.name)
+        return None
+    current = instance_constraints(instance)
+    # kept values are UUIDs already; resolving them again checks nothing new
+    new = resolve_constraints(
+        store, current.member_of if member_of is None else member_of,
+        current.required_traits if required_traits is None else required_traits,
+        current.forbidden_traits if forbidden_traits is None else forbidden_traits)
+    broken = node_violations(store, node, new)
+    if broken:
+        raise OpPrereqError(
+            f"cannot give instance {instance.name} these placement constraints "
+            f"({describe_constraints(store, new)}): its primary node {node.name} "
+            f"does not meet them: {'; '.join(broken)}; move the instance first "
+            "(gnt-instance migrate/failover/move -n NODE)", ecode="wrong_state")
+    return new
+
+
+def instance_constraints(instance: Instance) -> Constraints:
+    """The placement constraints an instance keeps (aggregates as UUIDs)."""
+    return Constraints(tuple(instance.member_of), tuple(instance.required_traits),
+                       tuple(instance.forbidden_traits))
+
+
+def by_constraints(instances: Sequence[Instance]
+                   ) -> list[tuple[Constraints, list[Instance]]]:
+    """``instances`` grouped by the placement constraints they keep, in the order each
+    set first appears (instances without constraints form one group too)."""
+    groups: dict[Constraints, list[Instance]] = {}
+    for inst in instances:
+        groups.setdefault(instance_constraints(inst), []).append(inst)
+    return list(groups.items())
+
+
+def node_violations(store: ConfigStore, node: Node, constraints: Constraints) -> list[str]:
+    """Why ``node`` breaks ``constraints``, one sentence each (empty: it meets them)."""
+    if not constraints:
+        return []
+    return violations({node.group, *node.aggregates}, set(node.traits), constraints,
+                      aggregate_label(store))
+
+
+def unsuitable_nodes(store: ConfigStore, constraints: Constraints) -> list[str]:
+    """Names of the nodes that break ``constraints`` (by their aggregates and traits,
+    whatever room they have), sorted; none without constraints."""
+    if not constraints:
+        return []
+    label = aggregate_label(store)
+    return sorted(node.name for node in store.all("node")
+                  if violations({node.group, *node.aggregates}, set(node.traits),
+                                constraints, label))
 
 
 def describe_constraints(store: ConfigStore, constraints: Constraints) -> str:
@@ -112,8 +188,7 @@ def refuse_unmet(store: ConfigStore, node: Node, constraints: Constraints,
 
     :raises OpPrereqError: naming each broken constraint (aggregate or trait).
     """
-    broken = violations({node.group, *node.aggregates}, set(node.traits), constraints,
-                        aggregate_label(store))
+    broken = node_violations(store, node, constraints)
     if broken:
         raise OpPrereqError(
             f"node {node.name} does not meet the placement constraints of instance "

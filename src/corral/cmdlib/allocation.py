@@ -11,9 +11,14 @@ engine (:class:`corral.iallocator.PluginRunner`), never on the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from corral.cmdlib.aggregates import (
+    describe_constraints,
+    instance_constraints,
+    unsuitable_nodes,
+)
 from corral.errors import CorralError, OpExecError, OpPrereqError
 from corral.iallocator import (
     Answer,
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from corral.objects import Instance, Node
 
 __all__ = ["DEFAULT_SHORTCUT", "LIVE_TIMEOUT", "allocator_names", "gather_live",
-           "release_other_nodes", "relocation_target", "run_allocators"]
+           "release_other_nodes", "relocation_target", "run_allocators", "shown_drained"]
 
 #: ``-I .`` names the cluster's default allocators (Ganeti's shortcut).
 DEFAULT_SHORTCUT: Final = "."
@@ -108,7 +113,7 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
                          extra_params: Mapping[str, Any] | None = None,
                          failure: Callable[[str, str], str],
                          node_filter: Callable[[Mapping[str, NodeLive]], list[str]] | None
-                         = None) -> tuple[str, Answer]:
+                         = None, unsuitable: Collection[str] = ()) -> tuple[str, Answer]:
     """Ask the allocators ``names`` in turn; the first that answers with a solution
     wins: its name and answer.
 
@@ -118,7 +123,10 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
     ``node_filter`` (placement constraints) gets the nodes' live data and names the
     nodes the instance may go to (or raises when none may); the request then carries
     them as Ganeti's ``restrict-to-nodes``, which the built-in allocator and hail
-    honour.
+    honour. ``unsuitable`` names nodes the moved instances must not go to (their
+    placement constraints): the allocator sees them drained, which every allocator
+    of Ganeti's protocol reads as "takes no instance", for requests (relocate,
+    node-evacuate, change-group) that have no node list of their own.
 
     :raises OpPrereqError: every allocator answered that nothing fits (error type
         ``insufficient_resources``), quoting each one's ``info``;
@@ -138,6 +146,8 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
     # 10,000 instances take a few tenths of a second to describe: not on the event loop
     data = await asyncio.to_thread(build_input, ClusterView.of(store), live, request,
                                    disk_template=template)
+    if unsuitable:
+        data = shown_drained(data, unsuitable)
     params = {**cluster.default_iallocator_params, **(extra_params or {})}
     failures: list[CorralError] = []
     for position, name in enumerate(names):
@@ -170,15 +180,32 @@ async def run_allocators(lu: LogicalUnit[Any], names: Sequence[str],
     raise type(first)(message, ecode=first.ecode)
 
 
+def shown_drained(data: Mapping[str, Any], names: Collection[str]) -> dict[str, Any]:
+    """The allocator input ``data`` with the nodes ``names`` marked drained (a copy:
+    the input shares its entries with the next one built)."""
+    nodes = dict(data["nodes"])
+    for name in names:
+        if name in nodes:
+            nodes[name] = {**nodes[name], "drained": True}
+    return {**data, "nodes": nodes}
+
+
 async def relocation_target(lu: LogicalUnit[Any], names: Sequence[str], instance: Instance,
                             source: Node) -> Node:
     """A new node for ``instance`` away from ``source`` (Ganeti's ``relocate``
-    request), announced in the job log; the other nodes' locks are released."""
+    request), announced in the job log; the other nodes' locks are released. Nodes
+    that break the instance's placement constraints are not chosen."""
     store = lu.master.store
+    constraints = instance_constraints(instance)
+    avoid = [n for n in unsuitable_nodes(store, constraints) if n != source.name]
+    why = (f" (nodes {', '.join(avoid)} break the placement constraints of instance "
+           f"{instance.name}: {describe_constraints(store, constraints)})" if avoid else "")
     name, answer = await run_allocators(
         lu, names, relocate_request(store, instance, [source.name]),
         hypervisor=instance.hypervisor, disk_template=instance.disk_template,
-        failure=lambda name, info: f"Can't compute nodes using iallocator '{name}': {info}")
+        unsuitable=avoid,
+        failure=lambda name, info: f"Can't compute nodes using iallocator '{name}': {info}"
+                                   f"{why}")
     chosen = answer.result[:1]
     target = store.find("node", chosen[0]) if chosen else None
     if target is None:

@@ -13,11 +13,17 @@ submits nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
+from corral.cmdlib.aggregates import (
+    by_constraints,
+    describe_constraints,
+    instance_constraints,
+    unsuitable_nodes,
+)
 from corral.cmdlib.allocation import allocator_names, gather_live, run_allocators
 from corral.cmdlib.base import LockRequest, LogicalUnit
 from corral.cmdlib.common import expand_group, expand_instance, expand_node
@@ -134,6 +140,12 @@ def _require_allocator(lu: LogicalUnit[Any], iallocator: str | None, node: str |
 # -- node evacuation and migration -----------------------------------------------------
 
 
+def _evacuation_failure(why: str) -> Callable[[str, str], str]:
+    """How a node evacuation words an allocator's failure, ``why`` appended."""
+    return lambda name, info: (f"Can't compute node evacuation using iallocator '{name}': "
+                               f"{info}{why}")
+
+
 class LUNodeEvacuate(LogicalUnit[OpNodeEvacuate]):
     """``OP_NODE_EVACUATE``: an allocator plans where a node's instances go; one job per
     instance carries the plan out.
@@ -211,19 +223,27 @@ class LUNodeEvacuate(LogicalUnit[OpNodeEvacuate]):
         jobs: list[list[OpCode]] = []
         plan: dict[str, Any] = {"moved": [], "failed": []}
         extra = {"ignore-soft-errors": None} if op.ignore_soft_errors else {}
+        store = self.master.store
+        source = store.get("node", op.node_uuid or "").name
         for mode, instances in (("primary-only", self.primaries),
                                 ("secondary-only", self.secondaries)):
             if not instances or op.mode not in (mode, "all"):
                 continue
-            name, answer = await run_allocators(
-                self, self.allocators,
-                node_evacuate_request(sorted(i.name for i in instances), mode),
-                extra_params=extra,
-                failure=lambda name, info: f"Can't compute node evacuation using iallocator "
-                                           f"'{name}': {info}")
-            plan["moved"] += answer.result[0]
-            plan["failed"] += answer.result[1]
-            jobs += _jobs_from_answer(self, name, answer.result, use_nodes=True)
+            # one request per set of placement constraints, each seeing the nodes
+            # that set forbids as drained (the protocol has no per-instance node list)
+            for constraints, batch in by_constraints(instances):
+                avoid = [n for n in unsuitable_nodes(store, constraints) if n != source]
+                why = (f" (nodes {', '.join(avoid)} break the placement constraints of "
+                       f"instance(s) {', '.join(i.name for i in batch)}: "
+                       f"{describe_constraints(store, constraints)})" if avoid else "")
+                name, answer = await run_allocators(
+                    self, self.allocators,
+                    node_evacuate_request(sorted(i.name for i in batch), mode),
+                    extra_params=extra, unsuitable=avoid,
+                    failure=_evacuation_failure(why))
+                plan["moved"] += answer.result[0]
+                plan["failed"] += answer.result[1]
+                jobs += _jobs_from_answer(self, name, answer.result, use_nodes=True)
         if op.dry_run:
             return {"jobs": [], **plan}
         return {"jobs": await submit_jobs(self, jobs)}
@@ -320,13 +340,18 @@ class LUInstanceChangeGroup(LogicalUnit[OpInstanceChangeGroup]):
 
     async def execute(self) -> dict[str, Any]:
         """Ask the allocator, then submit its jobs."""
-        op = self.op
+        op, store = self.op, self.master.store
+        constraints = instance_constraints(store.get("instance", op.instance_uuid or ""))
+        avoid = unsuitable_nodes(store, constraints)
+        why = (f" (nodes {', '.join(avoid)} break its placement constraints: "
+               f"{describe_constraints(store, constraints)})" if avoid else "")
         name, answer = await run_allocators(
             self, self.allocators,
             change_group_request([op.instance_name], self.target_uuids),
+            unsuitable=avoid,
             failure=lambda name, info: (
                 f"Can't compute solution for changing group of instance "
-                f"'{op.instance_name}' using iallocator '{name}': {info}"))
+                f"'{op.instance_name}' using iallocator '{name}': {info}{why}"))
         jobs = _jobs_from_answer(self, name, answer.result, use_nodes=False)
         self.feedback(f" - INFO: Iallocator returned {len(jobs)} job(s) for changing group of "
                       f"instance '{op.instance_name}'")

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from corral.cmdlib import nic_networks as nicnet
+from corral.cmdlib.aggregates import changed_constraints, describe_constraints
 from corral.cmdlib.base import LockRequest, LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import (
     check_hv_on_nodes,
@@ -212,10 +213,12 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         op = self.op
         if not (op.nics or op.disks or op.disk_template or op.hvparams or op.beparams
                 or op.os_name or op.osparams or op.offline is not None or op.runtime_mem
-                or op.pnode or op.pnode_uuid or op.osparams_private):
+                or op.pnode or op.pnode_uuid or op.osparams_private
+                or (op.member_of, op.required_traits, op.forbidden_traits) != (None,) * 3):
             raise ParameterError(
                 "no changes submitted: give at least one of hvparams, beparams, osparams, "
-                "os_name, disks, nics, offline or pnode"
+                "os_name, disks, nics, offline, pnode, member_of, required_traits or "
+                "forbidden_traits"
             )
         unsupported = {
             "runtime_mem": op.runtime_mem, "ext_params": op.ext_params,
@@ -297,6 +300,7 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             )
         # In the order of Ganeti's result list.
         self._check_pnode()
+        self._check_placement()
         self._check_disks()
         self._check_nics()
         self._check_hvparams()
@@ -332,6 +336,17 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
         nicnet.check_networks_reach(self.master.store, inst, node)
         self.new_inst.primary_node = node.uuid
         self.changes.append(["pnode", node.name])
+
+    def _check_placement(self) -> None:
+        """New placement constraints, met by the (new) primary node; a new primary
+        node meets the constraints kept."""
+        op, store = self.op, self.master.store
+        new = changed_constraints(store, self.instance, self.new_pnode or self.primary,
+                                  op.member_of, op.required_traits, op.forbidden_traits)
+        if new is not None:
+            for name in ("member_of", "required_traits", "forbidden_traits"):
+                setattr(self.new_inst, name, list(getattr(new, name)))
+            self.changes.append(["placement", describe_constraints(store, new) or "none"])
 
     def _check_hvparams(self) -> None:
         if not self.op.hvparams:
@@ -765,7 +780,8 @@ class LUInstanceSetParams(InstanceLU[OpInstanceSetParams]):
             # the last status change (seed 001).
             status_change = inst.admin_state != new.admin_state
             for name in ("primary_node", "os", "hvparams", "beparams", "osparams",
-                         "admin_state", "disk_template", "disks", "nics"):
+                         "admin_state", "disk_template", "disks", "nics", "member_of",
+                         "required_traits", "forbidden_traits"):
                 setattr(inst, name, getattr(new, name))
             if status_change:
                 inst.last_reason = [list(entry) for entry in self.op.reason]

@@ -518,6 +518,9 @@ class LUInstanceCreate(LogicalUnit[OpInstanceCreate]):
             admin_state="up" if op.start else "down", disk_template=self.template,
             disks=[d.uuid for d in disks], nics=nics, tags=list(op.tags),
             last_reason=[list(entry) for entry in op.reason],
+            member_of=list(self.constraints.member_of),
+            required_traits=list(self.constraints.required_traits),
+            forbidden_traits=list(self.constraints.forbidden_traits),
         )
         if op.identify_defaults:
             store = self.master.store

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from corral.cmdlib.aggregates import instance_constraints, refuse_unmet
 from corral.cmdlib.allocation import allocator_names, relocation_target
 from corral.cmdlib.base import LockRequest
 from corral.cmdlib.common import (
@@ -166,9 +167,10 @@ class _MoveBase(InstanceLU[_Op]):
             check_node_online(self.primary, f"{self.WHAT} instance {self.instance.name}")
 
     def check_target(self) -> None:
-        """The target node takes the instance: online, reachable networks, and its
-        group's instance policy when that is another group (``ignore_ipolicy`` turns a
-        violation into a warning, as in Ganeti)."""
+        """The target node takes the instance: online, reachable networks, its
+        placement constraints (no override), and its group's instance policy when
+        that is another group (``ignore_ipolicy`` turns a violation into a warning,
+        as in Ganeti)."""
         store = self.master.store
         target = store.find("node", self.target.uuid)
         if target is None:
@@ -176,6 +178,7 @@ class _MoveBase(InstanceLU[_Op]):
         self.target = target
         check_target_node(target, self.instance, self.WHAT)
         check_networks_reach(store, self.instance, target)
+        refuse_unmet(store, target, instance_constraints(self.instance), self.instance.name)
         if target.group != self.primary.group:
             group = store.get("nodegroup", target.group)
             problems = stored_instance_violations(store, self.instance,

@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from corral.cmdlib.aggregates import aggregate_label, describe_constraints, instance_constraints
 from corral.cmdlib.base import LogicalUnit, MasterContext, QueryResource
 from corral.cmdlib.common import expand_instance, fill_osparams, instance_spec, split_os_name
 from corral.cmdlib.query import named_lookup
 from corral.objects import Disk, Instance, Node, NodeGroup, fill_params
 from corral.objects.params import BE_PARAMS, HV_PARAMS, ParamSpec, fill_hv_params
 from corral.opcodes.instance_ops import OpInstanceQueryData
+from corral.placement.constraints import value_text
 from corral.qlang import FieldKind, FieldRegistry, ResultStatus, pick_items
 
 if TYPE_CHECKING:
@@ -249,6 +251,18 @@ _add("serial_no", "SerialNo", "number",
 _add("ctime", "CTime", "timestamp", "Creation timestamp", lambda _c, i: i.ctime)
 _add("mtime", "MTime", "timestamp", "Modification timestamp", lambda _c, i: i.mtime)
 _add("tags", "Tags", "other", "Tags", lambda _c, i: sorted(i.tags))
+_add("member_of", "MemberOf", "other",
+     "Placement constraints: member_of values, aggregates by name (UUID if unnamed)",
+     lambda c, i: [value_text(v, aggregate_label(c.store)) for v in i.member_of])
+_add("member_of.uuid", "MemberOfUUIDs", "other",
+     "Placement constraints: member_of values, aggregates by UUID",
+     lambda _c, i: list(i.member_of))
+_add("required_traits", "RequiredTraits", "other",
+     "Placement constraints: traits the primary node must have",
+     lambda _c, i: list(i.required_traits))
+_add("forbidden_traits", "ForbiddenTraits", "other",
+     "Placement constraints: traits the primary node must not have",
+     lambda _c, i: list(i.forbidden_traits))
 _add("pnode", "Primary_node", "text", "Primary node", _node_name)
 _add("pnode.group", "PrimaryNodeGroup", "text", "Node group of the primary node",
      _group_name)
@@ -724,4 +738,5 @@ class LUInstanceQueryData(LogicalUnit[OpInstanceQueryData]):
             "uuid": inst.uuid,
             "tags": sorted(inst.tags),
             "last_reason": [list(entry) for entry in inst.last_reason],
+            "placement": describe_constraints(store, instance_constraints(inst)),
         }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import __version__
+from corral.cmdlib.aggregates import instance_constraints, node_violations
 from corral.cmdlib.ipolicy import group_ipolicy, stored_instance_violations
 from corral.cmdlib.verify import NODE_MAX_CLOCK_SKEW, certificate_finding
 from corral.cmdlib.verify_findings import Findings
@@ -381,8 +382,9 @@ def check_running(found: Findings, img: NodeImage, store: ConfigStore,
 
 def check_instances(found: Findings, instances: Sequence[Instance], gathered: Gathered,
                     store: ConfigStore) -> None:
-    """Each instance against its group's instance policy (a warning, as in Ganeti) and
-    its nodes: running where it should, its disks there."""
+    """Each instance against its group's instance policy (a warning, as in Ganeti),
+    its placement constraints (an error) and its nodes: running where it should, its
+    disks there."""
     images = gathered.images
     policies: dict[str, Mapping[str, Any]] = {}
     for inst in instances:
@@ -396,6 +398,10 @@ def check_instances(found: Findings, instances: Sequence[Instance], gathered: Ga
         broken = stored_instance_violations(store, inst, policies[primary.group])
         found.report_if(broken, "EINSTANCEPOLICY", inst.name, ", ".join(broken),
                         severity=WARNING)
+        unmet = node_violations(store, primary, instance_constraints(inst))
+        found.report_if(unmet, "EINSTANCEUNSUITABLENODE", inst.name,
+                        f"instance lives on node {primary.name}, which does not meet its "
+                        f"placement constraints: {'; '.join(unmet) or 'none given'}")
         pimg = images.get(primary.uuid)
         if inst.admin_state == "up":
             found.report_if(primary.offline, "EINSTANCEBADNODE", inst.name, (

@@ -420,7 +420,15 @@ class MasterMethods:
 
     async def placement(self, args: calls.Placement) -> dict[str, Any]:
         """``Placement(...)``: one ``/placement/`` REST request (see
-        :mod:`corral.masterd.placement`)."""
+        :mod:`corral.masterd.placement`): a change to what the cluster owns (a node's
+        provider, an instance's consumer) is refused with 409; never while the
+        cluster's sync changes the engine (the service's lock)."""
+        derived = self.state.placement_sync
+        if derived is not None:
+            await derived.ready()
+            refused = derived.refusal(args)
+            if refused is not None:
+                return refused
         return await self.state.placement.call(args, encoded=True)
 
     # -- master failover ----------------------------------------------------------------

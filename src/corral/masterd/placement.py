@@ -9,23 +9,28 @@ request that fails after changing part of the engine (the reshaper), rebuilds th
 engine from the rows, so engine and rows never disagree: the change is either
 committed and applied or refused with nothing changed.
 
+Derived data: when a :class:`Derived` is given (the cluster's nodes and instances,
+:mod:`corral.masterd.placement_sync`), the engine is built from it first and the saved
+rows are added on top (a saved consumer may hold allocations on a node's provider),
+and only what it says is REST data is ever written as rows.
+
 Reads (``GET``, ``HEAD``) run in worker threads, off the event loop, so an unlimited
 allocation-candidates query over thousands of providers never stalls the master's
 other work; several reads run at once. A change runs alone: it waits for the running
 reads, and no read starts until it is committed (or refused and rolled back), so a
-read never sees a change that is not committed. The engine is guarded by one
-shared/exclusive lock (:class:`~corral.locking.shared.SharedLock`); any other code that
-changes the engine holds it exclusively (:meth:`PlacementService.exclusive`).
+read never sees a change that is not committed. One shared/exclusive lock
+(:class:`~corral.locking.shared.SharedLock`) orders them; code that changes the engine
+outside a request (the cluster's sync) holds it exclusively with ``async with
+service.lock`` (and must not make a request meanwhile).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -37,9 +42,9 @@ from corral.luxi import calls
 from corral.objects.model import PlacementProvider
 from corral.placement.model import PlacementStore
 from corral.placement.rest import Changes, PlacementRequest, PlacementResponse, handle
-from corral.placement.saved import load, rows_for
+from corral.placement.saved import Restored, restore, rows_for
 
-__all__ = ["PlacementService"]
+__all__ = ["Derived", "EngineLock", "PlacementService"]
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +55,81 @@ READ_METHODS: Final = frozenset({"GET", "HEAD"})
 READERS: Final = 2
 
 
+class EngineLock:
+    """The engine's shared/exclusive lock. ``async with`` holds it exclusively (in the
+    current task): no read runs and no other change, for code that changes the engine
+    outside a request. Requests take it themselves (:meth:`PlacementService.call`)."""
+
+    def __init__(self) -> None:
+        self.shared = SharedLock("placement")
+
+    async def __aenter__(self) -> None:
+        await self.shared.acquire()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.shared.release()
+
+
+class Derived(Protocol):
+    """Data the engine shows without keeping it as rows (the cluster's)."""
+
+    def build(self, engine: PlacementStore) -> None:
+        """Put the derived data into a fresh engine (before the saved rows)."""
+
+    def saved(self, changes: Changes) -> Changes:
+        """The part of ``changes`` that is saved data (rows to write)."""
+
+
 class PlacementService:
     """The placement engine of the cluster, kept in step with its rows."""
 
-    def __init__(self, config: ConfigStore, *, readers: int = READERS) -> None:
+    def __init__(self, config: ConfigStore, derived: Derived | None = None, *,
+                 readers: int = READERS) -> None:
         self.config = config
-        self.engine = self._load()
-        self._lock = SharedLock("placement")
+        self.derived = derived
+        #: Held exclusively while the engine is changed outside a request.
+        self.lock = EngineLock()
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="placement-read")
+        #: Saved rows not in the engine yet (:meth:`restore_left`).
+        self.left = Restored()
+        self.engine = self._load()
 
     def _load(self) -> PlacementStore:
         providers = self.config.all("placement_provider")
         self._next_order = max((p.order for p in providers), default=-1) + 1
-        engine = load(providers, self.config.all("placement_consumer"),
-                      self.config.all("placement_name"))
-        log.info("placement: %d provider(s), %d consumer(s) loaded", len(providers),
-                 len(engine.consumers()))
+        engine = PlacementStore()
+        if self.derived is not None:
+            self.derived.build(engine)
+        consumers = self.config.all("placement_consumer")
+        self.left = restore(engine, providers, consumers, self.config.all("placement_name"))
+        log.info("placement: %d saved provider(s), %d saved consumer(s) loaded",
+                 len(providers) - len(self.left.providers),
+                 len(consumers) - len(self.left.consumers))
+        self._report_left()
         return engine
+
+    def restore_left(self) -> None:
+        """Add the saved rows that could not be restored before (their node's provider
+        had no inventories yet) once the derived data changed."""
+        if not (self.left.providers or self.left.consumers):
+            return
+        before = len(self.left.providers) + len(self.left.consumers)
+        # one a client wrote anew meanwhile is the engine's (and its row) now
+        self.left = restore(
+            self.engine, [r for r in self.left.providers
+                          if self.engine.slot_of(r.uuid) is None],
+            [r for r in self.left.consumers if self.engine.consumer(r.uuid) is None], ())
+        if len(self.left.providers) + len(self.left.consumers) < before:
+            self._report_left()
+
+    def _report_left(self) -> None:
+        if self.left.providers or self.left.consumers:
+            log.warning("placement: %d saved provider(s) and %d consumer(s) wait for the "
+                        "providers or inventories they name: %s", len(self.left.providers),
+                        len(self.left.consumers), ", ".join(
+                            [r.uuid for r in self.left.providers]
+                            + [r.uuid for r in self.left.consumers]))
 
     async def call(self, args: calls.Placement, *, encoded: bool = False) -> dict[str, Any]:
         """Run one REST request; its answer as ``{"status", "headers", "body"}``.
@@ -79,7 +142,7 @@ class PlacementService:
                                args.prefix, args.accept)
         if args.method in READ_METHODS:
             return await self._read(req, encoded)
-        async with self.exclusive():
+        async with self.lock:
             response, changes = handle(self.engine, req)
             if changes:
                 if response.status >= 400:
@@ -98,38 +161,31 @@ class PlacementService:
         """A read in a worker thread, holding the lock shared until the thread is done
         (also when the caller is cancelled: no change may start under a running read)."""
         owner = object()
-        await self._lock.acquire(shared=True, owner=owner)
+        await self.lock.shared.acquire(shared=True, owner=owner)
         try:
             running = asyncio.get_running_loop().run_in_executor(
                 self._readers, _answer, self.engine, req, encoded)
         except BaseException:
-            self._lock.release(owner=owner)
+            self.lock.shared.release(owner=owner)
             raise
 
         def done(finished: asyncio.Future[dict[str, Any]]) -> None:
-            self._lock.release(owner=owner)
+            self.lock.shared.release(owner=owner)
             if not finished.cancelled():
                 finished.exception()  # retrieved here when the caller was cancelled
 
         running.add_done_callback(done)
         return await asyncio.shield(running)
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[PlacementStore]:
-        """Hold the engine alone (no read running, no other change): for code that
-        changes it outside a REST request. Yields the engine."""
-        owner = object()
-        await self._lock.acquire(owner=owner)
-        try:
-            yield self.engine
-        finally:
-            self._lock.release(owner=owner)
-
     def _order_of(self, rp_uuid: str) -> int | None:
         row = self.config.find("placement_provider", rp_uuid)
         return row.order if isinstance(row, PlacementProvider) else None
 
     async def _persist(self, changes: Changes) -> None:
+        if self.derived is not None:
+            changes = self.derived.saved(changes)
+        if not changes:
+            return
         async with self.config.transaction() as txn:
             rows = rows_for(self.engine, providers=changes.providers,
                             consumers=changes.consumers,
@@ -149,11 +205,23 @@ class PlacementService:
                 if self.config.find(kind, uuid) is not None:
                     txn.remove(kind, uuid)
 
+    async def save(self, changes: Changes) -> None:
+        """Commit the rows of what changed in the engine outside a REST request (what
+        the cluster's sync changed of saved data); when that fails, the engine is
+        rebuilt."""
+        try:
+            await self._persist(changes)
+        except BaseException:
+            self.engine = self._load()
+            raise
+
     def check(self) -> None:
         """Raise :class:`InternalError` when the engine and the rows disagree (tests)."""
+        engine, left = self.engine, self.left
         fresh = self._load()
+        self.left = left
         mine = [(p.uuid, p.name, p.generation, p.parent_uuid)
-                for p in self.engine.providers()]
+                for p in engine.providers()]
         theirs = [(p.uuid, p.name, p.generation, p.parent_uuid) for p in fresh.providers()]
         if sorted(mine) != sorted(theirs):
             raise InternalError(f"placement engine and rows disagree: {mine} != {theirs}")

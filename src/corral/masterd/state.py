@@ -18,6 +18,7 @@ from corral.jobs import Decider, Handover, JobQueue, JobStore
 from corral.jobs.filters import FilterChain
 from corral.locking import LockManager
 from corral.masterd.placement import PlacementService
+from corral.masterd.placement_sync import ClusterSync, enabled
 from corral.masterd.replication import ConfigReplicator, JobReplicator, Replicator
 from corral.objects import Cluster
 from corral.paths import Paths
@@ -65,8 +66,13 @@ class MasterState:
             decider=self._decider(),
         )
         self.context.submit_jobs = self.queue.submit_many
-        #: The ``/placement/`` API's engine, built from its configuration rows.
-        self.placement = PlacementService(store)
+        #: Derives the cluster's nodes and instances into the ``/placement/`` engine
+        #: (None when the master's environment turns that off).
+        self.placement_sync = ClusterSync(store, rpc) if enabled() else None
+        #: The ``/placement/`` API's engine: the cluster, then its configuration rows.
+        self.placement = PlacementService(store, self.placement_sync)
+        if self.placement_sync is not None:
+            self.placement_sync.attach(self.placement)
 
     @classmethod
     def open(cls, paths: Paths, store: ConfigStore) -> MasterState:
@@ -79,9 +85,13 @@ class MasterState:
         await self.queue.start()
         for replicator in self.replicators:
             replicator.start()
+        if self.placement_sync is not None:
+            self.placement_sync.start()
 
     async def stop(self) -> None:
         """Stop replicating and running jobs; close the job store."""
+        if self.placement_sync is not None:
+            await self.placement_sync.stop()
         await self.queue.stop()
         for replicator in self.replicators:
             # The candidates get what was committed last (a master failover takes

@@ -130,6 +130,15 @@ class Instance(ConfigObject, kw_only=True):
     last_reason: list[list[Any]] = msgspec.field(default_factory=list)
     """The reason trail (``[source, text, timestamp_ns]`` entries) of the opcode that
     last changed the instance's state; ``gnt-instance info`` shows it."""
+    member_of: list[str] = msgspec.field(default_factory=list)
+    """Placement constraints kept for the instance's life: Placement's ``member_of``
+    values (``A``, ``in:A,B``, ``!A``, ``!in:A,B``) with every aggregate as its UUID, so
+    that renaming an aggregate changes nothing (see docs/placement.md, "Constraints
+    kept by the instance")."""
+    required_traits: list[str] = msgspec.field(default_factory=list)
+    """Traits the instance's primary node must have, sorted."""
+    forbidden_traits: list[str] = msgspec.field(default_factory=list)
+    """Traits its primary node must not have, sorted."""
 
 
 class Node(ConfigObject, kw_only=True):

@@ -97,6 +97,13 @@ class OpInstanceSetParams(InstanceOp, tag="OP_INSTANCE_SET_PARAMS"):
     hotplug: bool = False
     hotplug_if_possible: bool = False
     instance_communication: bool | None = None
+    member_of: list[str] | None = None
+    """corral's: the instance's placement constraints' ``member_of`` values in place of
+    its current ones (``[]`` drops them); ``None`` keeps them."""
+    required_traits: list[str] | None = None
+    """corral's: the traits its node must have, in place of the current ones."""
+    forbidden_traits: list[str] | None = None
+    """corral's: the traits its node must not have, in place of the current ones."""
 
 
 @register

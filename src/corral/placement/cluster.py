@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from corral.errors import PlacementConflictError
 from corral.iallocator import ClusterView
 from corral.iallocator.request import disk_space
 from corral.objects import fill_params
@@ -121,6 +122,9 @@ class Synced:
     providers: set[str] = field(default_factory=set)
     consumers: set[str] = field(default_factory=set)
     traits: set[str] = field(default_factory=set)
+    #: Nodes whose provider could not be made, renamed or deleted (a name taken by
+    #: another provider, children made by a client), by node UUID: why.
+    refused: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.providers or self.consumers or self.traits)
@@ -133,10 +137,9 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
     instances' allocations set, changed or removed. Other providers and consumers are
     left alone (a consumer that also held something on a removed node loses just
     that); a provider already holding the values it should is not changed (its
-    generation stays). Returns what changed.
-
-    :raises PlacementConflictError: a node's name is taken by a provider that is not a
-        node.
+    generation stays). Returns what changed; a node whose provider cannot be made or
+    renamed (its name is another provider's) or deleted (a client made children under
+    it) is skipped and named in :attr:`Synced.refused`, the others are synced.
     """
     view = config if isinstance(config, ClusterView) else ClusterView.of(config)
     cluster = view.cluster
@@ -169,22 +172,28 @@ def sync(store: PlacementStore, config: ConfigStore | ClusterView,
     for rp_uuid in owned:
         if rp_uuid not in nodes:
             synced.consumers.update(_release(store, rp_uuid))
-            store.delete_provider(rp_uuid)
+            try:
+                store.delete_provider(rp_uuid)
+            except PlacementConflictError as err:
+                synced.refused[rp_uuid] = err.message
     ratios = {uuid: float(group_policy(cluster.ipolicy, group.ipolicy).get("vcpu-ratio")
                           or 1.0) for uuid, group in view.groups.items()}
     default_ratio = float(cluster.ipolicy.get("vcpu-ratio") or 1.0)
     classes: dict[str, set[str]] = {}
     for node in view.nodes:
         resources = live.get(node.name)
-        classes[node.uuid] = _sync_node(
-            store, node.uuid, node.name,
-            node_inventories(resources, ratios.get(node.group, default_ratio))
-            if resources else {},
-            {node.group, *node.aggregates}, {NODE_TRAIT, *node.traits})
+        try:
+            classes[node.uuid] = _sync_node(
+                store, node.uuid, node.name,
+                node_inventories(resources, ratios.get(node.group, default_ratio))
+                if resources else {},
+                {node.group, *node.aggregates}, {NODE_TRAIT, *node.traits})
+        except PlacementConflictError as err:  # its name is another provider's
+            synced.refused[node.uuid] = err.message
     changes = {}
     for consumer_uuid, allocations in wanted.items():
         fitting = {rp: {rc: n for rc, n in res.items() if rc in classes[rp]}
-                   for rp, res in allocations.items()}
+                   for rp, res in allocations.items() if rp in classes}
         consumer = store.consumer(consumer_uuid)
         if consumer is not None and consumer.allocations == {
                 rp: res for rp, res in fitting.items() if res}:

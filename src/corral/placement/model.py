@@ -792,13 +792,15 @@ class PlacementStore:
         for rp_uuid, (_inventories, generation) in snapshot.providers.items():
             self._by_uuid[rp_uuid].generation = generation
 
-    def restore_consumer(self, consumer: Consumer) -> None:
+    def restore_consumer(self, consumer: Consumer, *, enforce: bool = True) -> None:
         """Put back a saved consumer with its generation; the providers' generations
-        are left as they were restored (they already count its allocations)."""
-        saved = {rp: self._by_uuid[rp].generation for rp in consumer.allocations}
-        self.set_allocations(consumer.uuid, consumer.allocations, consumer_generation=None,
-                             project_id=consumer.project_id, user_id=consumer.user_id,
-                             consumer_type=consumer.consumer_type)
+        are left as they were restored (they already count its allocations).
+        ``enforce=False`` skips the capacity and unit checks (a node provider whose
+        live figures shrank since the allocation was made)."""
+        saved = {rp: self._get(rp).generation for rp in consumer.allocations}
+        self.set_allocations_many({consumer.uuid: (
+            consumer.allocations, None, consumer.project_id, consumer.user_id,
+            consumer.consumer_type)}, enforce=enforce)
         self._consumers[consumer.uuid].generation = consumer.generation
         for rp_uuid, generation in saved.items():
             self._by_uuid[rp_uuid].generation = generation

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from corral.errors import PlacementError
 from corral.objects.model import (
     PlacementConsumer,
     PlacementName,
@@ -23,8 +24,9 @@ from corral.objects.model import (
     placement_name_uuid,
 )
 from corral.placement.model import Consumer, Inventory, PlacementStore
+from corral.placement.names import is_valid_custom
 
-__all__ = ["Rows", "load", "rows_for"]
+__all__ = ["Restored", "Rows", "load", "restore", "rows_for"]
 
 
 @dataclass
@@ -37,9 +39,12 @@ class Rows:
 
 
 def _inventory_fields(inv: Inventory) -> dict[str, float]:
-    return {"total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
-            "max_unit": inv.max_unit if inv.max_unit is not None else inv.total,
-            "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio}
+    # floats, as the row's type reads them back: a row must encode to the bytes it was
+    # stored as, or the configuration store rewrites it (a commit) at every open
+    fields = {"total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
+              "max_unit": inv.max_unit if inv.max_unit is not None else inv.total,
+              "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio}
+    return {key: float(value) for key, value in fields.items()}
 
 
 def rows_for(store: PlacementStore, *, providers: Iterable[str] = (),
@@ -94,15 +99,47 @@ def rows_for(store: PlacementStore, *, providers: Iterable[str] = (),
     return rows
 
 
+@dataclass
+class Restored:
+    """What :func:`restore` could not put in the store yet: provider rows it skipped
+    (a name taken, their parent skipped) and consumer rows whose allocations name a
+    provider or an inventory the store lacks (say, a node provider before the node's
+    first live figures). Their rows stay as they are; nothing is lost."""
+
+    providers: list[PlacementProvider] = field(default_factory=list)
+    consumers: list[PlacementConsumer] = field(default_factory=list)
+
+
 def load(providers: Iterable[PlacementProvider], consumers: Iterable[PlacementConsumer],
          names: Iterable[PlacementName]) -> PlacementStore:
     """A store holding what the rows say: custom names, then providers in their
-    creation order (a parent always before its children), then consumers."""
+    creation order (a parent always before its children), then consumers.
+
+    :raises ValueError: a row cannot be restored (see :func:`restore`).
+    """
     store = PlacementStore()
+    left = restore(store, providers, consumers, names)
+    if left.providers or left.consumers:
+        raise ValueError("placement rows that cannot be restored: " + ", ".join(
+            [row.uuid for row in left.providers] + [row.uuid for row in left.consumers]))
+    return store
+
+
+def restore(store: PlacementStore, providers: Iterable[PlacementProvider],
+            consumers: Iterable[PlacementConsumer], names: Iterable[PlacementName],
+            ) -> Restored:
+    """Add what the rows say to ``store``, which may already hold other providers and
+    consumers (the cluster's nodes and instances, :mod:`corral.masterd.placement_sync`):
+    custom names, providers in their creation order (a parent always before its
+    children), then consumers (without capacity checks: what was allocated stays
+    allocated). A custom trait a provider names is created when missing (one the
+    cluster's sync had made). Returns what could not be added."""
+    left = Restored()
     for name_row in names:
         if name_row.kind == "resource_class":
-            store.create_resource_class(name_row.name)
-        else:
+            if not store.has_resource_class(name_row.name):
+                store.create_resource_class(name_row.name)
+        elif not store.has_trait(name_row.name):
             store.create_trait(name_row.name)
     pending = sorted(providers, key=lambda row: (row.order, row.ctime, row.uuid))
     while pending:
@@ -118,14 +155,27 @@ def load(providers: Iterable[PlacementProvider], consumers: Iterable[PlacementCo
                 step_size=int(f.get("step_size", 1)),
                 allocation_ratio=float(f.get("allocation_ratio", 1.0)))
                 for rc, f in row.inventories.items()}
-            store.restore_provider(row.uuid, row.name, row.parent_uuid, row.generation,
-                                   inventories, row.traits, row.aggregates)
+            for trait in row.traits:
+                if is_valid_custom(trait) and not store.has_trait(trait):
+                    store.create_trait(trait)
+            existed = store.slot_of(row.uuid) is not None
+            try:
+                store.restore_provider(row.uuid, row.name, row.parent_uuid, row.generation,
+                                       inventories, row.traits, row.aggregates)
+            except PlacementError:
+                if not existed and store.slot_of(row.uuid) is not None:
+                    store.delete_provider(row.uuid)  # created, then a later step failed
+                left.providers.append(row)
         if len(later) == len(pending):
-            raise ValueError("placement providers whose parents are missing: "
-                             + ", ".join(r.uuid for r in later))
+            left.providers.extend(later)
+            break
         pending = later
     for c in consumers:
-        store.restore_consumer(Consumer(c.uuid, c.generation, c.project_id, c.user_id,
-                                        c.consumer_type, {rp: dict(res) for rp, res
-                                                          in c.allocations.items()}))
-    return store
+        try:
+            store.restore_consumer(
+                Consumer(c.uuid, c.generation, c.project_id, c.user_id, c.consumer_type,
+                         {rp: dict(res) for rp, res in c.allocations.items()}),
+                enforce=False)
+        except PlacementError:
+            left.consumers.append(c)
+    return left

@@ -2,7 +2,9 @@
 
 Adds a fresh random token's hash to the user's options in the RAPI users file
 (``placement-token={SHA256}...``, :mod:`corral.rapi.users`) and prints the token once;
-send SIGHUP to the RAPI daemon (or restart it) to have it read the file again. The
+send SIGHUP to the RAPI daemon (or restart it) to have it read the file again, and run
+``gnt-cluster redist-conf`` to copy the file to the master candidates (a new master
+after a failover knows the token only then). The
 token then authenticates ``X-Auth-Token`` requests to ``/placement/`` as that user,
 with the user's rights (``write`` for changes).
 """
@@ -19,6 +21,10 @@ from corral.rapi.users import parse_rapi_users_file, placement_token_option
 from corral.utils.files import write_public
 
 __all__ = ["add_token", "main"]
+
+_NEXT_STEPS = ("token added; send SIGHUP to the RAPI daemon so that it reads the users file "
+               "again, and run 'gnt-cluster redist-conf' to copy the file to the master "
+               "candidates")
 
 
 def add_token(users_file: Path, user: str, token: str | None = None) -> str:
@@ -53,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         print(add_token(Paths.from_env().rapi_users, args[0]))
+        print(_NEXT_STEPS, file=sys.stderr)
     except (ParameterError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -30,6 +30,8 @@ INSTANCE_FIELDS: Final = (
     "disk.names", "beparams", "hvparams", "oper_state", "oper_ram", "oper_vcpus", "status",
     "custom_hvparams", "custom_beparams", "custom_nicparams", "ctime", "mtime", "uuid",
     "serial_no", "tags",
+    # corral's: the placement constraints the instance keeps
+    "member_of", "member_of.uuid", "required_traits", "forbidden_traits",
 )
 
 #: The body key that says which instance creation request format the body uses.

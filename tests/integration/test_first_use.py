@@ -8,6 +8,8 @@ import os
 import re
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,14 +37,23 @@ def _shell_lines(section: str) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def test_readme_demo_lines_run_as_written(testbed: TestbedHandle, tmp_path: Path) -> None:
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A new directory with a short path, removed afterwards: the README's lines reach
+    the master's socket through it, and a Unix socket's path is at most 107 bytes
+    (pytest's own temporary directories are deeper under pytest-xdist)."""
+    with tempfile.TemporaryDirectory(prefix="cfu-") as name:
+        yield Path(name)
+
+
+def test_readme_demo_lines_run_as_written(testbed: TestbedHandle, short_dir: Path) -> None:
     """Run the README's lines in a directory whose .demo is the fixture's testbed and
     whose .venv is this one; `make demo` and `make demo-down` are the fixture's job."""
     lines = _shell_lines(_readme_section("Using the demo cluster"))
     assert lines[0] == "make demo" and lines[-1] == "make demo-down"
     assert any(line.startswith("export CORRAL_ROOT=$PWD/.demo/node1") for line in lines)
     assert not any("../" in line for line in lines)
-    workdir = tmp_path / "tree"
+    workdir = short_dir / "tree"
     workdir.mkdir()
     (workdir / ".demo").symlink_to(testbed.dir)
     (workdir / ".venv").symlink_to(BIN.parent)

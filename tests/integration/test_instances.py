@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from corral import daemons
 from corral.paths import Paths
 from corral.utils.process import running_pid
@@ -57,6 +59,7 @@ def fake_state(testbed: TestbedHandle, index: int) -> list[str]:
     return sorted(p.stem for p in state.glob("*.json")) if state.exists() else []
 
 
+@pytest.mark.shared_testbed
 def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
     """Create with the bundled OS, start, reboot, stop, rename, remove."""
     testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
@@ -93,6 +96,7 @@ def test_file_instance_lifecycle(testbed: TestbedHandle) -> None:
     assert fake_state(testbed, 2) == []
 
 
+@pytest.mark.shared_testbed
 def test_dry_run_and_bad_input_change_nothing(testbed: TestbedHandle) -> None:
     """Dry runs and refused creates leave no instance, disk or lock behind."""
     dry = testbed.run("gnt-instance", "add", "-t", "file", "-o", "corral-ext4+default", "-n",
@@ -157,6 +161,7 @@ def test_os_environment_and_parameter_overrides(testbed: TestbedHandle, tmp_path
     assert env["OSP_COLOR"] == "instance"
 
 
+@pytest.mark.shared_testbed
 def test_failing_os_script_leaves_nothing(testbed: TestbedHandle, tmp_path: Path) -> None:
     """A failing create script fails the job with its last output lines; the disks
     it was given are removed and the configuration is unchanged."""

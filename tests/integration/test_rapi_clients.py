@@ -32,6 +32,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -593,30 +594,62 @@ class FuzzLog:
                 self.problems.append(f"{where}: HTTP {status}: {shape}")
 
 
-def fuzz(operation: Any, mode: Any, session: requests.Session, base_url: str,
-         log: FuzzLog, path_parameters: dict[str, str] | None = None) -> None:
-    """Send FUZZ_EXAMPLES generated requests for one operation (with ``path_parameters``
-    fixed, if given); nothing is raised, the answers go to ``log`` (no shrinking: every
-    bad answer is kept as it came)."""
+def fuzz(operation: Any, mode: Any, sender: Sender,
+         path_parameters: dict[str, str] | None = None) -> None:
+    """Generate FUZZ_EXAMPLES requests for one operation (with ``path_parameters`` fixed,
+    if given) and hand each to ``sender``, which sends them in the order made (no
+    shrinking: every bad answer is kept as it came)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
     strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
+    label = f"{mode}{' on real objects' if path_parameters else ''}"
 
     @settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, derandomize=True,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(case=strategy)
     def exercise(case: Any) -> None:
-        try:
-            # verify: schemathesis passes its own (True) per request, over the session's.
-            response = case.call(base_url=base_url, session=session, timeout=60,
-                                 verify=session.verify)
-        except requests.RequestException as err:
-            log.problems.append(f"{case.method} {case.formatted_path} ({mode}): no answer:"
-                                f" {err}")
-            return
-        log.record(response, f"{mode}{' on real objects' if path_parameters else ''}")
+        sender.send(case, label)
 
     exercise()
+
+
+class Sender:
+    """Sends generated requests one at a time, in the order they were handed over, from
+    a thread of its own: Hypothesis makes the next cases (CPU in this process) while the
+    daemons answer the previous ones, instead of one waiting for the other. The answers
+    go to ``log``; leaving the ``with`` block waits for the last one."""
+
+    def __init__(self, session: requests.Session, base_url: str, log: FuzzLog) -> None:
+        self.session = session
+        self.base_url = base_url
+        self.log = log
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fuzz-sender")
+        self._queued: list[Future[None]] = []
+
+    def send(self, case: Any, mode: str) -> None:
+        """Queue ``case``; it is sent after every case queued before it."""
+        self._queued.append(self._pool.submit(self._call, case, mode))
+
+    def _call(self, case: Any, mode: str) -> None:
+        try:
+            # verify: schemathesis passes its own (True) per request, over the session's.
+            response = case.call(base_url=self.base_url, session=self.session, timeout=60,
+                                 verify=self.session.verify)
+        except requests.RequestException as err:
+            self.log.problems.append(f"{case.method} {case.formatted_path} ({mode}): no"
+                                     f" answer: {err}")
+            return
+        self.log.record(response, mode)
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Wait until every queued case was sent; an unexpected error in sending one is
+        raised here."""
+        self._pool.shutdown(wait=True)
+        for future in self._queued:
+            future.result()
 
 
 def real_objects(rapi: Rapi, session: requests.Session) -> dict[str, str]:
@@ -657,7 +690,8 @@ def test_schemathesis_openapi(testbed: TestbedHandle) -> None:
     bound: list[tuple[Any, dict[str, str]]] = []
     invalid: list[str] = []
     modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
-    with rapi.session((rapi.user, rapi.password)) as session:
+    with rapi.session((rapi.user, rapi.password)) as session, \
+            Sender(session, rapi.url, log) as sender:
         real = real_objects(rapi, session)
         for result in schema.get_all_operations():
             if not isinstance(result, Ok):
@@ -670,7 +704,7 @@ def test_schemathesis_openapi(testbed: TestbedHandle) -> None:
                 continue
             fuzzed.append(label)
             for mode in modes:
-                fuzz(operation, mode, session, rapi.url, log)
+                fuzz(operation, mode, sender)
             names = {k: v for k, v in real.items() if f"{{{k}}}" in operation.path}
             if names:
                 bound.append((operation, names))
@@ -679,7 +713,7 @@ def test_schemathesis_openapi(testbed: TestbedHandle) -> None:
                                      or item[0].path.endswith("/rename"), item[0].path))
         for operation, names in bound:
             for mode in modes:
-                fuzz(operation, mode, session, rapi.url, log, names)
+                fuzz(operation, mode, sender, names)
     print(f"schemathesis: {len(fuzzed)} operations fuzzed ({len(bound)} also on real"
           f" objects), statuses {log.counts}; not fuzzed: {skipped}")
     assert not invalid, f"operations schemathesis cannot read: {invalid}"

@@ -14,6 +14,7 @@ import pytest
 from corral.errors import JobQueueDrainedError, NotFoundError, OpExecError
 from corral.jobs import CRASH_MESSAGE, JobQueue, JobStore, OpContext
 from corral.jobs.model import Job, QueuedOpCode, decode_job, job_error, timestamp_now
+from corral.jobs.queue import SUBMIT_BATCH
 from corral.jobs.recovery import REQUEUED_MESSAGE
 from corral.opcodes import OpCode, OpTestDelay, op_to_dict
 
@@ -558,6 +559,38 @@ async def test_drain_refuses_and_persists(env: Env) -> None:
     assert queue.drained
     await queue.set_drain(False)
     assert await wait_final(queue, await queue.submit([delay()])) == "success"
+
+
+async def test_a_large_submission_lets_the_loop_run_and_a_drain_meanwhile_refuses_it(
+        env: Env) -> None:
+    queue = await env.open()
+    turns = 0
+
+    async def other_client() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(other_client())
+    await asyncio.sleep(0)
+    before = turns
+    results = await queue.submit_many([[delay()] for _ in range(300)])
+    assert all(ok for ok, _ in results) and len(results) == 300
+    assert turns - before >= 3  # served between batches of the 300
+    task.cancel()
+
+    async def drain_soon() -> None:
+        await asyncio.sleep(0)
+        queue._drained = True  # as set_drain does first, before it stores the flag
+
+    drainer = asyncio.create_task(drain_soon())
+    last = int(results[-1][1])
+    with pytest.raises(JobQueueDrainedError):
+        await queue.submit_many([[delay()] for _ in range(300)])
+    await drainer
+    # nothing of the refused call exists: no job after the last accepted one
+    assert await queue.query([last + 1, last + SUBMIT_BATCH], ["id"]) == [None, None]
 
 
 async def test_archive_and_auto_archive(env: Env) -> None:

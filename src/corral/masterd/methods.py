@@ -8,6 +8,7 @@ behind the jobs it controls).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ from corral.errors import (
 from corral.jobs import JobQueue
 from corral.jobs.fields import JOB_QUERY_FIELDS, query_jobs_by_id, requested_job_ids
 from corral.jobs.filters import validate_rule
+from corral.jobs.queue import SUBMIT_BATCH
 from corral.luxi import Request, calls
 from corral.luxi.protocol import HANDOVER_METHOD
 from corral.masterd.state import MasterState
@@ -197,9 +199,13 @@ class MasterMethods:
         Opcodes are checked for every job before any is queued, so a malformed job
         refuses the whole call (negative dependencies count positions in it).
         """
-        jobs = [parse_ops(ops, f"job {index}") for index, ops in enumerate(args.jobs)]
-        for index, ops in enumerate(jobs):
-            await self.check_references(ops, f"job {index}")
+        jobs: list[list[OpCode]] = []
+        for index, raw in enumerate(args.jobs):
+            if index and index % SUBMIT_BATCH == 0:
+                await asyncio.sleep(0)  # hundreds of jobs: let the loop serve others
+            jobs.append(parse_ops(raw, f"job {index}"))
+        for index, parsed in enumerate(jobs):
+            await self.check_references(parsed, f"job {index}")
         return await self.queue.submit_many(jobs)
 
     async def check_references(self, ops: list[OpCode], where: str = "job") -> None:

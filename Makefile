@@ -106,23 +106,14 @@ lint: $(STAMP)
 # packages do not wait for the project's venv, and mypy runs beside gentleman's install;
 # on a clean clone they took 66 s instead of 112 s one after another (load 3-4).
 # The unit tests start no daemons and run on two workers (a file's tests stay on one
-# worker), then the integration and fuzz tests (each test its own testbed on free ports,
-# a module's tests on one worker): here, with the compatibility and gabbi suites, 678 s
-# on two workers (load 3-4) where one at a time had taken 1421 s (load 5-6). The qemu guests, loop devices and Ceph (CPU-bound under
-# TCG), the fault suite (timings) and the two suites that print a report at the end (the
-# compatibility table, the gabbi files: pytest-xdist's workers would not print them) run
-# one at a time after them.
-SERIAL_TESTS := tests/integration/test_ganeti_compat.py tests/placement_gabbi tests/system \
-  tests/faults
+# worker); the tests with daemons, guests and loop devices run one at a time after them.
 prerequisites:
 	@$(MAKE) --no-print-directory -j2 --output-sync=target lint sysdeps rapi-clients \
 	  placement-clients
 
 test: prerequisites
 	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=10 tests/unit
-	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 \
-	  --ignore=tests/unit $(SERIAL_TESTS:%=--ignore=%) tests
-	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 $(SERIAL_TESTS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider --durations=15 --ignore=tests/unit tests
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile tests/unit

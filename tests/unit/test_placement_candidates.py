@@ -18,7 +18,7 @@ from corral.placement import (
     parse_resource_providers,
     resource_providers,
 )
-from corral.placement.candidates import collector_paused
+from corral.utils.gcpause import collector_paused
 
 A = "aaaaaaaa-0000-0000-0000-000000000001"
 B = "bbbbbbbb-0000-0000-0000-000000000002"

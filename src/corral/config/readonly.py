@@ -17,8 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from corral.config.storage import Database
-from corral.config.store import ConfigStore, _gc_paused, build_model, check_schema_version
+from corral.config.store import ConfigStore, build_model, check_schema_version
 from corral.errors import ConfigStoreError
+from corral.utils.gcpause import collector_paused
 
 __all__ = ["load_readonly"]
 
@@ -34,7 +35,7 @@ def load_readonly(path: Path) -> ConfigStore:
     """
     path = Path(path)
     for attempt in range(_ATTEMPTS):
-        with _gc_paused():
+        with collector_paused():
             db = Database.open(path, read_only=True)
             try:
                 with db.read_transaction():

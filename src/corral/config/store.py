@@ -22,11 +22,9 @@ an event loop, ``with store.transaction() as txn:`` writes on the calling thread
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import os
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -58,6 +56,7 @@ from corral.objects import (
     NodeGroup,
 )
 from corral.utils.files import fsync_dir
+from corral.utils.gcpause import collector_paused
 from corral.utils.groupcommit import GroupWriter
 
 __all__ = ["CommitListener", "ConfigStore"]
@@ -149,7 +148,7 @@ class ConfigStore:
         path = Path(path)
         # Loading builds tens of thousands of long-lived objects; the cyclic garbage
         # collector would rescan them over and over (half the time at 10,000 instances).
-        with _gc_paused():
+        with collector_paused():
             return cls._load(path)
 
     @classmethod
@@ -415,12 +414,3 @@ def _row(kind: str, obj: ConfigObject) -> Row:
     return Row(kind, obj.uuid, obj.serial_no, encode(obj))
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

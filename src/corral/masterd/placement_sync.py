@@ -52,11 +52,11 @@ from corral.iallocator import ClusterView
 from corral.iallocator.request import NodeLive, reported_storage
 from corral.luxi import calls
 from corral.masterd.placement import PlacementService
-from corral.placement.candidates import collector_paused
 from corral.placement.cluster import NodeResources, Synced, sync
 from corral.placement.model import PlacementStore
 from corral.placement.rest import Changes, PlacementRequest
 from corral.placement.rest.guard import cluster_refusal
+from corral.utils.gcpause import collector_paused
 
 __all__ = ["ENABLE_ENV", "WATCHED_KINDS", "ClusterSync", "commit_matters", "enabled",
            "same_figures"]

@@ -37,10 +37,7 @@ over the candidates produced.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -51,9 +48,10 @@ from corral.errors import PlacementError
 from corral.placement.model import PlacementStore, ProviderSummary, bits_to_mask
 from corral.placement.names import SHARING_TRAIT
 from corral.placement.query import AllocationCandidatesRequest, RequestGroup
+from corral.utils.gcpause import collector_paused
 
 __all__ = ["AllocationCandidates", "AllocationRequest", "ProviderSummary",
-           "allocation_candidates", "collector_paused"]
+           "allocation_candidates"]
 
 Mask = npt.NDArray[np.bool_]
 #: One way to satisfy one group: (slot, resource class, amount) parts; a resourceless
@@ -437,38 +435,6 @@ def allocation_candidates(store: PlacementStore,
     _check_names(store, request)
     with collector_paused():
         return _candidates(store, request)
-
-
-_pause_lock = threading.Lock()
-#: How many threads are inside collector_paused; whether the collector was on before.
-_paused = 0
-_resume = False
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while candidates are built (and while
-    the REST API turns them into JSON, :mod:`corral.placement.rest`), from the first
-    thread in to the last one out.
-
-    A large answer creates tens of thousands of small dicts and tuples; each batch of
-    them triggers a collection that walks every tracked object, the store's providers
-    included, which doubled the time at 5000 computes. What is built here holds no
-    cycles (reference counting frees it), so nothing is lost by collecting later; the
-    collector is switched back on (if it was on) before returning."""
-    global _paused, _resume
-    with _pause_lock:  # reads run in several threads at once (corral.masterd.placement)
-        if _paused == 0:
-            _resume = gc.isenabled()
-            gc.disable()
-        _paused += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _paused -= 1
-            if _paused == 0 and _resume:
-                gc.enable()
 
 
 def _candidates(store: PlacementStore,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.errors import PlacementError
-from corral.placement.candidates import allocation_candidates, collector_paused
+from corral.placement.candidates import allocation_candidates
 from corral.placement.model import Inventory
 from corral.placement.query import is_uuid_like, parse_allocation_candidates
 from corral.placement.rest.body import (
@@ -35,6 +35,7 @@ from corral.placement.rest.candidates_json import candidates_body
 from corral.placement.rest.context import Call, forbid_read_only
 from corral.placement.rest.protocol import HttpProblem, PlacementResponse, json_response
 from corral.placement.rest.providers import inventory_fields, inventory_from
+from corral.utils.gcpause import collector_paused
 
 __all__ = ["delete_allocations", "get_allocations", "list_candidates", "post_allocations",
            "put_allocations", "reshape", "total_usages"]
